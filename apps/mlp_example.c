@@ -1,0 +1,108 @@
+/*
+ * apps/mlp_example.c: a second model on the public engine + task API: a byte-level MLP that
+ * predicts the next byte from the current one (embedding -> linear -> GELU -> linear -> softmax
+ * cross-entropy). docs/writing-a-model.md walks through it.
+ *
+ * Layer: apps/. Includes only <zerotask.h>. Usage: zt-mlp-example --data F [--steps N]
+ */
+#include <stdio.h>     /* printf */
+#include <stdlib.h>    /* atoi */
+#include <string.h>    /* strcmp */
+#include "zerotask.h"  /* engine, tasks, tokens */
+
+int main(int argc, char **argv) {
+    const char *data = NULL;
+    int steps = 50;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
+        else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: zt-mlp-example --data TOKENS.bin [--steps N]\n");
+            return 2;
+        }
+    }
+    if (!data || steps < 1) {
+        fprintf(stderr, "zerotask: error: --data is required and --steps must be >= 1\n");
+        return 2;
+    }
+    const int V = 256, T = 64, C = 64, H = 256;
+    /* 1. a config, built in code here (zt_config_load reads the same from DeepSpeed JSON) */
+    struct zt_config cfg;
+    zt_config_defaults(&cfg);
+    cfg.train_batch_size = 8;
+    cfg.micro_batch = 8;
+    cfg.grad_accum = 1;
+    cfg.world_size = 1;
+    cfg.optim = ZT_OPTIM_ADAMW;
+    cfg.lr = 3e-3f;
+    cfg.weight_decay = 0.0f;
+    struct zt_tokens tok;
+    if (zt_tokens_open(&tok, data, V) != ZT_OK) goto fail_early;
+    /* 2. the engine owns parameters, gradients and Adam state */
+    zt_engine_t e;
+    if (zt_engine_init(&e, &cfg) != ZT_OK) goto fail_early;
+    zt_param_t emb = zt_engine_param(e, "emb.weight", 2, (int64_t[]){V, C}, ZT_INIT_NORMAL, 0.1f);
+    zt_param_t w1 = zt_engine_param(e, "fc1.weight", 2, (int64_t[]){C, H}, ZT_INIT_NORMAL, 0.1f);
+    zt_param_t b1 = zt_engine_param(e, "fc1.bias", 1, (int64_t[]){H}, ZT_INIT_ZERO, 0);
+    zt_param_t w2 = zt_engine_param(e, "fc2.weight", 2, (int64_t[]){H, V}, ZT_INIT_NORMAL, 0.05f);
+    zt_param_t b2 = zt_engine_param(e, "fc2.bias", 1, (int64_t[]){V}, ZT_INIT_ZERO, 0);
+    if (!emb || !w1 || !b1 || !w2 || !b2 || zt_engine_finalize(e) != ZT_OK) goto fail;
+    /* 3. activations: T rows per sequence, blocks of whole sequences */
+    zt_tensor_t in, tg, x, h, hg, logits, losses, dx, dh;
+    if (zt_engine_act(e, "inputs", 1, T, 4, &in) || zt_engine_act(e, "targets", 1, T, 4, &tg) ||
+        zt_engine_act(e, "x", T, C, 4, &x) || zt_engine_act(e, "h", T, H, 4, &h) ||
+        zt_engine_act(e, "hg", T, H, 4, &hg) || zt_engine_act(e, "logits", T, V, 4, &logits) ||
+        zt_engine_act(e, "losses", T, 1, 4, &losses) || zt_engine_act(e, "dx", T, C, 4, &dx) ||
+        zt_engine_act(e, "dh", T, H, 4, &dh))
+        goto fail;
+    int nb = zt_engine_nblk(e);
+    double first = 0, loss = 0;
+    for (int s = 1; s <= steps; s++) {
+        /* 4. one step: begin (zero grads), forward/backward tasks, end (clip + AdamW), wait */
+        if (zt_engine_step_begin(e, s)) goto fail;
+        struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_FORWARD, 0, 1, 0);
+        for (int b = 0; b < nb; b++) {
+            if (zt_task_load_batch(&o, in, tg, b, &tok, s, cfg.train_batch_size, 0) ||
+                zt_task_encoder_forward(&o, x, b, in, zt_param_value(emb), NULL) ||
+                zt_task_matmul_forward(&o, h, b, x, zt_param_value(w1), zt_param_value(b1)) ||
+                zt_task_gelu_forward(&o, hg, b, h) ||
+                zt_task_matmul_forward(&o, logits, b, hg, zt_param_value(w2), zt_param_value(b2)) ||
+                zt_task_crossentropy(&o, logits, losses, b, tg, 1.0f / (cfg.train_batch_size * T)) ||
+                zt_task_matmul_backward_inp(&o, dh, b, logits, zt_param_value(w2), 0) ||
+                zt_task_gelu_backward(&o, dh, b, h) ||
+                zt_task_matmul_backward_inp(&o, dx, b, dh, zt_param_value(w1), 0))
+                goto fail;
+        }
+        for (int j = 0; j < zt_tensor_nblk(zt_param_grad(w2)); j++)
+            if (zt_task_matmul_backward_weight(&o, zt_param_grad(w2), j, hg, logits)) goto fail;
+        for (int j = 0; j < zt_tensor_nblk(zt_param_grad(w1)); j++)
+            if (zt_task_matmul_backward_weight(&o, zt_param_grad(w1), j, x, dh)) goto fail;
+        if (zt_task_matmul_backward_bias(&o, zt_param_grad(b2), logits) ||
+            zt_task_matmul_backward_bias(&o, zt_param_grad(b1), dh) ||
+            zt_task_encoder_backward(&o, zt_param_grad(emb), NULL, dx, in) ||
+            zt_engine_step_end(e))
+            goto fail;
+        struct zt_step_info info;
+        if (zt_engine_step_wait(e, &info) || zt_tensor_acquire(losses, 0)) goto fail;
+        const float *l = zt_tensor_data(losses);
+        loss = 0;
+        for (int64_t i = 0; i < zt_tensor_numel(losses); i++) loss += l[i];
+        loss /= (double)zt_tensor_numel(losses);
+        zt_tensor_release(losses);
+        if (s == 1) first = loss;
+        if (s == 1 || s % 10 == 0 || s == steps)
+            printf("step %4d/%d | loss %.4f | grad norm %.4f\n", s, steps, loss, info.grad_norm);
+    }
+    printf("mlp: loss %.4f -> %.4f\n", first, loss);
+    zt_engine_free(e);
+    zt_tokens_close(&tok);
+    return loss < first ? 0 : 1;
+fail:
+    fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
+    zt_engine_free(e);
+    zt_tokens_close(&tok);
+    return 1;
+fail_early:
+    fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
+    return 1;
+}

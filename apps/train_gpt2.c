@@ -1,0 +1,224 @@
+/*
+ * apps/train_gpt2.c: zt-train, the demo trainer: GPT-2 on a token file, configured by a
+ * DeepSpeed-style JSON, every step a StarPU task graph.
+ *
+ * Layer: apps/. Includes only <zerotask.h>. Errors: exactly one line
+ * "zerotask: error: <message>" on stderr; exit 2 for a bad command line or config, 1 otherwise.
+ */
+#include <errno.h>      /* errno */
+#include <stdio.h>      /* printf, fopen */
+#include <stdlib.h>     /* strtoll */
+#include <string.h>     /* strcmp */
+#include <time.h>       /* clock_gettime */
+#include <unistd.h>     /* sysconf */
+#include "zerotask.h"   /* everything public */
+
+static const char *usage_text =
+    "usage: zt-train --ds-config F --model F --data F [options]\n"
+    "\n"
+    "Train GPT-2 with zerotask: every step is a StarPU task graph (forward, backward, optimizer).\n"
+    "\n"
+    "required:\n"
+    "  --ds-config F        DeepSpeed-style JSON: train_batch_size, train_micro_batch_size_per_gpu,\n"
+    "                       gradient_accumulation_steps, optimizer {type Adam|AdamW, params},\n"
+    "                       scheduler {WarmupLR|WarmupDecayLR|WarmupCosineLR}, gradient_clipping,\n"
+    "                       steps_per_print, seed (unknown or unimplemented keys are errors)\n"
+    "  --model F            model shape JSON: vocab_size, seq_len, n_embd, n_layer, n_head\n"
+    "  --data F             token file in llm.c's format (zt-prepare makes one)\n"
+    "options:\n"
+    "  --steps N            number of training steps (default 10)\n"
+    "  --seed S             seed for the initialisation (overrides the config's \"seed\")\n"
+    "  --init-from W        start from these weights (safetensors, HF GPT-2 names; F32/BF16/F16)\n"
+    "  --export OUT         write the weights after the last step (safetensors, F32)\n"
+    "  --log F              one JSON object per step: step, loss, lr, ms, tokens_per_s, grad_norm\n"
+    "  --trace F            Chrome trace-event JSON of every task (open in ui.perfetto.dev)\n"
+    "  --eval-only          print the loss of step 1's batch and exit, no update\n"
+    "  --quiet              no progress lines (errors only)\n"
+    "  --help               this text;  --help-env  environment variables\n"
+    "\n"
+    "Progress: one line per step (steps_per_print sets how often): step/total, loss (mean over the\n"
+    "step's batch, before the update), lr, ms/step, tokens/s, achieved GFLOP/s. A memory summary\n"
+    "is printed before step 1.\n"
+    "Environment: STARPU_SCHED (default lws), STARPU_NCPU, and ZT_* knobs: see --help-env.\n"
+    "Exit status: 0 ok, 2 bad command line or config, 1 any other error.\n";
+
+static int fail(int code) {
+    fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
+    return code;
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    zt_error_set(ZT_ERR_USAGE, fmt, arg);
+    fprintf(stderr, "zerotask: error: %s (see zt-train --help)\n", zt_error_last());
+    return 2;
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    long long kb = -1;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb > 0) return kb * 1024;
+    return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+}
+
+static int parse_i64(const char *s, int64_t lo, int64_t *out) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo) return -1;
+    *out = v;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    const char *ds = NULL, *model = NULL, *data = NULL, *init = NULL, *export = NULL;
+    const char *logp = NULL, *tracep = NULL;
+    int64_t steps = 10, seed = -1;
+    int eval_only = 0, quiet = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--help-env")) {
+            zt_knobs_print(stdout, 0);
+            return 0;
+        }
+        if (!strcmp(a, "--eval-only")) { eval_only = 1; continue; }
+        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!strcmp(a, "--ds-config")) dst = &ds;
+        else if (!strcmp(a, "--model")) dst = &model;
+        else if (!strcmp(a, "--data")) dst = &data;
+        else if (!strcmp(a, "--init-from")) dst = &init;
+        else if (!strcmp(a, "--export")) dst = &export;
+        else if (!strcmp(a, "--log")) dst = &logp;
+        else if (!strcmp(a, "--trace")) dst = &tracep;
+        else if (!strcmp(a, "--steps") || !strcmp(a, "--seed")) {
+            if (i + 1 >= argc) return usage_error("option %s needs a value", a);
+            int64_t v;
+            if (parse_i64(argv[i + 1], !strcmp(a, "--steps") ? 1 : 0, &v))
+                return usage_error(!strcmp(a, "--steps") ? "--steps %s: expected an integer >= 1"
+                                                         : "--seed %s: expected an integer >= 0",
+                                   argv[i + 1]);
+            if (!strcmp(a, "--steps")) steps = v; else seed = v;
+            i++;
+            continue;
+        } else
+            return usage_error("unknown option '%s'", a);
+        if (i + 1 >= argc || argv[i + 1][0] == '\0') return usage_error("option %s needs a value", a);
+        *dst = argv[++i];
+    }
+    if (!ds) return usage_error("missing %s", "--ds-config");
+    if (!model) return usage_error("missing %s", "--model");
+    if (!data) return usage_error("missing %s", "--data");
+
+    /* ---- validate every input before touching the runtime or any output file ---- */
+    struct zt_config cfg;
+    if (zt_config_load(&cfg, ds, 1) != ZT_OK) return fail(2);
+    if (seed >= 0) cfg.seed = (uint64_t)seed;
+    struct zt_model_shape shape;
+    if (zt_model_shape_load(&shape, model) != ZT_OK) return fail(2);
+    struct zt_tokens tok;
+    if (zt_tokens_open(&tok, data, shape.vocab_size) != ZT_OK) return fail(1);
+    int64_t need = zt_gpt2_mem_estimate(&shape, &cfg), have = mem_available();
+    if (need > have) {
+        zt_error_set(ZT_ERR_NOMEM, "model %s: needs about %.2f GiB of host memory, %.2f GiB "
+                                   "available", model, need / 1073741824.0, have / 1073741824.0);
+        zt_tokens_close(&tok);
+        return fail(1);
+    }
+    if (init) { /* check the file before building anything: a bad header fails here */
+        struct zt_safetensors st;
+        if (zt_st_open(&st, init) != ZT_OK) {
+            zt_tokens_close(&tok);
+            return fail(1);
+        }
+        zt_st_close(&st);
+    }
+
+    int rc = 1;
+    zt_engine_t e = NULL;
+    zt_gpt2_t m = NULL;
+    FILE *logf = NULL;
+    if (zt_engine_init(&e, &cfg) != ZT_OK) goto out;
+    if (zt_gpt2_init(&m, e, &shape) != ZT_OK) goto out;
+    if (init && zt_engine_load_safetensors(e, init) != ZT_OK) goto out;
+    zt_knobs_log_effective();
+    if (tracep) zt_trace_enable(1);
+
+    struct zt_engine_mem mem;
+    zt_engine_memory(e, &mem);
+    if (!quiet) {
+        printf("zerotask %s | GPT-2 V=%d T=%d C=%d L=%d NH=%d | %lld parameters\n",
+               ZEROTASK_VERSION, shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer,
+               shape.n_head, (long long)zt_engine_numel(e));
+        printf("batch %d = micro %d x accumulation %d x world 1 | %d workers | scheduler %s | "
+               "%d row blocks\n", cfg.train_batch_size, cfg.micro_batch, cfg.grad_accum,
+               zt_runtime_nworkers(), zt_runtime_sched_name(), zt_engine_nblk(e));
+        printf("memory (host, this rank): params %.1f MiB | grads %.1f MiB | optimizer %.1f MiB | "
+               "activations %.1f MiB | total %.1f MiB\n", mem.params / 1048576.0,
+               mem.grads / 1048576.0, mem.optim / 1048576.0, mem.acts / 1048576.0,
+               (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
+        fflush(stdout);
+    }
+
+    if (eval_only) {
+        double loss;
+        if (zt_gpt2_step_submit(m, &tok, 1, 0) != ZT_OK) goto out;
+        if (zt_gpt2_step_wait(m, &loss, NULL) != ZT_OK) goto out;
+        printf("eval loss %.6f\n", loss);
+        rc = 0;
+        goto out;
+    }
+    if (logp && !(logf = fopen(logp, "w"))) {
+        zt_error_set(ZT_ERR_IO, "log %s: cannot create (%s)", logp, strerror(errno));
+        goto out;
+    }
+    double flops = zt_gpt2_step_flops(m);
+    int64_t tokens = (int64_t)cfg.train_batch_size * shape.seq_len;
+    int every = cfg.steps_per_print > 0 ? cfg.steps_per_print : 1;
+    for (int64_t s = 1; s <= steps; s++) {
+        double t0 = now_ms(), loss;
+        struct zt_step_info info;
+        if (zt_gpt2_step_submit(m, &tok, s, 1) != ZT_OK) goto out;
+        if (zt_gpt2_step_wait(m, &loss, &info) != ZT_OK) goto out;
+        double ms = now_ms() - t0;
+        if (!quiet && (s == 1 || s == steps || s % every == 0)) {
+            printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.1f ms | %8.0f tok/s | %6.1f GFLOP/s "
+                   "| grad norm %.4f\n", (long long)s, (long long)steps, loss, info.lr, ms,
+                   tokens / (ms / 1e3), flops / (ms * 1e6), info.grad_norm);
+            fflush(stdout);
+        }
+        if (logf)
+            fprintf(logf, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, "
+                          "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
+                    info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
+    }
+    if (logf && fflush(logf) != 0) {
+        zt_error_set(ZT_ERR_IO, "log %s: write failed (%s)", logp, strerror(errno));
+        goto out;
+    }
+    if (export && zt_engine_save_safetensors(e, export) != ZT_OK) goto out;
+    if (tracep &&
+        zt_trace_write(tracep, zt_task_kind_names(), ZT_KIND_COUNT, 0) != ZT_OK)
+        goto out;
+    rc = 0;
+out:
+    if (rc) fail(1);
+    if (logf) fclose(logf);
+    zt_gpt2_free(m);
+    zt_engine_free(e);
+    zt_tokens_close(&tok);
+    return rc;
+}

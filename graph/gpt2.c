@@ -1,0 +1,300 @@
+/*
+ * graph/gpt2.c: GPT-2 forward and backward as loops of task inserts (llm.c's gpt2_forward /
+ * gpt2_backward, with every call a zt_task_*).
+ *
+ * Layer: graph/. No starpu_* calls. Activations are per micro-batch and reused by the next one;
+ * StarPU's sequential consistency orders the reuse. Gradient accumulation across micro-batches
+ * happens in micro-batch order (parameter gradients are +=).
+ */
+#include <math.h>         /* sqrtf */
+#include <stdio.h>        /* snprintf */
+#include <stdlib.h>       /* calloc */
+#include "zt_gpt2.h"      /* our API */
+#include "zt_tasks.h"     /* zt_task_* */
+#include "zt_tokens.h"    /* struct zt_tokens */
+
+enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPW, P_ATTPB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW,
+       P_FCPB, P_NLAYER };
+
+struct zt_layer_acts {
+    zt_tensor_t ln1, ln1_mean, ln1_rstd; /* [N,C], [N], [N] */
+    zt_tensor_t qkv;                     /* [N,3C] */
+    zt_tensor_t atty;                    /* [N,C] */
+    zt_tensor_t att;                     /* [Bm, NH*T*T] */
+    zt_tensor_t res2;                    /* [N,C] residual after attention */
+    zt_tensor_t ln2, ln2_mean, ln2_rstd;
+    zt_tensor_t fch, fch_gelu;           /* [N,4C] */
+    zt_tensor_t res3;                    /* [N,C] layer output */
+};
+
+struct zt_gpt2 {
+    zt_engine_t e;
+    struct zt_model_shape s;
+    zt_param_t wte, wpe, lnfw, lnfb;
+    zt_param_t (*lp)[P_NLAYER];          /* [L][P_NLAYER] */
+    int accum, Bm, B;
+    /* activations (one micro-batch) */
+    zt_tensor_t inputs, targets;         /* [Bm,T] int32 */
+    zt_tensor_t encoded;                 /* [N,C] */
+    struct zt_layer_acts *la;            /* [L] */
+    zt_tensor_t lnf, lnf_mean, lnf_rstd;
+    zt_tensor_t logits;                  /* [N,V], holds dlogits after the loss task */
+    zt_tensor_t *losses;                 /* [accum] x [N] */
+    zt_tensor_t proj;                    /* [N,C] matmul output before a residual add */
+    /* activation gradients (reused per layer) */
+    zt_tensor_t dres, dC, d3C, d4C;      /* [N,C], [N,C], [N,3C], [N,4C] */
+    zt_tensor_t lnpart;                  /* [nblk, 2C] layernorm weight-gradient partials */
+};
+
+static zt_param_t decl(zt_engine_t e, const char *name, int ndim, int64_t d0, int64_t d1,
+                       enum zt_init init, float std) {
+    int64_t shape[2] = {d0, d1};
+    return zt_engine_param(e, name, ndim, shape, init, std);
+}
+
+enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model_shape *s) {
+    *out = NULL;
+    const struct zt_config *cfg = zt_engine_config(e);
+    int V = s->vocab_size, T = s->seq_len, C = s->n_embd, L = s->n_layer, NH = s->n_head;
+    if (V < 1 || T < 1 || C < 1 || L < 1 || NH < 1 || C % NH != 0)
+        return zt_error_set(ZT_ERR_CONFIG, "model: bad shape V=%d T=%d C=%d L=%d NH=%d", V, T, C,
+                            L, NH);
+    struct zt_gpt2 *m = calloc(1, sizeof *m);
+    if (!m) return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
+    m->e = e;
+    m->s = *s;
+    m->Bm = cfg->micro_batch;
+    m->accum = cfg->grad_accum;
+    m->B = cfg->train_batch_size;
+    m->lp = calloc((size_t)L, sizeof *m->lp);
+    m->la = calloc((size_t)L, sizeof *m->la);
+    m->losses = calloc((size_t)m->accum, sizeof *m->losses);
+    if (!m->lp || !m->la || !m->losses) {
+        zt_gpt2_free(m);
+        return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
+    }
+    *out = m;
+    /* ---- parameters, HF GPT-2 names and layouts ---- */
+    float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * L);
+    char n[160];
+    m->wte = decl(e, "transformer.wte.weight", 2, V, C, ZT_INIT_NORMAL, std);
+    m->wpe = decl(e, "transformer.wpe.weight", 2, T, C, ZT_INIT_NORMAL, std);
+    for (int l = 0; l < L; l++) {
+        static const struct {
+            const char *suffix;
+            int ndim, r, c; /* r, c in units: 1=C, 3=3C, 4=4C; c 0 = 1-D */
+            enum zt_init init;
+            int proj;
+        } tab[P_NLAYER] = {
+            {"ln_1.weight", 1, 1, 0, ZT_INIT_ONE, 0},      {"ln_1.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
+            {"attn.c_attn.weight", 2, 1, 3, ZT_INIT_NORMAL, 0},
+            {"attn.c_attn.bias", 1, 3, 0, ZT_INIT_ZERO, 0},
+            {"attn.c_proj.weight", 2, 1, 1, ZT_INIT_NORMAL, 1},
+            {"attn.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
+            {"ln_2.weight", 1, 1, 0, ZT_INIT_ONE, 0},      {"ln_2.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
+            {"mlp.c_fc.weight", 2, 1, 4, ZT_INIT_NORMAL, 0}, {"mlp.c_fc.bias", 1, 4, 0, ZT_INIT_ZERO, 0},
+            {"mlp.c_proj.weight", 2, 4, 1, ZT_INIT_NORMAL, 1},
+            {"mlp.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
+        };
+        for (int k = 0; k < P_NLAYER; k++) {
+            snprintf(n, sizeof n, "transformer.h.%d.%s", l, tab[k].suffix);
+            m->lp[l][k] = decl(e, n, tab[k].ndim, (int64_t)tab[k].r * C, (int64_t)tab[k].c * C,
+                               tab[k].init, tab[k].proj ? pstd : std);
+            if (!m->lp[l][k]) return zt_error_last_code();
+        }
+    }
+    m->lnfw = decl(e, "transformer.ln_f.weight", 1, C, 0, ZT_INIT_ONE, 0);
+    m->lnfb = decl(e, "transformer.ln_f.bias", 1, C, 0, ZT_INIT_ZERO, 0);
+    if (!m->wte || !m->wpe || !m->lnfw || !m->lnfb) return zt_error_last_code();
+    ZT_CHECK(zt_engine_finalize(e));
+    /* ---- activations (rows per sequence: T tokens; att: 1 row per sequence) ---- */
+#define ACT(t, name, rps, cols, es) ZT_CHECK(zt_engine_act(e, name, rps, cols, es, &(t)))
+    ACT(m->inputs, "inputs", 1, T, sizeof(int32_t));
+    ACT(m->targets, "targets", 1, T, sizeof(int32_t));
+    ACT(m->encoded, "encoded", T, C, sizeof(float));
+    for (int l = 0; l < L; l++) {
+        struct zt_layer_acts *a = &m->la[l];
+        ACT(a->ln1, "ln1", T, C, 4);
+        ACT(a->ln1_mean, "ln1_mean", T, 1, 4);
+        ACT(a->ln1_rstd, "ln1_rstd", T, 1, 4);
+        ACT(a->qkv, "qkv", T, 3 * C, 4);
+        ACT(a->atty, "atty", T, C, 4);
+        ACT(a->att, "att", 1, (int64_t)NH * T * T, 4);
+        ACT(a->res2, "res2", T, C, 4);
+        ACT(a->ln2, "ln2", T, C, 4);
+        ACT(a->ln2_mean, "ln2_mean", T, 1, 4);
+        ACT(a->ln2_rstd, "ln2_rstd", T, 1, 4);
+        ACT(a->fch, "fch", T, 4 * C, 4);
+        ACT(a->fch_gelu, "fch_gelu", T, 4 * C, 4);
+        ACT(a->res3, "res3", T, C, 4);
+    }
+    ACT(m->lnf, "lnf", T, C, 4);
+    ACT(m->lnf_mean, "lnf_mean", T, 1, 4);
+    ACT(m->lnf_rstd, "lnf_rstd", T, 1, 4);
+    ACT(m->logits, "logits", T, V, 4);
+    for (int j = 0; j < m->accum; j++) ACT(m->losses[j], "losses", T, 1, 4);
+    ACT(m->proj, "proj", T, C, 4);
+    ACT(m->dres, "dresidual", T, C, 4);
+    ACT(m->dC, "dC", T, C, 4);
+    ACT(m->d3C, "d3C", T, 3 * C, 4);
+    ACT(m->d4C, "d4C", T, 4 * C, 4);
+#undef ACT
+    ZT_CHECK(zt_engine_act_partials(e, "ln_partials", 2 * C, &m->lnpart));
+    return ZT_OK;
+}
+
+void zt_gpt2_free(zt_gpt2_t m) {
+    if (!m) return;
+    free(m->lp);
+    free(m->la);
+    free(m->losses);
+    free(m); /* tensors belong to the engine */
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * one micro-batch */
+#define FOR_BLK for (int b = 0; b < nb; b++)
+#define V_(p) zt_param_value(p)
+#define G_(p) zt_param_grad(p)
+
+/* out = inp @ w + bias, per block; then all weight-gradient helpers */
+static enum zt_status linear_forward(const struct zt_task_opts *o, int nb, zt_tensor_t out,
+                                     zt_tensor_t inp, zt_param_t w, zt_param_t bias) {
+    FOR_BLK ZT_CHECK(zt_task_matmul_forward(o, out, b, inp, V_(w), V_(bias)));
+    return ZT_OK;
+}
+
+static enum zt_status linear_backward(zt_gpt2_t m, int layer, int mb, zt_tensor_t dinp,
+                                      zt_tensor_t dout, zt_tensor_t inp, zt_param_t w,
+                                      zt_param_t bias) {
+    int nb = zt_engine_nblk(m->e), L = m->s.n_layer;
+    struct zt_task_opts ob = zt_engine_opts(m->e, ZT_PRIO_BACKWARD, layer, L, mb);
+    struct zt_task_opts ow = zt_engine_opts(m->e, ZT_PRIO_WEIGHT_GRAD, layer, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_matmul_backward_inp(&ob, dinp, b, dout, V_(w), 0));
+    for (int j = 0; j < zt_tensor_nblk(G_(w)); j++)
+        ZT_CHECK(zt_task_matmul_backward_weight(&ow, G_(w), j, inp, dout));
+    ZT_CHECK(zt_task_matmul_backward_bias(&ow, G_(bias), dout));
+    return ZT_OK;
+}
+
+static enum zt_status layernorm_backward(zt_gpt2_t m, int layer, int mb, zt_tensor_t dout,
+                                         zt_tensor_t inp, zt_param_t w, zt_param_t bias,
+                                         zt_tensor_t mean, zt_tensor_t rstd) {
+    int nb = zt_engine_nblk(m->e), L = m->s.n_layer;
+    struct zt_task_opts ob = zt_engine_opts(m->e, ZT_PRIO_BACKWARD, layer, L, mb);
+    struct zt_task_opts ow = zt_engine_opts(m->e, ZT_PRIO_WEIGHT_GRAD, layer, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_layernorm_backward(&ob, m->dres, m->lnpart, b, dout, inp, V_(w),
+                                                mean, rstd));
+    ZT_CHECK(zt_task_layernorm_param_reduce(&ow, G_(w), G_(bias), m->lnpart));
+    return ZT_OK;
+}
+
+static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step, int mb,
+                                  int train) {
+    zt_engine_t e = m->e;
+    int nb = zt_engine_nblk(e), L = m->s.n_layer, NH = m->s.n_head;
+    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_IO, -1, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_load_batch(&o, m->inputs, m->targets, b, tok, step, m->B,
+                                        mb * m->Bm));
+    /* ---- forward ---- */
+    o = zt_engine_opts(e, ZT_PRIO_FORWARD, -1, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_encoder_forward(&o, m->encoded, b, m->inputs, V_(m->wte), V_(m->wpe)));
+    zt_tensor_t res = m->encoded;
+    for (int l = 0; l < L; l++) {
+        struct zt_layer_acts *a = &m->la[l];
+        zt_param_t *p = m->lp[l];
+        o = zt_engine_opts(e, ZT_PRIO_FORWARD, l, L, mb);
+        FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&o, a->ln1, a->ln1_mean, a->ln1_rstd, b, res,
+                                                   V_(p[P_LN1W]), V_(p[P_LN1B])));
+        ZT_CHECK(linear_forward(&o, nb, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB]));
+        FOR_BLK ZT_CHECK(zt_task_attention_forward(&o, a->atty, a->att, b, a->qkv, NH));
+        ZT_CHECK(linear_forward(&o, nb, m->proj, a->atty, p[P_ATTPW], p[P_ATTPB]));
+        FOR_BLK ZT_CHECK(zt_task_residual_forward(&o, a->res2, b, res, m->proj));
+        FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&o, a->ln2, a->ln2_mean, a->ln2_rstd, b,
+                                                   a->res2, V_(p[P_LN2W]), V_(p[P_LN2B])));
+        ZT_CHECK(linear_forward(&o, nb, a->fch, a->ln2, p[P_FCW], p[P_FCB]));
+        FOR_BLK ZT_CHECK(zt_task_gelu_forward(&o, a->fch_gelu, b, a->fch));
+        ZT_CHECK(linear_forward(&o, nb, m->proj, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
+        FOR_BLK ZT_CHECK(zt_task_residual_forward(&o, a->res3, b, a->res2, m->proj));
+        res = a->res3;
+    }
+    o = zt_engine_opts(e, ZT_PRIO_FORWARD, L, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&o, m->lnf, m->lnf_mean, m->lnf_rstd, b, res,
+                                               V_(m->lnfw), V_(m->lnfb)));
+    FOR_BLK ZT_CHECK(zt_task_matmul_t_forward(&o, m->logits, b, m->lnf, V_(m->wte)));
+    /* d(mean over all B*T positions of the step)/dlogit: 1/(B*T) for every micro-batch */
+    float dscale = train ? 1.0f / ((float)m->B * (float)m->s.seq_len) : 0.0f;
+    FOR_BLK ZT_CHECK(zt_task_crossentropy(&o, m->logits, m->losses[mb], b, m->targets, dscale));
+    if (!train) return ZT_OK;
+    /* ---- backward ---- */
+    struct zt_task_opts ob = zt_engine_opts(e, ZT_PRIO_BACKWARD, L, L, mb);
+    struct zt_task_opts ow = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, L, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_matmul_t_backward_inp(&ob, m->dC, b, m->logits, V_(m->wte), 0));
+    for (int j = 0; j < zt_tensor_nblk(G_(m->wte)); j++)
+        ZT_CHECK(zt_task_matmul_t_backward_weight(&ow, G_(m->wte), j, m->logits, m->lnf));
+    ZT_CHECK(zt_task_zero(&ob, m->dres));
+    ZT_CHECK(layernorm_backward(m, L, mb, m->dC, res, m->lnfw, m->lnfb, m->lnf_mean,
+                                m->lnf_rstd));
+    for (int l = L - 1; l >= 0; l--) {
+        struct zt_layer_acts *a = &m->la[l];
+        zt_param_t *p = m->lp[l];
+        zt_tensor_t res_in = l == 0 ? m->encoded : m->la[l - 1].res3;
+        ob = zt_engine_opts(e, ZT_PRIO_BACKWARD, l, L, mb);
+        /* dres = d(res3): MLP branch */
+        ZT_CHECK(linear_backward(m, l, mb, m->d4C, m->dres, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
+        FOR_BLK ZT_CHECK(zt_task_gelu_backward(&ob, m->d4C, b, a->fch));
+        ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d4C, a->ln2, p[P_FCW], p[P_FCB]));
+        ZT_CHECK(layernorm_backward(m, l, mb, m->dC, a->res2, p[P_LN2W], p[P_LN2B], a->ln2_mean,
+                                    a->ln2_rstd));
+        /* dres = d(res2): attention branch */
+        ZT_CHECK(linear_backward(m, l, mb, m->dC, m->dres, a->atty, p[P_ATTPW], p[P_ATTPB]));
+        FOR_BLK ZT_CHECK(zt_task_attention_backward(&ob, m->d3C, b, m->dC, a->qkv, a->att, NH));
+        ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d3C, a->ln1, p[P_QKVW], p[P_QKVB]));
+        ZT_CHECK(layernorm_backward(m, l, mb, m->dC, res_in, p[P_LN1W], p[P_LN1B], a->ln1_mean,
+                                    a->ln1_rstd));
+    }
+    ow = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, 0, L, mb);
+    ZT_CHECK(zt_task_encoder_backward(&ow, G_(m->wte), G_(m->wpe), m->dres, m->inputs));
+    return ZT_OK;
+}
+
+enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step,
+                                   int train) {
+    if (train) ZT_CHECK(zt_engine_step_begin(m->e, step));
+    for (int mb = 0; mb < m->accum; mb++) ZT_CHECK(micro_batch(m, tok, step, mb, train));
+    if (train) ZT_CHECK(zt_engine_step_end(m->e));
+    return ZT_OK;
+}
+
+enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info *info) {
+    ZT_CHECK(zt_engine_step_wait(m->e, info));
+    double s = 0;
+    int64_t n = 0;
+    for (int mb = 0; mb < m->accum; mb++) { /* fixed order, double accumulation */
+        ZT_CHECK(zt_tensor_acquire(m->losses[mb], 0));
+        const float *l = zt_tensor_data(m->losses[mb]);
+        int64_t k = zt_tensor_numel(m->losses[mb]);
+        for (int64_t i = 0; i < k; i++) s += l[i];
+        n += k;
+        zt_tensor_release(m->losses[mb]);
+    }
+    *loss = s / (double)n;
+    return ZT_OK;
+}
+
+double zt_gpt2_step_flops(zt_gpt2_t m) {
+    double B = m->B, T = m->s.seq_len, C = m->s.n_embd, L = m->s.n_layer, V = m->s.vocab_size;
+    /* forward multiply-adds per token: 12 C^2 per layer in linears + 2 T C (causal ~ T C) in
+     * attention, plus V C in the head; training = 3x forward, 2 flops per multiply-add */
+    double fwd = L * (12 * C * C + 2 * T * C) + V * C;
+    return 2.0 * 3.0 * fwd * B * T;
+}
+
+int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg) {
+    int64_t V = s->vocab_size, T = s->seq_len, C = s->n_embd, L = s->n_layer, NH = s->n_head;
+    int64_t params = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
+    int64_t N = (int64_t)cfg->micro_batch * T;
+    int64_t acts = N * C * (1 + L * 14 + 1 + 6) + N * (L * 4 + 2) + N * V +
+                   (int64_t)cfg->micro_batch * L * NH * T * T + N * (cfg->grad_accum + 2);
+    return 4 * (4 * params + acts);
+}

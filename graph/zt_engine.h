@@ -1,0 +1,94 @@
+/*
+ * graph/zt_engine.h: the training engine: parameters by name, their flat buffers, gradients and
+ * optimizer state, activations, and the per-step lifecycle.
+ *
+ * Layer: graph/. A model (graph/gpt2.c, apps/mlp_example.c) declares parameters, finalizes the
+ * engine, then each step: zt_engine_step_begin (zeroes gradients), submits its forward/backward
+ * tasks (tasks/zt_tasks.h) on engine-owned tensors, zt_engine_step_end (gradient norm, clipping,
+ * AdamW tasks), zt_engine_step_wait. Everything is submitted before anything is waited for.
+ *
+ * Memory (llm.c): parameters, gradients, exp_avg and exp_avg_sq are each ONE flat buffer; a
+ * parameter is a slice aligned to 16 floats. Parameters of two or more dimensions with enough
+ * elements are split into ZT_GRAPH_CHUNKS row blocks so their gradient products run in parallel.
+ */
+#ifndef ZT_ENGINE_H
+#define ZT_ENGINE_H
+
+#include <stdint.h>     /* int64_t */
+#include "zt_config.h"  /* struct zt_config */
+#include "zt_sched.h"   /* enum zt_prio_class */
+#include "zt_status.h"  /* enum zt_status */
+#include "zt_tasks.h"   /* struct zt_task_opts */
+#include "zt_tensor.h"  /* zt_tensor_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zt_engine *zt_engine_t;
+typedef struct zt_param *zt_param_t;
+
+enum zt_init { ZT_INIT_ZERO = 0, ZT_INIT_ONE, ZT_INIT_NORMAL };
+
+/* Create an engine (starts StarPU) for sequences of seq_len rows-per-sequence units.
+ * Owner: caller, with zt_engine_free. */
+enum zt_status zt_engine_init(zt_engine_t *e, const struct zt_config *cfg);
+void zt_engine_free(zt_engine_t e);
+
+/* Declare a parameter (before zt_engine_finalize). shape[0] rows, the rest flattened into
+ * columns. init: zero, one, or normal(0, std) from the engine's seeded generator, drawn in
+ * declaration order. Returns NULL and sets the error on a duplicate name or bad shape. */
+zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int64_t *shape,
+                           enum zt_init init, float std);
+/* Lay out and allocate every flat buffer, register the tensors, initialise parameters. */
+enum zt_status zt_engine_finalize(zt_engine_t e);
+
+zt_tensor_t zt_param_value(zt_param_t p); /* valid after finalize */
+zt_tensor_t zt_param_grad(zt_param_t p);
+const char *zt_param_name(zt_param_t p);
+int zt_param_ndim(zt_param_t p);
+const int64_t *zt_param_shape(zt_param_t p);
+int zt_engine_nparams(zt_engine_t e);
+zt_param_t zt_engine_param_at(zt_engine_t e, int i);
+zt_param_t zt_engine_param_find(zt_engine_t e, const char *name);
+int64_t zt_engine_numel(zt_engine_t e); /* parameters (without padding) */
+
+/* Activation tensor of a micro-batch: rows = micro_batch * rows_per_seq, blocks of whole
+ * sequences (min(ZT_GRAPH_CHUNKS, micro_batch) blocks). Owned by the engine. */
+enum zt_status zt_engine_act(zt_engine_t e, const char *name, int64_t rows_per_seq, int64_t cols,
+                             size_t elemsize, zt_tensor_t *out);
+/* Tensor with one row per activation block (for per-block partial results). */
+enum zt_status zt_engine_act_partials(zt_engine_t e, const char *name, int64_t cols,
+                                      zt_tensor_t *out);
+int zt_engine_nblk(zt_engine_t e);
+
+const struct zt_config *zt_engine_config(zt_engine_t e);
+/* Options for a task of class c at layer (-1 none) and micro-batch mb of the current step. */
+struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int layer, int n_layer,
+                                   int mb);
+
+/* Step lifecycle. step is 1-based; the lr is the config schedule's value for it. */
+enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step);
+enum zt_status zt_engine_step_end(zt_engine_t e);
+struct zt_step_info {
+    int64_t step;
+    float lr;
+    float grad_norm; /* global L2 norm of the gradients before clipping */
+};
+enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info);
+
+/* Weights in and out, Hugging Face names: every parameter must be present with its shape
+ * (F32, BF16 or F16). Export is F32, atomic, in declaration order. */
+enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path);
+enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path);
+
+/* Bytes per category on this rank (host memory). */
+struct zt_engine_mem {
+    int64_t params, grads, optim, acts;
+};
+void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_ENGINE_H */

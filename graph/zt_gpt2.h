@@ -1,0 +1,47 @@
+/*
+ * graph/zt_gpt2.h: GPT-2 built on the public engine and task API (nothing private).
+ *
+ * Layer: graph/. Parameters carry Hugging Face GPT-2 names and layouts; the output head is tied
+ * to transformer.wte.weight. One training step: for each micro-batch, load_batch, forward,
+ * loss, backward; then the engine's clip + AdamW. The reported loss of a step is the mean
+ * cross-entropy over all B*T positions of the step, computed before the update.
+ */
+#ifndef ZT_GPT2_H
+#define ZT_GPT2_H
+
+#include <stdint.h>     /* int64_t */
+#include "zt_config.h"  /* struct zt_model_shape */
+#include "zt_engine.h"  /* zt_engine_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct zt_tokens;
+typedef struct zt_gpt2 *zt_gpt2_t;
+
+/* Declare the parameters on e (which must not be finalized yet), finalize e, and allocate the
+ * activations. GPT-2 initialisation from the engine's seed (std 0.02; c_proj weights
+ * 0.02/sqrt(2L)). Owner: caller, with zt_gpt2_free (before zt_engine_free). */
+enum zt_status zt_gpt2_init(zt_gpt2_t *m, zt_engine_t e, const struct zt_model_shape *shape);
+void zt_gpt2_free(zt_gpt2_t m);
+
+/* Submit the tasks of training step `step` (1-based) reading tok; train == 0 submits the
+ * forward and loss only (no update). Call zt_gpt2_step_wait afterwards. */
+enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step,
+                                   int train);
+/* Wait for the step; *loss = mean loss of the step (before its update). */
+enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info *info);
+
+/* Host bytes the model needs (parameters, gradients, Adam moments, activations) before it is
+ * built, so a caller can refuse a model that does not fit. */
+int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg);
+
+/* Floating-point operations of one training step (forward + backward, matmuls and attention),
+ * for the achieved-GFLOP/s figure. */
+double zt_gpt2_step_flops(zt_gpt2_t m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_GPT2_H */

@@ -1,0 +1,88 @@
+/*
+ * io/zt_config.h: the DeepSpeed-style training config and the model-shape JSON.
+ *
+ * Layer: io/. Parsed with cJSON. Keys have DeepSpeed's names and meaning. A key we do not know,
+ * a known DeepSpeed key we do not implement yet, a duplicated key, a wrong type, an out-of-range
+ * value, an empty file or one that is not a JSON object is ZT_ERR_CONFIG with a one-line message
+ * naming the file, the JSON path and what was expected (with "did you mean" for near misses).
+ */
+#ifndef ZT_CONFIG_H
+#define ZT_CONFIG_H
+
+#include <stdint.h>    /* int64_t */
+#include "zt_status.h" /* enum zt_status */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum zt_optim_type { ZT_OPTIM_ADAM = 0, ZT_OPTIM_ADAMW = 1 };
+
+enum zt_lr_sched_type {
+    ZT_LR_CONSTANT = 0,     /* no "scheduler" section: lr stays optimizer.params.lr */
+    ZT_LR_WARMUP,           /* DeepSpeed WarmupLR */
+    ZT_LR_WARMUP_DECAY,     /* DeepSpeed WarmupDecayLR */
+    ZT_LR_WARMUP_COSINE,    /* DeepSpeed WarmupCosineLR */
+};
+
+enum zt_warmup_type { ZT_WARMUP_LOG = 0, ZT_WARMUP_LINEAR = 1 };
+
+struct zt_config {
+    char path[512];              /* file it was read from ("" when built in code) */
+    /* batch: train_batch_size = micro_batch * grad_accum * world_size (DeepSpeed's rule; any
+     * one missing is derived from the other two, a missing pair defaults the accumulation to 1) */
+    int train_batch_size;
+    int micro_batch;             /* train_micro_batch_size_per_gpu */
+    int grad_accum;              /* gradient_accumulation_steps */
+    int world_size;              /* the world size the rule was resolved with */
+    /* optimizer */
+    enum zt_optim_type optim;    /* optimizer.type: "Adam" | "AdamW" (case-insensitive) */
+    float lr;                    /* optimizer.params.lr            (default 1e-3) */
+    float beta1, beta2;          /* optimizer.params.betas         (default [0.9, 0.999]) */
+    float eps;                   /* optimizer.params.eps           (default 1e-8) */
+    float weight_decay;          /* optimizer.params.weight_decay  (default 0.01 AdamW, 0 Adam) */
+    int adam_w_mode;             /* optimizer.params.adam_w_mode: decoupled decay (DeepSpeed's
+                                  * default 1 for both types; AdamW forces 1) */
+    /* scheduler (DeepSpeed names; params not given take DeepSpeed's defaults) */
+    enum zt_lr_sched_type sched;
+    float warmup_min_lr;         /* WarmupLR/WarmupDecayLR: default 0 */
+    float warmup_max_lr;         /* WarmupLR/WarmupDecayLR: default 0.001 */
+    int warmup_num_steps;        /* default 1000 */
+    enum zt_warmup_type warmup_type; /* default log */
+    int total_num_steps;         /* WarmupDecayLR (required) / WarmupCosineLR (required) */
+    float warmup_min_ratio;      /* WarmupCosineLR: default 0 */
+    float cos_min_ratio;         /* WarmupCosineLR: default 0.0001 */
+    /* other */
+    float gradient_clipping;     /* 0 = off (DeepSpeed default 0) */
+    int steps_per_print;         /* default 10 (DeepSpeed's) */
+    uint64_t seed;               /* "seed", default 1234 */
+    int zero_stage;              /* zero_optimization.stage; only 0 accepted until ZeRO lands */
+};
+
+/* Fill cfg with the defaults above (train_batch_size etc. left 0 = unspecified). */
+void zt_config_defaults(struct zt_config *cfg);
+/* Read a DeepSpeed JSON file and resolve the batch rule for world_size ranks. */
+enum zt_status zt_config_load(struct zt_config *cfg, const char *path, int world_size);
+/* Same from a JSON string (name is used in messages in place of a path). */
+enum zt_status zt_config_parse(struct zt_config *cfg, const char *json, const char *name,
+                               int world_size);
+/* Learning rate of 1-based training step `step` (DeepSpeed: the schedule's value at
+ * last_batch_iteration = step - 1, i.e. the lr the optimizer uses in that step). */
+float zt_config_lr(const struct zt_config *cfg, int64_t step);
+
+/* Model shape JSON: {"vocab_size", "seq_len", "n_embd", "n_layer", "n_head"}, all required,
+ * all positive, n_embd divisible by n_head; unknown keys are errors as above. */
+struct zt_model_shape {
+    int vocab_size; /* V */
+    int seq_len;    /* T (max sequence length; wpe rows) */
+    int n_embd;     /* C */
+    int n_layer;    /* L */
+    int n_head;     /* NH */
+};
+enum zt_status zt_model_shape_load(struct zt_model_shape *m, const char *path);
+enum zt_status zt_model_shape_parse(struct zt_model_shape *m, const char *json, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_CONFIG_H */

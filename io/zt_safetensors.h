@@ -1,0 +1,70 @@
+/*
+ * io/zt_safetensors.h: safetensors reader and writer.
+ *
+ * Layer: io/. Format: 8-byte little-endian header length n, n bytes of JSON
+ * {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, "__metadata__": {..}},
+ * then the data. Reading validates the header (JSON, dtypes, offsets inside the file, sizes
+ * matching shapes); F32, BF16 and F16 are read (converted to fp32).
+ */
+#ifndef ZT_SAFETENSORS_H
+#define ZT_SAFETENSORS_H
+
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* int64_t */
+#include "zt_status.h" /* enum zt_status */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZT_ST_MAX_DIMS 8
+#define ZT_ST_MAX_NAME 160
+
+enum zt_st_dtype { ZT_ST_F32 = 0, ZT_ST_BF16 = 1, ZT_ST_F16 = 2 };
+
+struct zt_st_tensor {
+    char name[ZT_ST_MAX_NAME];
+    enum zt_st_dtype dtype;
+    int ndim;
+    int64_t shape[ZT_ST_MAX_DIMS];
+    size_t begin, end; /* byte offsets in the data section */
+};
+
+struct zt_safetensors {
+    char path[512];
+    int n;
+    struct zt_st_tensor *t; /* [n] */
+    const unsigned char *data; /* data section (inside the map) */
+    void *map;
+    size_t maplen;
+};
+
+/* Open and validate (ZT_ERR_IO if missing/unreadable, ZT_ERR_CKPT_CORRUPT for a bad header). */
+enum zt_status zt_st_open(struct zt_safetensors *st, const char *path);
+void zt_st_close(struct zt_safetensors *st);
+/* NULL if absent. */
+const struct zt_st_tensor *zt_st_find(const struct zt_safetensors *st, const char *name);
+/* Read tensor `name` into dst as fp32, checking it exists and its shape equals shape[0..ndim-1];
+ * a missing tensor or wrong shape is ZT_ERR_CKPT_CORRUPT naming the file, tensor, expected and
+ * found shapes. */
+enum zt_status zt_st_read_f32(const struct zt_safetensors *st, const char *name, int ndim,
+                              const int64_t *shape, float *dst);
+
+/* One tensor to write (always F32). */
+struct zt_st_entry {
+    const char *name;
+    int ndim;
+    int64_t shape[ZT_ST_MAX_DIMS];
+    const float *data;
+};
+/* Write all entries in the given order to path, atomically: a temporary file in the same
+ * directory, fsync, rename; on any error the temporary is removed and no file is left at path
+ * (an existing file at path is untouched). metadata_json may be NULL or a JSON object text of
+ * string values for "__metadata__". */
+enum zt_status zt_st_write_f32(const char *path, const struct zt_st_entry *e, int n,
+                               const char *metadata_json);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_SAFETENSORS_H */

@@ -1,0 +1,129 @@
+/*
+ * kernels/zt_kernels.h: every CPU compute kernel of zerotask, grouped by layer.
+ *
+ * Layer: bottom (pure maths). No StarPU, no MPI, no zerotask headers; callers are tasks/ codelets
+ * and tests. All tensors are fp32, row-major, contiguous unless a leading dimension is given.
+ *
+ * Shape letters (llm.c): B batch rows (sequences), T sequence length, C channels (n_embd),
+ * V vocabulary, NH heads, hs = C/NH head size, N = number of token rows (B*T or a chunk of it),
+ * OC output channels.
+ *
+ * Weight layouts are Hugging Face GPT-2's (Conv1D): a linear layer's weight is W[C, OC] and
+ * y = x @ W + b. The tied output head uses wte[V, C] as y = x @ wte^T.
+ *
+ * Accumulation rule (decided once, here):
+ *   - parameter gradients (dw, db, dwte, dwpe) ACCUMULATE (+=): micro-batches and several
+ *     producers (tied wte) add into the same buffer, which the engine zeroes once per step;
+ *   - activation gradients are OVERWRITTEN (=) unless the prototype says "+=": the residual
+ *     stream gradient is the exception, layernorm_backward adds into dinp so that one buffer
+ *     carries d(residual) through the whole backward pass.
+ * Every kernel is deterministic: a fixed summation order that depends only on its arguments.
+ */
+#ifndef ZT_KERNELS_H
+#define ZT_KERNELS_H
+
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* int32_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Make BLAS single-threaded: parallelism comes from StarPU workers, one kernel per worker. */
+void zt_kern_blas_init(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * encoder: token + position embedding
+ * out[N,C] = wte[tokens[n], :] + wpe[(t0 + n) % T, :], n = 0..N-1
+ * (t0 is the position of the first row: the global row index of row 0 modulo T). */
+void zt_kern_encoder_forward(float *out, const int32_t *tokens, const float *wte, const float *wpe,
+                             int N, int T, int t0, int C);
+/* dwte[tokens[n], :] += dout[n, :]; dwpe[(t0+n)%T, :] += dout[n, :]; rows in order n = 0..N-1 */
+void zt_kern_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *tokens,
+                              int N, int T, int t0, int C);
+
+/* ---------------------------------------------------------------------------------------------
+ * layernorm over the last dimension, eps = 1e-5 (PyTorch default)
+ * out[N,C], mean[N], rstd[N] (saved for backward) from inp[N,C], w[C], b[C] */
+void zt_kern_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                               const float *w, const float *b, int N, int C);
+/* dinp[N,C] += d/dinp; dw[C] += ; db[C] += (from dout[N,C], inp, w, mean, rstd) */
+void zt_kern_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                                const float *inp, const float *w, const float *mean,
+                                const float *rstd, int N, int C);
+
+/* ---------------------------------------------------------------------------------------------
+ * matmul, HF Conv1D layout: out[N,OC] = inp[N,C] @ w[C,OC] + bias[OC] (bias may be NULL) */
+void zt_kern_matmul_forward(float *out, const float *inp, const float *w, const float *bias,
+                            int N, int C, int OC);
+/* dinp[N,C] = dout[N,OC] @ w[C,OC]^T  (accumulate != 0: +=) */
+void zt_kern_matmul_backward_inp(float *dinp, const float *dout, const float *w, int N, int C,
+                                 int OC, int accumulate);
+/* rows c0..c1-1 of the weight gradient: dw[c1-c0, OC] += inp[N, c0:c1]^T @ dout[N,OC]
+ * (dw points at row c0 of the full [C,OC] gradient; inp has leading dimension C) */
+void zt_kern_matmul_backward_weight(float *dw, const float *inp, const float *dout, int N, int C,
+                                    int OC, int c0, int c1);
+/* dbias[OC] += sum over rows of dout[N,OC] */
+void zt_kern_matmul_backward_bias(float *dbias, const float *dout, int N, int OC);
+
+/* tied head, w[OC,C] (wte with OC = V): out[N,OC] = inp[N,C] @ w^T */
+void zt_kern_matmul_t_forward(float *out, const float *inp, const float *w, int N, int C, int OC);
+/* dinp[N,C] = dout[N,OC] @ w[OC,C]  (accumulate != 0: +=) */
+void zt_kern_matmul_t_backward_inp(float *dinp, const float *dout, const float *w, int N, int C,
+                                   int OC, int accumulate);
+/* rows o0..o1-1 of the weight gradient: dw[o1-o0, C] += dout[N, o0:o1]^T @ inp[N,C]
+ * (dw points at row o0 of the full [OC,C] gradient; dout has leading dimension OC) */
+void zt_kern_matmul_t_backward_weight(float *dw, const float *dout, const float *inp, int N, int C,
+                                      int OC, int o0, int o1);
+
+/* ---------------------------------------------------------------------------------------------
+ * causal multi-head self-attention, GPT-2 style
+ * qkv[B,T,3C]: q = qkv[..., 0:C], k = qkv[..., C:2C], v = qkv[..., 2C:3C]; head h uses columns
+ * h*hs .. (h+1)*hs-1 of each. out[B,T,C] (heads concatenated), att[B,NH,T,T] softmax
+ * probabilities (saved for backward; entries above the diagonal are 0). Scale 1/sqrt(hs). */
+void zt_kern_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                               int NH);
+/* dqkv[B,T,3C] = gradient of qkv (overwritten) from dout[B,T,C], qkv, att.
+ * scratch: at least zt_kern_attention_scratch_floats(T) floats, contents undefined. */
+void zt_kern_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                const float *att, int B, int T, int C, int NH);
+size_t zt_kern_attention_scratch_floats(int T);
+
+/* ---------------------------------------------------------------------------------------------
+ * GELU, tanh approximation (PyTorch gelu(approximate='tanh'))
+ * out[n] = gelu(inp[n]) */
+void zt_kern_gelu_forward(float *out, const float *inp, size_t n);
+/* dinp[n] = gelu'(inp[n]) * dout[n]  (dinp may alias dout) */
+void zt_kern_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+/* ---------------------------------------------------------------------------------------------
+ * residual: out = a + b; backward: da += dout, db += dout (either may be NULL) */
+void zt_kern_residual_forward(float *out, const float *a, const float *b, size_t n);
+void zt_kern_residual_backward(float *da, float *db, const float *dout, size_t n);
+
+/* ---------------------------------------------------------------------------------------------
+ * softmax cross-entropy over logits[N,V] with integer targets[N] in [0,V).
+ * losses[n] = -log softmax(logits[n])[targets[n]].
+ * If dscale != 0, logits is then OVERWRITTEN in place by its gradient
+ * dscale * (softmax(logits[n]) - onehot(targets[n])); with dscale == 0 logits is untouched. */
+void zt_kern_crossentropy_forward_backward(float *logits, float *losses, const int32_t *targets,
+                                           int N, int V, float dscale);
+
+/* ---------------------------------------------------------------------------------------------
+ * optimizer
+ * Adam/AdamW step on n contiguous parameters, PyTorch semantics:
+ *   g = grad * grad_scale
+ *   decoupled (AdamW): p -= lr * weight_decay * p       else (Adam, L2): g += weight_decay * p
+ *   m = beta1 m + (1-beta1) g ;  v = beta2 v + (1-beta2) g^2
+ *   p -= (lr / bc1) * m / (sqrt(v) / sqrt(bc2) + eps)   with bc1 = 1-beta1^t, bc2 = 1-beta2^t
+ */
+void zt_kern_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
+                   float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
+                   float grad_scale, int decoupled);
+/* sum of squares of x[n], accumulated in double in a fixed order */
+double zt_kern_sumsq(const float *x, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_KERNELS_H */

@@ -1,0 +1,122 @@
+/*
+ * sched/knobs.c: the single table of every ZT_* environment knob (NCCL's param table).
+ *
+ * Layer: sched/. `zt-train --help-env` and the README table are generated from this table; add a
+ * knob here and nowhere else.
+ */
+#include <errno.h>     /* errno */
+#include <stdio.h>     /* fprintf */
+#include <stdlib.h>    /* getenv, strtoll */
+#include <string.h>    /* strcmp */
+#include "zt_log.h"    /* ZT_LOG_I */
+#include "zt_sched.h"  /* struct zt_knob */
+
+static const struct zt_knob g_knobs[] = {
+    {"ZT_LOG_LEVEL", ZT_KNOB_STR, "info", "log verbosity: error, warn, info or debug"},
+    {"ZT_GRAPH_CHUNKS", ZT_KNOB_INT, "4",
+     "row blocks per activation and weight tensor (tasks per op); fixed independently of the "
+     "worker count so results do not depend on STARPU_NCPU"},
+    {"ZT_OPT_GROUP_ELEMS", ZT_KNOB_INT, "1048576",
+     "parameters per optimizer task (AdamW and gradient-norm tasks work on groups of about this "
+     "many elements of the flat buffer)"},
+    {"ZT_SCHED_PRIORITY", ZT_KNOB_BOOL, "1",
+     "critical-path task priorities (used by policies that honour priorities: lws, prio, dmdas)"},
+    {NULL, 0, NULL, NULL},
+};
+
+/* StarPU variables users tune, documented next to ours (StarPU's meaning). */
+static const struct {
+    const char *name, *doc;
+} g_starpu_vars[] = {
+    {"STARPU_SCHED", "scheduling policy (eager, lws, ws, prio, dmda, dmdas, random, ...); "
+                     "zerotask uses lws when unset and rejects unknown names"},
+    {"STARPU_NCPU", "number of CPU workers (Debian's StarPU allows at most 4)"},
+    {"STARPU_HOME", "where StarPU keeps calibration; zerotask defaults it to "
+                    "~/.cache/zerotask when neither it nor STARPU_PERF_MODEL_DIR is set"},
+    {"STARPU_CALIBRATE", "1 to recalibrate performance models (dmda, dmdas)"},
+    {"STARPU_SILENT", "1 to silence StarPU's own messages"},
+    {NULL, NULL},
+};
+
+const struct zt_knob *zt_knobs(void) { return g_knobs; }
+
+static const struct zt_knob *find(const char *name) {
+    for (int i = 0; g_knobs[i].name; i++)
+        if (strcmp(g_knobs[i].name, name) == 0) return &g_knobs[i];
+    return NULL;
+}
+
+static const char *value_of(const struct zt_knob *k) {
+    const char *v = getenv(k->name);
+    return (v && *v) ? v : k->def;
+}
+
+enum zt_status zt_knob_int(const char *name, int64_t lo, int64_t hi, int64_t *out) {
+    const struct zt_knob *k = find(name);
+    ZT_ASSERT_MSG(k != NULL, "unknown knob %s", name);
+    const char *v = value_of(k);
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end != '\0' || x < lo || x > hi)
+        return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected an integer in [%lld, %lld]", name, v,
+                            (long long)lo, (long long)hi);
+    *out = x;
+    return ZT_OK;
+}
+
+enum zt_status zt_knob_str(const char *name, const char *const *allowed, const char **out) {
+    const struct zt_knob *k = find(name);
+    ZT_ASSERT_MSG(k != NULL, "unknown knob %s", name);
+    const char *v = value_of(k);
+    for (int i = 0; allowed[i]; i++)
+        if (strcmp(allowed[i], v) == 0) {
+            *out = allowed[i];
+            return ZT_OK;
+        }
+    char list[256] = "";
+    for (int i = 0; allowed[i]; i++) {
+        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, allowed[i], sizeof list - strlen(list) - 1);
+    }
+    return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected one of %s", name, v, list);
+}
+
+static const char *type_name(enum zt_knob_type t) {
+    switch (t) {
+    case ZT_KNOB_INT: return "int";
+    case ZT_KNOB_BOOL: return "bool";
+    case ZT_KNOB_SIZE: return "size";
+    default: return "string";
+    }
+}
+
+void zt_knobs_print(FILE *f, int markdown) {
+    if (markdown) {
+        fprintf(f, "| variable | type | default | meaning |\n|---|---|---|---|\n");
+        for (int i = 0; g_knobs[i].name; i++)
+            fprintf(f, "| `%s` | %s | `%s` | %s |\n", g_knobs[i].name, type_name(g_knobs[i].type),
+                    g_knobs[i].def, g_knobs[i].doc);
+        for (int i = 0; g_starpu_vars[i].name; i++)
+            fprintf(f, "| `%s` | StarPU | | %s |\n", g_starpu_vars[i].name, g_starpu_vars[i].doc);
+        return;
+    }
+    fprintf(f, "zerotask environment variables:\n");
+    for (int i = 0; g_knobs[i].name; i++)
+        fprintf(f, "  %-20s %-6s default %-8s %s\n", g_knobs[i].name, type_name(g_knobs[i].type),
+                g_knobs[i].def, g_knobs[i].doc);
+    fprintf(f, "StarPU environment variables that matter (StarPU's meaning):\n");
+    for (int i = 0; g_starpu_vars[i].name; i++)
+        fprintf(f, "  %-20s %s\n", g_starpu_vars[i].name, g_starpu_vars[i].doc);
+}
+
+void zt_knobs_log_effective(void) {
+    for (int i = 0; g_knobs[i].name; i++)
+        ZT_LOG_D("knob %s=%s%s", g_knobs[i].name, value_of(&g_knobs[i]),
+                 getenv(g_knobs[i].name) ? "" : " (default)");
+    const char *vars[] = {"STARPU_SCHED", "STARPU_NCPU", "STARPU_HOME", "STARPU_CALIBRATE", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v) ZT_LOG_D("env %s=%s", vars[i], v);
+    }
+}

@@ -1,0 +1,106 @@
+/*
+ * sched/runtime.c: start and stop StarPU for zerotask.
+ *
+ * Layer: sched/. Fills a starpu_conf with zerotask's defaults. StarPU's own environment
+ * variables (STARPU_SCHED, STARPU_NCPU, ...) take precedence over the conf, as StarPU documents,
+ * so the user's settings always win; we only pick a scheduler when STARPU_SCHED is unset, and a
+ * STARPU_SCHED that names no policy is an error instead of StarPU's silent fallback to lws.
+ */
+#include <stdlib.h>    /* getenv, setenv */
+#include <string.h>    /* strcmp */
+#include <starpu.h>    /* starpu_init, starpu_conf */
+#include "zt_log.h"    /* ZT_LOG_I */
+#include "zt_sched.h"  /* our prototypes */
+
+static int g_refs = 0;
+static const char *g_sched_name = "lws";
+
+/* Default StarPU policy: lws honours priorities (PLATFORM.md item 10) and needs no calibration. */
+#define ZT_DEFAULT_SCHED "lws"
+
+static enum zt_status check_sched_env(void) {
+    const char *s = getenv("STARPU_SCHED");
+    if (!s || !*s) return ZT_OK;
+    struct starpu_sched_policy **pols = starpu_sched_get_predefined_policies();
+    char known[1024] = "";
+    for (int i = 0; pols[i]; i++) {
+        if (strcmp(pols[i]->policy_name, s) == 0) {
+            g_sched_name = pols[i]->policy_name;
+            return ZT_OK;
+        }
+        if (strlen(known) + strlen(pols[i]->policy_name) + 3 < sizeof known) {
+            if (known[0]) strcat(known, ", ");
+            strcat(known, pols[i]->policy_name);
+        }
+    }
+    return zt_error_set(ZT_ERR_CONFIG, "STARPU_SCHED=%s: not a StarPU scheduling policy "
+                                       "(expected one of: %s)", s, known);
+}
+
+/* Keep calibration files out of the current directory and the user's other StarPU runs unless
+ * the user chose a place (issue 6: a per-user zerotask directory). */
+static void default_starpu_home(void) {
+    if (getenv("STARPU_HOME") || getenv("STARPU_PERF_MODEL_DIR")) return;
+    const char *home = getenv("HOME");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    char path[1024];
+    if (xdg && *xdg)
+        snprintf(path, sizeof path, "%s/zerotask", xdg);
+    else if (home && *home)
+        snprintf(path, sizeof path, "%s/.cache/zerotask", home);
+    else
+        return;
+    setenv("STARPU_HOME", path, 0);
+}
+
+enum zt_status zt_runtime_init(void) {
+    if (g_refs++ > 0) return ZT_OK;
+    enum zt_status rc = check_sched_env();
+    if (rc != ZT_OK) {
+        g_refs = 0;
+        return rc;
+    }
+    default_starpu_home();
+    struct starpu_conf conf;
+    starpu_conf_init(&conf);
+    if (!getenv("STARPU_SCHED")) {
+        conf.sched_policy_name = ZT_DEFAULT_SCHED;
+        g_sched_name = ZT_DEFAULT_SCHED;
+    }
+    /* our codelets are CPU (and CUDA when built); OpenCL workers would only idle */
+    conf.nopencl = 0;
+    int ret = starpu_init(&conf);
+    if (ret == -ENODEV) {
+        g_refs = 0;
+        return zt_error_set(ZT_ERR_NO_DEVICE, "StarPU: no worker could be started (check "
+                                              "STARPU_NCPU)");
+    }
+    if (ret != 0) {
+        g_refs = 0;
+        return zt_error_set(ZT_ERR_RUNTIME, "StarPU: starpu_init failed (%d)", ret);
+    }
+    if (starpu_cpu_worker_get_count() == 0) {
+        starpu_shutdown();
+        g_refs = 0;
+        return zt_error_set(ZT_ERR_NO_DEVICE, "StarPU: no CPU worker (STARPU_NCPU=0?); zerotask "
+                                              "needs at least one");
+    }
+    return ZT_OK;
+}
+
+void zt_runtime_free(void) {
+    if (g_refs == 0) return;
+    if (--g_refs > 0) return;
+    starpu_task_wait_for_all();
+    starpu_shutdown();
+}
+
+enum zt_status zt_runtime_wait_all(void) {
+    int ret = starpu_task_wait_for_all();
+    if (ret != 0) return zt_error_set(ZT_ERR_RUNTIME, "StarPU: task_wait_for_all failed (%d)", ret);
+    return ZT_OK;
+}
+
+int zt_runtime_nworkers(void) { return (int)starpu_worker_get_count(); }
+
+const char *zt_runtime_sched_name(void) { return g_sched_name; }

@@ -1,0 +1,87 @@
+/*
+ * sched/zt_sched.h: StarPU lifetime, the ZT_* knob table, task priorities and tracing.
+ *
+ * Layer: sched/ (above io/, below tasks/). zt_runtime_init fills a starpu_conf and starts StarPU;
+ * it never overrides a STARPU_* variable the user has set (StarPU's environment wins over the
+ * conf, and we only choose a scheduler when STARPU_SCHED is unset).
+ */
+#ifndef ZT_SCHED_H
+#define ZT_SCHED_H
+
+#include <stdint.h>    /* int64_t */
+#include <stdio.h>     /* FILE */
+#include "zt_status.h" /* enum zt_status */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- runtime ---- */
+/* Start StarPU (idempotent, reference counted). ZT_ERR_NO_DEVICE if no CPU worker starts. */
+enum zt_status zt_runtime_init(void);
+void zt_runtime_free(void);
+/* Wait for every submitted task. */
+enum zt_status zt_runtime_wait_all(void);
+int zt_runtime_nworkers(void);
+/* Name of the scheduling policy in use ("lws", ...). */
+const char *zt_runtime_sched_name(void);
+
+/* ---- knobs (NCCL-style single table; see knobs.c) ---- */
+enum zt_knob_type { ZT_KNOB_INT, ZT_KNOB_BOOL, ZT_KNOB_STR, ZT_KNOB_SIZE };
+struct zt_knob {
+    const char *name;
+    enum zt_knob_type type;
+    const char *def;  /* default, as text */
+    const char *doc;  /* one line */
+};
+/* The table of every ZT_* knob, terminated by a {NULL} row. */
+const struct zt_knob *zt_knobs(void);
+/* Typed readers: value of the knob from the environment or its default. A value that does not
+ * parse or is out of range is ZT_ERR_CONFIG naming the variable and what was expected. */
+enum zt_status zt_knob_int(const char *name, int64_t lo, int64_t hi, int64_t *out);
+enum zt_status zt_knob_str(const char *name, const char *const *allowed, const char **out);
+/* Print the knob table and the StarPU variables that matter (for --help-env / README). */
+void zt_knobs_print(FILE *f, int markdown);
+/* Log effective values of ours and StarPU's at info level (once, rank 0). */
+void zt_knobs_log_effective(void);
+
+/* ---- priorities ---- */
+enum zt_prio_class {
+    ZT_PRIO_DEFAULT = 0,
+    ZT_PRIO_FORWARD,
+    ZT_PRIO_BACKWARD,
+    ZT_PRIO_WEIGHT_GRAD, /* parameter-gradient products: off the critical path */
+    ZT_PRIO_OPTIMIZER,
+    ZT_PRIO_IO,
+};
+/* Priority for a task of class c at layer `layer` of n_layer (critical path first); 0 when
+ * ZT_SCHED_PRIORITY=0. */
+int zt_prio(enum zt_prio_class c, int layer, int n_layer);
+
+/* ---- tracing ---- */
+struct zt_trace_rec {
+    int kind;      /* task kind (tasks/zt_task_kinds.h) */
+    int layer;     /* -1 when not per layer */
+    int mb;        /* micro-batch, -1 when not */
+    int blk;       /* row block, -1 when whole */
+    int worker;
+    int64_t step;
+    double start_us, end_us; /* starpu_timing_now() */
+    int64_t bytes;           /* bytes of the task's buffers */
+};
+/* Turn recording on (before the tasks to record are submitted). */
+void zt_trace_enable(int on);
+int zt_trace_enabled(void);
+/* Called by the codelet dispatcher after each task when enabled (thread-safe, per worker). */
+void zt_trace_record(const struct zt_trace_rec *r);
+/* Sum of recorded task time by kind for the step (or all steps with step < 0). */
+double zt_trace_busy_us(int64_t step);
+/* Write every record as Chrome trace-event JSON (Perfetto opens it): one process per rank, one
+ * thread per worker; kind names from names[kind]. Atomic (tmp + rename). */
+enum zt_status zt_trace_write(const char *path, const char *const *names, int nnames, int rank);
+void zt_trace_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_SCHED_H */

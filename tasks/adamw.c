@@ -1,0 +1,121 @@
+/*
+ * tasks/adamw.c: the optimizer tasks: per-group gradient sum of squares, the global-norm clip
+ * coefficient, and AdamW on a group of blocks of the flat parameter buffer.
+ *
+ * Layer: tasks/. A group is a run of consecutive parameter blocks of about ZT_OPT_GROUP_ELEMS
+ * elements; its m and v are one block each of the flat moment tensors. The norm is reduced over
+ * groups in group order, so it is bit-identical for any worker count and scheduler.
+ */
+#include <math.h>        /* sqrt, pow */
+#include <stdlib.h>      /* malloc */
+#include <string.h>      /* memset */
+#include "zt_kernels.h"  /* zt_kern_adamw, zt_kern_sumsq */
+#include "tasks_impl.h"  /* builder, slots */
+
+struct zt_opt_args {
+    struct zt_task_hdr hdr;
+    int n;                 /* blocks in the group */
+    float max_norm;
+    struct zt_adamw_hparams hp;
+    int64_t off[];         /* [n] element offset of block i inside the group's m/v block */
+};
+
+void grad_sumsq_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_opt_args *a = cl_arg;
+    double *partial = zt_slot_ptr(buffers, &a->hdr, 0);
+    double s = 0;
+    for (int i = 0; i < a->hdr.count[1]; i++)
+        s += zt_kern_sumsq(zt_slot_buf_ptr(buffers, &a->hdr, 1, i),
+                           (size_t)zt_slot_buf_nx(buffers, &a->hdr, 1, i));
+    partial[0] = s;
+}
+
+void grad_clip_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_opt_args *a = cl_arg;
+    float *clip = zt_slot_ptr(buffers, &a->hdr, 0);
+    const double *partial = zt_slot_ptr(buffers, &a->hdr, 1);
+    int64_t n = zt_slot_nx(buffers, &a->hdr, 1);
+    double s = 0;
+    for (int64_t g = 0; g < n; g++) s += partial[g];
+    double norm = sqrt(s);
+    float coef = 1.0f;
+    if (a->max_norm > 0) { /* torch.nn.utils.clip_grad_norm_: clamp(max_norm/(norm+1e-6), max=1) */
+        float c = (float)(a->max_norm / ((float)norm + 1e-6f));
+        coef = c < 1.0f ? c : 1.0f;
+    }
+    clip[0] = coef;
+    clip[1] = (float)norm;
+}
+
+void adamw_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_opt_args *a = cl_arg;
+    float *m = zt_slot_ptr(buffers, &a->hdr, 2);
+    float *v = zt_slot_ptr(buffers, &a->hdr, 3);
+    const float *clip = zt_slot_ptr(buffers, &a->hdr, 4);
+    const struct zt_adamw_hparams *hp = &a->hp;
+    float bc1 = 1.0f - powf(hp->beta1, (float)hp->t);
+    float bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
+    for (int i = 0; i < a->n; i++) {
+        float *p = zt_slot_buf_ptr(buffers, &a->hdr, 0, i);
+        const float *g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
+        size_t n = (size_t)zt_slot_buf_nx(buffers, &a->hdr, 0, i);
+        zt_kern_adamw(p, m + a->off[i], v + a->off[i], g, n, hp->lr, hp->beta1, hp->beta2,
+                      hp->eps, hp->weight_decay, bc1, bc2, clip[0], hp->decoupled);
+    }
+}
+
+static struct zt_opt_args *args_new(int n) {
+    struct zt_opt_args *a = calloc(1, sizeof *a + (size_t)n * sizeof(int64_t));
+    if (a) a->n = n;
+    return a;
+}
+
+enum zt_status zt_task_grad_sumsq(const struct zt_task_opts *o, zt_tensor_t partial, int g,
+                                  const struct zt_block_ref *grads, int n) {
+    ZT_CHECK(zt_check_blk("zt_task_grad_sumsq", partial, g));
+    struct zt_opt_args *a = args_new(n);
+    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, ZT_KIND_grad_sumsq, o, g);
+    zt_tb_add(&tb, partial, g, STARPU_W);
+    zt_tb_add_list(&tb, grads, n, STARPU_R);
+    return zt_tb_submit(&tb, a, sizeof *a + (size_t)n * sizeof(int64_t), o ? o->priority : 0);
+}
+
+enum zt_status zt_task_grad_clip(const struct zt_task_opts *o, zt_tensor_t clip,
+                                 zt_tensor_t partial, float max_norm) {
+    if (!clip || zt_tensor_numel(clip) < 2)
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_grad_clip: clip tensor needs 2 floats");
+    struct zt_opt_args *a = args_new(0);
+    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    a->max_norm = max_norm;
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, ZT_KIND_grad_clip, o, -1);
+    zt_tb_add(&tb, clip, -1, STARPU_W);
+    zt_tb_add(&tb, partial, -1, STARPU_R);
+    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+}
+
+enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block_ref *params,
+                             const struct zt_block_ref *grads, int n, zt_tensor_t m,
+                             zt_tensor_t v, int g, zt_tensor_t clip,
+                             const struct zt_adamw_hparams *hp) {
+    ZT_CHECK(zt_check_blk("zt_task_adamw", m, g));
+    ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, v));
+    struct zt_opt_args *a = args_new(n);
+    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    a->hp = *hp;
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, ZT_KIND_adamw, o, g);
+    /* slot 0: parameter blocks, slot 1: gradient blocks, 2: m, 3: v, 4: clip */
+    for (int i = 0; i < n; i++) {
+        if (zt_tensor_numel(params[i].t) != zt_tensor_numel(grads[i].t)) tb.bad = 1;
+        a->off[i] = params[i].off;
+    }
+    zt_tb_add_list(&tb, params, n, STARPU_RW);
+    zt_tb_add_list(&tb, grads, n, STARPU_R);
+    zt_tb_add(&tb, m, g, STARPU_RW);
+    zt_tb_add(&tb, v, g, STARPU_RW);
+    zt_tb_add(&tb, clip, -1, STARPU_R);
+    return zt_tb_submit(&tb, a, sizeof *a + (size_t)n * sizeof(int64_t), o ? o->priority : 0);
+}

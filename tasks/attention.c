@@ -1,0 +1,116 @@
+/*
+ * tasks/attention.c: causal multi-head attention per row block. Row blocks hold whole
+ * sequences, so forward and backward of a block need no other block.
+ */
+#include <stdlib.h>      /* calloc */
+#include "zt_kernels.h"  /* zt_kern_attention_* */
+#include "tasks_impl.h"  /* builder, slots */
+
+struct zt_attention_args {
+    struct zt_task_hdr hdr;
+    int C, NH;
+};
+
+void attention_forward_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_attention_args *a = cl_arg;
+    float *out = zt_slot_ptr(buffers, &a->hdr, 0);
+    float *att = zt_slot_ptr(buffers, &a->hdr, 1);
+    const float *qkv = zt_slot_ptr(buffers, &a->hdr, 2);
+    int64_t N = zt_slot_nx(buffers, &a->hdr, 0) / a->C;
+    int64_t natt = zt_slot_nx(buffers, &a->hdr, 1);
+    int T = (int)((natt / a->NH) / N); /* att = B*NH*T*T, N = B*T */
+    zt_kern_attention_forward(out, att, qkv, (int)(N / T), T, a->C, a->NH);
+}
+
+void attention_backward_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_attention_args *a = cl_arg;
+    float *dqkv = zt_slot_ptr(buffers, &a->hdr, 0);
+    float *scratch = zt_slot_ptr(buffers, &a->hdr, 1);
+    const float *dout = zt_slot_ptr(buffers, &a->hdr, 2);
+    const float *qkv = zt_slot_ptr(buffers, &a->hdr, 3);
+    const float *att = zt_slot_ptr(buffers, &a->hdr, 4);
+    int64_t N = zt_slot_nx(buffers, &a->hdr, 2) / a->C;
+    int T = (int)((zt_slot_nx(buffers, &a->hdr, 4) / a->NH) / N);
+    zt_kern_attention_backward(dqkv, scratch, dout, qkv, att, (int)(N / T), T, a->C, a->NH);
+}
+
+static enum zt_status check(const char *fn, zt_tensor_t x, zt_tensor_t qkv, zt_tensor_t att,
+                            int blk, int n_head) {
+    ZT_CHECK(zt_check_blk(fn, x, blk));
+    ZT_CHECK(zt_check_same_blocks(fn, x, qkv));
+    ZT_CHECK(zt_check_same_blocks(fn, x, att));
+    int64_t C = zt_tensor_cols(x), N = zt_tensor_rows(x), B = zt_tensor_rows(att);
+    if (n_head <= 0 || C % n_head != 0 || zt_tensor_cols(qkv) != 3 * C || N % B != 0 ||
+        zt_tensor_cols(att) != n_head * (N / B) * (N / B))
+        return zt_error_set(ZT_ERR_INVALID, "%s: shapes %s [%lld,%lld], %s, %s with %d heads do "
+                                            "not agree", fn, zt_tensor_name(x), (long long)N,
+                            (long long)C, zt_tensor_name(qkv), zt_tensor_name(att), n_head);
+    return ZT_OK;
+}
+
+enum zt_status zt_task_attention_forward(const struct zt_task_opts *o, zt_tensor_t out,
+                                         zt_tensor_t att, int blk, zt_tensor_t qkv, int n_head) {
+    ZT_CHECK(check("zt_task_attention_forward", out, qkv, att, blk, n_head));
+    ZT_ARGS_NEW(struct zt_attention_args, a);
+    a->C = (int)zt_tensor_cols(out);
+    a->NH = n_head;
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, ZT_KIND_attention_forward, o, blk);
+    zt_tb_add(&tb, out, blk, STARPU_W);
+    zt_tb_add(&tb, att, blk, STARPU_W);
+    zt_tb_add(&tb, qkv, blk, STARPU_R);
+    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+}
+
+/* Scratch buffers of the backward tasks: one per tensor block, registered as tensors so StarPU
+ * orders their reuse (a per-task malloc would cost a page-fault storm per task). Kept here
+ * because they are a detail of the codelet, allocated on first use per (T, nblk). */
+#include <pthread.h>
+static pthread_mutex_t g_scr_lock = PTHREAD_MUTEX_INITIALIZER;
+static zt_tensor_t g_scr;
+static int g_scr_T, g_scr_nblk;
+
+static enum zt_status scratch_for(int T, int nblk, zt_tensor_t *out) {
+    enum zt_status rc = ZT_OK;
+    pthread_mutex_lock(&g_scr_lock);
+    if (!g_scr || g_scr_T < T || g_scr_nblk < nblk) {
+        if (g_scr) zt_tensor_free(g_scr);
+        g_scr = NULL;
+        rc = zt_tensor_init(&g_scr, "attention_scratch", NULL, nblk,
+                            (int64_t)zt_kern_attention_scratch_floats(T), sizeof(float), nblk, NULL);
+        g_scr_T = T;
+        g_scr_nblk = nblk;
+    }
+    *out = g_scr;
+    pthread_mutex_unlock(&g_scr_lock);
+    return rc;
+}
+
+void zt_attention_scratch_free(void) {
+    pthread_mutex_lock(&g_scr_lock);
+    zt_tensor_free(g_scr);
+    g_scr = NULL;
+    g_scr_T = g_scr_nblk = 0;
+    pthread_mutex_unlock(&g_scr_lock);
+}
+
+enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tensor_t dqkv,
+                                          int blk, zt_tensor_t dout, zt_tensor_t qkv,
+                                          zt_tensor_t att, int n_head) {
+    ZT_CHECK(check("zt_task_attention_backward", dout, qkv, att, blk, n_head));
+    ZT_CHECK(zt_check_same_blocks("zt_task_attention_backward", dqkv, qkv));
+    int T = (int)(zt_tensor_rows(dout) / zt_tensor_rows(att));
+    zt_tensor_t scr;
+    ZT_CHECK(scratch_for(T, zt_tensor_nblk(dout), &scr));
+    ZT_ARGS_NEW(struct zt_attention_args, a);
+    a->C = (int)zt_tensor_cols(dout);
+    a->NH = n_head;
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, ZT_KIND_attention_backward, o, blk);
+    zt_tb_add(&tb, dqkv, blk, STARPU_W);
+    zt_tb_add(&tb, scr, blk, STARPU_SCRATCH);
+    zt_tb_add(&tb, dout, blk, STARPU_R);
+    zt_tb_add(&tb, qkv, blk, STARPU_R);
+    zt_tb_add(&tb, att, blk, STARPU_R);
+    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+}

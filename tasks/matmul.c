@@ -1,0 +1,181 @@
+/*
+ * tasks/matmul.c: linear layers (HF Conv1D layout w[C,OC]) and the tied head (w[OC,C]).
+ *
+ * Layer: tasks/. Forward and input-gradient tasks work per row block of the activations;
+ * weight-gradient tasks work per row block of the weight and read every activation block, so
+ * each weight-gradient block sums over the rows in one fixed order.
+ */
+#include <stdlib.h>      /* calloc */
+#include "zt_kernels.h"  /* zt_kern_matmul_* */
+#include "tasks_impl.h"  /* builder, slots */
+
+struct zt_matmul_args {
+    struct zt_task_hdr hdr;
+    int C, OC;
+    int accumulate;
+    int64_t r0, r1; /* weight rows of this block (weight-gradient tasks) */
+};
+
+void matmul_forward_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    float *out = zt_slot_ptr(buffers, &a->hdr, 0);
+    const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
+    zt_kern_matmul_forward(out, inp, zt_slot_ptr(buffers, &a->hdr, 2),
+                           zt_slot_ptr(buffers, &a->hdr, 3), N, a->C, a->OC);
+}
+
+void matmul_backward_inp_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    float *dinp = zt_slot_ptr(buffers, &a->hdr, 0);
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 0) / a->C);
+    zt_kern_matmul_backward_inp(dinp, zt_slot_ptr(buffers, &a->hdr, 1),
+                                zt_slot_ptr(buffers, &a->hdr, 2), N, a->C, a->OC, a->accumulate);
+}
+
+void matmul_backward_weight_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    float *dw = zt_slot_ptr(buffers, &a->hdr, 0);
+    const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
+    zt_kern_matmul_backward_weight(dw, inp, zt_slot_ptr(buffers, &a->hdr, 2), N, a->C, a->OC,
+                                   (int)a->r0, (int)a->r1);
+}
+
+void matmul_backward_bias_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->OC);
+    zt_kern_matmul_backward_bias(zt_slot_ptr(buffers, &a->hdr, 0),
+                                 zt_slot_ptr(buffers, &a->hdr, 1), N, a->OC);
+}
+
+void matmul_t_forward_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
+    zt_kern_matmul_t_forward(zt_slot_ptr(buffers, &a->hdr, 0), zt_slot_ptr(buffers, &a->hdr, 1),
+                             zt_slot_ptr(buffers, &a->hdr, 2), N, a->C, a->OC);
+}
+
+void matmul_t_backward_inp_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 0) / a->C);
+    zt_kern_matmul_t_backward_inp(zt_slot_ptr(buffers, &a->hdr, 0),
+                                  zt_slot_ptr(buffers, &a->hdr, 1),
+                                  zt_slot_ptr(buffers, &a->hdr, 2), N, a->C, a->OC,
+                                  a->accumulate);
+}
+
+void matmul_t_backward_weight_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 2) / a->C);
+    zt_kern_matmul_t_backward_weight(zt_slot_ptr(buffers, &a->hdr, 0),
+                                     zt_slot_ptr(buffers, &a->hdr, 1),
+                                     zt_slot_ptr(buffers, &a->hdr, 2), N, a->C, a->OC,
+                                     (int)a->r0, (int)a->r1);
+}
+
+/* shapes: inp [N,C] and w rows x cols must agree with the layout */
+static enum zt_status check_w(const char *fn, zt_tensor_t inp_or_dinp, zt_tensor_t w, int tied,
+                              int *C, int *OC) {
+    int64_t wr = zt_tensor_rows(w), wc = zt_tensor_cols(w);
+    *C = (int)(tied ? wc : wr);
+    *OC = (int)(tied ? wr : wc);
+    if (zt_tensor_cols(inp_or_dinp) != *C)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s has %lld columns but weight %s is %lld x %lld",
+                            fn, zt_tensor_name(inp_or_dinp), (long long)zt_tensor_cols(inp_or_dinp),
+                            zt_tensor_name(w), (long long)wr, (long long)wc);
+    return ZT_OK;
+}
+
+static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const struct zt_task_opts *o,
+                              zt_tensor_t dst, int blk, enum starpu_data_access_mode dmode,
+                              zt_tensor_t src, zt_tensor_t w, zt_tensor_t bias, int tied,
+                              int accumulate, zt_tensor_t shape_ref) {
+    ZT_CHECK(zt_check_blk(fn, dst, blk));
+    ZT_CHECK(zt_check_same_blocks(fn, dst, src));
+    int C, OC;
+    ZT_CHECK(check_w(fn, shape_ref, w, tied, &C, &OC));
+    ZT_ARGS_NEW(struct zt_matmul_args, a);
+    a->C = C;
+    a->OC = OC;
+    a->accumulate = accumulate;
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, kind, o, blk);
+    zt_tb_add(&tb, dst, blk, dmode);
+    zt_tb_add(&tb, src, blk, STARPU_R);
+    zt_tb_add(&tb, w, -1, STARPU_R);
+    if (kind == ZT_KIND_matmul_forward) zt_tb_add(&tb, bias, -1, STARPU_R);
+    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+}
+
+enum zt_status zt_task_matmul_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                      zt_tensor_t inp, zt_tensor_t w, zt_tensor_t bias) {
+    return rowwise(ZT_KIND_matmul_forward, "zt_task_matmul_forward", o, out, blk, STARPU_W, inp,
+                   w, bias, 0, 0, inp);
+}
+
+enum zt_status zt_task_matmul_backward_inp(const struct zt_task_opts *o, zt_tensor_t dinp,
+                                           int blk, zt_tensor_t dout, zt_tensor_t w,
+                                           int accumulate) {
+    return rowwise(ZT_KIND_matmul_backward_inp, "zt_task_matmul_backward_inp", o, dinp, blk,
+                   accumulate ? STARPU_RW : STARPU_W, dout, w, NULL, 0, accumulate, dinp);
+}
+
+enum zt_status zt_task_matmul_t_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                        zt_tensor_t inp, zt_tensor_t w) {
+    return rowwise(ZT_KIND_matmul_t_forward, "zt_task_matmul_t_forward", o, out, blk, STARPU_W,
+                   inp, w, NULL, 1, 0, inp);
+}
+
+enum zt_status zt_task_matmul_t_backward_inp(const struct zt_task_opts *o, zt_tensor_t dinp,
+                                             int blk, zt_tensor_t dout, zt_tensor_t w,
+                                             int accumulate) {
+    return rowwise(ZT_KIND_matmul_t_backward_inp, "zt_task_matmul_t_backward_inp", o, dinp, blk,
+                   accumulate ? STARPU_RW : STARPU_W, dout, w, NULL, 1, accumulate, dinp);
+}
+
+static enum zt_status weightwise(enum zt_task_kind kind, const char *fn,
+                                 const struct zt_task_opts *o, zt_tensor_t dw, int wblk,
+                                 zt_tensor_t a0, zt_tensor_t a1, int tied) {
+    ZT_CHECK(zt_check_blk(fn, dw, wblk));
+    ZT_CHECK(zt_check_same_blocks(fn, a0, a1));
+    int C, OC;
+    ZT_CHECK(check_w(fn, tied ? a1 : a0, dw, tied, &C, &OC));
+    ZT_ARGS_NEW(struct zt_matmul_args, a);
+    a->C = C;
+    a->OC = OC;
+    a->r0 = zt_tensor_blk_row0(dw, wblk);
+    a->r1 = a->r0 + zt_tensor_blk_rows(dw, wblk);
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, kind, o, wblk);
+    zt_tb_add(&tb, dw, wblk, STARPU_RW);
+    zt_tb_add(&tb, a0, -1, STARPU_R);
+    zt_tb_add(&tb, a1, -1, STARPU_R);
+    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+}
+
+enum zt_status zt_task_matmul_backward_weight(const struct zt_task_opts *o, zt_tensor_t dw,
+                                              int wblk, zt_tensor_t inp, zt_tensor_t dout) {
+    return weightwise(ZT_KIND_matmul_backward_weight, "zt_task_matmul_backward_weight", o, dw,
+                      wblk, inp, dout, 0);
+}
+
+enum zt_status zt_task_matmul_t_backward_weight(const struct zt_task_opts *o, zt_tensor_t dw,
+                                                int wblk, zt_tensor_t dout, zt_tensor_t inp) {
+    return weightwise(ZT_KIND_matmul_t_backward_weight, "zt_task_matmul_t_backward_weight", o,
+                      dw, wblk, dout, inp, 1);
+}
+
+enum zt_status zt_task_matmul_backward_bias(const struct zt_task_opts *o, zt_tensor_t dbias,
+                                            zt_tensor_t dout) {
+    if (!dbias || zt_tensor_numel(dbias) != zt_tensor_cols(dout))
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_matmul_backward_bias: bias gradient must "
+                                            "have %lld elements", (long long)zt_tensor_cols(dout));
+    ZT_ARGS_NEW(struct zt_matmul_args, a);
+    a->OC = (int)zt_tensor_cols(dout);
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, ZT_KIND_matmul_backward_bias, o, -1);
+    zt_tb_add(&tb, dbias, -1, STARPU_RW);
+    zt_tb_add(&tb, dout, -1, STARPU_R);
+    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+}

@@ -1,0 +1,73 @@
+/*
+ * tasks/tasks_impl.h: private helpers shared by the codelet files (never installed).
+ *
+ * Every codelet takes a variable number of StarPU buffers: a task argument ("slot") is a whole
+ * tensor (all its blocks) or one block. The args struct of every kind starts with struct
+ * zt_task_hdr, which records which buffers form each slot, so a codelet asks for slot s and gets
+ * the host pointer of its first block. Blocks of one tensor are consecutive ranges of one host
+ * buffer, so on CPU workers a whole tensor is one contiguous array (checked by zt_slot_ptr).
+ */
+#ifndef ZT_TASKS_IMPL_H
+#define ZT_TASKS_IMPL_H
+
+#include <stdint.h>        /* int64_t, uintptr_t */
+#include <starpu.h>        /* starpu_data_descr, STARPU_VECTOR_GET_PTR */
+#include "zt_tasks.h"      /* public task API */
+
+#define ZT_MAX_SLOTS 10
+
+struct zt_task_hdr {
+    int kind, layer, mb, blk;
+    int64_t step;
+    int nslot;
+    int first[ZT_MAX_SLOTS]; /* index of the slot's first buffer */
+    int count[ZT_MAX_SLOTS]; /* number of buffers (0: slot absent, pointer NULL) */
+};
+
+/* Host pointer of slot s (NULL if absent); asserts that its blocks are contiguous. */
+void *zt_slot_ptr(void *buffers[], const struct zt_task_hdr *h, int s);
+/* Total elements of slot s. */
+int64_t zt_slot_nx(void *buffers[], const struct zt_task_hdr *h, int s);
+/* Pointer/elements of the i-th buffer of slot s. */
+void *zt_slot_buf_ptr(void *buffers[], const struct zt_task_hdr *h, int s, int i);
+int64_t zt_slot_buf_nx(void *buffers[], const struct zt_task_hdr *h, int s, int i);
+
+/* Task builder used by every insert function. */
+struct zt_tb {
+    struct zt_task_hdr *h;
+    struct starpu_data_descr *d;
+    int n, cap;
+    int bad; /* a slot was invalid; submit returns ZT_ERR_INVALID */
+    struct starpu_data_descr inl[24];
+};
+void zt_tb_init(struct zt_tb *tb, struct zt_task_hdr *h, enum zt_task_kind kind,
+                const struct zt_task_opts *o, int blk);
+/* Append slot: blk < 0 = every block of t; t == NULL = absent slot. */
+void zt_tb_add(struct zt_tb *tb, zt_tensor_t t, int blk, enum starpu_data_access_mode mode);
+/* Append one slot made of a list of blocks (of possibly different tensors), in list order. */
+void zt_tb_add_list(struct zt_tb *tb, const struct zt_block_ref *refs, int n,
+                    enum starpu_data_access_mode mode);
+/* Submit with args (malloc'd, handed to StarPU which frees it); frees tb's storage. */
+enum zt_status zt_tb_submit(struct zt_tb *tb, void *args, size_t argsz, int priority);
+
+/* Allocate a zeroed args struct of the given type size or return ZT_ERR_NOMEM from the caller. */
+#define ZT_ARGS_NEW(type, var)                                                                   \
+    type *var = calloc(1, sizeof(type));                                                         \
+    if (!var) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments")
+
+/* Validation helpers (tier 2: API misuse by a user's model is reported, not asserted). */
+enum zt_status zt_check_blk(const char *fn, zt_tensor_t t, int blk);
+enum zt_status zt_check_same_blocks(const char *fn, zt_tensor_t a, zt_tensor_t b);
+
+/* Codelet bodies, one per kind (defined in the op files). */
+#define ZT_KIND_DECL_(k) void k##_cpu(void *buffers[], void *cl_arg);
+ZT_TASK_KINDS(ZT_KIND_DECL_)
+#undef ZT_KIND_DECL_
+
+/* Free the attention-backward scratch tensor (attention.c); called by zt_tasks_free. */
+void zt_attention_scratch_free(void);
+
+/* The codelet of a kind (registry.c). */
+struct starpu_codelet *zt_codelet(enum zt_task_kind kind);
+
+#endif /* ZT_TASKS_IMPL_H */

@@ -1,0 +1,140 @@
+/*
+ * tasks/tensor.c: opaque tensors = one host buffer registered as row-block StarPU vectors.
+ *
+ * Layer: tasks/. Owner rule (redis style): zt_tensor_init creates, zt_tensor_free destroys; free
+ * unregisters every handle before freeing the memory (StarPU's vector_scal order).
+ */
+#include <stdlib.h>      /* posix_memalign, calloc */
+#include <string.h>      /* memset, snprintf */
+#include <starpu.h>      /* starpu_vector_data_register */
+#include "tasks_impl.h"  /* zt_tensor API */
+
+struct zt_tensor {
+    char name[96];
+    unsigned char *ptr;
+    int owns;
+    int64_t rows, cols;
+    size_t elemsize;
+    int nblk;
+    int64_t *row0;              /* [nblk+1] */
+    starpu_data_handle_t *h;    /* [nblk] */
+};
+
+enum zt_status zt_tensor_init(zt_tensor_t *out, const char *name, void *ptr, int64_t rows,
+                              int64_t cols, size_t elemsize, int nblk, const int64_t *blk_rows) {
+    *out = NULL;
+    if (rows <= 0 || cols <= 0 || elemsize == 0 || nblk <= 0 || nblk > rows)
+        return zt_error_set(ZT_ERR_INVALID, "tensor %s: bad shape %lld x %lld in %d blocks",
+                            name, (long long)rows, (long long)cols, nblk);
+    struct zt_tensor *t = calloc(1, sizeof *t);
+    if (!t) return zt_error_set(ZT_ERR_NOMEM, "tensor %s: out of memory", name);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->rows = rows;
+    t->cols = cols;
+    t->elemsize = elemsize;
+    t->nblk = nblk;
+    t->row0 = calloc((size_t)nblk + 1, sizeof *t->row0);
+    t->h = calloc((size_t)nblk, sizeof *t->h);
+    if (!t->row0 || !t->h) goto nomem;
+    for (int j = 0; j < nblk; j++) {
+        int64_t r = blk_rows ? blk_rows[j] : (rows * (j + 1)) / nblk - (rows * j) / nblk;
+        if (r <= 0 || r * cols > UINT32_MAX) {
+            free(t->row0);
+            free(t->h);
+            free(t);
+            return zt_error_set(ZT_ERR_INVALID, "tensor %s: block %d has %lld rows of %lld", name,
+                                j, (long long)r, (long long)cols);
+        }
+        t->row0[j + 1] = t->row0[j] + r;
+    }
+    if (t->row0[nblk] != rows) {
+        free(t->row0);
+        free(t->h);
+        free(t);
+        return zt_error_set(ZT_ERR_INVALID, "tensor %s: block rows sum to %lld, not %lld", name,
+                            (long long)t->row0[nblk], (long long)rows);
+    }
+    size_t bytes = (size_t)rows * (size_t)cols * elemsize;
+    if (ptr) {
+        t->ptr = ptr;
+    } else {
+        void *p = NULL;
+        /* 4 KiB alignment: O_DIRECT swap and vector loads both want it (DESIGN.md) */
+        if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0) goto nomem;
+        memset(p, 0, bytes);
+        t->ptr = p;
+        t->owns = 1;
+    }
+    for (int j = 0; j < nblk; j++) {
+        uintptr_t p = (uintptr_t)(t->ptr + (size_t)t->row0[j] * (size_t)cols * elemsize);
+        starpu_vector_data_register(&t->h[j], STARPU_MAIN_RAM, p,
+                                    (uint32_t)((t->row0[j + 1] - t->row0[j]) * cols), elemsize);
+    }
+    *out = t;
+    return ZT_OK;
+nomem:
+    free(t->row0);
+    free(t->h);
+    free(t);
+    return zt_error_set(ZT_ERR_NOMEM, "tensor %s: cannot allocate %lld x %lld x %zu bytes", name,
+                        (long long)rows, (long long)cols, elemsize);
+}
+
+void zt_tensor_free(zt_tensor_t t) {
+    if (!t) return;
+    for (int j = 0; j < t->nblk; j++)
+        if (t->h[j]) starpu_data_unregister(t->h[j]);
+    if (t->owns) free(t->ptr);
+    free(t->row0);
+    free(t->h);
+    free(t);
+}
+
+const char *zt_tensor_name(zt_tensor_t t) { return t->name; }
+int64_t zt_tensor_rows(zt_tensor_t t) { return t->rows; }
+int64_t zt_tensor_cols(zt_tensor_t t) { return t->cols; }
+int64_t zt_tensor_numel(zt_tensor_t t) { return t->rows * t->cols; }
+size_t zt_tensor_elemsize(zt_tensor_t t) { return t->elemsize; }
+int zt_tensor_nblk(zt_tensor_t t) { return t->nblk; }
+int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk) { return t->row0[blk]; }
+int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk) { return t->row0[blk + 1] - t->row0[blk]; }
+void *zt_tensor_data(zt_tensor_t t) { return t->ptr; }
+starpu_data_handle_t zt_tensor_handle(zt_tensor_t t, int blk) {
+    ZT_ASSERT_MSG(blk >= 0 && blk < t->nblk, "tensor %s has no block %d", t->name, blk);
+    return t->h[blk];
+}
+
+enum zt_status zt_tensor_acquire(zt_tensor_t t, int write) {
+    for (int j = 0; j < t->nblk; j++) {
+        int ret = starpu_data_acquire(t->h[j], write ? STARPU_RW : STARPU_R);
+        if (ret != 0) {
+            while (j-- > 0) starpu_data_release(t->h[j]);
+            return zt_error_set(ZT_ERR_RUNTIME, "tensor %s: acquire failed (%d)", t->name, ret);
+        }
+    }
+    return ZT_OK;
+}
+
+void zt_tensor_release(zt_tensor_t t) {
+    for (int j = 0; j < t->nblk; j++) starpu_data_release(t->h[j]);
+}
+
+void zt_tensor_wont_use(zt_tensor_t t) {
+    for (int j = 0; j < t->nblk; j++) starpu_data_wont_use(t->h[j]);
+}
+
+enum zt_status zt_check_blk(const char *fn, zt_tensor_t t, int blk) {
+    if (!t) return zt_error_set(ZT_ERR_INVALID, "%s: missing tensor", fn);
+    if (blk < 0 || blk >= t->nblk)
+        return zt_error_set(ZT_ERR_INVALID, "%s: tensor %s has %d blocks, no block %d", fn,
+                            t->name, t->nblk, blk);
+    return ZT_OK;
+}
+
+enum zt_status zt_check_same_blocks(const char *fn, zt_tensor_t a, zt_tensor_t b) {
+    if (!a || !b) return zt_error_set(ZT_ERR_INVALID, "%s: missing tensor", fn);
+    if (a->nblk != b->nblk)
+        return zt_error_set(ZT_ERR_INVALID, "%s: tensors %s and %s have %d and %d blocks", fn,
+                            a->name, b->name, a->nblk, b->nblk);
+    return ZT_OK;
+}

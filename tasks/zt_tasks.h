@@ -1,0 +1,139 @@
+/*
+ * tasks/zt_tasks.h: the task API users build apps against: one insert function per task kind.
+ *
+ * Layer: tasks/ (the only code that calls starpu_task_insert). Every function submits
+ * asynchronously and returns ZT_OK or a status (ZT_ERR_INVALID for mismatched shapes,
+ * ZT_ERR_RUNTIME if StarPU refuses the task). Tensors are fp32 unless stated; token tensors are
+ * int32. "blk" selects a row block; the block structure of tensors used together must agree
+ * (same number of blocks, block b of each covering the same sequences). Kernel semantics
+ * (layouts, += versus =) are those of kernels/zt_kernels.h.
+ */
+#ifndef ZT_TASKS_H
+#define ZT_TASKS_H
+
+#include <stdint.h>       /* int64_t */
+#include "zt_status.h"    /* enum zt_status */
+#include "zt_tensor.h"    /* zt_tensor_t */
+#include "zt_task_kinds.h"/* enum zt_task_kind */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct zt_tokens; /* io/zt_tokens.h */
+
+/* Per-task options: trace fields and scheduling priority. */
+struct zt_task_opts {
+    int layer;     /* -1 when not per layer */
+    int mb;        /* micro-batch index, -1 when not */
+    int64_t step;  /* training step (trace) */
+    int priority;  /* StarPU priority (see sched/zt_prio) */
+};
+
+/* Start the runtime (StarPU, single-threaded BLAS); reference counted. */
+enum zt_status zt_tasks_init(void);
+void zt_tasks_free(void);
+
+/* ---- data ---- */
+/* inputs/targets [Bm, T] int32 (one row per sequence), block blk: rows of global step `step`
+ * (1-based) with global batch B, this micro-batch's first global row being row0 (data rule of
+ * io/zt_tokens.h). */
+enum zt_status zt_task_load_batch(const struct zt_task_opts *o, zt_tensor_t inputs,
+                                  zt_tensor_t targets, int blk, const struct zt_tokens *tok,
+                                  int64_t step, int B, int row0);
+/* Zero every block of t (one task per block). */
+enum zt_status zt_task_zero(const struct zt_task_opts *o, zt_tensor_t t);
+
+/* ---- embedding ---- (out [N,C] with N = Bm*T; tokens [Bm,T]; wpe may be NULL) */
+enum zt_status zt_task_encoder_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                       zt_tensor_t tokens, zt_tensor_t wte, zt_tensor_t wpe);
+enum zt_status zt_task_encoder_backward(const struct zt_task_opts *o, zt_tensor_t dwte,
+                                        zt_tensor_t dwpe, zt_tensor_t dout, zt_tensor_t tokens);
+
+/* ---- layernorm ---- (out/inp [N,C], mean/rstd [N], w/b [C]) */
+enum zt_status zt_task_layernorm_forward(const struct zt_task_opts *o, zt_tensor_t out,
+                                         zt_tensor_t mean, zt_tensor_t rstd, int blk,
+                                         zt_tensor_t inp, zt_tensor_t w, zt_tensor_t b);
+/* dinp block += input gradient; part (rows = nblk of dinp, cols = 2C) row blk = [dw | db] of
+ * this block, reduced in block order by zt_task_layernorm_param_reduce (deterministic). */
+enum zt_status zt_task_layernorm_backward(const struct zt_task_opts *o, zt_tensor_t dinp,
+                                          zt_tensor_t part, int blk, zt_tensor_t dout,
+                                          zt_tensor_t inp, zt_tensor_t w, zt_tensor_t mean,
+                                          zt_tensor_t rstd);
+enum zt_status zt_task_layernorm_param_reduce(const struct zt_task_opts *o, zt_tensor_t dw,
+                                              zt_tensor_t db, zt_tensor_t part);
+
+/* ---- matmul ---- (HF layout w [C,OC]; out/dout [N,OC]; inp/dinp [N,C]; bias may be NULL) */
+enum zt_status zt_task_matmul_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                      zt_tensor_t inp, zt_tensor_t w, zt_tensor_t bias);
+enum zt_status zt_task_matmul_backward_inp(const struct zt_task_opts *o, zt_tensor_t dinp,
+                                           int blk, zt_tensor_t dout, zt_tensor_t w,
+                                           int accumulate);
+/* dw block wblk (rows of w) += inp^T @ dout over every row block */
+enum zt_status zt_task_matmul_backward_weight(const struct zt_task_opts *o, zt_tensor_t dw,
+                                              int wblk, zt_tensor_t inp, zt_tensor_t dout);
+enum zt_status zt_task_matmul_backward_bias(const struct zt_task_opts *o, zt_tensor_t dbias,
+                                            zt_tensor_t dout);
+/* tied head: w [OC,C]; out [N,OC] = inp @ w^T */
+enum zt_status zt_task_matmul_t_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                        zt_tensor_t inp, zt_tensor_t w);
+enum zt_status zt_task_matmul_t_backward_inp(const struct zt_task_opts *o, zt_tensor_t dinp,
+                                             int blk, zt_tensor_t dout, zt_tensor_t w,
+                                             int accumulate);
+enum zt_status zt_task_matmul_t_backward_weight(const struct zt_task_opts *o, zt_tensor_t dw,
+                                                int wblk, zt_tensor_t dout, zt_tensor_t inp);
+
+/* ---- attention ---- (qkv [N,3C], out [N,C], att [Bm, NH*T*T]) */
+enum zt_status zt_task_attention_forward(const struct zt_task_opts *o, zt_tensor_t out,
+                                         zt_tensor_t att, int blk, zt_tensor_t qkv, int n_head);
+enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tensor_t dqkv,
+                                          int blk, zt_tensor_t dout, zt_tensor_t qkv,
+                                          zt_tensor_t att, int n_head);
+
+/* ---- pointwise ---- */
+enum zt_status zt_task_gelu_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                    zt_tensor_t inp);
+/* in place: d holds dout on entry and dinp on exit */
+enum zt_status zt_task_gelu_backward(const struct zt_task_opts *o, zt_tensor_t d, int blk,
+                                     zt_tensor_t inp);
+enum zt_status zt_task_residual_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                        zt_tensor_t a, zt_tensor_t b);
+/* da += dout; db += dout (either may be NULL) */
+enum zt_status zt_task_residual_backward(const struct zt_task_opts *o, zt_tensor_t da,
+                                         zt_tensor_t db, int blk, zt_tensor_t dout);
+
+/* ---- loss ---- logits [N,V] (overwritten by dscale * its gradient when dscale != 0),
+ * losses [N], targets [Bm,T] */
+enum zt_status zt_task_crossentropy(const struct zt_task_opts *o, zt_tensor_t logits,
+                                    zt_tensor_t losses, int blk, zt_tensor_t targets,
+                                    float dscale);
+
+/* ---- optimizer ---- work on groups of blocks of the flat parameter buffer */
+struct zt_block_ref {
+    zt_tensor_t t;
+    int blk;
+    int64_t off; /* element offset of the block inside its group's slice of m/v */
+};
+/* partial (doubles, one row per group) row g = sum of squares of the listed gradient blocks */
+enum zt_status zt_task_grad_sumsq(const struct zt_task_opts *o, zt_tensor_t partial, int g,
+                                  const struct zt_block_ref *grads, int n);
+/* clip [2] = {coefficient, global norm}: norm = sqrt(sum of partial in order); coefficient =
+ * min(1, max_norm / (norm + 1e-6)) when max_norm > 0 (torch.nn.utils.clip_grad_norm_), else 1 */
+enum zt_status zt_task_grad_clip(const struct zt_task_opts *o, zt_tensor_t clip,
+                                 zt_tensor_t partial, float max_norm);
+struct zt_adamw_hparams {
+    float lr, beta1, beta2, eps, weight_decay;
+    int64_t t;     /* 1-based optimizer step, for bias correction */
+    int decoupled; /* 1: AdamW decay; 0: Adam with L2 */
+};
+/* One AdamW step on the listed parameter blocks with their gradient blocks and group g of the
+ * moment tensors m, v (one block per group); gradients scaled by clip[0]. */
+enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block_ref *params,
+                             const struct zt_block_ref *grads, int n, zt_tensor_t m,
+                             zt_tensor_t v, int g, zt_tensor_t clip,
+                             const struct zt_adamw_hparams *hp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_TASKS_H */

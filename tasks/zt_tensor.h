@@ -1,0 +1,56 @@
+/*
+ * tasks/zt_tensor.h: opaque tensors: one contiguous host buffer split into row blocks, each block
+ * a StarPU vector handle.
+ *
+ * Layer: tasks/. A task names a whole tensor (all its blocks) or one block; StarPU derives the
+ * dependencies from the access modes on the blocks, so tasks on different blocks of a tensor run
+ * in parallel. Blocks never overlap, and the same memory is never registered twice.
+ */
+#ifndef ZT_TENSOR_H
+#define ZT_TENSOR_H
+
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* int64_t */
+#include <starpu.h>    /* starpu_data_handle_t (for zt_tensor_handle) */
+#include "zt_status.h" /* enum zt_status */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct zt_tensor *zt_tensor_t;
+
+/* Create a tensor of rows x cols elements of elemsize bytes, split into nblk row blocks.
+ * ptr: memory the caller owns and keeps alive until zt_tensor_free (NULL: the tensor allocates
+ * it, 4 KiB-aligned and zero-filled). blk_rows: rows of each block (NULL: as even as possible).
+ * Owner: the caller, with zt_tensor_free. ZT_ERR_INVALID for bad sizes, ZT_ERR_NOMEM. */
+enum zt_status zt_tensor_init(zt_tensor_t *t, const char *name, void *ptr, int64_t rows,
+                              int64_t cols, size_t elemsize, int nblk, const int64_t *blk_rows);
+/* Unregister every block (waits for the tasks using them), then free owned memory. */
+void zt_tensor_free(zt_tensor_t t);
+
+const char *zt_tensor_name(zt_tensor_t t);
+int64_t zt_tensor_rows(zt_tensor_t t);
+int64_t zt_tensor_cols(zt_tensor_t t);
+int64_t zt_tensor_numel(zt_tensor_t t);
+size_t zt_tensor_elemsize(zt_tensor_t t);
+int zt_tensor_nblk(zt_tensor_t t);
+int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk); /* first row of block blk */
+int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk);
+/* Host memory of the whole tensor: read or write it only between acquire and release (or
+ * before any task on it was submitted). */
+void *zt_tensor_data(zt_tensor_t t);
+/* Raw StarPU handle of block blk, for users who write their own codelets. */
+starpu_data_handle_t zt_tensor_handle(zt_tensor_t t, int blk);
+
+/* Wait until every submitted task on the tensor is done and make the host copy valid;
+ * write != 0 also allows the caller to modify it. Pair with zt_tensor_release. */
+enum zt_status zt_tensor_acquire(zt_tensor_t t, int write);
+void zt_tensor_release(zt_tensor_t t);
+/* Hint that the tensor is not used again soon (StarPU may evict/flush it). */
+void zt_tensor_wont_use(zt_tensor_t t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_TENSOR_H */
