@@ -1,0 +1,174 @@
+/*
+ * kernels/cpu/attention.c: causal multi-head self-attention, GPT-2 style, forward and backward
+ * (bottom layer, pure compute).
+ *
+ * Per (b, h) the products are OpenBLAS sgemm calls reading q, k, v in place from qkv[B,T,3C]
+ * (leading dimension 3C, head h at column offset h*hs): no copies. The causal structure is used
+ * by cutting the T rows into blocks of ATT_TB: row block [i0, i1) only needs key columns
+ * [0, i1), and column block [j0, j1) of a transposed product only needs rows [j0, T), so about
+ * half of the T x T work is skipped. Entries of a block that lie above the diagonal are computed
+ * but zeroed before use. Softmax uses a vectorizable exponential (zt_kern_expf, ~2 ulp) and
+ * ATT_LANES fixed-order partial sums; every result is bit-identical run to run.
+ * Reference: llm.c train_gpt2.c attention_forward / attention_backward; nanoGPT
+ * CausalSelfAttention (https://github.com/karpathy/nanoGPT/blob/master/model.py).
+ */
+#include <assert.h> /* assert */
+#include <cblas.h>  /* cblas_sgemm */
+#include <math.h>   /* sqrtf */
+#include <stddef.h> /* size_t */
+#include <stdint.h> /* int32_t, uint32_t */
+#include <string.h> /* memcpy, memset */
+
+#include "kern_math.h"  /* zt_kern_expf */
+#include "zt_kernels.h" /* prototypes */
+
+#define ATT_TB 64 /* causal row block */
+#define ATT_LANES 8
+
+
+static inline float lanes_sum(const float acc[ATT_LANES]) {
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// in-place softmax of row[0..n), n >= 1
+static void softmax_row(float *row, int n) {
+    float macc[ATT_LANES];
+    for (int l = 0; l < ATT_LANES; l++) macc[l] = row[0];
+    int j = 0;
+    for (; j + ATT_LANES <= n; j += ATT_LANES) {
+        for (int l = 0; l < ATT_LANES; l++) macc[l] = row[j + l] > macc[l] ? row[j + l] : macc[l];
+    }
+    float mx = macc[0];
+    for (int l = 1; l < ATT_LANES; l++) mx = macc[l] > mx ? macc[l] : mx;
+    for (; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+
+    for (j = 0; j < n; j++) row[j] = zt_kern_expf(row[j] - mx);
+
+    float acc[ATT_LANES] = {0};
+    j = 0;
+    for (; j + ATT_LANES <= n; j += ATT_LANES) {
+        for (int l = 0; l < ATT_LANES; l++) acc[l] += row[j + l];
+    }
+    float sum = lanes_sum(acc);
+    for (; j < n; j++) sum += row[j];
+
+    const float inv = 1.0f / sum;
+    for (j = 0; j < n; j++) row[j] *= inv;
+}
+
+size_t zt_kern_attention_scratch_floats(int T) {
+    assert(T > 0);
+    return (size_t)T * (size_t)T;
+}
+
+// ----------------------------------------------------------------------------
+// out[B,T,C], att[B,NH,T,T] (softmax probabilities, 0 above the diagonal) from qkv[B,T,3C]
+// att = softmax(mask(q k^T / sqrt(hs))), out = att @ v, per head
+void zt_kern_attention_forward(float *out, float *att, const float *qkv, int B, int T, int C,
+                               int NH) {
+    assert(B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    const int hs = C / NH;
+    const int C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            const float *k = q + C;
+            const float *v = q + 2 * C;
+            float *a = att + ((size_t)b * NH + h) * T * T;
+            float *o = out + (size_t)b * T * C + (size_t)h * hs;
+
+            // preatt[i0:i1, 0:i1] = scale * q[i0:i1] @ k[0:i1]^T
+            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+                int i1 = i0 + ATT_TB < T ? i0 + ATT_TB : T;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hs, scale,
+                            q + (size_t)i0 * C3, C3, k, C3, 0.0f, a + (size_t)i0 * T, T);
+            }
+            // causal softmax over j <= i; everything above the diagonal becomes 0
+            for (int i = 0; i < T; i++) {
+                float *row = a + (size_t)i * T;
+                softmax_row(row, i + 1);
+                memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
+            }
+            // out[i0:i1] = att[i0:i1, 0:i1] @ v[0:i1]
+            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+                int i1 = i0 + ATT_TB < T ? i0 + ATT_TB : T;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, i1, 1.0f,
+                            a + (size_t)i0 * T, T, v, C3, 0.0f, o + (size_t)i0 * C, C);
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// dqkv[B,T,3C] (overwritten) from dout[B,T,C], qkv[B,T,3C], att[B,NH,T,T]
+// scratch[T*T] holds datt, then dpreatt, of one (b, h) at a time
+//   datt = dout @ v^T;  dv = att^T @ dout
+//   dpreatt[i,j] = scale * att[i,j] (datt[i,j] - sum_k att[i,k] datt[i,k])  (j <= i)
+//   dq = dpreatt @ k;  dk = dpreatt^T @ q
+void zt_kern_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
+                                const float *att, int B, int T, int C, int NH) {
+    assert(B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    const int hs = C / NH;
+    const int C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *dp = scratch;
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const size_t qoff = (size_t)b * T * C3 + (size_t)h * hs;
+            const float *q = qkv + qoff;
+            const float *k = q + C;
+            const float *v = q + 2 * C;
+            float *dq = dqkv + qoff;
+            float *dk = dq + C;
+            float *dv = dq + 2 * C;
+            const float *a = att + ((size_t)b * NH + h) * T * T;
+            const float *d = dout + (size_t)b * T * C + (size_t)h * hs;
+
+            // datt[i0:i1, 0:i1] = dout[i0:i1] @ v[0:i1]^T
+            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+                int i1 = i0 + ATT_TB < T ? i0 + ATT_TB : T;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hs, 1.0f,
+                            d + (size_t)i0 * C, C, v, C3, 0.0f, dp + (size_t)i0 * T, T);
+            }
+            // dv[j0:j1] = att[j0:T, j0:j1]^T @ dout[j0:T]  (att is 0 above the diagonal)
+            for (int j0 = 0; j0 < T; j0 += ATT_TB) {
+                int j1 = j0 + ATT_TB < T ? j0 + ATT_TB : T;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.0f,
+                            a + (size_t)j0 * T + j0, T, d + (size_t)j0 * C, C, 0.0f,
+                            dv + (size_t)j0 * C3, C3);
+            }
+            // softmax backward, in place in dp; zero the above-diagonal part of each row's block,
+            // which the blocked dq / dk products below read
+            for (int i = 0; i < T; i++) {
+                const float *ar = a + (size_t)i * T;
+                float *row = dp + (size_t)i * T;
+                const int n = i + 1;
+                float acc[ATT_LANES] = {0};
+                int j = 0;
+                for (; j + ATT_LANES <= n; j += ATT_LANES) {
+                    for (int l = 0; l < ATT_LANES; l++) acc[l] += ar[j + l] * row[j + l];
+                }
+                float dot = lanes_sum(acc);
+                for (; j < n; j++) dot += ar[j] * row[j];
+                for (j = 0; j < n; j++) row[j] = scale * (ar[j] * (row[j] - dot));
+                int bend = (i / ATT_TB + 1) * ATT_TB;
+                bend = bend < T ? bend : T;
+                if (bend > n) memset(row + n, 0, (size_t)(bend - n) * sizeof(float));
+            }
+            // dq[i0:i1] = dpreatt[i0:i1, 0:i1] @ k[0:i1]
+            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+                int i1 = i0 + ATT_TB < T ? i0 + ATT_TB : T;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, i1, 1.0f,
+                            dp + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
+            }
+            // dk[j0:j1] = dpreatt[j0:T, j0:j1]^T @ q[j0:T]
+            for (int j0 = 0; j0 < T; j0 += ATT_TB) {
+                int j1 = j0 + ATT_TB < T ? j0 + ATT_TB : T;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.0f,
+                            dp + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3, 0.0f,
+                            dk + (size_t)j0 * C3, C3);
+            }
+        }
+    }
+}
