@@ -66,9 +66,16 @@ enum zt_status zt_config_load(struct zt_config *cfg, const char *path, int world
 /* Same from a JSON string (name is used in messages in place of a path). */
 enum zt_status zt_config_parse(struct zt_config *cfg, const char *json, const char *name,
                                int world_size);
-/* Learning rate of 1-based training step `step` (DeepSpeed: the schedule's value at
- * last_batch_iteration = step - 1, i.e. the lr the optimizer uses in that step). */
+/* Learning rate the optimizer uses in 1-based training step `step`, exactly as a DeepSpeed run
+ * with the same config would. DeepSpeed's schedule starts at last_batch_iteration = -1 and writes
+ * get_lr() into the optimizer in its __init__, and the engine calls lr_scheduler.step() after
+ * every optimizer step, so step 1 uses the schedule's value at iteration -1 (warmup_min_lr, or 0
+ * for WarmupCosineLR) and step s >= 2 the value at last_batch_iteration = s - 2. Without a
+ * scheduler it is cfg->lr. Formulas: io/config.c. */
 float zt_config_lr(const struct zt_config *cfg, int64_t step);
+/* The schedule's raw value at DeepSpeed's last_batch_iteration `it` (it < 0: the value before
+ * the first step()), in double as Python computes it. */
+double zt_config_lr_at(const struct zt_config *cfg, int64_t it);
 
 /* Model shape JSON: {"vocab_size", "seq_len", "n_embd", "n_layer", "n_head"}, all required,
  * all positive, n_embd divisible by n_head; unknown keys are errors as above. */

@@ -30,8 +30,10 @@ enum zt_status {
 /* Short constant name of a status ("ZT_ERR_CONFIG"), or strerror text for a -errno value. */
 const char *zt_status_str(int code);
 
-/* Record the first-line message of an error for this thread, log it at WARN level (when the log
- * level allows) and return code, so a detection site reads `return zt_error_set(...)`. */
+/* Record the one-line message of an error for this thread and return code, so a detection site
+ * reads `return zt_error_set(...)`. It is logged at DEBUG level only: apps/ print
+ * "zerotask: error: <zt_error_last()>" exactly once, and a WARN line here would show the user
+ * the same message twice. Thread-safe (the buffer is thread-local). */
 enum zt_status zt_error_set(enum zt_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* The last message recorded by zt_error_set on this thread ("" when none). */

@@ -1,0 +1,827 @@
+/*
+ * io/config.c: the DeepSpeed-style training config, its learning-rate schedules, and the
+ * model-shape JSON.
+ *
+ * Layer: io/ (platform; no StarPU). Parsed with cJSON. Every problem is ZT_ERR_CONFIG with one
+ * line "config <file>: <json.path>: <what was expected>", so the user can fix the file without
+ * reading code. Nothing is silently ignored: unknown keys (with "did you mean"), DeepSpeed keys
+ * we do not implement yet, duplicated keys (cJSON keeps both in its child list), wrong types and
+ * out-of-range values are all errors.
+ *
+ * Batch rule (DeepSpeed's DeepSpeedConfig._set_batch_related_parameters + _batch_assertion):
+ *   train_batch_size == train_micro_batch_size_per_gpu * gradient_accumulation_steps * world
+ *   all three given   -> checked as is;
+ *   tbs + micro       -> accum = tbs / micro / world   (floor divisions, then checked)
+ *   tbs + accum       -> micro = tbs / world / accum   (floor divisions, then checked)
+ *   micro + accum     -> tbs = micro * accum * world
+ *   only tbs          -> accum = 1, micro = tbs / world (then checked: must divide)
+ *   only micro        -> accum = 1, tbs = micro * world
+ *   none / only accum -> error ("Either train_batch_size or train_micro_batch_size_per_gpu").
+ *
+ * Learning-rate schedules: see the block above zt_config_lr_at() for the exact formulas, the
+ * DeepSpeed source they come from, and the step convention.
+ */
+#include "zt_config.h"
+
+#include <cjson/cJSON.h> /* cJSON_ParseWithLengthOpts, cJSON_Is*, cJSON_Delete */
+#include <ctype.h>       /* isspace, tolower */
+#include <errno.h>       /* errno */
+#include <limits.h>      /* INT_MAX */
+#include <math.h>        /* cos, log, isfinite, floor, M_PI */
+#include <stdarg.h>      /* va_list */
+#include <stdio.h>       /* fopen, fread, snprintf */
+#include <stdlib.h>      /* malloc, free */
+#include <string.h>      /* strcmp, strlen, strerror, memcpy */
+#include <strings.h>     /* strcasecmp */
+#include <sys/stat.h>    /* fstat */
+
+#include "zt_log.h"    /* ZT_LOG_W, ZT_LOG_I */
+#include "zt_status.h" /* zt_error_set, ZT_ERR_CONFIG */
+
+// ----------------------------------------------------------------------------
+// error context: "<kind> <file>: <path>: <message>"
+
+struct ctx {
+    const char *kind; /* "config" or "model shape" */
+    const char *file; /* path or caller-given name */
+};
+
+#define PATH_MAX_LEN 256
+
+static enum zt_status cfg_err(const struct ctx *c, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum zt_status cfg_err(const struct ctx *c, const char *path, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (path && *path) return zt_error_set(ZT_ERR_CONFIG, "%s %s: %s: %s", c->kind, c->file, path, msg);
+    return zt_error_set(ZT_ERR_CONFIG, "%s %s: %s", c->kind, c->file, msg);
+}
+
+static void path_key(char *out, const char *parent, const char *key) {
+    if (parent && *parent)
+        snprintf(out, PATH_MAX_LEN, "%s.%s", parent, key);
+    else
+        snprintf(out, PATH_MAX_LEN, "%s", key);
+}
+
+/* Describe a JSON value for "got ..." in messages. */
+static const char *describe(const cJSON *v, char *buf, size_t n) {
+    if (cJSON_IsNumber(v)) {
+        snprintf(buf, n, "%.17g", v->valuedouble);
+        /* shorten the common case: print with %g when it round-trips */
+        char s[64];
+        snprintf(s, sizeof s, "%g", v->valuedouble);
+        if (strtod(s, NULL) == v->valuedouble) snprintf(buf, n, "%s", s);
+    } else if (cJSON_IsString(v)) {
+        snprintf(buf, n, "a string (\"%.40s\")", v->valuestring);
+    } else if (cJSON_IsBool(v)) {
+        snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    } else if (cJSON_IsNull(v)) {
+        snprintf(buf, n, "null");
+    } else if (cJSON_IsArray(v)) {
+        snprintf(buf, n, "an array");
+    } else if (cJSON_IsObject(v)) {
+        snprintf(buf, n, "an object");
+    } else {
+        snprintf(buf, n, "an invalid value");
+    }
+    return buf;
+}
+
+// ----------------------------------------------------------------------------
+// key tables and "did you mean"
+
+/* Optimal string alignment distance (Levenshtein + adjacent transposition), case-insensitive. */
+static int edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 1000;
+    int d[65][65];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        for (size_t j = 1; j <= lb; j++) {
+            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[la][lb];
+}
+
+/* Closest name among the NULL-terminated lists, or NULL when none is a near miss. The allowed
+ * distance grows with the length of the candidate (1 for short names, at most 3). */
+static const char *near_miss(const char *key, const char *const *a, const char *const *b) {
+    const char *best = NULL;
+    int bestd = 1000;
+    const char *const *lists[2] = {a, b};
+    for (int l = 0; l < 2; l++) {
+        for (const char *const *p = lists[l]; p && *p; p++) {
+            size_t n = strlen(*p);
+            int lim = n <= 3 ? 1 : n <= 7 ? 2 : 3;
+            int d = edit_distance(key, *p);
+            if (d <= lim && d < (int)n && d < bestd) {
+                bestd = d;
+                best = *p;
+            }
+        }
+    }
+    return best;
+}
+
+static int in_list(const char *key, const char *const *list) {
+    for (const char *const *p = list; p && *p; p++)
+        if (strcmp(key, *p) == 0) return 1;
+    return 0;
+}
+
+/* Check every key of obj: no duplicates, each either implemented (impl) or an error. Keys in
+ * notimpl are DeepSpeed keys we know but do not implement yet. */
+static enum zt_status check_keys(const struct ctx *c, const cJSON *obj, const char *path,
+                                 const char *const *impl, const char *const *notimpl) {
+    char p[PATH_MAX_LEN];
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        const char *k = it->string ? it->string : "";
+        path_key(p, path, k);
+        /* cJSON keeps duplicated keys as separate children and returns the first on lookup:
+         * a later duplicate would be silently ignored, so reject it */
+        for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
+            if (prev->string && strcmp(prev->string, k) == 0)
+                return cfg_err(c, p, "key appears more than once (each key may be given once)");
+        if (in_list(k, impl)) continue;
+        if (in_list(k, notimpl))
+            return cfg_err(c, p, "is a DeepSpeed key that zerotask does not implement yet");
+        const char *s = near_miss(k, impl, notimpl);
+        if (s) return cfg_err(c, p, "unknown key; did you mean '%s'?", s);
+        return cfg_err(c, p, "unknown key");
+    }
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// typed getters
+
+static enum zt_status get_object(const struct ctx *c, const cJSON *v, const char *path) {
+    char g[96];
+    if (!cJSON_IsObject(v)) return cfg_err(c, path, "expected an object, got %s", describe(v, g, sizeof g));
+    return ZT_OK;
+}
+
+/* Integer in [lo, hi]; JSON numbers with a fraction are rejected. hi of INT_MAX or more is
+ * described as ">= lo" unless the value is above it. */
+static enum zt_status get_int(const struct ctx *c, const cJSON *v, const char *path, long long lo,
+                              long long hi, long long *out) {
+    char g[96];
+    int isint = cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
+                floor(v->valuedouble) == v->valuedouble;
+    double d = isint ? v->valuedouble : 0;
+    if (isint && d >= (double)lo && d <= (double)hi) {
+        *out = (long long)d;
+        return ZT_OK;
+    }
+    if (hi >= INT_MAX && !(isint && d > (double)hi))
+        return cfg_err(c, path, "expected an integer >= %lld, got %s", lo, describe(v, g, sizeof g));
+    return cfg_err(c, path, "expected an integer in [%lld, %lld], got %s", lo, hi,
+                   describe(v, g, sizeof g));
+}
+
+static enum zt_status get_int32(const struct ctx *c, const cJSON *v, const char *path, int lo,
+                                int *out) {
+    long long x = 0;
+    ZT_CHECK(get_int(c, v, path, lo, INT_MAX, &x));
+    *out = (int)x;
+    return ZT_OK;
+}
+
+enum range { GT0, GE0, UNIT_HALF_OPEN /* [0,1) */, UNIT_CLOSED /* [0,1] */ };
+
+static enum zt_status get_num(const struct ctx *c, const cJSON *v, const char *path, enum range r,
+                              double *out) {
+    static const char *const what[] = {"a number > 0", "a number >= 0", "a number in [0, 1)",
+                                       "a number in [0, 1]"};
+    char g[96];
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return cfg_err(c, path, "expected %s, got %s", what[r], describe(v, g, sizeof g));
+    double d = v->valuedouble;
+    int ok = r == GT0 ? d > 0 : r == GE0 ? d >= 0 : r == UNIT_HALF_OPEN ? d >= 0 && d < 1
+                                                                        : d >= 0 && d <= 1;
+    if (!ok) return cfg_err(c, path, "expected %s, got %s", what[r], describe(v, g, sizeof g));
+    *out = d;
+    return ZT_OK;
+}
+
+static enum zt_status get_bool(const struct ctx *c, const cJSON *v, const char *path, int *out) {
+    char g[96];
+    if (!cJSON_IsBool(v))
+        return cfg_err(c, path, "expected true or false, got %s", describe(v, g, sizeof g));
+    *out = cJSON_IsTrue(v) ? 1 : 0;
+    return ZT_OK;
+}
+
+static enum zt_status get_string(const struct ctx *c, const cJSON *v, const char *path,
+                                 const char **out) {
+    char g[96];
+    if (!cJSON_IsString(v)) return cfg_err(c, path, "expected a string, got %s", describe(v, g, sizeof g));
+    *out = v->valuestring;
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// JSON text -> cJSON object (empty, syntax error with position, not an object)
+
+static enum zt_status parse_object(const struct ctx *c, const char *json, size_t len, cJSON **out) {
+    *out = NULL;
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)json[i])) i++;
+    if (i == len) return cfg_err(c, NULL, "file is empty (expected a JSON object)");
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+    size_t off = end ? (size_t)(end - json) : 0;
+    if (root) {
+        /* cJSON stops after the first value: anything but whitespace after it is an error */
+        while (off < len && isspace((unsigned char)json[off])) off++;
+        if (off < len && json[off] != '\0') {
+            cJSON_Delete(root);
+            root = NULL;
+        }
+    }
+    if (!root) {
+        if (off > len) off = len;
+        size_t line = 1, col = 1;
+        for (size_t k = 0; k < off; k++) {
+            if (json[k] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        return cfg_err(c, NULL, "invalid JSON at line %zu, column %zu (byte offset %zu)", line,
+                       col, off);
+    }
+    if (!cJSON_IsObject(root)) {
+        char g[96];
+        describe(root, g, sizeof g);
+        cJSON_Delete(root);
+        return cfg_err(c, NULL, "expected a JSON object at the top level, got %s", g);
+    }
+    *out = root;
+    return ZT_OK;
+}
+
+/* Read a whole file; ZT_ERR_IO when it cannot be opened or read. */
+static enum zt_status read_file(const char *kind, const char *path, char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return zt_error_set(ZT_ERR_IO, "%s %s: cannot open (%s)", kind, path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return zt_error_set(ZT_ERR_IO, "%s %s: not a regular file", kind, path);
+    }
+    if (sb.st_size > 64 * 1024 * 1024) {
+        fclose(f);
+        return zt_error_set(ZT_ERR_CONFIG, "%s %s: file is %lld bytes; a config is at most 64 MiB",
+                            kind, path, (long long)sb.st_size);
+    }
+    size_t n = (size_t)sb.st_size;
+    char *b = malloc(n + 1);
+    if (!b) {
+        fclose(f);
+        return zt_error_set(ZT_ERR_NOMEM, "%s %s: out of memory", kind, path);
+    }
+    size_t got = fread(b, 1, n, f);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || got != n) {
+        free(b);
+        return zt_error_set(ZT_ERR_IO, "%s %s: read error", kind, path);
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// the DeepSpeed key tables
+
+static const char *const top_impl[] = {
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+    "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed", "zero_optimization",
+    /* accepted only as {"enabled": false}: zerotask trains in fp32 */
+    "fp16", "bf16", "bfloat16", "amp", NULL};
+
+static const char *const top_notimpl[] = {
+    "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
+    "wall_clock_breakdown", "memory_breakdown", "dump_state", "prescale_gradients",
+    "gradient_predivide_factor", "sparse_gradients", "communication_data_type",
+    "seq_parallel_communication_data_type", "checkpoint", "aio", "data_types", "elasticity",
+    "pipeline", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
+    "disable_allgather", "fp32_allreduce", "allreduce_always_fp32", "sparse_attention",
+    "autotuning", "compression_training", "data_efficiency", "curriculum_learning",
+    "quantize_training", "eigenvalue", "progressive_layer_drop", "nebula", "hybrid_engine",
+    "weight_quantization", "dataloader_drop_last", "timers", "graph_harvesting", "compile",
+    "use_data_before_expert_parallelism", "torch_autocast", "tensor_parallel",
+    "use_node_local_storage", "load_universal_checkpoint", "mics_shard_size",
+    "mics_hierarchical_params_gather", "train_batch_size_per_gpu_auto", NULL};
+
+static const char *const zero_impl[] = {"stage", NULL};
+static const char *const zero_notimpl[] = {
+    "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_partitions",
+    "allgather_bucket_size", "overlap_comm", "load_from_fp32_weights", "elastic_checkpoint",
+    "offload_param", "offload_optimizer", "sub_group_size", "stage3_max_live_parameters",
+    "stage3_max_reuse_distance", "stage3_prefetch_bucket_size",
+    "stage3_param_persistence_threshold", "stage3_model_persistence_threshold",
+    "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
+    "round_robin_gradients", "zero_hpz_partition_size", "zero_quantized_weights",
+    "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "mics_shard_size",
+    "mics_hierarchical_params_gather", "memory_efficient_linear", "cpu_offload",
+    "cpu_offload_params", "cpu_offload_use_pin_memory", "ignore_unused_parameters",
+    "legacy_stage1", "use_multi_rank_bucket_allreduce", "pipeline_loading_checkpoint",
+    "override_module_apply", "log_trace_cache_warnings", "module_granularity_threshold",
+    "use_all_reduce_for_fetch_params", "stage3_use_all_reduce_for_fetch_params", NULL};
+
+static const char *const precision_impl[] = {"enabled", NULL};
+static const char *const precision_notimpl[] = {
+    "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
+    "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads", "opt_level",
+    "immediate_grad_update", "check_grad_overflow", NULL};
+
+static const char *const optim_impl[] = {"type", "params", NULL};
+static const char *const optim_notimpl[] = {"legacy_fusion", NULL};
+static const char *const adam_impl[] = {"lr", "betas", "eps", "weight_decay", "adam_w_mode", NULL};
+static const char *const adam_notimpl[] = {
+    "torch_adam", "amsgrad", "bias_correction", "fused", "max_grad_norm", "set_grad_none",
+    "capturable", "foreach", "maximize", "differentiable", "freeze_step", "cuda_aware",
+    "comm_backend_name", NULL};
+/* DeepSpeed optimizer names (compared lower-case) other than Adam/AdamW */
+static const char *const optim_types_notimpl[] = {
+    "adagrad", "lamb", "onebitadam", "zerooneadam", "onebitlamb", "lion", "muadam", "muadamw",
+    "musgd", "sgd", "fusedadam", "cpuadam", "rmsprop", NULL};
+
+static const char *const sched_impl[] = {"type", "params", NULL};
+static const char *const sched_types_impl[] = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", NULL};
+static const char *const sched_types_notimpl[] = {"LRRangeTest", "OneCycle", NULL};
+static const char *const warmup_params[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+                                            "warmup_type", NULL};
+static const char *const decay_params[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
+                                           "warmup_type", "total_num_steps", NULL};
+static const char *const cosine_params[] = {"total_num_steps", "warmup_min_ratio",
+                                            "warmup_num_steps", "cos_min_ratio", "warmup_type",
+                                            NULL};
+static const char *const sched_params_notimpl[] = {"last_batch_iteration", NULL};
+
+// ----------------------------------------------------------------------------
+// sections
+
+static enum zt_status parse_precision(const struct ctx *c, const cJSON *v, const char *path) {
+    ZT_CHECK(get_object(c, v, path));
+    ZT_CHECK(check_keys(c, v, path, precision_impl, precision_notimpl));
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(v, "enabled");
+    char p[PATH_MAX_LEN];
+    path_key(p, path, "enabled");
+    int on = 0;
+    if (en) ZT_CHECK(get_bool(c, en, p, &on));
+    /* DeepSpeed's default for "enabled" is false, so {} and {"enabled": false} ask for fp32 */
+    if (on)
+        return cfg_err(c, path, "is a DeepSpeed key that zerotask does not implement yet "
+                                "(zerotask trains in fp32; only \"enabled\": false is accepted)");
+    return ZT_OK;
+}
+
+static enum zt_status parse_zero(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
+    ZT_CHECK(get_object(c, v, "zero_optimization"));
+    ZT_CHECK(check_keys(c, v, "zero_optimization", zero_impl, zero_notimpl));
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(v, "stage");
+    if (st) {
+        long long s = 0;
+        ZT_CHECK(get_int(c, st, "zero_optimization.stage", 0, 3, &s));
+        if (s != 0)
+            return cfg_err(c, "zero_optimization.stage",
+                           "stage %lld is a DeepSpeed setting that zerotask does not implement "
+                           "yet (only stage 0)", s);
+        cfg->zero_stage = (int)s;
+    }
+    return ZT_OK;
+}
+
+static enum zt_status parse_optimizer(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
+    ZT_CHECK(get_object(c, v, "optimizer"));
+    ZT_CHECK(check_keys(c, v, "optimizer", optim_impl, optim_notimpl));
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(v, "type");
+    if (!ty) return cfg_err(c, "optimizer.type", "missing (expected \"Adam\" or \"AdamW\")");
+    const char *t = "";
+    ZT_CHECK(get_string(c, ty, "optimizer.type", &t));
+    /* DeepSpeed lower-cases the optimizer name before comparing (engine.optimizer_name) */
+    if (strcasecmp(t, "adam") == 0) {
+        cfg->optim = ZT_OPTIM_ADAM;
+        cfg->weight_decay = 0.0f;
+    } else if (strcasecmp(t, "adamw") == 0) {
+        cfg->optim = ZT_OPTIM_ADAMW;
+        cfg->weight_decay = 0.01f;
+    } else {
+        char low[64];
+        size_t i = 0;
+        for (; t[i] && i + 1 < sizeof low; i++) low[i] = (char)tolower((unsigned char)t[i]);
+        low[i] = '\0';
+        if (in_list(low, optim_types_notimpl))
+            return cfg_err(c, "optimizer.type", "\"%s\" is a DeepSpeed optimizer that zerotask "
+                                                "does not implement yet (supported: Adam, AdamW)", t);
+        static const char *const ok[] = {"Adam", "AdamW", NULL};
+        const char *s = near_miss(t, ok, NULL);
+        if (s) return cfg_err(c, "optimizer.type", "unknown optimizer \"%s\"; did you mean '%s'?", t, s);
+        return cfg_err(c, "optimizer.type", "unknown optimizer \"%s\" (supported: Adam, AdamW)", t);
+    }
+    cfg->adam_w_mode = 1;
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(v, "params");
+    if (!pa) return ZT_OK;
+    ZT_CHECK(get_object(c, pa, "optimizer.params"));
+    ZT_CHECK(check_keys(c, pa, "optimizer.params", adam_impl, adam_notimpl));
+    double d = 0;
+    const cJSON *x;
+    if ((x = cJSON_GetObjectItemCaseSensitive(pa, "lr"))) {
+        ZT_CHECK(get_num(c, x, "optimizer.params.lr", GT0, &d));
+        cfg->lr = (float)d;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(pa, "betas"))) {
+        char g[96];
+        if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2)
+            return cfg_err(c, "optimizer.params.betas", "expected an array of 2 numbers in [0, 1), got %s",
+                           cJSON_IsArray(x) ? "an array of another length" : describe(x, g, sizeof g));
+        double b[2] = {0, 0};
+        for (int i = 0; i < 2; i++) {
+            char p[PATH_MAX_LEN];
+            snprintf(p, sizeof p, "optimizer.params.betas[%d]", i);
+            ZT_CHECK(get_num(c, cJSON_GetArrayItem(x, i), p, UNIT_HALF_OPEN, &b[i]));
+        }
+        cfg->beta1 = (float)b[0];
+        cfg->beta2 = (float)b[1];
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(pa, "eps"))) {
+        ZT_CHECK(get_num(c, x, "optimizer.params.eps", GT0, &d));
+        cfg->eps = (float)d;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(pa, "weight_decay"))) {
+        ZT_CHECK(get_num(c, x, "optimizer.params.weight_decay", GE0, &d));
+        cfg->weight_decay = (float)d;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(pa, "adam_w_mode"))) {
+        int m = 1;
+        ZT_CHECK(get_bool(c, x, "optimizer.params.adam_w_mode", &m));
+        /* DeepSpeed silently forces decoupled decay for AdamW; a contradiction is an error here */
+        if (cfg->optim == ZT_OPTIM_ADAMW && !m)
+            return cfg_err(c, "optimizer.params.adam_w_mode",
+                           "false contradicts type AdamW, which always decouples weight decay "
+                           "(use type Adam for L2-style decay)");
+        cfg->adam_w_mode = m;
+    }
+    return ZT_OK;
+}
+
+static enum zt_status parse_scheduler(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
+    ZT_CHECK(get_object(c, v, "scheduler"));
+    ZT_CHECK(check_keys(c, v, "scheduler", sched_impl, NULL));
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(v, "type");
+    if (!ty)
+        return cfg_err(c, "scheduler.type",
+                       "missing (expected \"WarmupLR\", \"WarmupDecayLR\" or \"WarmupCosineLR\")");
+    const char *t = "";
+    ZT_CHECK(get_string(c, ty, "scheduler.type", &t));
+    const char *const *params;
+    /* DeepSpeed compares scheduler names case-sensitively (VALID_LR_SCHEDULES) */
+    if (strcmp(t, "WarmupLR") == 0) {
+        cfg->sched = ZT_LR_WARMUP;
+        params = warmup_params;
+    } else if (strcmp(t, "WarmupDecayLR") == 0) {
+        cfg->sched = ZT_LR_WARMUP_DECAY;
+        params = decay_params;
+    } else if (strcmp(t, "WarmupCosineLR") == 0) {
+        cfg->sched = ZT_LR_WARMUP_COSINE;
+        params = cosine_params;
+    } else if (in_list(t, sched_types_notimpl)) {
+        return cfg_err(c, "scheduler.type", "\"%s\" is a DeepSpeed scheduler that zerotask does "
+                                            "not implement yet (supported: WarmupLR, "
+                                            "WarmupDecayLR, WarmupCosineLR)", t);
+    } else {
+        const char *s = near_miss(t, sched_types_impl, sched_types_notimpl);
+        if (s) return cfg_err(c, "scheduler.type", "unknown scheduler \"%s\"; did you mean '%s'?", t, s);
+        return cfg_err(c, "scheduler.type", "unknown scheduler \"%s\" (supported: WarmupLR, "
+                                            "WarmupDecayLR, WarmupCosineLR)", t);
+    }
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(v, "params");
+    int have_total = 0;
+    if (pa) {
+        ZT_CHECK(get_object(c, pa, "scheduler.params"));
+        /* a parameter of another scheduler type is an unknown key here: DeepSpeed would fail
+         * with "unexpected keyword argument" */
+        ZT_CHECK(check_keys(c, pa, "scheduler.params", params, sched_params_notimpl));
+        double d = 0;
+        const cJSON *x;
+        if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_min_lr"))) {
+            ZT_CHECK(get_num(c, x, "scheduler.params.warmup_min_lr", GE0, &d));
+            cfg->warmup_min_lr = (float)d;
+        }
+        if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_max_lr"))) {
+            ZT_CHECK(get_num(c, x, "scheduler.params.warmup_max_lr", GT0, &d));
+            cfg->warmup_max_lr = (float)d;
+        }
+        if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_num_steps")))
+            ZT_CHECK(get_int32(c, x, "scheduler.params.warmup_num_steps", 0, &cfg->warmup_num_steps));
+        if ((x = cJSON_GetObjectItemCaseSensitive(pa, "total_num_steps"))) {
+            ZT_CHECK(get_int32(c, x, "scheduler.params.total_num_steps", 1, &cfg->total_num_steps));
+            have_total = 1;
+        }
+        if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_min_ratio"))) {
+            ZT_CHECK(get_num(c, x, "scheduler.params.warmup_min_ratio", UNIT_CLOSED, &d));
+            cfg->warmup_min_ratio = (float)d;
+        }
+        if ((x = cJSON_GetObjectItemCaseSensitive(pa, "cos_min_ratio"))) {
+            ZT_CHECK(get_num(c, x, "scheduler.params.cos_min_ratio", UNIT_CLOSED, &d));
+            cfg->cos_min_ratio = (float)d;
+        }
+        if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_type"))) {
+            const char *w = "";
+            ZT_CHECK(get_string(c, x, "scheduler.params.warmup_type", &w));
+            /* DeepSpeed warns and falls back to log for an unknown type; we refuse it */
+            if (strcmp(w, "log") == 0)
+                cfg->warmup_type = ZT_WARMUP_LOG;
+            else if (strcmp(w, "linear") == 0)
+                cfg->warmup_type = ZT_WARMUP_LINEAR;
+            else
+                return cfg_err(c, "scheduler.params.warmup_type",
+                               "expected \"log\" or \"linear\", got \"%s\"", w);
+        }
+    }
+    if (cfg->sched != ZT_LR_WARMUP && !have_total)
+        return cfg_err(c, "scheduler.params.total_num_steps", "missing (%s requires it)", t);
+    int w = cfg->warmup_num_steps < 2 ? 2 : cfg->warmup_num_steps; /* DeepSpeed: max(2, n) */
+    if (cfg->sched == ZT_LR_WARMUP_COSINE && cfg->total_num_steps == w)
+        return cfg_err(c, "scheduler.params.total_num_steps",
+                       "expected a value different from the effective warmup_num_steps %d "
+                       "(WarmupCosineLR divides by their difference)", w);
+    if (cfg->sched != ZT_LR_WARMUP && cfg->total_num_steps < w)
+        ZT_LOG_W("config %s: scheduler.params.total_num_steps %d is less than warmup_num_steps %d "
+                 "(as DeepSpeed, the schedule is used as given)", c->file, cfg->total_num_steps, w);
+    return ZT_OK;
+}
+
+/* DeepSpeed's batch rule (see the file comment). */
+static enum zt_status resolve_batch(const struct ctx *c, struct zt_config *cfg, int has_tbs,
+                                    int has_micro, int has_acc, int ws) {
+    long long tbs = cfg->train_batch_size, mb = cfg->micro_batch, ga = cfg->grad_accum;
+    if (has_tbs && has_micro && has_acc) {
+        /* checked below */
+    } else if (has_tbs && has_micro) {
+        ga = tbs / mb / ws;
+    } else if (has_tbs && has_acc) {
+        mb = tbs / ws / ga;
+    } else if (has_micro && has_acc) {
+        tbs = mb * ga * ws;
+    } else if (has_tbs) {
+        ga = 1;
+        mb = tbs / ws;
+    } else if (has_micro) {
+        ga = 1;
+        tbs = mb * ws;
+    } else {
+        return cfg_err(c, NULL, "either train_batch_size or train_micro_batch_size_per_gpu must "
+                                "be given");
+    }
+    if (tbs > INT_MAX)
+        return cfg_err(c, "train_batch_size", "the derived train batch size %lld does not fit in 32 bits", tbs);
+    if (mb < 1 || ga < 1 || tbs != mb * ga * ws)
+        return cfg_err(c, NULL, "train_batch_size must equal train_micro_batch_size_per_gpu * "
+                                "gradient_accumulation_steps * world_size: %lld != %lld * %lld * %d",
+                       tbs, mb, ga, ws);
+    cfg->train_batch_size = (int)tbs;
+    cfg->micro_batch = (int)mb;
+    cfg->grad_accum = (int)ga;
+    cfg->world_size = ws;
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// public: config
+
+void zt_config_defaults(struct zt_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->world_size = 1;
+    cfg->optim = ZT_OPTIM_ADAMW;
+    cfg->lr = 1e-3f;
+    cfg->beta1 = 0.9f;
+    cfg->beta2 = 0.999f;
+    cfg->eps = 1e-8f;
+    cfg->weight_decay = 0.01f;
+    cfg->adam_w_mode = 1;
+    cfg->sched = ZT_LR_CONSTANT;
+    cfg->warmup_min_lr = 0.0f;
+    cfg->warmup_max_lr = 0.001f;
+    cfg->warmup_num_steps = 1000;
+    cfg->warmup_type = ZT_WARMUP_LOG;
+    cfg->total_num_steps = 0;
+    cfg->warmup_min_ratio = 0.0f;
+    cfg->cos_min_ratio = 0.0001f;
+    cfg->gradient_clipping = 0.0f;
+    cfg->steps_per_print = 10;
+    cfg->seed = 1234;
+    cfg->zero_stage = 0;
+}
+
+static enum zt_status parse_config(struct zt_config *out, const char *json, size_t len,
+                                   const char *name, const char *path, int world_size) {
+    struct ctx c = {"config", name ? name : "(string)"};
+    if (world_size < 1)
+        return zt_error_set(ZT_ERR_INVALID, "config %s: world size must be >= 1, got %d", c.file,
+                            world_size);
+    /* parse into a local copy: on error *out is left untouched */
+    struct zt_config cfg;
+    zt_config_defaults(&cfg);
+    snprintf(cfg.path, sizeof cfg.path, "%s", path ? path : "");
+    cJSON *root = NULL;
+    ZT_CHECK(parse_object(&c, json, len, &root));
+    enum zt_status rc = check_keys(&c, root, "", top_impl, top_notimpl);
+    int has_tbs = 0, has_micro = 0, has_acc = 0, has_optim = 0;
+    const cJSON *x;
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "train_batch_size"))) {
+        rc = get_int32(&c, x, "train_batch_size", 1, &cfg.train_batch_size);
+        has_tbs = 1;
+    }
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "train_micro_batch_size_per_gpu"))) {
+        rc = get_int32(&c, x, "train_micro_batch_size_per_gpu", 1, &cfg.micro_batch);
+        has_micro = 1;
+    }
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "gradient_accumulation_steps"))) {
+        rc = get_int32(&c, x, "gradient_accumulation_steps", 1, &cfg.grad_accum);
+        has_acc = 1;
+    }
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "optimizer"))) {
+        rc = parse_optimizer(&c, x, &cfg);
+        has_optim = 1;
+    }
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "scheduler")))
+        rc = parse_scheduler(&c, x, &cfg);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "gradient_clipping"))) {
+        double d = 0;
+        rc = get_num(&c, x, "gradient_clipping", GE0, &d);
+        cfg.gradient_clipping = (float)d;
+    }
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "steps_per_print")))
+        rc = get_int32(&c, x, "steps_per_print", 1, &cfg.steps_per_print);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "seed"))) {
+        long long s = 0;
+        /* JSON numbers are doubles: integers above 2^53 would not be exact */
+        rc = get_int(&c, x, "seed", 0, 9007199254740992LL, &s);
+        cfg.seed = (uint64_t)s;
+    }
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "zero_optimization")))
+        rc = parse_zero(&c, x, &cfg);
+    static const char *const prec[] = {"fp16", "bf16", "bfloat16", "amp"};
+    for (int i = 0; i < 4 && rc == ZT_OK; i++)
+        if ((x = cJSON_GetObjectItemCaseSensitive(root, prec[i]))) rc = parse_precision(&c, x, prec[i]);
+    if (rc == ZT_OK) rc = resolve_batch(&c, &cfg, has_tbs, has_micro, has_acc, world_size);
+    cJSON_Delete(root);
+    if (rc != ZT_OK) return rc;
+    if (!has_optim)
+        ZT_LOG_I("config %s: no \"optimizer\" section; using AdamW lr=%g betas=[%g, %g] eps=%g "
+                 "weight_decay=%g", c.file, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
+    *out = cfg;
+    return ZT_OK;
+}
+
+enum zt_status zt_config_parse(struct zt_config *cfg, const char *json, const char *name,
+                               int world_size) {
+    if (!cfg || !json) return zt_error_set(ZT_ERR_INVALID, "zt_config_parse: NULL argument");
+    return parse_config(cfg, json, strlen(json), name, "", world_size);
+}
+
+enum zt_status zt_config_load(struct zt_config *cfg, const char *path, int world_size) {
+    if (!cfg || !path) return zt_error_set(ZT_ERR_INVALID, "zt_config_load: NULL argument");
+    char *buf;
+    size_t len;
+    ZT_CHECK(read_file("config", path, &buf, &len));
+    enum zt_status rc = parse_config(cfg, buf, len, path, path, world_size);
+    free(buf);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// learning-rate schedules
+//
+// Source: deepspeed/runtime/lr_schedules.py (DeepSpeed master; classes WarmupLR, WarmupDecayLR,
+// WarmupCosineLR), computed in double as Python does. Notation: it = last_batch_iteration,
+// W = max(2, warmup_num_steps) ("self.warmup_num_steps = max(2, warmup_num_steps)"),
+// N = total_num_steps, min/max = warmup_min_lr/warmup_max_lr, lr0 = optimizer.params.lr.
+//
+//   warmup gamma(it), it < W:  log:    log(it + 1) / log(W)
+//                              linear: it / W
+//   WarmupLR:       lr(it) = min + (max - min) * (it < W ? gamma(it) : 1)
+//   WarmupDecayLR:  lr(it) = min + (max - min) * (it < W ? gamma(it)
+//                                                 : max(0, (N - it) / max(1, N - W)))
+//   WarmupCosineLR: ratio(it) = it < W ? wmr + gamma(it) * (1 - wmr)
+//                             : max(0, cmr + (1 - cmr) * (1 + cos(pi * (it - W + 1) / (N - W))) / 2)
+//                   lr(it) = lr0 * ratio(it)     (wmr = warmup_min_ratio, cmr = cos_min_ratio)
+//   it < 0 ("before it has started"): WarmupLR/WarmupDecayLR return min_lrs; WarmupCosineLR
+//   returns [0.0] (an lr of 0, not a ratio).
+//
+// Step convention. The schedule is built with last_batch_iteration = -1 and its __init__ writes
+// get_lr() into the optimizer ("if last_batch_iteration == -1: self._last_lr =
+// update_lr(self.optimizer.param_groups, self.get_lr())"); the engine then calls
+// lr_scheduler.step() after every optimizer step (engine._take_model_step), and step() does
+// last_batch_iteration += 1 before recomputing. So training step s (1-based) runs with
+//   s == 1: lr(-1)   (warmup_min_lr, or 0 for WarmupCosineLR)
+//   s >= 2: lr(s - 2)
+// e.g. WarmupLR linear, min 0, max 1e-3, W 10: steps 1..4 use 0, 0, 1e-4, 2e-4.
+
+double zt_config_lr_at(const struct zt_config *cfg, int64_t it) {
+    if (cfg->sched == ZT_LR_CONSTANT) return cfg->lr;
+    double W = cfg->warmup_num_steps < 2 ? 2.0 : (double)cfg->warmup_num_steps;
+    double N = (double)cfg->total_num_steps;
+    double lo = cfg->warmup_min_lr, hi = cfg->warmup_max_lr;
+    if (it < 0) return cfg->sched == ZT_LR_WARMUP_COSINE ? 0.0 : lo;
+    double x = (double)it;
+    double gamma = 1.0;
+    if (x < W) gamma = cfg->warmup_type == ZT_WARMUP_LOG ? log(x + 1.0) / log(W) : x / W;
+    switch (cfg->sched) {
+    case ZT_LR_WARMUP: return lo + (hi - lo) * gamma;
+    case ZT_LR_WARMUP_DECAY:
+        if (x >= W) {
+            double den = N - W > 1.0 ? N - W : 1.0;
+            gamma = (N - x) / den;
+            if (gamma < 0.0) gamma = 0.0;
+        }
+        return lo + (hi - lo) * gamma;
+    case ZT_LR_WARMUP_COSINE: {
+        double wmr = cfg->warmup_min_ratio, cmr = cfg->cos_min_ratio, ratio;
+        if (x < W) {
+            ratio = wmr + gamma * (1.0 - wmr);
+        } else {
+            double r = (1.0 + cos(M_PI * (x - W + 1.0) / (N - W))) / 2.0;
+            ratio = cmr + (1.0 - cmr) * r;
+            if (ratio < 0.0) ratio = 0.0;
+        }
+        return (double)cfg->lr * ratio;
+    }
+    default: return cfg->lr;
+    }
+}
+
+float zt_config_lr(const struct zt_config *cfg, int64_t step) {
+    if (cfg->sched == ZT_LR_CONSTANT) return cfg->lr;
+    return (float)zt_config_lr_at(cfg, step <= 1 ? -1 : step - 2);
+}
+
+// ----------------------------------------------------------------------------
+// model shape
+
+static enum zt_status parse_shape(struct zt_model_shape *out, const char *json, size_t len,
+                                  const char *name) {
+    struct ctx c = {"model shape", name ? name : "(string)"};
+    static const char *const keys[] = {"vocab_size", "seq_len", "n_embd", "n_layer", "n_head", NULL};
+    cJSON *root = NULL;
+    ZT_CHECK(parse_object(&c, json, len, &root));
+    enum zt_status rc = check_keys(&c, root, "", keys, NULL);
+    int vals[5] = {0};
+    for (int i = 0; i < 5 && rc == ZT_OK; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
+        if (!x)
+            rc = cfg_err(&c, keys[i], "missing (the model shape needs vocab_size, seq_len, "
+                                      "n_embd, n_layer and n_head)");
+        else
+            rc = get_int32(&c, x, keys[i], 1, &vals[i]);
+    }
+    cJSON_Delete(root);
+    if (rc != ZT_OK) return rc;
+    if (vals[2] % vals[4] != 0)
+        return cfg_err(&c, "n_embd", "expected a multiple of n_head %d, got %d", vals[4], vals[2]);
+    out->vocab_size = vals[0];
+    out->seq_len = vals[1];
+    out->n_embd = vals[2];
+    out->n_layer = vals[3];
+    out->n_head = vals[4];
+    return ZT_OK;
+}
+
+enum zt_status zt_model_shape_parse(struct zt_model_shape *m, const char *json, const char *name) {
+    if (!m || !json) return zt_error_set(ZT_ERR_INVALID, "zt_model_shape_parse: NULL argument");
+    return parse_shape(m, json, strlen(json), name);
+}
+
+enum zt_status zt_model_shape_load(struct zt_model_shape *m, const char *path) {
+    if (!m || !path) return zt_error_set(ZT_ERR_INVALID, "zt_model_shape_load: NULL argument");
+    char *buf;
+    size_t len;
+    ZT_CHECK(read_file("model shape", path, &buf, &len));
+    enum zt_status rc = parse_shape(m, buf, len, path);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,98 @@
+/*
+ * io/file.c: crash-safe file replacement (see zt_file.h).
+ */
+#include "zt_file.h"
+#include <errno.h>    /* errno, EINTR */
+#include <fcntl.h>    /* open, O_RDONLY, O_DIRECTORY */
+#include <stdio.h>    /* snprintf */
+#include <stdlib.h>   /* malloc, free, mkstemp */
+#include <string.h>   /* strlen, strerror, strrchr, strdup */
+#include <sys/stat.h> /* fchmod */
+#include <unistd.h>   /* close, write, fsync, unlink, getpid */
+
+int zt_write_all(int fd, const void *buf, size_t n) {
+    const char *p = buf;
+    while (n > 0) {
+        size_t chunk = n > (1u << 30) ? (1u << 30) : n;
+        ssize_t w = write(fd, p, chunk);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (w == 0) {
+            errno = ENOSPC; /* a regular file that takes nothing is full */
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+enum zt_status zt_afile_open(struct zt_afile *f, const char *kind, const char *path) {
+    f->fd = -1;
+    f->kind = kind;
+    f->path = path;
+    f->what = "write";
+    size_t plen = strlen(path);
+    f->tmp = malloc(plen + 32);
+    if (!f->tmp) return zt_error_set(ZT_ERR_NOMEM, "%s %s: out of memory", kind, path);
+    snprintf(f->tmp, plen + 32, "%s.tmp-%ld-XXXXXX", path, (long)getpid());
+    f->fd = mkstemp(f->tmp);
+    if (f->fd < 0) {
+        enum zt_status rc = zt_error_set(ZT_ERR_IO, "%s %s: cannot create a temporary file "
+                                                    "next to it (%s)", kind, path, strerror(errno));
+        free(f->tmp);
+        f->tmp = NULL;
+        return rc;
+    }
+    /* mkstemp creates 0600; what we write is data others may read */
+    if (fchmod(f->fd, 0644) != 0) {
+        f->what = "chmod";
+        return zt_afile_fail(f);
+    }
+    return ZT_OK;
+}
+
+int zt_afile_write(struct zt_afile *f, const void *buf, size_t n) {
+    f->what = "write";
+    return zt_write_all(f->fd, buf, n);
+}
+
+enum zt_status zt_afile_fail(struct zt_afile *f) {
+    int e = errno;
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    if (f->tmp) unlink(f->tmp); /* never leave a partial file; the old file at path is untouched */
+    free(f->tmp);
+    f->tmp = NULL;
+    return zt_error_set(ZT_ERR_IO, "%s %s: %s failed (%s)", f->kind, f->path, f->what,
+                        strerror(e));
+}
+
+enum zt_status zt_afile_commit(struct zt_afile *f) {
+    /* fsync before rename: otherwise a crash can leave the new name pointing at empty blocks */
+    f->what = "fsync";
+    if (fsync(f->fd) != 0) return zt_afile_fail(f);
+    f->what = "close";
+    int cfd = f->fd;
+    f->fd = -1;
+    if (close(cfd) != 0) return zt_afile_fail(f);
+    f->what = "rename";
+    if (rename(f->tmp, f->path) != 0) return zt_afile_fail(f);
+    /* fsync the directory so that the rename itself survives a crash */
+    char *dir = strdup(f->path);
+    if (dir) {
+        char *slash = strrchr(dir, '/');
+        const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
+        int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            (void)fsync(dfd); /* best effort: some filesystems refuse fsync on directories */
+            close(dfd);
+        }
+        free(dir);
+    }
+    free(f->tmp);
+    f->tmp = NULL;
+    return ZT_OK;
+}

@@ -1,0 +1,40 @@
+/*
+ * io/zt_file.h: crash-safe file replacement, shared by every writer of a file a user keeps
+ * (token files, safetensors, checkpoints).
+ *
+ * The new content goes to a temporary next to the target (rename() is atomic only within one
+ * filesystem), is fsynced, then renamed over the target and the directory fsynced. A failure at
+ * any point (disk full included) removes the temporary and leaves the old file untouched.
+ *
+ *   struct zt_afile f;
+ *   if ((rc = zt_afile_open(&f, "safetensors", path)) != ZT_OK) return rc;
+ *   if (zt_afile_write(&f, buf, n) != 0) return zt_afile_fail(&f);
+ *   return zt_afile_commit(&f);
+ */
+#ifndef ZT_FILE_H
+#define ZT_FILE_H
+
+#include <stddef.h>    /* size_t */
+#include "zt_status.h" /* enum zt_status */
+
+struct zt_afile {
+    int fd;
+    const char *kind; /* what the file is, for messages: "tokens", "safetensors", ... */
+    const char *path; /* the target; borrowed, must outlive the zt_afile */
+    const char *what; /* the step in progress, for messages */
+    char *tmp;        /* the temporary's path */
+};
+
+// create the temporary (mode 0644) next to path
+enum zt_status zt_afile_open(struct zt_afile *f, const char *kind, const char *path);
+// write n bytes, retrying short writes and EINTR; 0 on success, -1 with errno set
+int zt_afile_write(struct zt_afile *f, const void *buf, size_t n);
+// fsync, close, rename over the target, fsync the directory; on failure as zt_afile_fail
+enum zt_status zt_afile_commit(struct zt_afile *f);
+// remove the temporary and report the failed step with errno's text; returns ZT_ERR_IO
+enum zt_status zt_afile_fail(struct zt_afile *f);
+
+// write all of buf to fd (short writes and EINTR retried); 0 on success, -1 with errno set
+int zt_write_all(int fd, const void *buf, size_t n);
+
+#endif /* ZT_FILE_H */

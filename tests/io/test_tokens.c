@@ -1,0 +1,185 @@
+/*
+ * tests/io/test_tokens.c: proves the llm.c token-file reader and writer keep their contract:
+ * - zt_tokens_write + zt_tokens_open round-trip, with no temporary left behind;
+ * - zt_tokens_batch follows the data rule of zt_tokens.h (inputs and targets both wrap mod
+ *   count), checked against the formula for several steps, row subsets, a huge step and T > count;
+ * - every malformed file fails with the right code and a message naming the file: missing,
+ *   empty/truncated header, wrong magic (found vs 20240520), wrong version, size != 1024 + 2*count,
+ *   count < 2, a token >= vocab_size (with index and value);
+ * - a write that fails part-way (file size limit, EFBIG) leaves the old file intact and no
+ *   temporary behind.
+ */
+#include <dirent.h>       /* opendir, readdir */
+#include <signal.h>       /* signal, SIGXFSZ */
+#include <stdio.h>        /* fopen, fwrite */
+#include <stdlib.h>       /* getenv, malloc */
+#include <string.h>       /* strstr */
+#include <sys/resource.h> /* setrlimit, RLIMIT_FSIZE */
+#include <sys/stat.h>     /* mkdir, stat */
+#include <sys/wait.h>     /* waitpid */
+#include <unistd.h>       /* fork, _exit */
+
+#include "zt_status.h" /* zt_error_last */
+#include "zt_test.h"   /* ZT_TEST_TRUE, zt_test_finish */
+#include "zt_tokens.h" /* zt_tokens_open, zt_tokens_batch, zt_tokens_write */
+
+static const char *dir;
+
+static void pathof(char *out, const char *name) { snprintf(out, 1024, "%s/%s", dir, name); }
+
+/* Write a raw file: the 3 header ints, `ntok` tokens, then cut the file to `cut` bytes if >= 0. */
+static void write_raw(const char *p, int32_t magic, int32_t ver, int32_t count, const uint16_t *tok,
+                      size_t ntok, long cut) {
+    int32_t h[256] = {magic, ver, count};
+    FILE *f = fopen(p, "wb");
+    fwrite(h, sizeof h, 1, f);
+    if (ntok) fwrite(tok, 2, ntok, f);
+    fclose(f);
+    if (cut >= 0) truncate(p, cut);
+}
+
+static int count_tmp(void) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strstr(e->d_name, ".tmp-")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void expect_open_err(int line, const char *p, int vocab, enum zt_status code,
+                            const char *want) {
+    struct zt_tokens t;
+    enum zt_status rc = zt_tokens_open(&t, p, vocab);
+    if (rc != code || !strstr(zt_error_last(), p) || !strstr(zt_error_last(), want)) {
+        fprintf(stderr, "FAIL %s:%d: %s: got %s \"%s\", want %s with \"%s\"\n", __FILE__, line, p,
+                zt_status_str(rc), zt_error_last(), zt_status_str(code), want);
+        zt_test_failures++;
+    }
+    zt_tokens_close(&t); /* must be safe after a failed open */
+}
+
+static void check_batch(const struct zt_tokens *t, int64_t step, int B, int T, int row0, int nrows) {
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)(nrows * T + 1));
+    int32_t *tg = malloc(sizeof(int32_t) * (size_t)(nrows * T + 1));
+    zt_tokens_batch(t, step, B, T, row0, nrows, in, tg);
+    int bad = 0;
+    for (int r = 0; r < nrows; r++) {
+        for (int k = 0; k < T; k++) {
+            /* the rule of zt_tokens.h, written out with 64-bit arithmetic (no overflow here) */
+            int64_t pos = (step - 1) * B * T + (int64_t)(row0 + r) * T + k;
+            int32_t wi = t->tok[pos % (int64_t)t->count], wt = t->tok[(pos + 1) % (int64_t)t->count];
+            if (in[r * T + k] != wi || tg[r * T + k] != wt) bad++;
+        }
+    }
+    ZT_TEST_TRUE(!bad, "batch step %lld B %d T %d rows %d+%d: %d wrong", (long long)step, B, T, row0,
+                 nrows, bad);
+    free(in);
+    free(tg);
+}
+
+int main(void) {
+    dir = getenv("ZT_IO_TEST_TMP");
+    if (!dir) dir = "/tmp/zt-test-tokens";
+    mkdir(dir, 0755);
+    char p[1024];
+
+    /* round trip */
+    uint16_t ten[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    pathof(p, "ten.bin");
+    ZT_TEST_TRUE(zt_tokens_write(p, ten, 10) == ZT_OK, "write: %s", zt_error_last());
+    ZT_TEST_TRUE(count_tmp() == 0, "no temporary left after a good write");
+    struct stat sb;
+    ZT_TEST_TRUE(stat(p, &sb) == 0 && sb.st_size == 1024 + 20, "file size %lld", (long long)sb.st_size);
+    struct zt_tokens t;
+    enum zt_status rc = zt_tokens_open(&t, p, 10);
+    ZT_TEST_TRUE(rc == ZT_OK && t.count == 10, "open: %s", zt_error_last());
+    if (rc == ZT_OK) {
+        /* hand-checked: B=2, T=3; step 1 rows read 0 1 2 | 3 4 5, step 2 rows 6 7 8 | 9 0 1 */
+        int32_t in[6], tg[6];
+        zt_tokens_batch(&t, 2, 2, 3, 0, 2, in, tg);
+        const int32_t win[6] = {6, 7, 8, 9, 0, 1}, wtg[6] = {7, 8, 9, 0, 1, 2};
+        ZT_TEST_TRUE(!memcmp(in, win, sizeof in) && !memcmp(tg, wtg, sizeof tg),
+                     "step 2 wraps: in %d %d %d %d %d %d tg %d %d %d %d %d %d", in[0], in[1], in[2],
+                     in[3], in[4], in[5], tg[0], tg[1], tg[2], tg[3], tg[4], tg[5]);
+        zt_tokens_batch(&t, 1, 2, 3, 1, 1, in, tg); /* row 1 alone = 3 4 5 / 4 5 6 */
+        ZT_TEST_TRUE(in[0] == 3 && in[2] == 5 && tg[0] == 4 && tg[2] == 6, "row subset");
+        for (int64_t s = 1; s <= 7; s++) check_batch(&t, s, 2, 3, 0, 2);
+        check_batch(&t, 3, 4, 5, 1, 2);
+        check_batch(&t, 1000000007LL, 3, 7, 0, 3);
+        check_batch(&t, 5, 1, 23, 0, 1); /* T > count: wraps inside a row */
+        zt_tokens_close(&t);
+        ZT_TEST_TRUE(t.map == NULL && t.tok == NULL, "close clears");
+    }
+    uint16_t two[2] = {1, 0};
+    pathof(p, "two.bin");
+    ZT_TEST_TRUE(zt_tokens_write(p, two, 2) == ZT_OK, "write two");
+    if (zt_tokens_open(&t, p, 2) == ZT_OK) {
+        int32_t in[5], tg[5];
+        zt_tokens_batch(&t, 1, 1, 5, 0, 1, in, tg);
+        ZT_TEST_TRUE(in[0] == 1 && in[1] == 0 && in[4] == 1 && tg[0] == 0 && tg[4] == 0,
+                     "two tokens, T=5");
+        zt_tokens_close(&t);
+    } else {
+        ZT_TEST_FAIL("open two: %s", zt_error_last());
+    }
+
+    /* malformed files */
+    pathof(p, "missing.bin");
+    expect_open_err(__LINE__, p, 10, ZT_ERR_IO, "cannot open");
+    pathof(p, "empty.bin");
+    write_raw(p, 0, 0, 0, NULL, 0, 0);
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "truncated header (0 bytes");
+    pathof(p, "short.bin");
+    write_raw(p, ZT_TOKENS_MAGIC, 1, 10, ten, 10, 100);
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "truncated header (100 bytes");
+    pathof(p, "magic.bin");
+    write_raw(p, 12345, 1, 10, ten, 10, -1);
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "bad magic 12345, expected 20240520");
+    pathof(p, "version.bin");
+    write_raw(p, ZT_TOKENS_MAGIC, 2, 10, ten, 10, -1);
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "version 2, expected 1");
+    pathof(p, "size.bin");
+    write_raw(p, ZT_TOKENS_MAGIC, 1, 10, ten, 8, -1);
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "file is 1040 bytes, but the header's count 10 needs 1044");
+    pathof(p, "long.bin");
+    write_raw(p, ZT_TOKENS_MAGIC, 1, 4, ten, 10, -1);
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "count 4 needs 1032");
+    pathof(p, "one.bin");
+    write_raw(p, ZT_TOKENS_MAGIC, 1, 1, ten, 1, -1);
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "count 1; need at least 2");
+    pathof(p, "neg.bin");
+    write_raw(p, ZT_TOKENS_MAGIC, 1, -3, ten, 0, -1);
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "count -3; need at least 2");
+    pathof(p, "ten.bin");
+    expect_open_err(__LINE__, p, 5, ZT_ERR_DATA, "token 5 is 5, not below vocab_size 5");
+    expect_open_err(__LINE__, p, 0, ZT_ERR_INVALID, "vocab_size must be >= 1");
+
+    /* failed writes leave nothing behind */
+    pathof(p, "nodir/x.bin");
+    rc = zt_tokens_write(p, ten, 10);
+    ZT_TEST_TRUE(rc == ZT_ERR_IO && strstr(zt_error_last(), p), "write into a missing directory: %s",
+                 zt_error_last());
+    pathof(p, "ten.bin");
+    size_t big = 1 << 20;
+    uint16_t *many = calloc(big, 2);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* a 64 KiB file-size limit makes write() fail with EFBIG part-way through */
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {65536, 65536};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        enum zt_status w = zt_tokens_write(p, many, big);
+        _exit(w == ZT_ERR_IO && strstr(zt_error_last(), "write failed") ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    free(many);
+    ZT_TEST_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "EFBIG write must return ZT_ERR_IO");
+    ZT_TEST_TRUE(count_tmp() == 0, "no temporary left after a failed write");
+    rc = zt_tokens_open(&t, p, 10);
+    ZT_TEST_TRUE(rc == ZT_OK && t.count == 10 && t.tok[9] == 9, "old file intact after failed write");
+    zt_tokens_close(&t);
+    return zt_test_finish("test_tokens");
+}
