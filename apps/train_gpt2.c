@@ -33,6 +33,7 @@ static const char *usage_text =
     "  --log F              one JSON object per step: step, loss, lr, ms, tokens_per_s, grad_norm\n"
     "  --trace F            Chrome trace-event JSON of every task (open in ui.perfetto.dev)\n"
     "  --eval-only          print the loss of step 1's batch and exit, no update\n"
+    "  --dump-grads F       write step 1's parameter gradients (safetensors) for inspection\n"
     "  --quiet              no progress lines (errors only)\n"
     "  --help               this text;  --help-env  environment variables\n"
     "\n"
@@ -81,7 +82,7 @@ static int parse_i64(const char *s, int64_t lo, int64_t *out) {
 
 int main(int argc, char **argv) {
     const char *ds = NULL, *model = NULL, *data = NULL, *init = NULL, *export = NULL;
-    const char *logp = NULL, *tracep = NULL;
+    const char *logp = NULL, *tracep = NULL, *gradp = NULL;
     int64_t steps = 10, seed = -1;
     int eval_only = 0, quiet = 0;
     for (int i = 1; i < argc; i++) {
@@ -91,8 +92,8 @@ int main(int argc, char **argv) {
             fputs(usage_text, stdout);
             return 0;
         }
-        if (!strcmp(a, "--help-env")) {
-            zt_knobs_print(stdout, 0);
+        if (!strcmp(a, "--help-env") || !strcmp(a, "--help-env=markdown")) {
+            zt_knobs_print(stdout, a[10] == '=');
             return 0;
         }
         if (!strcmp(a, "--eval-only")) { eval_only = 1; continue; }
@@ -104,6 +105,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--export")) dst = &export;
         else if (!strcmp(a, "--log")) dst = &logp;
         else if (!strcmp(a, "--trace")) dst = &tracep;
+        else if (!strcmp(a, "--dump-grads")) dst = &gradp;
         else if (!strcmp(a, "--steps") || !strcmp(a, "--seed")) {
             if (i + 1 >= argc) return usage_error("option %s needs a value", a);
             int64_t v;
@@ -194,6 +196,7 @@ int main(int argc, char **argv) {
         if (zt_gpt2_step_submit(m, &tok, s, 1) != ZT_OK) goto out;
         if (zt_gpt2_step_wait(m, &loss, &info) != ZT_OK) goto out;
         double ms = now_ms() - t0;
+        if (s == 1 && gradp && zt_engine_save_grads_safetensors(e, gradp) != ZT_OK) goto out;
         if (!quiet && (s == 1 || s == steps || s % every == 0)) {
             printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.1f ms | %8.0f tok/s | %6.1f GFLOP/s "
                    "| grad norm %.4f\n", (long long)s, (long long)steps, loss, info.lr, ms,
@@ -201,7 +204,7 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         if (logf)
-            fprintf(logf, "{\"step\": %lld, \"loss\": %.9g, \"lr\": %.9g, \"ms\": %.3f, "
+            fprintf(logf, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"ms\": %.3f, "
                           "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
                     info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
     }
@@ -215,7 +218,8 @@ int main(int argc, char **argv) {
         goto out;
     rc = 0;
 out:
-    if (rc) fail(1);
+    /* a bad environment knob (STARPU_SCHED, ZT_*) is a configuration error: exit 2 */
+    if (rc) rc = fail(zt_error_last_code() == ZT_ERR_CONFIG ? 2 : 1);
     if (logf) fclose(logf);
     zt_gpt2_free(m);
     zt_engine_free(e);

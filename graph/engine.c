@@ -403,24 +403,35 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
     return rc;
 }
 
-enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path) {
+/* which: 0 = values, 1 = gradients */
+static enum zt_status save_tensors(zt_engine_t e, const char *path, int which) {
     struct zt_st_entry *ent = calloc((size_t)e->np, sizeof *ent);
     if (!ent) return zt_error_set(ZT_ERR_NOMEM, "export %s: out of memory", path);
     enum zt_status rc = ZT_OK;
     int acq = 0;
     for (; acq < e->np; acq++) {
         struct zt_param *p = e->params[acq];
-        rc = zt_tensor_acquire(p->value, 0);
+        zt_tensor_t t = which ? p->grad : p->value;
+        rc = zt_tensor_acquire(t, 0);
         if (rc != ZT_OK) break;
         ent[acq].name = p->name;
         ent[acq].ndim = p->ndim;
         memcpy(ent[acq].shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);
-        ent[acq].data = zt_tensor_data(p->value);
+        ent[acq].data = zt_tensor_data(t);
     }
     if (rc == ZT_OK) rc = zt_st_write_f32(path, ent, e->np, NULL);
-    for (int i = 0; i < acq; i++) zt_tensor_release(e->params[i]->value);
+    for (int i = 0; i < acq; i++)
+        zt_tensor_release(which ? e->params[i]->grad : e->params[i]->value);
     free(ent);
     return rc;
+}
+
+enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path) {
+    return save_tensors(e, path, 0);
+}
+
+enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path) {
+    return save_tensors(e, path, 1);
 }
 
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {

@@ -81,6 +81,9 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info);
  * (F32, BF16 or F16). Export is F32, atomic, in declaration order. */
 enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path);
 enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path);
+/* The current gradients under the parameter names (after zt_engine_step_wait they are the
+ * unclipped gradients of the step just done: clipping scales inside the AdamW task). */
+enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path);
 
 /* Bytes per category on this rank (host memory). */
 struct zt_engine_mem {

@@ -48,11 +48,12 @@ enum zt_status zt_tensor_init(zt_tensor_t *out, const char *name, void *ptr, int
         t->row0[j + 1] = t->row0[j] + r;
     }
     if (t->row0[nblk] != rows) {
+        long long sum = (long long)t->row0[nblk];
         free(t->row0);
         free(t->h);
         free(t);
         return zt_error_set(ZT_ERR_INVALID, "tensor %s: block rows sum to %lld, not %lld", name,
-                            (long long)t->row0[nblk], (long long)rows);
+                            sum, (long long)rows);
     }
     size_t bytes = (size_t)rows * (size_t)cols * elemsize;
     if (ptr) {
