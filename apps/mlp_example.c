@@ -1,7 +1,9 @@
 /*
  * apps/mlp_example.c: a second model on the public engine + task API: a byte-level MLP that
- * predicts the next byte from the current one (embedding -> linear -> GELU -> linear -> softmax
- * cross-entropy). docs/writing-a-model.md walks through it.
+ * predicts the next byte from the current one (embedding -> linear -> ReLU -> linear -> softmax
+ * cross-entropy). The ReLU is a codelet written here, submitted with starpu_task_insert on
+ * engine-owned handles: the way to add a kernel zerotask does not ship. docs/writing-a-model.md
+ * walks through it.
  *
  * Layer: apps/. Includes only <zerotask.h>. Usage: zt-mlp-example --data F [--steps N]
  */
@@ -9,6 +11,37 @@
 #include <stdlib.h>    /* atoi */
 #include <string.h>    /* strcmp */
 #include "zerotask.h"  /* engine, tasks, tokens */
+
+/* ---- a user codelet: ReLU on one row block (StarPU vector interface: pointer and length) ---- */
+static void relu_forward_cpu(void *buffers[], void *cl_arg) {
+    (void)cl_arg;
+    const float *h = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    float *out = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    unsigned n = STARPU_VECTOR_GET_NX(buffers[0]);
+    for (unsigned i = 0; i < n; i++) out[i] = h[i] > 0.0f ? h[i] : 0.0f;
+}
+/* d holds dout on entry and dinp on exit */
+static void relu_backward_cpu(void *buffers[], void *cl_arg) {
+    (void)cl_arg;
+    const float *h = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    float *d = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    unsigned n = STARPU_VECTOR_GET_NX(buffers[0]);
+    for (unsigned i = 0; i < n; i++) d[i] = h[i] > 0.0f ? d[i] : 0.0f;
+}
+static struct starpu_codelet relu_forward_cl = {
+    .cpu_funcs = {relu_forward_cpu}, .nbuffers = 2, .modes = {STARPU_R, STARPU_W},
+    .name = "relu_forward"};
+static struct starpu_codelet relu_backward_cl = {
+    .cpu_funcs = {relu_backward_cpu}, .nbuffers = 2, .modes = {STARPU_R, STARPU_RW},
+    .name = "relu_backward"};
+
+/* submit a user codelet on block b of two engine tensors; StarPU orders it after the tasks that
+ * write them and before the tasks that read them (sequential consistency) */
+static enum zt_status user_task(struct starpu_codelet *cl, zt_tensor_t a, zt_tensor_t b, int blk) {
+    int rc = starpu_task_insert(cl, STARPU_R, zt_tensor_handle(a, blk), cl->modes[1],
+                                zt_tensor_handle(b, blk), 0);
+    return rc == 0 ? ZT_OK : zt_error_set(ZT_ERR_RUNTIME, "%s: starpu_task_insert: %d", cl->name, rc);
+}
 
 int main(int argc, char **argv) {
     const char *data = NULL;
@@ -65,11 +98,11 @@ int main(int argc, char **argv) {
             if (zt_task_load_batch(&o, in, tg, b, &tok, s, cfg.train_batch_size, 0) ||
                 zt_task_encoder_forward(&o, x, b, in, zt_param_value(emb), NULL) ||
                 zt_task_matmul_forward(&o, h, b, x, zt_param_value(w1), zt_param_value(b1)) ||
-                zt_task_gelu_forward(&o, hg, b, h) ||
+                user_task(&relu_forward_cl, h, hg, b) ||
                 zt_task_matmul_forward(&o, logits, b, hg, zt_param_value(w2), zt_param_value(b2)) ||
                 zt_task_crossentropy(&o, logits, losses, b, tg, 1.0f / (cfg.train_batch_size * T)) ||
                 zt_task_matmul_backward_inp(&o, dh, b, logits, zt_param_value(w2), 0) ||
-                zt_task_gelu_backward(&o, dh, b, h) ||
+                user_task(&relu_backward_cl, h, dh, b) ||
                 zt_task_matmul_backward_inp(&o, dx, b, dh, zt_param_value(w1), 0))
                 goto fail;
         }

@@ -377,8 +377,9 @@ def load_weights(path, m):
     return out
 
 
-def gpt2_loss(P, m, idx, tgt, mask):
-    """Mean cross-entropy of GPT-2 over the [B, T] positions of (idx, tgt). P: name -> tensor."""
+def gpt2_loss(P, m, idx, tgt, mask, fast=False):
+    """Mean cross-entropy of GPT-2 over the [B, T] positions of (idx, tgt). P: name -> tensor.
+    fast (benchmark only): the fused attention of torch >= 2.0 where it exists."""
     B, T = idx.shape
     C, NH = m["n_embd"], m["n_head"]
     hs = C // NH
@@ -392,9 +393,13 @@ def gpt2_loss(P, m, idx, tgt, mask):
         q = q.view(B, T, NH, hs).transpose(1, 2)                            # [B, NH, T, hs]
         k = k.view(B, T, NH, hs).transpose(1, 2)
         v = v.view(B, T, NH, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))             # [B, NH, T, T]
-        att = att.masked_fill(~mask[:T, :T], float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        if fast and hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0: fused kernel
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))         # [B, NH, T, T]
+            att = att.masked_fill(~mask[:T, :T], float("-inf")).softmax(dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).reshape(B, T, C)
         x = x + (y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"])
         h = F.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], 1e-5)
         h = F.gelu(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"], approximate="tanh")
@@ -408,14 +413,14 @@ def gpt2_loss(P, m, idx, tgt, mask):
 # trainer
 
 class Trainer:
-    def __init__(self, m, cfg, weights, dtype, lr_convention):
-        self.m, self.cfg, self.conv = m, cfg, lr_convention
+    def __init__(self, m, cfg, weights, dtype, lr_convention, fast=False):
+        self.m, self.cfg, self.conv, self.fast = m, cfg, lr_convention, fast
         self.names = [n for n, _ in weights]
         self.params = [t.detach().to(dtype).clone().requires_grad_(True) for _, t in weights]
         self.P = dict(zip(self.names, self.params))
         self.mask = torch.ones(m["seq_len"], m["seq_len"], dtype=torch.bool).tril()
         kw = dict(lr=cfg["lr"], betas=cfg["betas"], eps=cfg["eps"],
-                  weight_decay=cfg["weight_decay"], foreach=False)
+                  weight_decay=cfg["weight_decay"], foreach=None if fast else False)
         if cfg["adam_w_mode"]:
             self.opt = torch.optim.AdamW(self.params, **kw)
         else:
@@ -431,7 +436,7 @@ class Trainer:
         for j in range(accum):
             rows = slice(j * mb, (j + 1) * mb)
             if backward:
-                l = gpt2_loss(self.P, self.m, idx[rows], tgt[rows], self.mask)
+                l = gpt2_loss(self.P, self.m, idx[rows], tgt[rows], self.mask, self.fast)
                 (l / accum).backward()
             else:
                 with torch.no_grad():
@@ -486,7 +491,8 @@ def main(argv):
     ap.add_argument("--seed", type=int, help="seed of --write-init (default: config seed "
                     "or 1234)")
     ap.add_argument("--bench", action="store_true",
-                    help="time each step; print the median ms/step of the steps after 2 warm-up")
+                    help="time each step; print the median ms/step of the steps after 2 warm-up "
+                         "(PyTorch at its best: foreach AdamW, fused attention in torch >= 2)")
     ap.add_argument("--lr-convention", choices=("deepspeed", "shifted"), default="deepspeed",
                     help="deepspeed: step s uses last_batch_iteration s-2 (step 1: the "
                          "constructor's value); shifted: s-1")
@@ -517,7 +523,8 @@ def main(argv):
     cfg = load_ds_config(a.ds_config)
     tok = load_tokens(a.data, m["vocab_size"])
     dtype = torch.float32 if a.dtype == "float32" else torch.float64
-    tr = Trainer(m, cfg, load_weights(a.init, m), dtype, a.lr_convention)
+    # --bench: PyTorch at its best (multi-tensor AdamW, fused attention where torch has it)
+    tr = Trainer(m, cfg, load_weights(a.init, m), dtype, a.lr_convention, fast=a.bench)
     B, T = cfg["train_batch_size"], m["seq_len"]
 
     out = {"losses": [], "lrs": [], "grad_norms": []}
