@@ -47,7 +47,8 @@ void zt_kern_encoder_backward(float *dwte, float *dwpe, const float *dout, const
  * out[N,C], mean[N], rstd[N] (saved for backward) from inp[N,C], w[C], b[C] */
 void zt_kern_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                                const float *w, const float *b, int N, int C);
-/* dinp[N,C] += d/dinp; dw[C] += ; db[C] += (from dout[N,C], inp, w, mean, rstd) */
+/* dinp[N,C] += d/dinp; dw[C] += ; db[C] += (from dout[N,C], inp, w, mean, rstd); dinp, dw, db
+ * and dout must not overlap */
 void zt_kern_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
                                 const float *inp, const float *w, const float *mean,
                                 const float *rstd, int N, int C);
