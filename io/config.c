@@ -335,10 +335,11 @@ static const char *const top_notimpl[] = {
     "use_node_local_storage", "load_universal_checkpoint", "mics_shard_size",
     "mics_hierarchical_params_gather", "train_batch_size_per_gpu_auto", NULL};
 
-static const char *const zero_impl[] = {"stage", NULL};
+static const char *const zero_impl[] = {
+    "stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm",
+    "contiguous_gradients", "reduce_scatter", "allgather_partitions", NULL};
 static const char *const zero_notimpl[] = {
-    "contiguous_gradients", "reduce_scatter", "reduce_bucket_size", "allgather_partitions",
-    "allgather_bucket_size", "overlap_comm", "load_from_fp32_weights", "elastic_checkpoint",
+    "load_from_fp32_weights", "elastic_checkpoint",
     "offload_param", "offload_optimizer", "sub_group_size", "stage3_max_live_parameters",
     "stage3_max_reuse_distance", "stage3_prefetch_bucket_size",
     "stage3_param_persistence_threshold", "stage3_model_persistence_threshold",
@@ -406,11 +407,38 @@ static enum zt_status parse_zero(const struct ctx *c, const cJSON *v, struct zt_
     if (st) {
         long long s = 0;
         ZT_CHECK(get_int(c, st, "zero_optimization.stage", 0, 3, &s));
-        if (s != 0)
+        if (s == 3)
             return cfg_err(c, "zero_optimization.stage",
-                           "stage %lld is a DeepSpeed setting that zerotask does not implement "
-                           "yet (only stage 0)", s);
+                           "stage 3 is a DeepSpeed setting that zerotask does not implement "
+                           "yet (stages 0, 1 and 2 work)");
         cfg->zero_stage = (int)s;
+    }
+    const cJSON *x;
+    long long n = 0;
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "reduce_bucket_size"))) {
+        ZT_CHECK(get_int(c, x, "zero_optimization.reduce_bucket_size", 1, INT64_MAX / 8, &n));
+        cfg->reduce_bucket_size = n;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "allgather_bucket_size"))) {
+        ZT_CHECK(get_int(c, x, "zero_optimization.allgather_bucket_size", 1, INT64_MAX / 8, &n));
+        cfg->allgather_bucket_size = n;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "overlap_comm")))
+        ZT_CHECK(get_bool(c, x, "zero_optimization.overlap_comm", &cfg->overlap_comm));
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "reduce_scatter")))
+        ZT_CHECK(get_bool(c, x, "zero_optimization.reduce_scatter", &cfg->reduce_scatter));
+    /* our gradients and partitions are always contiguous slices of one flat buffer: these two
+     * only accept DeepSpeed's values */
+    int b = 1;
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "contiguous_gradients"))) {
+        ZT_CHECK(get_bool(c, x, "zero_optimization.contiguous_gradients", &b));
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "allgather_partitions"))) {
+        ZT_CHECK(get_bool(c, x, "zero_optimization.allgather_partitions", &b));
+        if (!b)
+            return cfg_err(c, "zero_optimization.allgather_partitions",
+                           "false (a broadcast per partition) is not implemented; zerotask "
+                           "always all-gathers partitions");
     }
     return ZT_OK;
 }
@@ -635,6 +663,10 @@ void zt_config_defaults(struct zt_config *cfg) {
     cfg->steps_per_print = 10;
     cfg->seed = 1234;
     cfg->zero_stage = 0;
+    cfg->reduce_bucket_size = 500000000;    /* DeepSpeed's defaults */
+    cfg->allgather_bucket_size = 500000000;
+    cfg->overlap_comm = 1;
+    cfg->reduce_scatter = 1;
 }
 
 static enum zt_status parse_config(struct zt_config *out, const char *json, size_t len,

@@ -56,7 +56,14 @@ struct zt_config {
     float gradient_clipping;     /* 0 = off (DeepSpeed default 0) */
     int steps_per_print;         /* default 10 (DeepSpeed's) */
     uint64_t seed;               /* "seed", default 1234 */
-    int zero_stage;              /* zero_optimization.stage; only 0 accepted until ZeRO lands */
+    /* zero_optimization (DeepSpeed's meaning; stages 0-2, see graph/zt_engine.h) */
+    int zero_stage;              /* stage: 0 replicated, 1 + optimizer state partitioned,
+                                  * 2 + gradients reduce-scattered (default 0) */
+    int64_t reduce_bucket_size;  /* elements per gradient reduction (default 5e8) */
+    int64_t allgather_bucket_size; /* elements per parameter all-gather (default 5e8) */
+    int overlap_comm;            /* reduce a bucket as soon as its gradients are final (default
+                                  * true here; false: all reductions after the backward) */
+    int reduce_scatter;          /* stage 2: reduce-scatter (default true) or all-reduce */
 };
 
 /* Fill cfg with the defaults above (train_batch_size etc. left 0 = unspecified). */

@@ -122,6 +122,14 @@ static void test_valid(void) {
     c = OK("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": false}, \"bf16\": {}, "
            "\"zero_optimization\": {\"stage\": 0}, \"seed\": 42}", 1);
     ZT_TEST_TRUE(c.seed == 42, "seed");
+    ZT_TEST_TRUE(c.zero_stage == 0 && c.reduce_bucket_size == 500000000 && c.overlap_comm == 1 &&
+                     c.reduce_scatter == 1, "zero defaults (DeepSpeed's)");
+    c = OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+           "\"reduce_bucket_size\": 5e5, \"allgather_bucket_size\": 1000, \"overlap_comm\": false, "
+           "\"contiguous_gradients\": true, \"reduce_scatter\": false}}", 1);
+    ZT_TEST_TRUE(c.zero_stage == 2 && c.reduce_bucket_size == 500000 &&
+                     c.allgather_bucket_size == 1000 && c.overlap_comm == 0 && c.reduce_scatter == 0,
+                 "zero_optimization keys");
     /* scheduler defaults (DeepSpeed's) */
     c = OK("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\"}}", 1);
     ZT_TEST_TRUE(c.sched == ZT_LR_WARMUP && c.warmup_min_lr == 0.0f && c.warmup_max_lr == 0.001f &&
@@ -200,8 +208,12 @@ static void test_not_implemented(void) {
         snprintf(want, sizeof want, "case.json: %s: %s", keys[i], ni);
         expect_err_(__LINE__, json, 1, ZT_ERR_CONFIG, want, NULL);
     }
-    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2}}",
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3}}",
                "zero_optimization.stage", "does not implement yet");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"reduce_bucket_size\": 0}}",
+               "zero_optimization.reduce_bucket_size", "expected an integer >= 1");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"overlap_comm\": 1}}",
+               "zero_optimization.overlap_comm", "expected true or false");
     EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 0, "
                "\"offload_optimizer\": {\"device\": \"cpu\"}}}",
                "zero_optimization.offload_optimizer:", ni);
