@@ -43,15 +43,48 @@ static const char *usage_text =
     "Environment: STARPU_SCHED (default lws), STARPU_NCPU, and ZT_* knobs: see --help-env.\n"
     "Exit status: 0 ok, 2 bad command line or config, 1 any other error.\n";
 
+/* A bad command line or config is the same on every rank: rank 0 alone reports it. Anything
+ * else may be one rank's own trouble (a file missing on its machine): that rank reports it,
+ * prefixed with its rank when there are several. */
 static int fail(int code) {
-    fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
+    int cfg = zt_error_last_code() == ZT_ERR_CONFIG || zt_error_last_code() == ZT_ERR_USAGE;
+    if (zt_comm_size() == 1)
+        fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
+    else if (!cfg)
+        fprintf(stderr, "zerotask: error: rank %d: %s\n", zt_comm_rank(), zt_error_last());
+    else if (zt_comm_rank() == 0)
+        fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
     return code;
 }
 
 static int usage_error(const char *fmt, const char *arg) {
     zt_error_set(ZT_ERR_USAGE, fmt, arg);
-    fprintf(stderr, "zerotask: error: %s (see zt-train --help)\n", zt_error_last());
+    if (zt_comm_rank() == 0)
+        fprintf(stderr, "zerotask: error: %s (see zt-train --help)\n", zt_error_last());
     return 2;
+}
+
+/* Every rank passes its start-up outcome (0 or an exit code); all learn whether any failed, so
+ * no rank goes on into a collective that the failed one will never reach. */
+static int agree(int code) {
+    double bad = code != 0;
+    if (zt_comm_sum_double(&bad) != ZT_OK) return code ? code : 1;
+    if (bad > 0 && code == 0) {
+        if (zt_comm_rank() == 0)
+            fprintf(stderr, "zerotask: error: stopping: %.0f rank(s) failed at start-up (see "
+                            "their messages)\n", bad);
+        return 1;
+    }
+    return code;
+}
+
+static uint64_t hash_file(uint64_t h, const char *path) {
+    FILE *f = fopen(path, "rb");
+    char buf[4096];
+    size_t n;
+    while (f && (n = fread(buf, 1, sizeof buf, f)) > 0) h = zt_hash_bytes(h, buf, n);
+    if (f) fclose(f);
+    return h;
 }
 
 static double now_ms(void) {
@@ -80,7 +113,27 @@ static int parse_i64(const char *s, int64_t lo, int64_t *out) {
     return 0;
 }
 
+static int train_main(int argc, char **argv);
+
 int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage_text, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[i], "--help-env") || !strcmp(argv[i], "--help-env=markdown")) {
+            zt_knobs_print(stdout, argv[i][10] == '=');
+            return 0;
+        }
+    }
+    /* MPI first: world size and rank decide the batch rule and who prints */
+    if (zt_comm_init() != ZT_OK) return fail(1);
+    int rc = train_main(argc, argv);
+    zt_comm_free();
+    return rc;
+}
+
+static int train_main(int argc, char **argv) {
     const char *ds = NULL, *model = NULL, *data = NULL, *init = NULL, *export = NULL;
     const char *logp = NULL, *tracep = NULL, *gradp = NULL;
     int64_t steps = 10, seed = -1;
@@ -88,14 +141,6 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(a, "--help-env") || !strcmp(a, "--help-env=markdown")) {
-            zt_knobs_print(stdout, a[10] == '=');
-            return 0;
-        }
         if (!strcmp(a, "--eval-only")) { eval_only = 1; continue; }
         if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
         if (!strcmp(a, "--ds-config")) dst = &ds;
@@ -126,27 +171,44 @@ int main(int argc, char **argv) {
     if (!data) return usage_error("missing %s", "--data");
 
     /* ---- validate every input before touching the runtime or any output file ---- */
+    const int world = zt_comm_size(), rank = zt_comm_rank();
     struct zt_config cfg;
-    if (zt_config_load(&cfg, ds, 1) != ZT_OK) return fail(2);
-    if (seed >= 0) cfg.seed = (uint64_t)seed;
     struct zt_model_shape shape;
-    if (zt_model_shape_load(&shape, model) != ZT_OK) return fail(2);
-    struct zt_tokens tok;
-    if (zt_tokens_open(&tok, data, shape.vocab_size) != ZT_OK) return fail(1);
-    int64_t need = zt_gpt2_mem_estimate(&shape, &cfg), have = mem_available();
-    if (need > have) {
-        zt_error_set(ZT_ERR_NOMEM, "model %s: needs about %.2f GiB of host memory, %.2f GiB "
-                                   "available", model, need / 1073741824.0, have / 1073741824.0);
-        zt_tokens_close(&tok);
-        return fail(1);
-    }
-    if (init) { /* check the file before building anything: a bad header fails here */
-        struct zt_safetensors st;
-        if (zt_st_open(&st, init) != ZT_OK) {
-            zt_tokens_close(&tok);
-            return fail(1);
+    struct zt_tokens tok = {0};
+    int code = 0, have_tok = 0;
+    if (zt_config_load(&cfg, ds, world) != ZT_OK) code = fail(2);
+    if (!code && seed >= 0) cfg.seed = (uint64_t)seed;
+    if (!code && zt_model_shape_load(&shape, model) != ZT_OK) code = fail(2);
+    if (!code && zt_tokens_open(&tok, data, shape.vocab_size) != ZT_OK) code = fail(1);
+    have_tok = !code;
+    if (!code) {
+        int64_t need = zt_gpt2_mem_estimate(&shape, &cfg), have = mem_available();
+        if (need > have) {
+            zt_error_set(ZT_ERR_NOMEM, "model %s: needs about %.2f GiB of host memory, %.2f GiB "
+                                       "available", model, need / 1073741824.0,
+                         have / 1073741824.0);
+            code = fail(1);
         }
-        zt_st_close(&st);
+    }
+    if (!code && init) { /* check the file before building anything: a bad header fails here */
+        struct zt_safetensors st;
+        if (zt_st_open(&st, init) != ZT_OK)
+            code = fail(1);
+        else
+            zt_st_close(&st);
+    }
+    code = agree(code);
+    if (!code && world > 1) {
+        /* every rank must run the same job: same config, model, steps, seed and mode */
+        uint64_t h = hash_file(hash_file(0, ds), model);
+        int64_t knobs[4] = {steps, seed, eval_only, (int64_t)(init != NULL)};
+        h = zt_hash_bytes(h, knobs, sizeof knobs);
+        if (zt_comm_check_same(h, "config, model file, --steps, --seed or --eval-only") != ZT_OK)
+            code = fail(2);
+    }
+    if (code) {
+        if (have_tok) zt_tokens_close(&tok);
+        return code;
     }
 
     int rc = 1;
@@ -161,29 +223,39 @@ int main(int argc, char **argv) {
 
     struct zt_engine_mem mem;
     zt_engine_memory(e, &mem);
-    if (!quiet) {
+    const int talk = !quiet && rank == 0; /* progress comes from rank 0 */
+    if (talk) {
         printf("zerotask %s | GPT-2 V=%d T=%d C=%d L=%d NH=%d | %lld parameters\n",
                ZEROTASK_VERSION, shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer,
                shape.n_head, (long long)zt_engine_numel(e));
-        printf("batch %d = micro %d x accumulation %d x world 1 | %d workers | scheduler %s | "
-               "%d row blocks\n", cfg.train_batch_size, cfg.micro_batch, cfg.grad_accum,
-               zt_runtime_nworkers(), zt_runtime_sched_name(), zt_engine_nblk(e));
-        printf("memory (host, this rank): params %.1f MiB | grads %.1f MiB | optimizer %.1f MiB | "
-               "activations %.1f MiB | total %.1f MiB\n", mem.params / 1048576.0,
-               mem.grads / 1048576.0, mem.optim / 1048576.0, mem.acts / 1048576.0,
-               (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
+        printf("batch %d = micro %d x accumulation %d x world %d | ZeRO stage %d | %d workers | "
+               "scheduler %s | %d row blocks\n", cfg.train_batch_size, cfg.micro_batch,
+               cfg.grad_accum, world, cfg.zero_stage, zt_runtime_nworkers(),
+               zt_runtime_sched_name(), zt_engine_nblk(e));
         fflush(stdout);
+    }
+    /* every rank accounts for its own memory, in rank order */
+    for (int r = 0; r < world && !quiet; r++) {
+        if (r == rank) {
+            printf("memory (host, rank %d of %d): params %.3f MiB | grads %.3f MiB | optimizer "
+                   "%.3f MiB | activations %.3f MiB | total %.3f MiB\n", rank, world,
+                   mem.params / 1048576.0, mem.grads / 1048576.0, mem.optim / 1048576.0,
+                   mem.acts / 1048576.0,
+                   (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
+            fflush(stdout);
+        }
+        zt_comm_barrier();
     }
 
     if (eval_only) {
         double loss;
         if (zt_gpt2_step_submit(m, &tok, 1, 0) != ZT_OK) goto out;
         if (zt_gpt2_step_wait(m, &loss, NULL) != ZT_OK) goto out;
-        printf("eval loss %.6f\n", loss);
+        if (rank == 0) printf("eval loss %.6f\n", loss);
         rc = 0;
         goto out;
     }
-    if (logp && !(logf = fopen(logp, "w"))) {
+    if (logp && rank == 0 && !(logf = fopen(logp, "w"))) {
         zt_error_set(ZT_ERR_IO, "log %s: cannot create (%s)", logp, strerror(errno));
         goto out;
     }
@@ -197,7 +269,7 @@ int main(int argc, char **argv) {
         if (zt_gpt2_step_wait(m, &loss, &info) != ZT_OK) goto out;
         double ms = now_ms() - t0;
         if (s == 1 && gradp && zt_engine_save_grads_safetensors(e, gradp) != ZT_OK) goto out;
-        if (!quiet && (s == 1 || s == steps || s % every == 0)) {
+        if (talk && (s == 1 || s == steps || s % every == 0)) {
             printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.1f ms | %8.0f tok/s | %6.1f GFLOP/s "
                    "| grad norm %.4f\n", (long long)s, (long long)steps, loss, info.lr, ms,
                    tokens / (ms / 1e3), flops / (ms * 1e6), info.grad_norm);
@@ -214,12 +286,18 @@ int main(int argc, char **argv) {
     }
     if (export && zt_engine_save_safetensors(e, export) != ZT_OK) goto out;
     if (tracep &&
-        zt_trace_write(tracep, zt_task_kind_names(), ZT_KIND_COUNT, 0) != ZT_OK)
+        zt_trace_write(tracep, zt_task_kind_names(), ZT_KIND_COUNT) != ZT_OK)
         goto out;
     rc = 0;
 out:
     /* a bad environment knob (STARPU_SCHED, ZT_*) is a configuration error: exit 2 */
-    if (rc) rc = fail(zt_error_last_code() == ZT_ERR_CONFIG ? 2 : 1);
+    if (rc) {
+        int cfgerr = zt_error_last_code() == ZT_ERR_CONFIG;
+        rc = fail(cfgerr ? 2 : 1);
+        /* a config error stops every rank alike; any other failure is this rank's alone, and
+         * the others may be waiting in a collective for it: end the whole job */
+        if (!cfgerr && world > 1) zt_comm_abort(rc);
+    }
     if (logf) fclose(logf);
     zt_gpt2_free(m);
     zt_engine_free(e);

@@ -7,6 +7,7 @@
 #include <math.h>            /* sqrt, log, cos */
 #include <stdlib.h>          /* calloc, posix_memalign */
 #include <string.h>          /* strcmp, memset */
+#include "zt_comm.h"         /* ranks */
 #include "zt_engine.h"       /* our API */
 #include "zt_log.h"          /* ZT_LOG_I */
 #include "zt_safetensors.h"  /* zt_st_* */
@@ -23,6 +24,16 @@ struct zt_param {
     enum zt_init init;
     float std;
     zt_tensor_t value, grad;
+    int first_blk;         /* index of its first block in the engine's block list */
+    int bucket;            /* gradient-reduction bucket */
+    int ready;             /* zt_engine_grad_ready called this step */
+};
+
+/* a contiguous run of whole parameters (blocks [b0, b1)) reduced or gathered by one collective */
+struct zt_bucket {
+    int b0, b1;
+    int nparams, pending;  /* parameters in it; not yet ready this step */
+    int submitted;         /* its collective is submitted this step */
 };
 
 struct zt_group {
@@ -51,6 +62,16 @@ struct zt_engine {
     int64_t step;
     float lr;
     uint64_t rng;
+    /* data parallelism (ZeRO): ranks, shards, buckets */
+    int rank, size, stage;
+    int64_t *babs;         /* [nb + 1] absolute element offset of each block; babs[nb] = flat_n */
+    int *shard_blk;        /* [size + 1] first block of each rank's shard */
+    int *gfirst;           /* [size + 1] first optimizer group of each rank */
+    int g0, g1;            /* optimizer groups this rank updates */
+    struct zt_bucket *rbuckets, *gbuckets; /* gradient reduction / parameter all-gather */
+    int nrb, ngb;
+    zt_tensor_t token;     /* orders every collective of this rank (zt_tasks.h) */
+    int64_t *part;         /* [2 * size] scratch for collective parts */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -84,6 +105,7 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     if (!e) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     e->cfg = *cfg;
     e->chunks = (int)chunks;
+    e->stage = cfg->zero_stage;
     e->group_elems = gel;
     e->rng = cfg->seed ^ 0x5A17C0DEull;
     /* activation blocks hold whole sequences; their number depends only on the config and
@@ -97,11 +119,21 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     for (int j = 0; j < e->nblk; j++)
         e->blk_seqs[j] = (int64_t)cfg->micro_batch * (j + 1) / e->nblk -
                          (int64_t)cfg->micro_batch * j / e->nblk;
-    enum zt_status rc = zt_tasks_init();
+    enum zt_status rc = zt_tasks_init(); /* starts MPI (zt_comm_init) and StarPU */
     if (rc != ZT_OK) {
         free(e->blk_seqs);
         free(e);
         return rc;
+    }
+    e->rank = zt_comm_rank();
+    e->size = zt_comm_size();
+    if (cfg->world_size != e->size) {
+        zt_tasks_free();
+        free(e->blk_seqs);
+        free(e);
+        return zt_error_set(ZT_ERR_CONFIG, "engine: the config's batch rule was resolved for %d "
+                                           "ranks, but this job has %d", cfg->world_size,
+                            zt_comm_size());
     }
     *out = e;
     return ZT_OK;
@@ -120,7 +152,14 @@ void zt_engine_free(zt_engine_t e) {
     zt_tensor_free(e->v);
     zt_tensor_free(e->partial);
     zt_tensor_free(e->clip);
+    zt_tensor_free(e->token);
     zt_tasks_free();
+    free(e->babs);
+    free(e->shard_blk);
+    free(e->gfirst);
+    free(e->rbuckets);
+    free(e->gbuckets);
+    free(e->part);
     free(e->flat_p);
     free(e->flat_g);
     free(e->params);
@@ -188,6 +227,29 @@ static int param_nblk(const struct zt_engine *e, const struct zt_param *p) {
     return p->rows < e->chunks ? (int)p->rows : e->chunks;
 }
 
+static enum zt_status make_buckets(zt_engine_t e, int64_t max_elems, struct zt_bucket **out,
+                                   int *nout, int assign) {
+    struct zt_bucket *bk = calloc((size_t)e->np, sizeof *bk);
+    if (!bk) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    int n = 0;
+    for (int i = 0; i < e->np; i++) {
+        struct zt_param *p = e->params[i];
+        int b1 = p->first_blk + p->nblk;
+        if (n > 0 && e->babs[b1] - e->babs[bk[n - 1].b0] <= max_elems) {
+            bk[n - 1].b1 = b1; /* grow the open bucket */
+        } else {
+            bk[n].b0 = p->first_blk;
+            bk[n].b1 = b1;
+            n++;
+        }
+        bk[n - 1].nparams++;
+        if (assign) p->bucket = n - 1;
+    }
+    *out = bk;
+    *nout = n;
+    return ZT_OK;
+}
+
 enum zt_status zt_engine_finalize(zt_engine_t e) {
     if (e->finalized) return ZT_OK;
     if (e->np == 0) return zt_error_set(ZT_ERR_INVALID, "engine: no parameters declared");
@@ -237,6 +299,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
                                 sizeof(float), p->nblk, NULL));
         ZT_CHECK(zt_tensor_init(&p->grad, gname, e->flat_g + p->off, p->rows, p->cols,
                                 sizeof(float), p->nblk, NULL));
+        p->first_blk = k;
         for (int j = 0; j < p->nblk; j++, k++) {
             int64_t boff = p->off + zt_tensor_blk_row0(p->value, j) * p->cols;
             e->pblk[k] = (struct zt_block_ref){p->value, j, boff};
@@ -244,45 +307,78 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
         }
     }
     e->nb = nb;
-    /* optimizer groups: consecutive blocks of about group_elems elements; each group's m/v
-     * block spans its flat range (padding included), so block offsets are relative to it */
+    e->babs = calloc((size_t)nb + 1, sizeof *e->babs);
+    e->shard_blk = calloc((size_t)e->size + 1, sizeof *e->shard_blk);
+    e->gfirst = calloc((size_t)e->size + 1, sizeof *e->gfirst);
+    e->part = calloc(2 * (size_t)e->size, sizeof *e->part);
+    if (!e->babs || !e->shard_blk || !e->gfirst || !e->part)
+        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    for (int b = 0; b < nb; b++) e->babs[b] = e->pblk[b].off;
+    e->babs[nb] = e->flat_n;
+    /* ZeRO shards: rank r owns the blocks [shard_blk[r], shard_blk[r+1]), a contiguous range of
+     * the flat buffers starting at the first block at or after r/N of the elements (whole blocks,
+     * so a shard is a set of tensors' row blocks; balanced up to one block) */
+    for (int r = 0, b = 0; r <= e->size; r++) {
+        int64_t target = e->flat_n * r / e->size;
+        while (b < nb && e->babs[b] < target) b++;
+        e->shard_blk[r] = r == e->size ? nb : b;
+    }
+    /* optimizer groups: consecutive blocks of about group_elems elements that never cross a
+     * shard boundary; each group's m/v block spans its flat range (padding included), so block
+     * offsets are relative to it */
     e->groups = calloc((size_t)nb, sizeof *e->groups);
     int64_t *grows = calloc((size_t)nb, sizeof *grows);
     if (!e->groups || !grows) {
         free(grows);
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     }
-    int g = 0;
+    int g = 0, r = 0;
     int64_t gstart = 0;
     for (int b = 0; b < nb; b++) {
+        while (r < e->size && e->shard_blk[r] <= b) e->gfirst[r++] = g;
         if (e->groups[g].n == 0) {
             e->groups[g].first = b;
-            gstart = e->pblk[b].off;
+            gstart = e->babs[b];
         }
         e->groups[g].n++;
-        int64_t end = (b + 1 < nb) ? e->pblk[b + 1].off : e->flat_n;
-        if (end - gstart >= e->group_elems || b + 1 == nb) {
-            grows[g] = end - gstart;
+        int shard_end = 0;
+        for (int q = 1; q < e->size; q++) shard_end |= e->shard_blk[q] == b + 1;
+        if (e->babs[b + 1] - gstart >= e->group_elems || b + 1 == nb || shard_end) {
+            grows[g] = e->babs[b + 1] - gstart;
             g++;
         }
     }
+    while (r <= e->size) e->gfirst[r++] = g;
     e->ng = g;
     for (int gi = 0; gi < e->ng; gi++) {
-        int64_t g0 = e->pblk[e->groups[gi].first].off;
+        int64_t g0 = e->babs[e->groups[gi].first];
         for (int b = e->groups[gi].first; b < e->groups[gi].first + e->groups[gi].n; b++) {
             e->pblk[b].off -= g0;
             e->gblk[b].off -= g0;
         }
     }
-    enum zt_status rc = zt_tensor_init(&e->m, "exp_avg", NULL, e->flat_n, 1, sizeof(float), e->ng,
-                                       grows);
-    if (rc == ZT_OK)
-        rc = zt_tensor_init(&e->v, "exp_avg_sq", NULL, e->flat_n, 1, sizeof(float), e->ng, grows);
+    /* stage 0: every rank updates every group; stage >= 1: only its own (optimizer state 1/N) */
+    e->g0 = e->stage >= 1 ? e->gfirst[e->rank] : 0;
+    e->g1 = e->stage >= 1 ? e->gfirst[e->rank + 1] : e->ng;
+    enum zt_status rc = ZT_OK;
+    if (e->g1 > e->g0) {
+        int64_t mrows = 0;
+        for (int gi = e->g0; gi < e->g1; gi++) mrows += grows[gi];
+        rc = zt_tensor_init(&e->m, "exp_avg", NULL, mrows, 1, sizeof(float), e->g1 - e->g0,
+                            grows + e->g0);
+        if (rc == ZT_OK)
+            rc = zt_tensor_init(&e->v, "exp_avg_sq", NULL, mrows, 1, sizeof(float),
+                                e->g1 - e->g0, grows + e->g0);
+    }
     free(grows);
     ZT_CHECK(rc);
     ZT_CHECK(zt_tensor_init(&e->partial, "grad_sumsq", NULL, e->ng, 1, sizeof(double), e->ng,
                             NULL));
     ZT_CHECK(zt_tensor_init(&e->clip, "grad_clip", NULL, 1, 2, sizeof(float), 1, NULL));
+    ZT_CHECK(zt_tensor_init(&e->token, "comm_token", NULL, 1, 1, sizeof(float), 1, NULL));
+    /* buckets of whole parameters in flat order, cut when they reach the configured size */
+    ZT_CHECK(make_buckets(e, e->cfg.reduce_bucket_size, &e->rbuckets, &e->nrb, 1));
+    ZT_CHECK(make_buckets(e, e->cfg.allgather_bucket_size, &e->gbuckets, &e->ngb, 0));
     e->finalized = 1;
     return ZT_OK;
 }
@@ -354,23 +450,87 @@ enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step) {
     e->step = step;
     e->lr = zt_config_lr(&e->cfg, step);
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
-    for (int i = 0; i < e->np; i++) ZT_CHECK(zt_task_zero(&o, e->params[i]->grad));
+    for (int i = 0; i < e->np; i++) {
+        ZT_CHECK(zt_task_zero(&o, e->params[i]->grad));
+        e->params[i]->ready = 0;
+    }
+    for (int k = 0; k < e->nrb; k++) {
+        e->rbuckets[k].pending = e->rbuckets[k].nparams;
+        e->rbuckets[k].submitted = 0;
+    }
+    return ZT_OK;
+}
+
+/* parts of the flat range [babs[b0], babs[b1]) that each rank owns, relative to its start */
+static const int64_t *bucket_parts(zt_engine_t e, int b0, int b1) {
+    int64_t lo = e->babs[b0], hi = e->babs[b1];
+    for (int r = 0; r < e->size; r++) {
+        int64_t s0 = e->babs[e->shard_blk[r]], s1 = e->babs[e->shard_blk[r + 1]];
+        s0 = s0 < lo ? lo : s0 > hi ? hi : s0;
+        s1 = s1 < lo ? lo : s1 > hi ? hi : s1;
+        e->part[2 * r] = s0 - lo;
+        e->part[2 * r + 1] = s1 - lo;
+    }
+    return e->part;
+}
+
+static enum zt_status reduce_bucket(zt_engine_t e, int k) {
+    struct zt_bucket *bk = &e->rbuckets[k];
+    bk->submitted = 1;
+    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_BACKWARD, -1, 0, -1);
+    const int64_t *part = bucket_parts(e, bk->b0, bk->b1);
+    /* stage 2 keeps only this rank's part of the summed gradients; 0 and 1 need all of it */
+    if (e->stage >= 2 && e->cfg.reduce_scatter)
+        return zt_task_comm_reduce_scatter(&o, &e->gblk[bk->b0], bk->b1 - bk->b0, part,
+                                           e->token);
+    return zt_task_comm_allreduce(&o, &e->gblk[bk->b0], bk->b1 - bk->b0, part, e->token);
+}
+
+enum zt_status zt_engine_grad_ready(zt_engine_t e, zt_param_t p) {
+    if (p->ready) return ZT_OK;
+    p->ready = 1;
+    struct zt_bucket *bk = &e->rbuckets[p->bucket];
+    if (--bk->pending == 0 && e->size > 1 && e->cfg.overlap_comm) return reduce_bucket(e, p->bucket);
     return ZT_OK;
 }
 
 enum zt_status zt_engine_step_end(zt_engine_t e) {
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_OPTIMIZER, -1, 0, -1);
-    for (int g = 0; g < e->ng; g++)
+    if (e->size > 1) /* buckets not reduced during the backward, in bucket order */
+        for (int k = 0; k < e->nrb; k++)
+            if (!e->rbuckets[k].submitted) ZT_CHECK(reduce_bucket(e, k));
+    for (int g = e->g0; g < e->g1; g++)
         ZT_CHECK(zt_task_grad_sumsq(&o, e->partial, g, &e->gblk[e->groups[g].first],
                                     e->groups[g].n));
+    if (e->size > 1 && e->stage >= 1) {
+        /* every rank's sums of squares (one double per group) to every rank */
+        struct zt_block_ref *refs = calloc((size_t)e->ng, sizeof *refs);
+        if (!refs) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+        for (int g = 0; g < e->ng; g++) refs[g] = (struct zt_block_ref){e->partial, g, 0};
+        for (int r = 0; r < e->size; r++) {
+            e->part[2 * r] = e->gfirst[r];
+            e->part[2 * r + 1] = e->gfirst[r + 1];
+        }
+        enum zt_status rc = zt_task_comm_allgather(&o, refs, e->ng, e->part, sizeof(double),
+                                                   e->token);
+        free(refs);
+        ZT_CHECK(rc);
+    }
     ZT_CHECK(zt_task_grad_clip(&o, e->clip, e->partial, e->cfg.gradient_clipping));
     struct zt_adamw_hparams hp = {
         .lr = e->lr, .beta1 = e->cfg.beta1, .beta2 = e->cfg.beta2, .eps = e->cfg.eps,
         .weight_decay = e->cfg.weight_decay, .t = e->step,
         .decoupled = e->cfg.optim == ZT_OPTIM_ADAMW || e->cfg.adam_w_mode};
-    for (int g = 0; g < e->ng; g++)
+    for (int g = e->g0; g < e->g1; g++)
         ZT_CHECK(zt_task_adamw(&o, &e->pblk[e->groups[g].first], &e->gblk[e->groups[g].first],
-                               e->groups[g].n, e->m, e->v, g, e->clip, &hp));
+                               e->groups[g].n, e->m, e->v, g - e->g0, e->clip, &hp));
+    if (e->size > 1 && e->stage >= 1) /* updated shards to every rank */
+        for (int k = 0; k < e->ngb; k++) {
+            struct zt_bucket *bk = &e->gbuckets[k];
+            ZT_CHECK(zt_task_comm_allgather(&o, &e->pblk[bk->b0], bk->b1 - bk->b0,
+                                            bucket_parts(e, bk->b0, bk->b1), sizeof(float),
+                                            e->token));
+        }
     return ZT_OK;
 }
 
@@ -404,7 +564,26 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
 }
 
 /* which: 0 = values, 1 = gradients */
+static enum zt_status write_tensors(zt_engine_t e, const char *path, int which);
+
+/* Rank 0 writes (every rank holds every parameter after the step's all-gather); the outcome is
+ * shared so that all ranks succeed or fail together. */
 static enum zt_status save_tensors(zt_engine_t e, const char *path, int which) {
+    if (which && e->size > 1 && e->stage >= 2)
+        return zt_error_set(ZT_ERR_INVALID, "gradients %s: at ZeRO stage 2 each rank holds only "
+                                            "its shard of the summed gradients; dump them at "
+                                            "stage 0 or 1", path);
+    enum zt_status rc = e->rank == 0 ? write_tensors(e, path, which) : ZT_OK;
+    if (e->size > 1) {
+        double bad = rc != ZT_OK;
+        ZT_CHECK(zt_comm_sum_double(&bad));
+        if (bad > 0 && rc == ZT_OK)
+            rc = zt_error_set(ZT_ERR_IO, "safetensors %s: rank 0 could not write it", path);
+    }
+    return rc;
+}
+
+static enum zt_status write_tensors(zt_engine_t e, const char *path, int which) {
     struct zt_st_entry *ent = calloc((size_t)e->np, sizeof *ent);
     if (!ent) return zt_error_set(ZT_ERR_NOMEM, "export %s: out of memory", path);
     enum zt_status rc = ZT_OK;
@@ -437,6 +616,9 @@ enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path)
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
     m->params = e->flat_n * (int64_t)sizeof(float);
     m->grads = e->flat_n * (int64_t)sizeof(float);
-    m->optim = 2 * e->flat_n * (int64_t)sizeof(float);
+    m->optim = e->m ? 2 * zt_tensor_numel(e->m) * (int64_t)sizeof(float) : 0;
     m->acts = e->act_bytes;
 }
+
+int zt_engine_rank(zt_engine_t e) { return e->rank; }
+int zt_engine_world_size(zt_engine_t e) { return e->size; }

@@ -9,6 +9,7 @@
 #include <math.h>         /* sqrtf */
 #include <stdio.h>        /* snprintf */
 #include <stdlib.h>       /* calloc */
+#include "zt_comm.h"      /* zt_comm_sum_double */
 #include "zt_gpt2.h"      /* our API */
 #include "zt_tasks.h"     /* zt_task_* */
 #include "zt_tokens.h"    /* struct zt_tokens */
@@ -194,8 +195,11 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     zt_engine_t e = m->e;
     int nb = zt_engine_nblk(e), L = m->s.n_layer, NH = m->s.n_head;
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_IO, -1, L, mb);
+    /* rank r's micro-batch j holds rows (j * N + r) * Bm .. + Bm - 1 of the step's global batch
+     * (README, "Data parallelism"): N ranks train on exactly the rows one rank would */
+    const int N = zt_engine_world_size(e), r = zt_engine_rank(e);
     FOR_BLK ZT_CHECK(zt_task_load_batch(&o, m->inputs, m->targets, b, tok, step, m->B,
-                                        mb * m->Bm));
+                                        (mb * N + r) * m->Bm));
     /* ---- forward ---- */
     o = zt_engine_opts(e, ZT_PRIO_FORWARD, -1, L, mb);
     FOR_BLK ZT_CHECK(zt_task_encoder_forward(&o, m->encoded, b, m->inputs, V_(m->wte), V_(m->wpe)));
@@ -235,6 +239,11 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     ZT_CHECK(zt_task_zero(&ob, m->dres));
     ZT_CHECK(layernorm_backward(m, L, mb, m->dC, res, m->lnfw, m->lnfb, m->lnf_mean,
                                 m->lnf_rstd));
+    const int last = mb == m->accum - 1; /* gradients become final in the last micro-batch */
+    if (last) {
+        ZT_CHECK(zt_engine_grad_ready(e, m->lnfw));
+        ZT_CHECK(zt_engine_grad_ready(e, m->lnfb));
+    }
     for (int l = L - 1; l >= 0; l--) {
         struct zt_layer_acts *a = &m->la[l];
         zt_param_t *p = m->lp[l];
@@ -252,9 +261,15 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
         ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d3C, a->ln1, p[P_QKVW], p[P_QKVB]));
         ZT_CHECK(layernorm_backward(m, l, mb, m->dC, res_in, p[P_LN1W], p[P_LN1B], a->ln1_mean,
                                     a->ln1_rstd));
+        /* layer l is done: its bucket can be reduced while layers l-1..0 run backward */
+        for (int k = 0; last && k < P_NLAYER; k++) ZT_CHECK(zt_engine_grad_ready(e, p[k]));
     }
     ow = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, 0, L, mb);
     ZT_CHECK(zt_task_encoder_backward(&ow, G_(m->wte), G_(m->wpe), m->dres, m->inputs));
+    if (last) {
+        ZT_CHECK(zt_engine_grad_ready(e, m->wte));
+        ZT_CHECK(zt_engine_grad_ready(e, m->wpe));
+    }
     return ZT_OK;
 }
 
@@ -278,7 +293,11 @@ enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info 
         n += k;
         zt_tensor_release(m->losses[mb]);
     }
-    *loss = s / (double)n;
+    /* the global loss: every rank's sum, added in rank order, over every position of the step */
+    double dn = (double)n;
+    ZT_CHECK(zt_comm_sum_double(&s));
+    ZT_CHECK(zt_comm_sum_double(&dn));
+    *loss = s / dn;
     return ZT_OK;
 }
 

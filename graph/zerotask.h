@@ -8,6 +8,7 @@
 #include "zt_log.h"      /* logging */
 #include "zt_config.h"   /* DeepSpeed-style config, model shape */
 #include "zt_sched.h"    /* runtime, knobs, priorities, tracing */
+#include "zt_comm.h"     /* ranks (MPI) */
 #include "zt_tensor.h"   /* tensors */
 #include "zt_task_kinds.h" /* task kinds */
 #include "zt_tasks.h"    /* task insert functions */

@@ -7,6 +7,12 @@
  * tasks (tasks/zt_tasks.h) on engine-owned tensors, zt_engine_step_end (gradient norm, clipping,
  * AdamW tasks), zt_engine_step_wait. Everything is submitted before anything is waited for.
  *
+ * Data parallelism (ZeRO, DeepSpeed's stages 0-2): with N MPI ranks each rank runs the same
+ * graph on its rows of the batch; the flat buffers are cut into N shards of whole row blocks
+ * (rank r owns a contiguous range); gradient buckets (reduce_bucket_size) are reduced by
+ * collective tasks; at stages 1-2 a rank keeps AdamW state and updates only its shard, then the
+ * shards are all-gathered (allgather_bucket_size).
+ *
  * Memory (llm.c): parameters, gradients, exp_avg and exp_avg_sq are each ONE flat buffer; a
  * parameter is a slice aligned to 16 floats. Parameters of two or more dimensions with enough
  * elements are split into ZT_GRAPH_CHUNKS row blocks so their gradient products run in parallel.
@@ -69,6 +75,15 @@ struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int laye
 
 /* Step lifecycle. step is 1-based; the lr is the config schedule's value for it. */
 enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step);
+/* Declare that p's gradient is final for this step: no task submitted later writes it (call it
+ * after submitting the last micro-batch's backward tasks for p). With several ranks and
+ * zero_optimization.overlap_comm, the reduction of p's bucket is submitted as soon as every
+ * parameter of the bucket is final, so it overlaps the rest of the backward. Optional: step_end
+ * reduces whatever was not declared. */
+enum zt_status zt_engine_grad_ready(zt_engine_t e, zt_param_t p);
+/* Reduce the gradients left (all-reduce at ZeRO stages 0-1, reduce-scatter at stage 2), then the
+ * gradient norm, clipping and AdamW on the groups this rank updates (all at stage 0, its shard
+ * at stages 1-2), then all-gather the updated shards (stages 1-2). */
 enum zt_status zt_engine_step_end(zt_engine_t e);
 struct zt_step_info {
     int64_t step;
@@ -85,7 +100,12 @@ enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path);
  * unclipped gradients of the step just done: clipping scales inside the AdamW task). */
 enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path);
 
-/* Bytes per category on this rank (host memory). */
+/* Rank and world size of the data-parallel job (MPI). */
+int zt_engine_rank(zt_engine_t e);
+int zt_engine_world_size(zt_engine_t e);
+
+/* Bytes per category on this rank (host memory): optimizer state is 1/N of the total at ZeRO
+ * stage >= 1 (whole row blocks per rank); parameters and gradients are whole on every rank. */
 struct zt_engine_mem {
     int64_t params, grads, optim, acts;
 };

@@ -9,6 +9,8 @@
 #include <stdlib.h>    /* getenv, setenv */
 #include <string.h>    /* strcmp */
 #include <starpu.h>    /* starpu_init, starpu_conf */
+#include <unistd.h>    /* sysconf */
+#include "zt_comm.h"   /* zt_comm_init, local rank */
 #include "zt_log.h"    /* ZT_LOG_I */
 #include "zt_sched.h"  /* our prototypes */
 
@@ -53,9 +55,32 @@ static void default_starpu_home(void) {
     setenv("STARPU_HOME", path, 0);
 }
 
+/* Several ranks on one machine: unless the user chose (STARPU_NCPU, STARPU_WORKERS_CPUID,
+ * STARPU_WORKERS_NOBIND), give each rank its share of the cores and bind its workers to that
+ * share; otherwise every rank would start a worker per core and bind them all from core 0. */
+static void share_cores(struct starpu_conf *conf) {
+    int lsize = zt_comm_local_size(), lrank = zt_comm_local_rank();
+    if (lsize <= 1) return;
+    long ncores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncores < 1) ncores = 1;
+    int per = (int)(ncores / lsize) > 0 ? (int)(ncores / lsize) : 1;
+    if (!getenv("STARPU_NCPU")) conf->ncpus = per;
+    int n = getenv("STARPU_NCPU") ? atoi(getenv("STARPU_NCPU")) : per;
+    if (getenv("STARPU_WORKERS_CPUID") || getenv("STARPU_WORKERS_NOBIND") || n < 1 ||
+        n > STARPU_NMAXWORKERS)
+        return;
+    conf->use_explicit_workers_bindid = 1;
+    for (int i = 0; i < n; i++)
+        conf->workers_bindid[i] = (unsigned)(((long)lrank * n + i) % ncores);
+}
+
 enum zt_status zt_runtime_init(void) {
     if (g_refs++ > 0) return ZT_OK;
-    enum zt_status rc = check_sched_env();
+    enum zt_status rc = zt_comm_init();
+    if (rc == ZT_OK) {
+        rc = check_sched_env();
+        if (rc != ZT_OK) zt_comm_free();
+    }
     if (rc != ZT_OK) {
         g_refs = 0;
         return rc;
@@ -69,7 +94,9 @@ enum zt_status zt_runtime_init(void) {
     }
     /* our codelets are CPU (and CUDA when built); OpenCL workers would only idle */
     conf.nopencl = 0;
+    share_cores(&conf);
     int ret = starpu_init(&conf);
+    if (ret != 0) zt_comm_free();
     if (ret == -ENODEV) {
         g_refs = 0;
         return zt_error_set(ZT_ERR_NO_DEVICE, "StarPU: no worker could be started (check "
@@ -81,6 +108,7 @@ enum zt_status zt_runtime_init(void) {
     }
     if (starpu_cpu_worker_get_count() == 0) {
         starpu_shutdown();
+        zt_comm_free();
         g_refs = 0;
         return zt_error_set(ZT_ERR_NO_DEVICE, "StarPU: no CPU worker (STARPU_NCPU=0?); zerotask "
                                               "needs at least one");
@@ -93,6 +121,7 @@ void zt_runtime_free(void) {
     if (--g_refs > 0) return;
     starpu_task_wait_for_all();
     starpu_shutdown();
+    zt_comm_free();
 }
 
 enum zt_status zt_runtime_wait_all(void) {

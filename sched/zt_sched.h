@@ -76,9 +76,10 @@ int zt_trace_enabled(void);
 void zt_trace_record(const struct zt_trace_rec *r);
 /* Sum of recorded task time by kind for the step (or all steps with step < 0). */
 double zt_trace_busy_us(int64_t step);
-/* Write every record as Chrome trace-event JSON (Perfetto opens it): one process per rank, one
- * thread per worker; kind names from names[kind]. Atomic (tmp + rename). */
-enum zt_status zt_trace_write(const char *path, const char *const *names, int nnames, int rank);
+/* Write every record of every rank as Chrome trace-event JSON (Perfetto opens it): one process
+ * per rank, one thread per worker; kind names from names[kind]. Collective: every rank calls it;
+ * rank 0 writes the file, atomically (tmp + rename). */
+enum zt_status zt_trace_write(const char *path, const char *const *names, int nnames);
 void zt_trace_reset(void);
 
 #ifdef __cplusplus

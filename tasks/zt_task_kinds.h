@@ -36,7 +36,10 @@ extern "C" {
     X(crossentropy)                                                                              \
     X(grad_sumsq)                                                                                \
     X(grad_clip)                                                                                 \
-    X(adamw)
+    X(adamw)                                                                                     \
+    X(comm_allreduce)                                                                            \
+    X(comm_reduce_scatter)                                                                       \
+    X(comm_allgather)
 
 enum zt_task_kind {
 #define ZT_KIND_ENUM_(k) ZT_KIND_##k,

@@ -1,0 +1,53 @@
+/*
+ * sched/zt_comm.h: the MPI communicator zerotask runs on (data parallelism across ranks).
+ *
+ * Layer: sched/. zerotask initialises MPI itself with MPI_THREAD_MULTIPLE (collectives run inside
+ * StarPU codelets on worker threads) and works on a duplicate of MPI_COMM_WORLD, so an app's own
+ * MPI traffic never mixes with ours (PLATFORM.md item 11). A process started without mpirun is a
+ * world of size 1. If the app initialised MPI already it must have asked for
+ * MPI_THREAD_MULTIPLE; zerotask then leaves MPI_Finalize to the app.
+ */
+#ifndef ZT_COMM_H
+#define ZT_COMM_H
+
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* uint64_t */
+#include "zt_status.h" /* enum zt_status */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Initialise MPI and the communicator (idempotent, reference counted). */
+enum zt_status zt_comm_init(void);
+void zt_comm_free(void);
+int zt_comm_rank(void); /* 0 before zt_comm_init */
+int zt_comm_size(void); /* 1 before zt_comm_init */
+/* Rank among the ranks of this machine, and their number. */
+int zt_comm_local_rank(void);
+int zt_comm_local_size(void);
+
+/* Host-side helpers, called by the application thread while no collective task runs. */
+/* Every rank passes the same `what`; fails on every rank, naming the ranks whose digest differs
+ * from rank 0's, when the digests are not all equal (e.g. different config files). */
+enum zt_status zt_comm_check_same(uint64_t digest, const char *what);
+/* Sum of one double per rank, added in rank order (the same result on every rank). */
+enum zt_status zt_comm_sum_double(double *x);
+/* Gather n bytes from every rank to rank 0 (out: size * n bytes on rank 0, may be NULL
+ * elsewhere). */
+enum zt_status zt_comm_gather_bytes(const void *in, size_t n, void *out);
+/* Gather a variable number of bytes to rank 0; *out (malloc'd, rank 0) holds them in rank
+ * order, *total their count. */
+enum zt_status zt_comm_gatherv_bytes(const void *in, size_t n, void **out, size_t *total);
+void zt_comm_barrier(void);
+/* End every rank of the job after a fatal error on this one (MPI_Abort); a no-op in a world
+ * of size 1. */
+void zt_comm_abort(int code);
+
+/* 64-bit FNV-1a of bytes, for zt_comm_check_same. */
+uint64_t zt_hash_bytes(uint64_t h, const void *p, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_COMM_H */
