@@ -1,17 +1,62 @@
 /*
- * sched/comm.c: MPI start-up and the host-side helpers of zt_comm.h.
+ * sched/comm.c: MPI start-up, the host-side helpers of zt_comm.h, and the collective watchdog
+ * of zt_comm_mpi.h.
+ *
+ * Watchdog: a rank entering a collective sends a 64-byte note (its sequence number and name)
+ * to every other rank on a second duplicated communicator; a rank waiting in a collective
+ * drains the notes it received while it polls its requests. When the wait passes
+ * ZT_COMM_TIMEOUT seconds, the notes say which ranks never entered this collective and where
+ * each of them is instead; the rank prints that and aborts the job (MPI_Abort), so nobody is
+ * left with a bare "timeout" (or a hang).
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
 #include <stdio.h>         /* snprintf */
 #include <stdlib.h>        /* malloc, free */
 #include <string.h>        /* memcpy */
+#include <time.h>          /* clock_gettime, nanosleep */
 #include "zt_comm.h"       /* our API */
 #include "zt_comm_mpi.h"   /* MPI_Comm */
+#include "zt_sched.h"      /* zt_knob_int */
+
+#define NOTE_TAG 7
+#define NOTE_RING 256     /* notes in flight per process */
+#define NOTE_SEEN 64      /* collectives remembered per rank */
 
 static int g_refs = 0;
 static int g_we_init = 0;
 static int g_rank = 0, g_size = 1;
 static MPI_Comm g_comm = MPI_COMM_NULL;
+static MPI_Comm g_note = MPI_COMM_NULL; /* progress notes of the watchdog */
 static int g_lrank = 0, g_lsize = 1; /* rank and count on this machine */
+static int64_t g_timeout_s = 300;
+static int g_skip_rank = -1;
+static int64_t g_skip_seq = -1;
+static int g_tag_ub = 32767;
+/* sent notes (buffers stay valid until their request completes) */
+static struct zt_coll_id g_ring[NOTE_RING];
+static MPI_Request g_ring_req[NOTE_RING];
+static int g_ring_pos = 0;
+/* received notes: the last NOTE_SEEN collectives each rank entered, and its latest */
+static struct zt_coll_id (*g_seen)[NOTE_SEEN] = NULL;
+static struct zt_coll_id *g_last = NULL;
+
+static void drain_notes(void);
+
+static enum zt_status read_knobs(void) {
+    ZT_CHECK(zt_knob_int("ZT_COMM_TIMEOUT", 1, 7 * 86400, &g_timeout_s));
+    const char *v = getenv("ZT_TEST_SKIP_COLLECTIVE");
+    if (v && *v) {
+        int r = -1;
+        long long q = -1;
+        char tail = 0;
+        if (sscanf(v, "%d:%lld%c", &r, &q, &tail) != 2 || r < 0 || q < 1)
+            return zt_error_set(ZT_ERR_CONFIG, "ZT_TEST_SKIP_COLLECTIVE=%s: expected RANK:SEQ "
+                                               "(a rank >= 0 and a collective number >= 1)", v);
+        g_skip_rank = r;
+        g_skip_seq = q;
+    }
+    return ZT_OK;
+}
 
 enum zt_status zt_comm_init(void) {
     if (g_refs++ > 0) return ZT_OK;
@@ -33,10 +78,25 @@ enum zt_status zt_comm_init(void) {
                             MPI_THREAD_MULTIPLE);
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
+    MPI_Comm_dup(MPI_COMM_WORLD, &g_note);
     /* errors come back as codes, so a failing collective is reported with its name */
     MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(g_note, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g_comm, &g_rank);
     MPI_Comm_size(g_comm, &g_size);
+    for (int i = 0; i < NOTE_RING; i++) g_ring_req[i] = MPI_REQUEST_NULL;
+    int *ub = NULL, flag = 0;
+    if (MPI_Comm_get_attr(g_comm, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub)
+        g_tag_ub = *ub;
+    g_seen = calloc((size_t)g_size, sizeof *g_seen);
+    g_last = calloc((size_t)g_size, sizeof *g_last);
+    enum zt_status krc = (g_seen && g_last) ? read_knobs()
+                                            : zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
+    if (krc != ZT_OK) {
+        g_refs = 1;
+        zt_comm_free();
+        return krc;
+    }
     MPI_Comm node;
     if (MPI_Comm_split_type(g_comm, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node) ==
         MPI_SUCCESS) {
@@ -49,6 +109,16 @@ enum zt_status zt_comm_init(void) {
 
 void zt_comm_free(void) {
     if (g_refs == 0 || --g_refs > 0) return;
+    MPI_Waitall(NOTE_RING, g_ring_req, MPI_STATUSES_IGNORE); /* null requests return at once */
+    if (g_size > 1) {
+        MPI_Barrier(g_comm);
+        drain_notes(); /* leave no unreceived note behind */
+    }
+    free(g_seen);
+    free(g_last);
+    g_seen = NULL;
+    g_last = NULL;
+    MPI_Comm_free(&g_note);
     MPI_Comm_free(&g_comm);
     if (g_we_init) MPI_Finalize();
     g_we_init = 0;
@@ -163,4 +233,120 @@ void zt_comm_barrier(void) {
 
 void zt_comm_abort(int code) {
     if (g_size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * collective watchdog */
+int zt_comm_tag(int64_t seq) { return (int)(seq % ((int64_t)g_tag_ub + 1)); }
+
+int zt_comm_skip(int64_t seq) { return g_rank == g_skip_rank && seq == g_skip_seq; }
+
+static void drain_notes(void) {
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, NOTE_TAG, g_note, &flag, &st) != MPI_SUCCESS || !flag)
+            return;
+        struct zt_coll_id n;
+        if (MPI_Recv(&n, (int)sizeof n, MPI_BYTE, st.MPI_SOURCE, NOTE_TAG, g_note,
+                     MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            return;
+        n.name[sizeof n.name - 1] = '\0';
+        g_seen[st.MPI_SOURCE][n.seq % NOTE_SEEN] = n;
+        g_last[st.MPI_SOURCE] = n;
+    }
+}
+
+void zt_comm_enter(const struct zt_coll_id *id) {
+    if (g_size == 1) return;
+    g_seen[g_rank][id->seq % NOTE_SEEN] = *id;
+    g_last[g_rank] = *id;
+    for (int k = 1; k < g_size; k++) {
+        int r = (g_rank + k) % g_size;
+        int slot = g_ring_pos++ % NOTE_RING;
+        /* a 64-byte send completes locally (eager protocol) long before the ring wraps */
+        MPI_Wait(&g_ring_req[slot], MPI_STATUS_IGNORE);
+        g_ring[slot] = *id;
+        if (MPI_Isend(&g_ring[slot], (int)sizeof *id, MPI_BYTE, r, NOTE_TAG, g_note,
+                      &g_ring_req[slot]) != MPI_SUCCESS)
+            g_ring_req[slot] = MPI_REQUEST_NULL;
+    }
+    drain_notes();
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int entered(int r, int64_t seq) {
+    if (r == g_rank) return 1;
+    if (g_last[r].seq >= seq + NOTE_SEEN) return 1; /* far ahead: it has been through seq */
+    return g_seen[r][seq % NOTE_SEEN].seq == seq;
+}
+
+static void timeout_report(const struct zt_coll_id *id, double waited) {
+    drain_notes();
+    char who[1024] = "";
+    size_t len = 0;
+    int nmiss = 0;
+    for (int r = 0; r < g_size && len + 160 < sizeof who; r++) {
+        if (entered(r, id->seq)) continue;
+        const struct zt_coll_id *l = &g_last[r];
+        /* a collective that r entered and this rank never did: this rank is the one missing */
+        int me_missing = l->seq > 0 && l->seq < id->seq &&
+                         g_seen[g_rank][l->seq % NOTE_SEEN].seq != l->seq;
+        if (l->seq > 0)
+            len += (size_t)snprintf(who + len, sizeof who - len,
+                                    "%srank %d has not reached it (its last collective: #%lld %s, "
+                                    "step %lld, layer %d%s)", nmiss ? "; " : "", r,
+                                    (long long)l->seq, l->name, (long long)l->step, l->layer,
+                                    me_missing ? ", which this rank never entered" : "");
+        else
+            len += (size_t)snprintf(who + len, sizeof who - len,
+                                    "%srank %d has not reached it (no collective yet)",
+                                    nmiss ? "; " : "", r);
+        nmiss++;
+    }
+    if (nmiss == 0)
+        snprintf(who, sizeof who, "every rank has entered it, so the transport itself is stuck");
+    fprintf(stderr, "zerotask: error: rank %d: collective #%lld %s (step %lld, layer %d) has "
+                    "waited %.0f s (ZT_COMM_TIMEOUT=%lld): %s; aborting the job\n",
+            g_rank, (long long)id->seq, id->name, (long long)id->step, id->layer, waited,
+            (long long)g_timeout_s, who);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+void zt_comm_fail(const struct zt_coll_id *id, const char *what, int err) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(err, msg, &len);
+    fprintf(stderr, "zerotask: error: rank %d: collective #%lld %s (step %lld, layer %d): %s "
+                    "failed: %s\n", g_rank, (long long)id->seq, id->name, (long long)id->step,
+            id->layer, what, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+void zt_comm_waitall(int n, MPI_Request *reqs, const struct zt_coll_id *id) {
+    const double t0 = now_s();
+    long spins = 0;
+    for (;;) {
+        int done = 0;
+        int err = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+        if (err != MPI_SUCCESS) zt_comm_fail(id, "a point-to-point transfer", err);
+        if (done) return;
+        /* spin briefly (the common case: the peers are there), then back off so that the
+         * cores go to compute tasks and to oversubscribed ranks */
+        if (++spins < 2000) continue;
+        if ((spins & 63) == 0) {
+            drain_notes();
+            double w = now_s() - t0;
+            if (w > (double)g_timeout_s) timeout_report(id, w);
+        }
+        struct timespec ts = {0, spins < 20000 ? 20000 : 200000};
+        nanosleep(&ts, NULL);
+    }
 }

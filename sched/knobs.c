@@ -21,6 +21,12 @@ static const struct zt_knob g_knobs[] = {
      "many elements of the flat buffer)"},
     {"ZT_SCHED_PRIORITY", ZT_KNOB_BOOL, "1",
      "critical-path task priorities (used by policies that honour priorities: lws, prio, dmdas)"},
+    {"ZT_COMM_TIMEOUT", ZT_KNOB_INT, "300",
+     "seconds a collective may wait for the other ranks; past it, the rank reports which ranks "
+     "have not reached which collective (number and task name) and aborts the job"},
+    {"ZT_TEST_SKIP_COLLECTIVE", ZT_KNOB_STR, "",
+     "test only: RANK:SEQ makes that rank skip its collective number SEQ (proves the "
+     "ZT_COMM_TIMEOUT report)"},
     {NULL, 0, NULL, NULL},
 };
 
