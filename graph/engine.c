@@ -569,10 +569,18 @@ static enum zt_status write_tensors(zt_engine_t e, const char *path, int which);
 /* Rank 0 writes (every rank holds every parameter after the step's all-gather); the outcome is
  * shared so that all ranks succeed or fail together. */
 static enum zt_status save_tensors(zt_engine_t e, const char *path, int which) {
-    if (which && e->size > 1 && e->stage >= 2)
-        return zt_error_set(ZT_ERR_INVALID, "gradients %s: at ZeRO stage 2 each rank holds only "
-                                            "its shard of the summed gradients; dump them at "
-                                            "stage 0 or 1", path);
+    if (which && e->size > 1 && e->stage >= 2) {
+        /* each rank holds only its shard of the summed gradients: gather the shards (in the
+         * reduction buckets' ranges) so that rank 0 holds all of them */
+        struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
+        for (int k = 0; k < e->nrb; k++) {
+            struct zt_bucket *bk = &e->rbuckets[k];
+            ZT_CHECK(zt_task_comm_allgather(&o, &e->gblk[bk->b0], bk->b1 - bk->b0,
+                                            bucket_parts(e, bk->b0, bk->b1), sizeof(float),
+                                            e->token));
+        }
+        ZT_CHECK(zt_runtime_wait_all());
+    }
     enum zt_status rc = e->rank == 0 ? write_tensors(e, path, which) : ZT_OK;
     if (e->size > 1) {
         double bad = rc != ZT_OK;

@@ -97,7 +97,9 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info);
 enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path);
 enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path);
 /* The current gradients under the parameter names (after zt_engine_step_wait they are the
- * unclipped gradients of the step just done: clipping scales inside the AdamW task). */
+ * unclipped gradients of the step just done, summed over the ranks: clipping scales inside the
+ * AdamW task). At ZeRO stage 2 the ranks' shards are all-gathered first. Collective: every rank
+ * calls it; rank 0 writes. */
 enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path);
 
 /* Rank and world size of the data-parallel job (MPI). */

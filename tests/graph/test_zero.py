@@ -10,6 +10,7 @@ and 2 (train_batch_size fixed, micro-batch derived), `zt-train` must give
   - the memory accounting's rule: optimizer state per rank is 1/N of the total at stage >= 1
     (whole row blocks per rank: within one block of the even share), and the ranks' shares
     add up to the total;
+--dump-grads gives the summed gradients at every stage (all-gathered from the shards at stage 2);
 and a run whose ranks are started with different configs must stop with a clear error.
 
 Usage: test_zero.py ZT_TRAIN MPIEXEC WORKDIR
@@ -140,6 +141,30 @@ for stage, n, accum in ((2, 3, 2), (1, 2, 1)):
     print("repeat s%d_n%d_a%d %s" % (stage, n, accum, "bit-identical" if same else "DIFFERS"))
     if not same:
         bad.append("repeat of stage %d N=%d differs" % (stage, n))
+
+# --dump-grads under mpirun: the step-1 gradients summed over the ranks (all-gathered from the
+# shards at stage 2) equal one rank's, per tensor
+def grads(label, stage, n):
+    out = os.path.join(WORK, label + "_grads.safetensors")
+    p = launch(n, ["--ds-config", ds_for(stage, n, 1), "--model", model, "--data", data,
+                   "--steps", "1", "--dump-grads", out, "--quiet"])
+    if p.returncode != 0:
+        bad.append("%s: exit %d %s" % (label, p.returncode, p.stderr[-1000:]))
+        return None
+    return st_read(out)
+
+
+g_ref = grads("g_s0_n1", 0, 1)
+for stage, n in ((2, 2), (2, 3), (1, 2)):
+    g = grads("g_s%d_n%d" % (stage, n), stage, n)
+    if g is None or g_ref is None:
+        continue
+    gerr = max(np.linalg.norm((g[k].astype(np.float64) - r).ravel()) /
+               max(np.linalg.norm(r.astype(np.float64).ravel()), 1e-30) for k, r in g_ref.items()
+               if np.abs(r).max() > 1e-6)
+    print("dump-grads s%d_n%d: max rel diff per tensor %.1e" % (stage, n, gerr))
+    if gerr > LOSS_TOL:
+        bad.append("dump-grads stage %d N=%d differs from one rank: %.2e" % (stage, n, gerr))
 
 # the trace of a 2-rank run: one file, one process lane per rank, collectives visible, and (2
 # workers per rank) gradient reductions running while the same rank still computes the backward
