@@ -41,7 +41,7 @@ static const char *usage_text =
     "\n"
     "Progress: one line per step (steps_per_print sets how often): step/total, loss (mean over the\n"
     "step's batch, before the update), lr, ms/step, tokens/s, achieved GFLOP/s. A memory summary\n"
-    "is printed before step 1.\n"
+    "is printed before step 1, and each rank's peak resident memory (VmHWM) after the last step.\n"
     "Data: step i, row k (0..B-1) reads tokens from (i-1)*B*T + k*T, wrapping at the end.\n"
     "\n"
     "Several ranks (ZeRO data parallelism over MPI):\n"
@@ -104,6 +104,18 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* peak resident set of this process in KiB (VmHWM), -1 when /proc does not say */
+static long long peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
+    fclose(f);
+    return kib;
 }
 
 static int64_t mem_available(void) {
@@ -292,6 +304,16 @@ static int train_main(int argc, char **argv) {
             fprintf(logf, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"ms\": %.3f, "
                           "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
                     info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
+    }
+    /* every rank's peak resident memory, one rank after the other (mpirun may still mix the
+     * order of lines from different ranks) */
+    for (int r = 0; r < world && !quiet; r++) {
+        if (r == rank) {
+            printf("peak memory (rank %d of %d): %.1f MiB resident\n", rank, world,
+                   peak_rss_kib() / 1024.0);
+            fflush(stdout);
+        }
+        zt_comm_barrier();
     }
     if (logf && fflush(logf) != 0) {
         zt_error_set(ZT_ERR_IO, "log %s: write failed (%s)", logp, strerror(errno));
