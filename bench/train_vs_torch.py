@@ -99,8 +99,11 @@ def main():
             sys.exit("train_vs_torch: %s is missing: %s first" % (f, how))
     os.makedirs(a.out, exist_ok=True)
 
+    # OPENBLAS_NUM_THREADS=1: Debian's torch 1.13 calls OpenBLAS from its own intra-op
+    # threads, and OpenBLAS's own thread pool on top of them oversubscribes the cores (1682 vs
+    # 1141 ms/step on "small", 2 threads); zerotask sets 1 itself, torch 2 uses MKL
     base = dict(os.environ, OMP_NUM_THREADS=str(a.threads), STARPU_NCPU=str(a.threads),
-                STARPU_SILENT="1")
+                OPENBLAS_NUM_THREADS="1", STARPU_SILENT="1")
     base.pop("OPENBLAS_CORETYPE", None)
     envs = [("machine default", base), ("OPENBLAS_CORETYPE=Haswell",
                                         dict(base, OPENBLAS_CORETYPE="Haswell"))]
