@@ -167,6 +167,16 @@ for sched in ("eager", "dmda", "prio", "ws"):
     if not same:
         bad.append("STARPU_SCHED=%s differs from lws" % sched)
 
+# the README's mpirun example config (configs/demo_zero2_ds.json) runs on 2 ranks
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+p = launch(2, ["--ds-config", os.path.join(root, "configs", "demo_zero2_ds.json"), "--model",
+               os.path.join(root, "configs", "demo_model.json"), "--data", data, "--steps", "2"])
+if p.returncode != 0 or "x world 2 | ZeRO stage 2" not in p.stdout:
+    bad.append("README example config: exit %d %s%s" % (p.returncode, p.stdout[-500:],
+                                                        p.stderr[-500:]))
+else:
+    print("README example (configs/demo_zero2_ds.json, 2 ranks): ok")
+
 # --dump-grads under mpirun: the step-1 gradients summed over the ranks (all-gathered from the
 # shards at stage 2) equal one rank's, per tensor
 def grads(label, stage, n):
