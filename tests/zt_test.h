@@ -4,9 +4,11 @@
 #ifndef ZT_TEST_H
 #define ZT_TEST_H
 
+#include <dirent.h> /* opendir */
 #include <math.h>   /* fabs */
 #include <stdio.h>  /* fprintf */
 #include <stdlib.h> /* exit */
+#include <string.h> /* strstr */
 
 #define ZT_TEST_SKIP 77
 
@@ -24,6 +26,16 @@ static int zt_test_failures = 0;
     do {                                                                                         \
         if (!(cond)) ZT_TEST_FAIL(__VA_ARGS__);                                                  \
     } while (0)
+
+/* Temporaries of the crash-safe writer (io/zt_file.h: "<name>.tmp-...") left in directory dir. */
+static inline int zt_test_count_tmp(const char *dir) {
+    int n = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));)
+        if (strstr(e->d_name, ".tmp-")) n++;
+    if (d) closedir(d);
+    return n;
+}
 
 /* Compare n values elementwise with |a-b| <= tol * max(1, |b|); print max diff and first values.
  * Returns 1 if ok. */

@@ -14,7 +14,6 @@
  * - bad writer input is ZT_ERR_INVALID with no file created, and a write that fails part-way
  *   (EFBIG under a file-size limit) leaves the previous file intact and no temporary behind.
  */
-#include <dirent.h>       /* opendir, readdir */
 #include <math.h>         /* isnan, isinf, signbit */
 #include <signal.h>       /* signal, SIGXFSZ */
 #include <stdint.h>       /* uint64_t */
@@ -59,15 +58,6 @@ static void expect_corrupt(int line, const char *name, const char *hdr, uint64_t
     zt_st_close(&st);
 }
 #define CORRUPT(name, hdr, hlen, ndata, want) expect_corrupt(__LINE__, name, hdr, hlen, ndata, want)
-
-static int count_tmp(void) {
-    int n = 0;
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (strstr(e->d_name, ".tmp-")) n++;
-    if (d) closedir(d);
-    return n;
-}
 
 static int run_python(const char *py, const char *script, const char *mode, const char *arg) {
     char cmd[4096];
@@ -133,7 +123,7 @@ static void test_writer(const char *py, const char *script) {
     pathof(p, "ours.safetensors");
     enum zt_status rc = zt_st_write_f32(p, e, 4, "{\"run\": \"test\", \"step\": \"7\"}");
     ZT_TEST_TRUE(rc == ZT_OK, "write: %s", zt_error_last());
-    ZT_TEST_TRUE(count_tmp() == 0, "no temporary after a good write");
+    ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "no temporary after a good write");
     ZT_TEST_TRUE(run_python(py, script, "check", p) == 0, "python could not read our file");
     struct zt_safetensors st;
     rc = zt_st_open(&st, p);
@@ -177,7 +167,7 @@ static void test_writer(const char *py, const char *script) {
     struct zt_st_entry ln = {.name = longname, .ndim = 1, .shape = {1}, .data = z};
     rc = zt_st_write_f32(p, &ln, 1, NULL);
     ZT_TEST_TRUE(rc == ZT_ERR_INVALID, "long name: %s", zt_error_last());
-    ZT_TEST_TRUE(access(p, F_OK) != 0 && count_tmp() == 0, "no file after bad input");
+    ZT_TEST_TRUE(access(p, F_OK) != 0 && zt_test_count_tmp(dir) == 0, "no file after bad input");
 
     /* a write that fails part-way keeps the old file */
     pathof(p, "ours.safetensors");
@@ -197,7 +187,7 @@ static void test_writer(const char *py, const char *script) {
     waitpid(pid, &wst, 0);
     free(bigd);
     ZT_TEST_TRUE(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "EFBIG write must be ZT_ERR_IO");
-    ZT_TEST_TRUE(count_tmp() == 0, "no temporary after a failed write");
+    ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "no temporary after a failed write");
     rc = zt_st_open(&st, p);
     ZT_TEST_TRUE(rc == ZT_OK && st.n == 4 && zt_st_find(&st, "big") == NULL,
                  "old file intact after failed write: %s", zt_error_last());

@@ -9,7 +9,6 @@
  * - a write that fails part-way (file size limit, EFBIG) leaves the old file intact and no
  *   temporary behind.
  */
-#include <dirent.h>       /* opendir, readdir */
 #include <signal.h>       /* signal, SIGXFSZ */
 #include <stdio.h>        /* fopen, fwrite */
 #include <stdlib.h>       /* getenv, malloc */
@@ -36,15 +35,6 @@ static void write_raw(const char *p, int32_t magic, int32_t ver, int32_t count, 
     if (ntok) fwrite(tok, 2, ntok, f);
     fclose(f);
     if (cut >= 0) truncate(p, cut);
-}
-
-static int count_tmp(void) {
-    int n = 0;
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (strstr(e->d_name, ".tmp-")) n++;
-    if (d) closedir(d);
-    return n;
 }
 
 static void expect_open_err(int line, const char *p, int vocab, enum zt_status code,
@@ -88,7 +78,7 @@ int main(void) {
     uint16_t ten[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     pathof(p, "ten.bin");
     ZT_TEST_TRUE(zt_tokens_write(p, ten, 10) == ZT_OK, "write: %s", zt_error_last());
-    ZT_TEST_TRUE(count_tmp() == 0, "no temporary left after a good write");
+    ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "no temporary left after a good write");
     struct stat sb;
     ZT_TEST_TRUE(stat(p, &sb) == 0 && sb.st_size == 1024 + 20, "file size %lld", (long long)sb.st_size);
     struct zt_tokens t;
@@ -177,7 +167,7 @@ int main(void) {
     waitpid(pid, &st, 0);
     free(many);
     ZT_TEST_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "EFBIG write must return ZT_ERR_IO");
-    ZT_TEST_TRUE(count_tmp() == 0, "no temporary left after a failed write");
+    ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "no temporary left after a failed write");
     rc = zt_tokens_open(&t, p, 10);
     ZT_TEST_TRUE(rc == ZT_OK && t.count == 10 && t.tok[9] == 9, "old file intact after failed write");
     zt_tokens_close(&t);
