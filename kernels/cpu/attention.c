@@ -61,6 +61,41 @@ size_t zt_kern_attention_scratch_floats(int T) {
     return (size_t)T * (size_t)T;
 }
 
+/* The three blocked products of one (b, h), each cut into row (or column) blocks of ATT_TB so
+ * that the causal structure skips the zero half of the T x T matrix P (leading dimension T).
+ * Row operands are [T, hs] with their own leading dimension. */
+static inline int blk_end(int x0, int T) { return x0 + ATT_TB < T ? x0 + ATT_TB : T; }
+
+/* P[i0:i1, 0:i1] = alpha * X[i0:i1] @ Y[0:i1]^T */
+static void causal_xyt(float *P, float alpha, const float *X, int ldx, const float *Y, int ldy,
+                       int T, int hs) {
+    for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+        int i1 = blk_end(i0, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hs, alpha,
+                    X + (size_t)i0 * ldx, ldx, Y, ldy, 0.0f, P + (size_t)i0 * T, T);
+    }
+}
+
+/* O[i0:i1] = P[i0:i1, 0:i1] @ Y[0:i1]  (P is 0 above the diagonal) */
+static void causal_py(float *O, int ldo, const float *P, const float *Y, int ldy, int T, int hs) {
+    for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+        int i1 = blk_end(i0, T);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, i1, 1.0f,
+                    P + (size_t)i0 * T, T, Y, ldy, 0.0f, O + (size_t)i0 * ldo, ldo);
+    }
+}
+
+/* O[j0:j1] = P[j0:T, j0:j1]^T @ Y[j0:T]  (P is 0 above the diagonal) */
+static void causal_pty(float *O, int ldo, const float *P, const float *Y, int ldy, int T,
+                       int hs) {
+    for (int j0 = 0; j0 < T; j0 += ATT_TB) {
+        int j1 = blk_end(j0, T);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.0f,
+                    P + (size_t)j0 * T + j0, T, Y + (size_t)j0 * ldy, ldy, 0.0f,
+                    O + (size_t)j0 * ldo, ldo);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // out[B,T,C], att[B,NH,T,T] (softmax probabilities, 0 above the diagonal) from qkv[B,T,3C]
 // att = softmax(mask(q k^T / sqrt(hs))), out = att @ v, per head
@@ -78,24 +113,16 @@ void zt_kern_attention_forward(float *out, float *att, const float *qkv, int B, 
             float *a = att + ((size_t)b * NH + h) * T * T;
             float *o = out + (size_t)b * T * C + (size_t)h * hs;
 
-            // preatt[i0:i1, 0:i1] = scale * q[i0:i1] @ k[0:i1]^T
-            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
-                int i1 = i0 + ATT_TB < T ? i0 + ATT_TB : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hs, scale,
-                            q + (size_t)i0 * C3, C3, k, C3, 0.0f, a + (size_t)i0 * T, T);
-            }
+            // preatt = scale * q @ k^T (lower triangle, by row blocks)
+            causal_xyt(a, scale, q, C3, k, C3, T, hs);
             // causal softmax over j <= i; everything above the diagonal becomes 0
             for (int i = 0; i < T; i++) {
                 float *row = a + (size_t)i * T;
                 softmax_row(row, i + 1);
                 memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
             }
-            // out[i0:i1] = att[i0:i1, 0:i1] @ v[0:i1]
-            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
-                int i1 = i0 + ATT_TB < T ? i0 + ATT_TB : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, i1, 1.0f,
-                            a + (size_t)i0 * T, T, v, C3, 0.0f, o + (size_t)i0 * C, C);
-            }
+            // out = att @ v
+            causal_py(o, C, a, v, C3, T, hs);
         }
     }
 }
@@ -125,19 +152,9 @@ void zt_kern_attention_backward(float *dqkv, float *scratch, const float *dout, 
             const float *a = att + ((size_t)b * NH + h) * T * T;
             const float *d = dout + (size_t)b * T * C + (size_t)h * hs;
 
-            // datt[i0:i1, 0:i1] = dout[i0:i1] @ v[0:i1]^T
-            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
-                int i1 = i0 + ATT_TB < T ? i0 + ATT_TB : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hs, 1.0f,
-                            d + (size_t)i0 * C, C, v, C3, 0.0f, dp + (size_t)i0 * T, T);
-            }
-            // dv[j0:j1] = att[j0:T, j0:j1]^T @ dout[j0:T]  (att is 0 above the diagonal)
-            for (int j0 = 0; j0 < T; j0 += ATT_TB) {
-                int j1 = j0 + ATT_TB < T ? j0 + ATT_TB : T;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.0f,
-                            a + (size_t)j0 * T + j0, T, d + (size_t)j0 * C, C, 0.0f,
-                            dv + (size_t)j0 * C3, C3);
-            }
+            // datt = dout @ v^T (lower triangle); dv = att^T @ dout
+            causal_xyt(dp, 1.0f, d, C, v, C3, T, hs);
+            causal_pty(dv, C3, a, d, C, T, hs);
             // softmax backward, in place in dp; zero the above-diagonal part of each row's block,
             // which the blocked dq / dk products below read
             for (int i = 0; i < T; i++) {
@@ -152,23 +169,12 @@ void zt_kern_attention_backward(float *dqkv, float *scratch, const float *dout, 
                 float dot = lanes_sum(acc);
                 for (; j < n; j++) dot += ar[j] * row[j];
                 for (j = 0; j < n; j++) row[j] = scale * (ar[j] * (row[j] - dot));
-                int bend = (i / ATT_TB + 1) * ATT_TB;
-                bend = bend < T ? bend : T;
+                int bend = blk_end(i - i % ATT_TB, T); /* end of row i's block */
                 if (bend > n) memset(row + n, 0, (size_t)(bend - n) * sizeof(float));
             }
-            // dq[i0:i1] = dpreatt[i0:i1, 0:i1] @ k[0:i1]
-            for (int i0 = 0; i0 < T; i0 += ATT_TB) {
-                int i1 = i0 + ATT_TB < T ? i0 + ATT_TB : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, i1, 1.0f,
-                            dp + (size_t)i0 * T, T, k, C3, 0.0f, dq + (size_t)i0 * C3, C3);
-            }
-            // dk[j0:j1] = dpreatt[j0:T, j0:j1]^T @ q[j0:T]
-            for (int j0 = 0; j0 < T; j0 += ATT_TB) {
-                int j1 = j0 + ATT_TB < T ? j0 + ATT_TB : T;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.0f,
-                            dp + (size_t)j0 * T + j0, T, q + (size_t)j0 * C3, C3, 0.0f,
-                            dk + (size_t)j0 * C3, C3);
-            }
+            // dq = dpreatt @ k; dk = dpreatt^T @ q
+            causal_py(dq, C3, dp, k, C3, T, hs);
+            causal_pty(dk, C3, dp, q, C3, T, hs);
         }
     }
 }
