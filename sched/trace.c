@@ -8,13 +8,12 @@
  * records are gathered to rank 0, which writes the one file.
  */
 #include <pthread.h>   /* pthread_mutex_t */
-#include <stdio.h>     /* fopen, fprintf */
+#include <stdio.h>     /* open_memstream, fprintf */
 #include <stdlib.h>    /* realloc */
-#include <string.h>    /* strerror */
-#include <errno.h>     /* errno */
-#include <unistd.h>    /* fsync, getpid, unlink */
+#include <string.h>    /* memcpy */
 #include <starpu.h>    /* starpu_worker_get_name */
 #include "zt_comm.h"   /* zt_comm_gatherv_bytes */
+#include "zt_file.h"   /* zt_afile_* */
 #include "zt_sched.h"  /* struct zt_trace_rec */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,10 +82,11 @@ static void *pack_local(size_t *len) {
 
 static enum zt_status write_all_ranks(const char *path, const char *const *names, int nnames,
                                       const char *all, size_t total, int nranks) {
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp-%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) return zt_error_set(ZT_ERR_IO, "trace %s: cannot create (%s)", path, strerror(errno));
+    /* the JSON is built in memory, then written by the crash-safe writer (io/zt_file.h) */
+    char *json = NULL;
+    size_t jlen = 0;
+    FILE *f = open_memstream(&json, &jlen);
+    if (!f) return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
     /* one time origin for every rank: ranks on one machine share CLOCK_MONOTONIC, which
      * starpu_timing_now reads, so their lanes line up */
     double t0 = -1;
@@ -130,15 +130,16 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
         p = (const char *)(rec + h.nrec);
     }
     fprintf(f, "\n]}\n");
-    /* flush + fsync before rename so a crash never leaves a truncated file under the name */
-    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return zt_error_set(ZT_ERR_IO, "trace %s: write failed (%s)", path, strerror(e));
+    if (fclose(f) != 0) {
+        free(json);
+        return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
     }
-    return ZT_OK;
+    struct zt_afile af;
+    enum zt_status rc = zt_afile_open(&af, "trace", path);
+    if (rc == ZT_OK)
+        rc = zt_afile_write(&af, json, jlen) != 0 ? zt_afile_fail(&af) : zt_afile_commit(&af);
+    free(json);
+    return rc;
 }
 
 enum zt_status zt_trace_write(const char *path, const char *const *names, int nnames) {
