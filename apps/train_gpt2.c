@@ -118,6 +118,18 @@ static long long peak_rss_kib(void) {
     return kib;
 }
 
+/* Print one line per rank, the ranks taking turns (collective: every rank calls it; mpirun may
+ * still mix the order of lines from different ranks). */
+static void print_in_turn(const char *line) {
+    for (int r = 0; r < zt_comm_size(); r++) {
+        if (r == zt_comm_rank()) {
+            fputs(line, stdout);
+            fflush(stdout);
+        }
+        zt_comm_barrier();
+    }
+}
+
 static int64_t mem_available(void) {
     FILE *f = fopen("/proc/meminfo", "r");
     long long kb = -1;
@@ -259,18 +271,13 @@ static int train_main(int argc, char **argv) {
                zt_runtime_sched_name(), zt_engine_nblk(e));
         fflush(stdout);
     }
-    /* every rank accounts for its own memory, in rank order */
-    for (int r = 0; r < world && !quiet; r++) {
-        if (r == rank) {
-            printf("memory (host, rank %d of %d): params %.3f MiB | grads %.3f MiB | optimizer "
-                   "%.3f MiB | activations %.3f MiB | total %.3f MiB\n", rank, world,
-                   mem.params / 1048576.0, mem.grads / 1048576.0, mem.optim / 1048576.0,
-                   mem.acts / 1048576.0,
-                   (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
-            fflush(stdout);
-        }
-        zt_comm_barrier();
-    }
+    /* every rank accounts for its own memory */
+    char line[256];
+    snprintf(line, sizeof line, "memory (host, rank %d of %d): params %.3f MiB | grads %.3f MiB | "
+             "optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB\n", rank, world,
+             mem.params / 1048576.0, mem.grads / 1048576.0, mem.optim / 1048576.0,
+             mem.acts / 1048576.0, (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
+    if (!quiet) print_in_turn(line);
 
     if (eval_only) {
         double loss;
@@ -305,16 +312,10 @@ static int train_main(int argc, char **argv) {
                           "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
                     info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
     }
-    /* every rank's peak resident memory, one rank after the other (mpirun may still mix the
-     * order of lines from different ranks) */
-    for (int r = 0; r < world && !quiet; r++) {
-        if (r == rank) {
-            printf("peak memory (rank %d of %d): %.1f MiB resident\n", rank, world,
-                   peak_rss_kib() / 1024.0);
-            fflush(stdout);
-        }
-        zt_comm_barrier();
-    }
+    /* every rank's peak resident memory */
+    snprintf(line, sizeof line, "peak memory (rank %d of %d): %.1f MiB resident\n", rank, world,
+             peak_rss_kib() / 1024.0);
+    if (!quiet) print_in_turn(line);
     if (logf && fflush(logf) != 0) {
         zt_error_set(ZT_ERR_IO, "log %s: write failed (%s)", logp, strerror(errno));
         goto out;

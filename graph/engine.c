@@ -474,6 +474,17 @@ static const int64_t *bucket_parts(zt_engine_t e, int b0, int b1) {
     return e->part;
 }
 
+/* all-gather every rank's part of refs (parameter or gradient blocks), bucket by bucket */
+static enum zt_status allgather_buckets(zt_engine_t e, const struct zt_task_opts *o,
+                                        const struct zt_bucket *bks, int n,
+                                        const struct zt_block_ref *refs) {
+    for (int k = 0; k < n; k++)
+        ZT_CHECK(zt_task_comm_allgather(o, &refs[bks[k].b0], bks[k].b1 - bks[k].b0,
+                                        bucket_parts(e, bks[k].b0, bks[k].b1), sizeof(float),
+                                        e->token));
+    return ZT_OK;
+}
+
 static enum zt_status reduce_bucket(zt_engine_t e, int k) {
     struct zt_bucket *bk = &e->rbuckets[k];
     bk->submitted = 1;
@@ -525,12 +536,7 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
         ZT_CHECK(zt_task_adamw(&o, &e->pblk[e->groups[g].first], &e->gblk[e->groups[g].first],
                                e->groups[g].n, e->m, e->v, g - e->g0, e->clip, &hp));
     if (e->size > 1 && e->stage >= 1) /* updated shards to every rank */
-        for (int k = 0; k < e->ngb; k++) {
-            struct zt_bucket *bk = &e->gbuckets[k];
-            ZT_CHECK(zt_task_comm_allgather(&o, &e->pblk[bk->b0], bk->b1 - bk->b0,
-                                            bucket_parts(e, bk->b0, bk->b1), sizeof(float),
-                                            e->token));
-        }
+        ZT_CHECK(allgather_buckets(e, &o, e->gbuckets, e->ngb, e->pblk));
     return ZT_OK;
 }
 
@@ -573,12 +579,7 @@ static enum zt_status save_tensors(zt_engine_t e, const char *path, int which) {
         /* each rank holds only its shard of the summed gradients: gather the shards (in the
          * reduction buckets' ranges) so that rank 0 holds all of them */
         struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
-        for (int k = 0; k < e->nrb; k++) {
-            struct zt_bucket *bk = &e->rbuckets[k];
-            ZT_CHECK(zt_task_comm_allgather(&o, &e->gblk[bk->b0], bk->b1 - bk->b0,
-                                            bucket_parts(e, bk->b0, bk->b1), sizeof(float),
-                                            e->token));
-        }
+        ZT_CHECK(allgather_buckets(e, &o, e->rbuckets, e->nrb, e->gblk));
         ZT_CHECK(zt_runtime_wait_all());
     }
     enum zt_status rc = e->rank == 0 ? write_tensors(e, path, which) : ZT_OK;
