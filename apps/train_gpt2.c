@@ -42,6 +42,8 @@ static const char *usage_text =
     "Progress: one line per step (steps_per_print sets how often): step/total, loss (mean over the\n"
     "step's batch, before the update), lr, ms/step, tokens/s, achieved GFLOP/s. A memory summary\n"
     "is printed before step 1, and each rank's peak resident memory (VmHWM) after the last step.\n"
+    "At ZeRO stage >= 2 the memory lines also show the slot windows (gathered parameters at\n"
+    "stage 3, micro-batch gradients waiting for their reduce-scatter).\n"
     "Data: step i, row k (0..B-1) reads tokens from (i-1)*B*T + k*T, wrapping at the end.\n"
     "\n"
     "Several ranks (ZeRO data parallelism over MPI):\n"
@@ -272,11 +274,17 @@ static int train_main(int argc, char **argv) {
         fflush(stdout);
     }
     /* every rank accounts for its own memory */
-    char line[256];
-    snprintf(line, sizeof line, "memory (host, rank %d of %d): params %.3f MiB | grads %.3f MiB | "
-             "optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB\n", rank, world,
-             mem.params / 1048576.0, mem.grads / 1048576.0, mem.optim / 1048576.0,
-             mem.acts / 1048576.0, (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
+    char line[384];
+    int at = snprintf(line, sizeof line, "memory (host, rank %d of %d): params %.3f MiB | grads "
+                      "%.3f MiB | optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB",
+                      rank, world, mem.params / 1048576.0, mem.grads / 1048576.0,
+                      mem.optim / 1048576.0, mem.acts / 1048576.0,
+                      (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
+    if (cfg.zero_stage >= 2) /* the slot windows inside params and grads */
+        snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f MiB, "
+                 "gradient slots %.3f MiB", mem.param_window / 1048576.0,
+                 mem.grad_window / 1048576.0);
+    strncat(line, "\n", sizeof line - strlen(line) - 1);
     if (!quiet) print_in_turn(line);
 
     if (eval_only) {
@@ -313,8 +321,13 @@ static int train_main(int argc, char **argv) {
                     info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
     }
     /* every rank's peak resident memory */
-    snprintf(line, sizeof line, "peak memory (rank %d of %d): %.1f MiB resident\n", rank, world,
-             peak_rss_kib() / 1024.0);
+    zt_engine_memory(e, &mem); /* the gradient window grows on demand during the steps */
+    at = snprintf(line, sizeof line, "peak memory (rank %d of %d): %.1f MiB resident", rank,
+                  world, peak_rss_kib() / 1024.0);
+    if (cfg.zero_stage >= 2)
+        snprintf(line + at, sizeof line - (size_t)at, " | gradient slots %.3f MiB",
+                 mem.grad_window / 1048576.0);
+    strncat(line, "\n", sizeof line - strlen(line) - 1);
     if (!quiet) print_in_turn(line);
     if (logf && fflush(logf) != 0) {
         zt_error_set(ZT_ERR_IO, "log %s: write failed (%s)", logp, strerror(errno));

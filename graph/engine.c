@@ -19,21 +19,46 @@ struct zt_param {
     char name[160];
     int ndim;
     int64_t shape[ZT_MAX_DIMS];
-    int64_t rows, cols, off; /* off: element offset in the flat buffers */
+    int64_t rows, cols, off; /* off: element offset in the (whole-model) flat layout */
     int nblk;
     enum zt_init init;
     float std;
+    struct zt_engine *e;
+    /* this rank's storage: home holds the values (whole at stages 0-2 and for persistent
+     * parameters at stage 3, else only its own blocks), ghome the gradient sums (whole at
+     * stages 0-1, else its own blocks); NULL when it owns none of the parameter's blocks */
+    zt_tensor_t home, ghome;
+    /* what the model reads and accumulates into now: home/ghome, or (stage 3 values, stage >= 2
+     * gradients) a slot of the pool of its shape, NULL when it has none */
     zt_tensor_t value, grad;
+    int own0, own1;        /* the blocks [own0, own1) of it that this rank owns */
+    int persistent;        /* stage 3: small enough to stay whole on every rank */
+    int cls;               /* shape class of its slots */
+    int pslot, gslot;      /* its gathered-value and gradient slots, -1 when none */
     int first_blk;         /* index of its first block in the engine's block list */
     int bucket;            /* gradient-reduction bucket */
-    int ready;             /* zt_engine_grad_ready called this step */
+    int ready;             /* zt_engine_grad_ready calls this step */
+    int done;              /* stage >= 2: declared since its bucket was last reduced */
 };
 
-/* a contiguous run of whole parameters (blocks [b0, b1)) reduced or gathered by one collective */
+/* a contiguous run of whole parameters (blocks [b0, b1), parameters [i0, i1)) reduced or gathered
+ * by one collective */
 struct zt_bucket {
-    int b0, b1;
-    int nparams, pending;  /* parameters in it; not yet ready this step */
+    int b0, b1, i0, i1;
+    int nparams, pending;  /* parameters in it; not yet ready this step (or micro-batch) */
     int submitted;         /* its collective is submitted this step */
+};
+
+/* Slots of one parameter shape: full-size tensors that parameters occupy in turn (stage 3
+ * gathered values; stage >= 2 a micro-batch's gradients). A slot changes tenant only after every
+ * task of the old tenant was submitted, so StarPU's implicit dependencies (write after read)
+ * make the new tenant's first task wait for the old tenant's last one. */
+struct zt_pool {
+    int64_t rows, cols;
+    int nblk, n, cap;
+    zt_tensor_t *t;
+    struct zt_param **who; /* tenant or NULL */
+    uint64_t *stamp;       /* when the tenant moved in (least recently gathered is evicted) */
 };
 
 struct zt_group {
@@ -72,6 +97,15 @@ struct zt_engine {
     int nrb, ngb;
     zt_tensor_t token;     /* orders every collective of this rank (zt_tasks.h) */
     int64_t *part;         /* [2 * size] scratch for collective parts */
+    int64_t home_n, ghome_n; /* elements of flat_p and flat_g on this rank */
+    /* slots (stage 3 values, stage >= 2 gradients), one pool per parameter shape */
+    struct zt_pool *ppool, *gpool;
+    int ncls;
+    uint64_t clock;
+    int cur_layer, cur_nlayer, cur_mb; /* of the model's latest zt_engine_opts: tags gathers */
+    /* stage 3: the persistent parameters' blocks, all-gathered after the optimizer */
+    struct zt_block_ref *prefs;
+    int *powner, npb;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -143,10 +177,23 @@ void zt_engine_free(zt_engine_t e) {
     if (!e) return;
     zt_runtime_wait_all();
     for (int i = 0; i < e->np; i++) {
-        zt_tensor_free(e->params[i]->value);
-        zt_tensor_free(e->params[i]->grad);
+        zt_tensor_free(e->params[i]->home);
+        zt_tensor_free(e->params[i]->ghome);
         free(e->params[i]);
     }
+    for (int c = 0; c < e->ncls; c++) {
+        struct zt_pool *pools[2] = {&e->ppool[c], &e->gpool[c]};
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < pools[k]->n; i++) zt_tensor_free(pools[k]->t[i]);
+            free(pools[k]->t);
+            free(pools[k]->who);
+            free(pools[k]->stamp);
+        }
+    }
+    free(e->ppool);
+    free(e->gpool);
+    free(e->prefs);
+    free(e->powner);
     for (int i = 0; i < e->nacts; i++) zt_tensor_free(e->acts[i]);
     zt_tensor_free(e->m);
     zt_tensor_free(e->v);
@@ -242,7 +289,8 @@ static enum zt_status make_buckets(zt_engine_t e, int64_t max_elems, struct zt_b
             bk[n].b1 = b1;
             n++;
         }
-        bk[n - 1].nparams++;
+        if (bk[n - 1].nparams++ == 0) bk[n - 1].i0 = i;
+        bk[n - 1].i1 = i + 1;
         if (assign) p->bucket = n - 1;
     }
     *out = bk;
@@ -250,79 +298,225 @@ static enum zt_status make_buckets(zt_engine_t e, int64_t max_elems, struct zt_b
     return ZT_OK;
 }
 
+static int64_t pad16(int64_t n) { return (n + ZT_ALIGN_ELEMS - 1) / ZT_ALIGN_ELEMS * ZT_ALIGN_ELEMS; }
+/* first row of block j of p (zt_tensor_init's even split) */
+static int64_t blk_row0(const struct zt_param *p, int j) { return p->rows * j / p->nblk; }
+static int64_t own_elems(const struct zt_param *p) {
+    return (blk_row0(p, p->own1) - blk_row0(p, p->own0)) * p->cols;
+}
+/* p's value storage is only its own blocks (stage 3, not persistent) */
+static int partial_home(const struct zt_engine *e, const struct zt_param *p) {
+    return e->stage >= 3 && !p->persistent;
+}
+static int partial_ghome(const struct zt_engine *e) { return e->stage >= 2; }
+
+/* a tensor over p's own blocks (or all of them) at ptr */
+static enum zt_status own_tensor(zt_tensor_t *t, const char *name, float *ptr,
+                                 const struct zt_param *p, int whole) {
+    *t = NULL;
+    int j0 = whole ? 0 : p->own0, j1 = whole ? p->nblk : p->own1;
+    if (j1 <= j0) return ZT_OK;
+    int64_t rows[64];
+    for (int j = j0; j < j1; j++) rows[j - j0] = blk_row0(p, j + 1) - blk_row0(p, j);
+    return zt_tensor_init(t, name, ptr, blk_row0(p, j1) - blk_row0(p, j0), p->cols,
+                          sizeof(float), j1 - j0, rows);
+}
+
+static enum zt_status pool_grow(struct zt_pool *pl, const char *name) {
+    if (pl->n == pl->cap) {
+        int cap = pl->cap ? 2 * pl->cap : 4;
+        zt_tensor_t *t = realloc(pl->t, (size_t)cap * sizeof *t);
+        if (t) pl->t = t;
+        struct zt_param **w = realloc(pl->who, (size_t)cap * sizeof *w);
+        if (w) pl->who = w;
+        uint64_t *st = realloc(pl->stamp, (size_t)cap * sizeof *st);
+        if (st) pl->stamp = st;
+        if (!t || !w || !st) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory for slots");
+        pl->cap = cap;
+    }
+    ZT_CHECK(zt_tensor_init(&pl->t[pl->n], name, NULL, pl->rows, pl->cols, sizeof(float),
+                            pl->nblk, NULL));
+    pl->who[pl->n] = NULL;
+    pl->stamp[pl->n] = 0;
+    pl->n++;
+    return ZT_OK;
+}
+
+static int64_t pool_bytes(const struct zt_pool *pools, int n) {
+    int64_t b = 0;
+    for (int c = 0; pools && c < n; c++) b += pools[c].n * pools[c].rows * pools[c].cols * 4;
+    return b;
+}
+
+/* shape classes and the slot pools: stage 3 gathers each non-persistent parameter into a slot of
+ * its shape, min(stage3_max_live_parameters, stage3_prefetch_bucket_size) elements in all, shared
+ * among the shapes in proportion to their elements, at least two slots per shape (a task may
+ * read two parameters of one shape); stage >= 2 gradient slots start at one per shape and grow
+ * when every slot waits for its bucket's reduction */
+static enum zt_status make_pools(zt_engine_t e) {
+    e->ppool = calloc((size_t)e->np, sizeof *e->ppool);
+    e->gpool = calloc((size_t)e->np, sizeof *e->gpool);
+    if (!e->ppool || !e->gpool) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    int64_t *count = calloc((size_t)e->np, sizeof *count);
+    if (!count) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    int64_t enp = 0;
+    for (int i = 0; i < e->np; i++) {
+        struct zt_param *p = e->params[i];
+        int c = 0;
+        while (c < e->ncls && !(e->gpool[c].rows == p->rows && e->gpool[c].cols == p->cols)) c++;
+        if (c == e->ncls) {
+            struct zt_pool z = {.rows = p->rows, .cols = p->cols, .nblk = p->nblk};
+            e->ppool[c] = e->gpool[c] = z;
+            e->ncls++;
+        }
+        p->cls = c;
+        if (!p->persistent) {
+            count[c]++;
+            enp += p->rows * p->cols;
+        }
+    }
+    int64_t w = e->cfg.stage3_max_live_parameters < e->cfg.stage3_prefetch_bucket_size
+                    ? e->cfg.stage3_max_live_parameters : e->cfg.stage3_prefetch_bucket_size;
+    enum zt_status rc = ZT_OK;
+    for (int c = 0; c < e->ncls && rc == ZT_OK; c++) {
+        if (e->stage >= 3 && count[c] > 0) {
+            int64_t k = (int64_t)((double)w * (double)count[c] / (double)enp);
+            int64_t lo = count[c] < 2 ? count[c] : 2;
+            k = k < lo ? lo : k > count[c] ? count[c] : k;
+            for (int64_t j = 0; j < k && rc == ZT_OK; j++) rc = pool_grow(&e->ppool[c], "slot");
+        }
+        if (e->stage >= 2 && rc == ZT_OK) rc = pool_grow(&e->gpool[c], "grad_slot");
+    }
+    free(count);
+    return rc;
+}
+
+/* stage 3: the persistent parameters' blocks in flat order with their owners */
+static enum zt_status make_persistent_list(zt_engine_t e) {
+    e->prefs = calloc((size_t)e->nb, sizeof *e->prefs);
+    e->powner = calloc((size_t)e->nb, sizeof *e->powner);
+    if (!e->prefs || !e->powner) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    for (int i = 0; i < e->np; i++) {
+        struct zt_param *p = e->params[i];
+        if (!p->persistent) continue;
+        for (int j = 0; j < p->nblk; j++) {
+            int b = p->first_blk + j, r = 0;
+            while (r + 1 < e->size && e->shard_blk[r + 1] <= b) r++;
+            e->prefs[e->npb] = (struct zt_block_ref){p->home, j, 0};
+            e->powner[e->npb++] = r;
+        }
+    }
+    return ZT_OK;
+}
+
 enum zt_status zt_engine_finalize(zt_engine_t e) {
     if (e->finalized) return ZT_OK;
     if (e->np == 0) return zt_error_set(ZT_ERR_INVALID, "engine: no parameters declared");
-    /* layout */
+    /* layout of the whole model: every parameter a slice aligned to 16 floats, in row blocks */
     int64_t off = 0;
     int nb = 0;
     for (int i = 0; i < e->np; i++) {
         struct zt_param *p = e->params[i];
+        p->e = e;
         p->off = off;
-        off += (p->rows * p->cols + ZT_ALIGN_ELEMS - 1) / ZT_ALIGN_ELEMS * ZT_ALIGN_ELEMS;
+        off += pad16(p->rows * p->cols);
         p->nblk = param_nblk(e, p);
+        p->first_blk = nb;
+        p->pslot = p->gslot = -1;
+        p->persistent = e->stage >= 3 &&
+                        p->rows * p->cols <= e->cfg.stage3_param_persistence_threshold;
         nb += p->nblk;
     }
     e->flat_n = off;
-    void *fp = NULL, *fg = NULL;
-    if (posix_memalign(&fp, 4096, (size_t)off * sizeof(float)) ||
-        posix_memalign(&fg, 4096, (size_t)off * sizeof(float))) {
-        free(fp);
-        return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %lld parameters (%.1f MiB "
-                                          "each for values and gradients)",
-                            (long long)off, off * 4.0 / 1048576);
-    }
-    e->flat_p = fp;
-    e->flat_g = fg;
-    memset(e->flat_p, 0, (size_t)off * sizeof(float));
-    memset(e->flat_g, 0, (size_t)off * sizeof(float));
-    /* initial values, in declaration order from the seeded generator */
-    for (int i = 0; i < e->np; i++) {
-        struct zt_param *p = e->params[i];
-        float *x = e->flat_p + p->off;
-        int64_t n = p->rows * p->cols;
-        if (p->init == ZT_INIT_ONE)
-            for (int64_t k = 0; k < n; k++) x[k] = 1.0f;
-        else if (p->init == ZT_INIT_NORMAL)
-            fill_normal(x, n, p->std, &e->rng);
-    }
-    /* tensors */
-    e->pblk = calloc((size_t)nb, sizeof *e->pblk);
-    e->gblk = calloc((size_t)nb, sizeof *e->gblk);
-    if (!e->pblk || !e->gblk) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    int k = 0;
-    for (int i = 0; i < e->np; i++) {
-        struct zt_param *p = e->params[i];
-        char gname[200];
-        snprintf(gname, sizeof gname, "grad:%s", p->name);
-        ZT_CHECK(zt_tensor_init(&p->value, p->name, e->flat_p + p->off, p->rows, p->cols,
-                                sizeof(float), p->nblk, NULL));
-        ZT_CHECK(zt_tensor_init(&p->grad, gname, e->flat_g + p->off, p->rows, p->cols,
-                                sizeof(float), p->nblk, NULL));
-        p->first_blk = k;
-        for (int j = 0; j < p->nblk; j++, k++) {
-            int64_t boff = p->off + zt_tensor_blk_row0(p->value, j) * p->cols;
-            e->pblk[k] = (struct zt_block_ref){p->value, j, boff};
-            e->gblk[k] = (struct zt_block_ref){p->grad, j, boff};
-        }
-    }
     e->nb = nb;
     e->babs = calloc((size_t)nb + 1, sizeof *e->babs);
     e->shard_blk = calloc((size_t)e->size + 1, sizeof *e->shard_blk);
     e->gfirst = calloc((size_t)e->size + 1, sizeof *e->gfirst);
     e->part = calloc(2 * (size_t)e->size, sizeof *e->part);
-    if (!e->babs || !e->shard_blk || !e->gfirst || !e->part)
+    e->pblk = calloc((size_t)nb, sizeof *e->pblk);
+    e->gblk = calloc((size_t)nb, sizeof *e->gblk);
+    if (!e->babs || !e->shard_blk || !e->gfirst || !e->part || !e->pblk || !e->gblk)
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    for (int b = 0; b < nb; b++) e->babs[b] = e->pblk[b].off;
+    for (int i = 0; i < e->np; i++) {
+        struct zt_param *p = e->params[i];
+        for (int j = 0; j < p->nblk; j++)
+            e->babs[p->first_blk + j] = p->off + blk_row0(p, j) * p->cols;
+    }
     e->babs[nb] = e->flat_n;
     /* ZeRO shards: rank r owns the blocks [shard_blk[r], shard_blk[r+1]), a contiguous range of
-     * the flat buffers starting at the first block at or after r/N of the elements (whole blocks,
+     * the flat layout starting at the first block at or after r/N of the elements (whole blocks,
      * so a shard is a set of tensors' row blocks; balanced up to one block) */
     for (int r = 0, b = 0; r <= e->size; r++) {
         int64_t target = e->flat_n * r / e->size;
         while (b < nb && e->babs[b] < target) b++;
         e->shard_blk[r] = r == e->size ? nb : b;
     }
+    /* this rank's storage: whole slices, or only its own blocks (stage 3 values, stage >= 2
+     * gradient sums), packed in flat order */
+    e->home_n = e->ghome_n = 0;
+    for (int i = 0; i < e->np; i++) {
+        struct zt_param *p = e->params[i];
+        int lo = e->shard_blk[e->rank] - p->first_blk, hi = e->shard_blk[e->rank + 1] - p->first_blk;
+        p->own0 = lo < 0 ? 0 : lo > p->nblk ? p->nblk : lo;
+        p->own1 = hi < 0 ? 0 : hi > p->nblk ? p->nblk : hi;
+        if (p->own1 < p->own0) p->own1 = p->own0;
+        e->home_n += pad16(partial_home(e, p) ? own_elems(p) : p->rows * p->cols);
+        e->ghome_n += pad16(partial_ghome(e) ? own_elems(p) : p->rows * p->cols);
+    }
+    if (e->stage < 3) e->home_n = e->flat_n;
+    if (e->stage < 2) e->ghome_n = e->flat_n;
+    void *fp = NULL, *fg = NULL;
+    int64_t np_ = e->home_n > 0 ? e->home_n : 1, ng_ = e->ghome_n > 0 ? e->ghome_n : 1;
+    if (posix_memalign(&fp, 4096, (size_t)np_ * sizeof(float)) ||
+        posix_memalign(&fg, 4096, (size_t)ng_ * sizeof(float))) {
+        free(fp);
+        return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %lld parameters and %lld "
+                                          "gradients (%.1f MiB)", (long long)e->home_n,
+                            (long long)e->ghome_n, (e->home_n + e->ghome_n) * 4.0 / 1048576);
+    }
+    e->flat_p = fp;
+    e->flat_g = fg;
+    memset(e->flat_p, 0, (size_t)np_ * sizeof(float));
+    memset(e->flat_g, 0, (size_t)ng_ * sizeof(float));
+    /* tensors and initial values (declaration order from the seeded generator, the whole
+     * stream on every rank, so that any world size and stage starts from the same weights) */
+    int64_t hcur = 0, gcur = 0, maxn = 0;
+    for (int i = 0; i < e->np; i++)
+        if (e->params[i]->rows * e->params[i]->cols > maxn)
+            maxn = e->params[i]->rows * e->params[i]->cols;
+    float *tmp = malloc((size_t)maxn * sizeof(float));
+    if (!tmp) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    enum zt_status rc = ZT_OK;
+    for (int i = 0; i < e->np && rc == ZT_OK; i++) {
+        struct zt_param *p = e->params[i];
+        int64_t n = p->rows * p->cols;
+        for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
+        if (p->init == ZT_INIT_NORMAL) fill_normal(tmp, n, p->std, &e->rng);
+        int ph = partial_home(e, p), pg = partial_ghome(e);
+        float *hp = e->stage < 3 ? e->flat_p + p->off : e->flat_p + hcur;
+        float *gp = e->stage < 2 ? e->flat_g + p->off : e->flat_g + gcur;
+        if (ph)
+            memcpy(hp, tmp + blk_row0(p, p->own0) * p->cols, (size_t)own_elems(p) * sizeof(float));
+        else
+            memcpy(hp, tmp, (size_t)n * sizeof(float));
+        hcur += pad16(ph ? own_elems(p) : n);
+        gcur += pad16(pg ? own_elems(p) : n);
+        char gname[200];
+        snprintf(gname, sizeof gname, "grad:%s", p->name);
+        rc = own_tensor(&p->home, p->name, hp, p, !ph);
+        if (rc == ZT_OK) rc = own_tensor(&p->ghome, gname, gp, p, !pg);
+        p->value = ph ? NULL : p->home;
+        p->grad = pg ? NULL : p->ghome;
+        for (int j = 0; j < p->nblk; j++) {
+            int k = p->first_blk + j, mine = j >= p->own0 && j < p->own1;
+            e->pblk[k] = (struct zt_block_ref){ph ? (mine ? p->home : NULL) : p->home,
+                                               ph ? j - p->own0 : j, e->babs[k]};
+            e->gblk[k] = (struct zt_block_ref){pg ? (mine ? p->ghome : NULL) : p->ghome,
+                                               pg ? j - p->own0 : j, e->babs[k]};
+        }
+    }
+    free(tmp);
+    ZT_CHECK(rc);
     /* optimizer groups: consecutive blocks of about group_elems elements that never cross a
      * shard boundary; each group's m/v block spans its flat range (padding included), so block
      * offsets are relative to it */
@@ -360,7 +554,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     /* stage 0: every rank updates every group; stage >= 1: only its own (optimizer state 1/N) */
     e->g0 = e->stage >= 1 ? e->gfirst[e->rank] : 0;
     e->g1 = e->stage >= 1 ? e->gfirst[e->rank + 1] : e->ng;
-    enum zt_status rc = ZT_OK;
+    rc = ZT_OK;
     if (e->g1 > e->g0) {
         int64_t mrows = 0;
         for (int gi = e->g0; gi < e->g1; gi++) mrows += grows[gi];
@@ -379,12 +573,12 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     /* buckets of whole parameters in flat order, cut when they reach the configured size */
     ZT_CHECK(make_buckets(e, e->cfg.reduce_bucket_size, &e->rbuckets, &e->nrb, 1));
     ZT_CHECK(make_buckets(e, e->cfg.allgather_bucket_size, &e->gbuckets, &e->ngb, 0));
+    ZT_CHECK(make_pools(e));
+    if (e->stage >= 3) ZT_CHECK(make_persistent_list(e));
     e->finalized = 1;
     return ZT_OK;
 }
 
-zt_tensor_t zt_param_value(zt_param_t p) { return p->value; }
-zt_tensor_t zt_param_grad(zt_param_t p) { return p->grad; }
 const char *zt_param_name(zt_param_t p) { return p->name; }
 int zt_param_ndim(zt_param_t p) { return p->ndim; }
 const int64_t *zt_param_shape(zt_param_t p) { return p->shape; }
@@ -440,6 +634,9 @@ struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int laye
                                    int mb) {
     struct zt_task_opts o = {.layer = layer, .mb = mb, .step = e->step,
                              .priority = zt_prio(c, layer, n_layer)};
+    e->cur_layer = layer;
+    e->cur_nlayer = n_layer;
+    e->cur_mb = mb;
     return o;
 }
 
@@ -451,8 +648,9 @@ enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step) {
     e->lr = zt_config_lr(&e->cfg, step);
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
     for (int i = 0; i < e->np; i++) {
-        ZT_CHECK(zt_task_zero(&o, e->params[i]->grad));
-        e->params[i]->ready = 0;
+        struct zt_param *p = e->params[i];
+        if (p->ghome) ZT_CHECK(zt_task_zero(&o, p->ghome));
+        p->ready = p->done = 0;
     }
     for (int k = 0; k < e->nrb; k++) {
         e->rbuckets[k].pending = e->rbuckets[k].nparams;
@@ -461,15 +659,14 @@ enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step) {
     return ZT_OK;
 }
 
-/* parts of the flat range [babs[b0], babs[b1]) that each rank owns, relative to its start */
+/* parts of the blocks [b0, b1) that each rank owns, as block ranges relative to b0 */
 static const int64_t *bucket_parts(zt_engine_t e, int b0, int b1) {
-    int64_t lo = e->babs[b0], hi = e->babs[b1];
     for (int r = 0; r < e->size; r++) {
-        int64_t s0 = e->babs[e->shard_blk[r]], s1 = e->babs[e->shard_blk[r + 1]];
-        s0 = s0 < lo ? lo : s0 > hi ? hi : s0;
-        s1 = s1 < lo ? lo : s1 > hi ? hi : s1;
-        e->part[2 * r] = s0 - lo;
-        e->part[2 * r + 1] = s1 - lo;
+        int s0 = e->shard_blk[r], s1 = e->shard_blk[r + 1];
+        s0 = s0 < b0 ? b0 : s0 > b1 ? b1 : s0;
+        s1 = s1 < b0 ? b0 : s1 > b1 ? b1 : s1;
+        e->part[2 * r] = s0 - b0;
+        e->part[2 * r + 1] = s1 - b0;
     }
     return e->part;
 }
@@ -480,36 +677,175 @@ static enum zt_status allgather_buckets(zt_engine_t e, const struct zt_task_opts
                                         const struct zt_block_ref *refs) {
     for (int k = 0; k < n; k++)
         ZT_CHECK(zt_task_comm_allgather(o, &refs[bks[k].b0], bks[k].b1 - bks[k].b0,
-                                        bucket_parts(e, bks[k].b0, bks[k].b1), sizeof(float),
-                                        e->token));
+                                        bucket_parts(e, bks[k].b0, bks[k].b1), NULL, 0,
+                                        sizeof(float), e->token));
     return ZT_OK;
+}
+
+/* ---- slots ---- */
+
+/* stage >= 2: give p a gradient slot for the micro-batches until its bucket's next reduction:
+ * a free slot of its shape (or a new one), zeroed by a task */
+static zt_tensor_t grad_slot(struct zt_param *p) {
+    struct zt_engine *e = p->e;
+    struct zt_pool *pl = &e->gpool[p->cls];
+    int i = 0;
+    while (i < pl->n && pl->who[i]) i++;
+    if (i == pl->n && pool_grow(pl, "grad_slot") != ZT_OK) return NULL;
+    pl->who[i] = p;
+    p->gslot = i;
+    p->grad = pl->t[i];
+    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, e->cur_layer, e->cur_nlayer,
+                                           e->cur_mb);
+    if (zt_task_zero(&o, p->grad) != ZT_OK) return NULL;
+    return p->grad;
+}
+
+/* stage 3: gather p's blocks from their owners into the least recently gathered slot of its
+ * shape (its old tenant must be gathered again when next read) */
+static zt_tensor_t gather(struct zt_param *p) {
+    struct zt_engine *e = p->e;
+    struct zt_pool *pl = &e->ppool[p->cls];
+    int i = 0;
+    for (int j = 1; j < pl->n && pl->who[i]; j++)
+        if (!pl->who[j] || pl->stamp[j] < pl->stamp[i]) i = j;
+    if (pl->who[i]) {
+        pl->who[i]->pslot = -1;
+        pl->who[i]->value = NULL;
+    }
+    pl->who[i] = p;
+    pl->stamp[i] = ++e->clock;
+    p->pslot = i;
+    p->value = pl->t[i];
+    struct zt_block_ref refs[64], src[64];
+    for (int j = 0; j < p->nblk; j++) {
+        refs[j] = (struct zt_block_ref){p->value, j, 0};
+        if (j >= p->own0 && j < p->own1) src[j - p->own0] = (struct zt_block_ref){p->home, j - p->own0, 0};
+    }
+    const int64_t *part = bucket_parts(e, p->first_blk, p->first_blk + p->nblk);
+    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_BACKWARD, e->cur_layer, e->cur_nlayer,
+                                           e->cur_mb);
+    if (zt_task_comm_allgather(&o, refs, p->nblk, part, src, p->own1 - p->own0, sizeof(float),
+                               e->token) != ZT_OK)
+        return NULL;
+    return p->value;
+}
+
+/* stage 3: every gathered value is stale once the optimizer updates the shards */
+static void drop_gathered(zt_engine_t e) {
+    for (int c = 0; c < e->ncls; c++)
+        for (int i = 0; i < e->ppool[c].n; i++)
+            if (e->ppool[c].who[i]) {
+                e->ppool[c].who[i]->pslot = -1;
+                e->ppool[c].who[i]->value = NULL;
+                e->ppool[c].who[i] = NULL;
+            }
+}
+
+zt_tensor_t zt_param_value(zt_param_t p) {
+    if (p->value || !p->e || !p->e->finalized || p->e->stage < 3) return p->value;
+    return gather(p);
+}
+
+zt_tensor_t zt_param_grad(zt_param_t p) {
+    if (p->grad || !p->e || !p->e->finalized || p->e->stage < 2) return p->grad;
+    return grad_slot(p);
 }
 
 static enum zt_status reduce_bucket(zt_engine_t e, int k) {
     struct zt_bucket *bk = &e->rbuckets[k];
     bk->submitted = 1;
-    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_BACKWARD, -1, 0, -1);
-    const int64_t *part = bucket_parts(e, bk->b0, bk->b1);
-    /* stage 2 keeps only this rank's part of the summed gradients; 0 and 1 need all of it */
-    if (e->stage >= 2 && e->cfg.reduce_scatter)
-        return zt_task_comm_reduce_scatter(&o, &e->gblk[bk->b0], bk->b1 - bk->b0, part,
-                                           e->token);
-    return zt_task_comm_allreduce(&o, &e->gblk[bk->b0], bk->b1 - bk->b0, part, e->token);
+    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_BACKWARD, e->cur_layer, e->cur_nlayer,
+                                           e->cur_mb);
+    const int n = bk->b1 - bk->b0;
+    if (e->stage < 2) {
+        const int64_t *part = bucket_parts(e, bk->b0, bk->b1);
+        return zt_task_comm_allreduce(&o, &e->gblk[bk->b0], n, part, NULL, 0, e->token);
+    }
+    /* stage >= 2: the bucket's gradient slots (a parameter without one contributes zeros), summed
+     * over the ranks into this rank's part of the gradient sums; then the slots are free */
+    struct zt_block_ref *refs = calloc((size_t)n, sizeof *refs);
+    if (!refs) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    enum zt_status rc = ZT_OK;
+    for (int i = bk->i0; i < bk->i1 && rc == ZT_OK; i++) {
+        struct zt_param *p = e->params[i];
+        if (!zt_param_grad(p)) rc = zt_error_last_code();
+        for (int j = 0; j < p->nblk && rc == ZT_OK; j++)
+            refs[p->first_blk - bk->b0 + j] = (struct zt_block_ref){p->grad, j, 0};
+    }
+    if (rc == ZT_OK) {
+        const int64_t *part = bucket_parts(e, bk->b0, bk->b1);
+        const struct zt_block_ref *acc = &e->gblk[bk->b0 + part[2 * e->rank]];
+        int nacc = (int)(part[2 * e->rank + 1] - part[2 * e->rank]);
+        rc = e->cfg.reduce_scatter
+                 ? zt_task_comm_reduce_scatter(&o, refs, n, part, acc, nacc, e->token)
+                 : zt_task_comm_allreduce(&o, refs, n, part, acc, nacc, e->token);
+    }
+    free(refs);
+    for (int i = bk->i0; i < bk->i1; i++) {
+        struct zt_param *p = e->params[i];
+        if (p->gslot >= 0) e->gpool[p->cls].who[p->gslot] = NULL;
+        p->gslot = -1;
+        p->grad = NULL;
+        p->done = 0;
+    }
+    bk->pending = bk->nparams;
+    return rc;
 }
 
 enum zt_status zt_engine_grad_ready(zt_engine_t e, zt_param_t p) {
-    if (p->ready) return ZT_OK;
-    p->ready = 1;
     struct zt_bucket *bk = &e->rbuckets[p->bucket];
+    if (e->stage >= 2) { /* every micro-batch: reduce the bucket once all of it is declared */
+        if (p->done) return ZT_OK;
+        p->done = 1;
+        if (--bk->pending == 0 && e->cfg.overlap_comm) return reduce_bucket(e, p->bucket);
+        return ZT_OK;
+    }
+    /* stages 0-1: the sums are final after the last micro-batch */
+    if (++p->ready != e->cfg.grad_accum) return ZT_OK;
     if (--bk->pending == 0 && e->size > 1 && e->cfg.overlap_comm) return reduce_bucket(e, p->bucket);
+    return ZT_OK;
+}
+
+/* stage 3: all-gather the persistent parameters' blocks after the optimizer, in buckets of at
+ * most allgather_bucket_size elements (whole blocks) */
+static enum zt_status allgather_persistent(zt_engine_t e, const struct zt_task_opts *o) {
+    for (int b0 = 0; b0 < e->npb;) {
+        int b1 = b0;
+        int64_t el = 0;
+        do {
+            el += zt_tensor_blk_rows(e->prefs[b1].t, e->prefs[b1].blk) *
+                  zt_tensor_cols(e->prefs[b1].t);
+            b1++;
+        } while (b1 < e->npb &&
+                 el + zt_tensor_blk_rows(e->prefs[b1].t, e->prefs[b1].blk) *
+                          zt_tensor_cols(e->prefs[b1].t) <= e->cfg.allgather_bucket_size);
+        for (int r = 0, b = b0; r < e->size; r++) {
+            e->part[2 * r] = b - b0;
+            while (b < b1 && e->powner[b] == r) b++;
+            e->part[2 * r + 1] = b - b0;
+        }
+        ZT_CHECK(zt_task_comm_allgather(o, &e->prefs[b0], b1 - b0, e->part, NULL, 0,
+                                        sizeof(float), e->token));
+        b0 = b1;
+    }
     return ZT_OK;
 }
 
 enum zt_status zt_engine_step_end(zt_engine_t e) {
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_OPTIMIZER, -1, 0, -1);
-    if (e->size > 1) /* buckets not reduced during the backward, in bucket order */
+    if (e->stage >= 2) { /* buckets with gradients not reduced yet, in bucket order */
+        for (int k = 0; k < e->nrb; k++) {
+            int left = 0;
+            for (int i = e->rbuckets[k].i0; i < e->rbuckets[k].i1; i++)
+                left |= e->params[i]->grad != NULL;
+            if (left) ZT_CHECK(reduce_bucket(e, k));
+        }
+    } else if (e->size > 1) { /* buckets not reduced during the backward, in bucket order */
         for (int k = 0; k < e->nrb; k++)
             if (!e->rbuckets[k].submitted) ZT_CHECK(reduce_bucket(e, k));
+    }
+    o = zt_engine_opts(e, ZT_PRIO_OPTIMIZER, -1, 0, -1);
     for (int g = e->g0; g < e->g1; g++)
         ZT_CHECK(zt_task_grad_sumsq(&o, e->partial, g, &e->gblk[e->groups[g].first],
                                     e->groups[g].n));
@@ -522,8 +858,8 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
             e->part[2 * r] = e->gfirst[r];
             e->part[2 * r + 1] = e->gfirst[r + 1];
         }
-        enum zt_status rc = zt_task_comm_allgather(&o, refs, e->ng, e->part, sizeof(double),
-                                                   e->token);
+        enum zt_status rc = zt_task_comm_allgather(&o, refs, e->ng, e->part, NULL, 0,
+                                                   sizeof(double), e->token);
         free(refs);
         ZT_CHECK(rc);
     }
@@ -535,8 +871,12 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
     for (int g = e->g0; g < e->g1; g++)
         ZT_CHECK(zt_task_adamw(&o, &e->pblk[e->groups[g].first], &e->gblk[e->groups[g].first],
                                e->groups[g].n, e->m, e->v, g - e->g0, e->clip, &hp));
-    if (e->size > 1 && e->stage >= 1) /* updated shards to every rank */
+    if (e->stage >= 3) { /* gathered values are stale; persistent ones to every rank */
+        drop_gathered(e);
+        if (e->size > 1) ZT_CHECK(allgather_persistent(e, &o));
+    } else if (e->size > 1 && e->stage >= 1) { /* updated shards to every rank */
         ZT_CHECK(allgather_buckets(e, &o, e->gbuckets, e->ngb, e->pblk));
+    }
     return ZT_OK;
 }
 
@@ -558,31 +898,94 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
     struct zt_safetensors st;
     ZT_CHECK(zt_st_open(&st, path));
     enum zt_status rc = ZT_OK;
+    float *tmp = NULL;
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
-        rc = zt_tensor_acquire(p->value, 1);
+        if (partial_home(e, p)) { /* read it whole, keep this rank's blocks */
+            float *t = realloc(tmp, (size_t)(p->rows * p->cols) * sizeof(float));
+            if (!t) {
+                rc = zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory", path);
+                break;
+            }
+            tmp = t;
+            rc = zt_st_read_f32(&st, p->name, p->ndim, p->shape, tmp);
+            if (rc != ZT_OK || !p->home) continue;
+            rc = zt_tensor_acquire(p->home, 1);
+            if (rc != ZT_OK) break;
+            memcpy(zt_tensor_data(p->home), tmp + blk_row0(p, p->own0) * p->cols,
+                   (size_t)own_elems(p) * sizeof(float));
+            zt_tensor_release(p->home);
+            continue;
+        }
+        rc = zt_tensor_acquire(p->home, 1);
         if (rc != ZT_OK) break;
-        rc = zt_st_read_f32(&st, p->name, p->ndim, p->shape, zt_tensor_data(p->value));
-        zt_tensor_release(p->value);
+        rc = zt_st_read_f32(&st, p->name, p->ndim, p->shape, zt_tensor_data(p->home));
+        zt_tensor_release(p->home);
     }
+    free(tmp);
     zt_st_close(&st);
     return rc;
 }
 
-/* which: 0 = values, 1 = gradients */
-static enum zt_status write_tensors(zt_engine_t e, const char *path, int which);
-
-/* Rank 0 writes (every rank holds every parameter after the step's all-gather); the outcome is
- * shared so that all ranks succeed or fail together. */
-static enum zt_status save_tensors(zt_engine_t e, const char *path, int which) {
-    if (which && e->size > 1 && e->stage >= 2) {
-        /* each rank holds only its shard of the summed gradients: gather the shards (in the
-         * reduction buckets' ranges) so that rank 0 holds all of them */
-        struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
-        ZT_CHECK(allgather_buckets(e, &o, e->rbuckets, e->nrb, e->gblk));
-        ZT_CHECK(zt_runtime_wait_all());
+/* A whole copy of the values (which = 0) or gradient sums (1) on every rank when this rank holds
+ * only its blocks of them (stage 3 values, stage >= 2 gradients): each rank copies its blocks
+ * into a temporary tensor in the flat layout, then the blocks are all-gathered bucket by bucket.
+ * *out is NULL when the rank's own tensors are whole already. */
+static enum zt_status consolidate(zt_engine_t e, int which, zt_tensor_t *out) {
+    *out = NULL;
+    if (which ? e->stage < 2 : e->stage < 3) return ZT_OK;
+    int64_t *rows = calloc((size_t)e->nb, sizeof *rows);
+    if (!rows) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    for (int b = 0; b < e->nb; b++) rows[b] = e->babs[b + 1] - e->babs[b];
+    enum zt_status rc = zt_tensor_init(out, which ? "gathered_grads" : "gathered_params", NULL,
+                                       e->flat_n, 1, sizeof(float), e->nb, rows);
+    free(rows);
+    ZT_CHECK(rc);
+    rc = zt_tensor_acquire(*out, 1);
+    float *dst = zt_tensor_data(*out);
+    for (int i = 0; i < e->np && rc == ZT_OK; i++) {
+        struct zt_param *p = e->params[i];
+        zt_tensor_t src = which ? p->ghome : p->home;
+        if (!src) continue;
+        int whole = which ? !partial_ghome(e) : !partial_home(e, p);
+        rc = zt_tensor_acquire(src, 0);
+        if (rc != ZT_OK) break;
+        int64_t at = p->off + (whole ? 0 : blk_row0(p, p->own0) * p->cols);
+        memcpy(dst + at, zt_tensor_data(src),
+               (size_t)(whole ? p->rows * p->cols : own_elems(p)) * sizeof(float));
+        zt_tensor_release(src);
     }
-    enum zt_status rc = e->rank == 0 ? write_tensors(e, path, which) : ZT_OK;
+    if (rc == ZT_OK) zt_tensor_release(*out);
+    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
+    for (int k = 0; k < e->nrb && rc == ZT_OK && e->size > 1; k++) {
+        struct zt_bucket *bk = &e->rbuckets[k];
+        struct zt_block_ref refs[256];
+        for (int b0 = bk->b0; b0 < bk->b1 && rc == ZT_OK; b0 += 256) {
+            int b1 = bk->b1 - b0 > 256 ? b0 + 256 : bk->b1;
+            for (int b = b0; b < b1; b++) refs[b - b0] = (struct zt_block_ref){*out, b, 0};
+            rc = zt_task_comm_allgather(&o, refs, b1 - b0, bucket_parts(e, b0, b1), NULL, 0,
+                                        sizeof(float), e->token);
+        }
+    }
+    if (rc == ZT_OK) rc = zt_runtime_wait_all();
+    if (rc != ZT_OK) {
+        zt_tensor_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static enum zt_status write_tensors(zt_engine_t e, const char *path, int which,
+                                    zt_tensor_t whole);
+
+/* Rank 0 writes (after gathering what the ranks hold in parts); the outcome is shared so that
+ * all ranks succeed or fail together. */
+static enum zt_status save_tensors(zt_engine_t e, const char *path, int which) {
+    zt_tensor_t whole = NULL;
+    ZT_CHECK(zt_runtime_wait_all());
+    enum zt_status rc = consolidate(e, which, &whole);
+    if (rc == ZT_OK && e->rank == 0) rc = write_tensors(e, path, which, whole);
+    zt_tensor_free(whole);
     if (e->size > 1) {
         double bad = rc != ZT_OK;
         ZT_CHECK(zt_comm_sum_double(&bad));
@@ -592,24 +995,34 @@ static enum zt_status save_tensors(zt_engine_t e, const char *path, int which) {
     return rc;
 }
 
-static enum zt_status write_tensors(zt_engine_t e, const char *path, int which) {
+static enum zt_status write_tensors(zt_engine_t e, const char *path, int which,
+                                    zt_tensor_t whole) {
     struct zt_st_entry *ent = calloc((size_t)e->np, sizeof *ent);
     if (!ent) return zt_error_set(ZT_ERR_NOMEM, "export %s: out of memory", path);
     enum zt_status rc = ZT_OK;
     int acq = 0;
-    for (; acq < e->np; acq++) {
+    if (whole) rc = zt_tensor_acquire(whole, 0);
+    for (; acq < e->np && rc == ZT_OK; acq++) {
         struct zt_param *p = e->params[acq];
-        zt_tensor_t t = which ? p->grad : p->value;
-        rc = zt_tensor_acquire(t, 0);
-        if (rc != ZT_OK) break;
         ent[acq].name = p->name;
         ent[acq].ndim = p->ndim;
         memcpy(ent[acq].shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+        if (whole) {
+            ent[acq].data = (const float *)zt_tensor_data(whole) + p->off;
+            continue;
+        }
+        zt_tensor_t t = which ? p->ghome : p->home;
+        rc = zt_tensor_acquire(t, 0);
+        if (rc != ZT_OK) break;
         ent[acq].data = zt_tensor_data(t);
     }
     if (rc == ZT_OK) rc = zt_st_write_f32(path, ent, e->np, NULL);
-    for (int i = 0; i < acq; i++)
-        zt_tensor_release(which ? e->params[i]->grad : e->params[i]->value);
+    if (whole) {
+        zt_tensor_release(whole);
+    } else {
+        for (int i = 0; i < acq; i++)
+            zt_tensor_release(which ? e->params[i]->ghome : e->params[i]->home);
+    }
     free(ent);
     return rc;
 }
@@ -623,8 +1036,10 @@ enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path)
 }
 
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
-    m->params = e->flat_n * (int64_t)sizeof(float);
-    m->grads = e->flat_n * (int64_t)sizeof(float);
+    m->param_window = pool_bytes(e->ppool, e->ncls);
+    m->grad_window = pool_bytes(e->gpool, e->ncls);
+    m->params = e->home_n * (int64_t)sizeof(float) + m->param_window;
+    m->grads = e->ghome_n * (int64_t)sizeof(float) + m->grad_window;
     m->optim = e->m ? 2 * zt_tensor_numel(e->m) * (int64_t)sizeof(float) : 0;
     m->acts = e->act_bytes;
 }

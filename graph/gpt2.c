@@ -239,11 +239,9 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     ZT_CHECK(zt_task_zero(&ob, m->dres));
     ZT_CHECK(layernorm_backward(m, L, mb, m->dC, res, m->lnfw, m->lnfb, m->lnf_mean,
                                 m->lnf_rstd));
-    const int last = mb == m->accum - 1; /* gradients become final in the last micro-batch */
-    if (last) {
-        ZT_CHECK(zt_engine_grad_ready(e, m->lnfw));
-        ZT_CHECK(zt_engine_grad_ready(e, m->lnfb));
-    }
+    /* this micro-batch writes no more gradient of ln_f: its bucket may be reduced */
+    ZT_CHECK(zt_engine_grad_ready(e, m->lnfw));
+    ZT_CHECK(zt_engine_grad_ready(e, m->lnfb));
     for (int l = L - 1; l >= 0; l--) {
         struct zt_layer_acts *a = &m->la[l];
         zt_param_t *p = m->lp[l];
@@ -262,14 +260,12 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
         ZT_CHECK(layernorm_backward(m, l, mb, m->dC, res_in, p[P_LN1W], p[P_LN1B], a->ln1_mean,
                                     a->ln1_rstd));
         /* layer l is done: its bucket can be reduced while layers l-1..0 run backward */
-        for (int k = 0; last && k < P_NLAYER; k++) ZT_CHECK(zt_engine_grad_ready(e, p[k]));
+        for (int k = 0; k < P_NLAYER; k++) ZT_CHECK(zt_engine_grad_ready(e, p[k]));
     }
     ow = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, 0, L, mb);
     ZT_CHECK(zt_task_encoder_backward(&ow, G_(m->wte), G_(m->wpe), m->dres, m->inputs));
-    if (last) {
-        ZT_CHECK(zt_engine_grad_ready(e, m->wte));
-        ZT_CHECK(zt_engine_grad_ready(e, m->wpe));
-    }
+    ZT_CHECK(zt_engine_grad_ready(e, m->wte));
+    ZT_CHECK(zt_engine_grad_ready(e, m->wpe));
     return ZT_OK;
 }
 

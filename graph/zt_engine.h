@@ -7,11 +7,17 @@
  * tasks (tasks/zt_tasks.h) on engine-owned tensors, zt_engine_step_end (gradient norm, clipping,
  * AdamW tasks), zt_engine_step_wait. Everything is submitted before anything is waited for.
  *
- * Data parallelism (ZeRO, DeepSpeed's stages 0-2): with N MPI ranks each rank runs the same
- * graph on its rows of the batch; the flat buffers are cut into N shards of whole row blocks
+ * Data parallelism (ZeRO, DeepSpeed's stages 0-3): with N MPI ranks each rank runs the same
+ * graph on its rows of the batch; the flat layout is cut into N shards of whole row blocks
  * (rank r owns a contiguous range); gradient buckets (reduce_bucket_size) are reduced by
- * collective tasks; at stages 1-2 a rank keeps AdamW state and updates only its shard, then the
- * shards are all-gathered (allgather_bucket_size).
+ * collective tasks; at stages 1-3 a rank keeps AdamW state and updates only its shard. Stages
+ * 1-2 then all-gather the shards (allgather_bucket_size). At stage 2 a micro-batch's gradients
+ * go to slots (full-size tensors shared by the parameters of one shape) and each bucket is
+ * reduce-scattered into the rank's gradient shard as soon as it is declared (grad_ready), so a
+ * rank holds 1/N of the gradient sums plus the slots in flight. At stage 3 a rank also holds
+ * only its shard of the parameters (plus the small "persistent" ones whole): zt_param_value
+ * gathers a parameter into a slot when the model reads it, and slots are reused least recently
+ * gathered first, so gathers run ahead of the compute as far as free slots allow.
  *
  * Memory (llm.c): parameters, gradients, exp_avg and exp_avg_sq are each ONE flat buffer; a
  * parameter is a slice aligned to 16 floats. Parameters of two or more dimensions with enough
@@ -49,7 +55,13 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
 /* Lay out and allocate every flat buffer, register the tensors, initialise parameters. */
 enum zt_status zt_engine_finalize(zt_engine_t e);
 
-zt_tensor_t zt_param_value(zt_param_t p); /* valid after finalize */
+/* The tensor the model's tasks read (value) and accumulate gradients into (grad), valid after
+ * finalize. Call them when submitting each task, never keep the result: at ZeRO stage 3 the
+ * value is a slot that zt_param_value fills by submitting an all-gather (tagged with the layer
+ * and micro-batch of the latest zt_engine_opts) when the parameter is not gathered; at stage >= 2
+ * zt_param_grad gives a zeroed slot when the parameter has none since its last reduction. A task
+ * may read at most two non-persistent parameters of one shape. NULL (error set) on failure. */
+zt_tensor_t zt_param_value(zt_param_t p);
 zt_tensor_t zt_param_grad(zt_param_t p);
 const char *zt_param_name(zt_param_t p);
 int zt_param_ndim(zt_param_t p);
@@ -75,15 +87,17 @@ struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int laye
 
 /* Step lifecycle. step is 1-based; the lr is the config schedule's value for it. */
 enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step);
-/* Declare that p's gradient is final for this step: no task submitted later writes it (call it
- * after submitting the last micro-batch's backward tasks for p). With several ranks and
- * zero_optimization.overlap_comm, the reduction of p's bucket is submitted as soon as every
- * parameter of the bucket is final, so it overlaps the rest of the backward. Optional: step_end
- * reduces whatever was not declared. */
+/* Declare that no task submitted later in this micro-batch writes p's gradient (call it after
+ * submitting each micro-batch's backward tasks for p). With zero_optimization.overlap_comm, the
+ * reduction of p's bucket is submitted as soon as every parameter of the bucket is declared: at
+ * stages 0-1 in the last micro-batch (the all-reduce of the sums, with several ranks), at stage
+ * >= 2 in every micro-batch (a reduce-scatter into the gradient shards), so it overlaps the rest
+ * of the backward. Optional: step_end reduces whatever was not declared. */
 enum zt_status zt_engine_grad_ready(zt_engine_t e, zt_param_t p);
-/* Reduce the gradients left (all-reduce at ZeRO stages 0-1, reduce-scatter at stage 2), then the
- * gradient norm, clipping and AdamW on the groups this rank updates (all at stage 0, its shard
- * at stages 1-2), then all-gather the updated shards (stages 1-2). */
+/* Reduce the gradients left (all-reduce at ZeRO stages 0-1, reduce-scatter at stages 2-3), then
+ * the gradient norm, clipping and AdamW on the groups this rank updates (all at stage 0, its
+ * shard at stages 1-3), then all-gather the updated shards (stages 1-2; at stage 3 only the
+ * persistent parameters: the others are gathered when next read). */
 enum zt_status zt_engine_step_end(zt_engine_t e);
 struct zt_step_info {
     int64_t step;
@@ -98,18 +112,22 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path);
 enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path);
 /* The current gradients under the parameter names (after zt_engine_step_wait they are the
  * unclipped gradients of the step just done, summed over the ranks: clipping scales inside the
- * AdamW task). At ZeRO stage 2 the ranks' shards are all-gathered first. Collective: every rank
- * calls it; rank 0 writes. */
+ * AdamW task). At ZeRO stage >= 2 (gradients) and 3 (values) the ranks' shards are all-gathered
+ * into a temporary whole copy first. Collective: every rank calls it; rank 0 writes. */
 enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path);
 
 /* Rank and world size of the data-parallel job (MPI). */
 int zt_engine_rank(zt_engine_t e);
 int zt_engine_world_size(zt_engine_t e);
 
-/* Bytes per category on this rank (host memory): optimizer state is 1/N of the total at ZeRO
- * stage >= 1 (whole row blocks per rank); parameters and gradients are whole on every rank. */
+/* Bytes per category on this rank (host memory), windows included: optimizer state is 1/N of
+ * the total at ZeRO stage >= 1 (whole row blocks per rank), gradient sums 1/N at stage >= 2 plus
+ * the gradient window (the slots holding micro-batch gradients until their bucket is reduced; it
+ * grows on demand, so it is larger after step 1 than before it), parameters 1/N at stage 3 plus
+ * the persistent parameters and the gathered-parameter window. */
 struct zt_engine_mem {
     int64_t params, grads, optim, acts;
+    int64_t param_window, grad_window; /* parts of params and grads */
 };
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m);
 

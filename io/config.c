@@ -29,6 +29,7 @@
 #include <limits.h>      /* INT_MAX */
 #include <math.h>        /* cos, log, isfinite, floor, M_PI */
 #include <stdarg.h>      /* va_list */
+#include <stddef.h>      /* offsetof */
 #include <stdio.h>       /* fopen, fread, snprintf */
 #include <stdlib.h>      /* malloc, free */
 #include <string.h>      /* strcmp, strlen, strerror, memcpy */
@@ -337,12 +338,12 @@ static const char *const top_notimpl[] = {
 
 static const char *const zero_impl[] = {
     "stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm",
-    "contiguous_gradients", "reduce_scatter", "allgather_partitions", NULL};
+    "contiguous_gradients", "reduce_scatter", "allgather_partitions", "stage3_max_live_parameters",
+    "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold", NULL};
 static const char *const zero_notimpl[] = {
     "load_from_fp32_weights", "elastic_checkpoint",
-    "offload_param", "offload_optimizer", "sub_group_size", "stage3_max_live_parameters",
-    "stage3_max_reuse_distance", "stage3_prefetch_bucket_size",
-    "stage3_param_persistence_threshold", "stage3_model_persistence_threshold",
+    "offload_param", "offload_optimizer", "sub_group_size",
+    "stage3_max_reuse_distance", "stage3_model_persistence_threshold",
     "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
     "round_robin_gradients", "zero_hpz_partition_size", "zero_quantized_weights",
     "zero_quantized_nontrainable_weights", "zero_quantized_gradients", "mics_shard_size",
@@ -407,10 +408,6 @@ static enum zt_status parse_zero(const struct ctx *c, const cJSON *v, struct zt_
     if (st) {
         long long s = 0;
         ZT_CHECK(get_int(c, st, "zero_optimization.stage", 0, 3, &s));
-        if (s == 3)
-            return cfg_err(c, "zero_optimization.stage",
-                           "stage 3 is a DeepSpeed setting that zerotask does not implement "
-                           "yet (stages 0, 1 and 2 work)");
         cfg->zero_stage = (int)s;
     }
     const cJSON *x;
@@ -422,6 +419,23 @@ static enum zt_status parse_zero(const struct ctx *c, const cJSON *v, struct zt_
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "allgather_bucket_size"))) {
         ZT_CHECK(get_int(c, x, "zero_optimization.allgather_bucket_size", 1, INT64_MAX / 8, &n));
         cfg->allgather_bucket_size = n;
+    }
+    static const struct {
+        const char *key;
+        long long lo;
+        size_t at;
+    } s3[] = {
+        {"stage3_max_live_parameters", 1, offsetof(struct zt_config, stage3_max_live_parameters)},
+        {"stage3_prefetch_bucket_size", 0, offsetof(struct zt_config, stage3_prefetch_bucket_size)},
+        {"stage3_param_persistence_threshold", 0,
+         offsetof(struct zt_config, stage3_param_persistence_threshold)},
+    };
+    for (size_t i = 0; i < sizeof s3 / sizeof s3[0]; i++) {
+        if (!(x = cJSON_GetObjectItemCaseSensitive(v, s3[i].key))) continue;
+        char p[PATH_MAX_LEN];
+        path_key(p, "zero_optimization", s3[i].key);
+        ZT_CHECK(get_int(c, x, p, s3[i].lo, INT64_MAX / 8, &n));
+        *(int64_t *)((char *)cfg + s3[i].at) = n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "overlap_comm")))
         ZT_CHECK(get_bool(c, x, "zero_optimization.overlap_comm", &cfg->overlap_comm));
@@ -665,6 +679,9 @@ void zt_config_defaults(struct zt_config *cfg) {
     cfg->zero_stage = 0;
     cfg->reduce_bucket_size = 500000000;    /* DeepSpeed's defaults */
     cfg->allgather_bucket_size = 500000000;
+    cfg->stage3_max_live_parameters = 1000000000;
+    cfg->stage3_prefetch_bucket_size = 50000000;
+    cfg->stage3_param_persistence_threshold = 100000;
     cfg->overlap_comm = 1;
     cfg->reduce_scatter = 1;
 }

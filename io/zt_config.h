@@ -56,7 +56,7 @@ struct zt_config {
     float gradient_clipping;     /* 0 = off (DeepSpeed default 0) */
     int steps_per_print;         /* default 10 (DeepSpeed's) */
     uint64_t seed;               /* "seed", default 1234 */
-    /* zero_optimization (DeepSpeed's meaning; stages 0-2, see graph/zt_engine.h) */
+    /* zero_optimization (DeepSpeed's meaning; stages 0-3, see graph/zt_engine.h) */
     int zero_stage;              /* stage: 0 replicated, 1 + optimizer state partitioned,
                                   * 2 + gradients reduce-scattered (default 0) */
     int64_t reduce_bucket_size;  /* elements per gradient reduction (default 5e8) */
@@ -64,6 +64,9 @@ struct zt_config {
     int overlap_comm;            /* reduce a bucket as soon as its gradients are final (default
                                   * true here; false: all reductions after the backward) */
     int reduce_scatter;          /* stage 2: reduce-scatter (default true) or all-reduce */
+    int64_t stage3_max_live_parameters;  /* stage 3: cap on gathered elements (default 1e9) */
+    int64_t stage3_prefetch_bucket_size; /* stage 3: elements gathered ahead (default 5e7) */
+    int64_t stage3_param_persistence_threshold; /* stage 3: smaller tensors kept whole (1e5) */
 };
 
 /* Fill cfg with the defaults above (train_batch_size etc. left 0 = unspecified). */

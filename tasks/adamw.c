@@ -109,7 +109,10 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
     zt_tb_init(&tb, &a->hdr, ZT_KIND_adamw, o, g);
     /* slot 0: parameter blocks, slot 1: gradient blocks, 2: m, 3: v, 4: clip */
     for (int i = 0; i < n; i++) {
-        if (zt_tensor_numel(params[i].t) != zt_tensor_numel(grads[i].t)) tb.bad = 1;
+        if (!params[i].t || !grads[i].t ||
+            zt_tensor_blk_rows(params[i].t, params[i].blk) * zt_tensor_cols(params[i].t) !=
+                zt_tensor_blk_rows(grads[i].t, grads[i].blk) * zt_tensor_cols(grads[i].t))
+            tb.bad = 1;
         a->off[i] = params[i].off;
     }
     zt_tb_add_list(&tb, params, n, STARPU_RW);

@@ -1,7 +1,10 @@
 /*
- * tasks/comm.c: collectives as StarPU tasks: all-reduce, reduce-scatter and all-gather of a
- * contiguous range of a flat buffer across the MPI ranks (zt_tasks.h).
+ * tasks/comm.c: collectives as StarPU tasks: all-reduce, reduce-scatter and all-gather of a list
+ * of blocks across the MPI ranks (zt_tasks.h).
  *
+ * The blocks of a collective may lie anywhere (one flat buffer, or the gathered-parameter and
+ * gradient slots of ZeRO stage 3): each rank's part is a run of whole blocks, sent and received
+ * in place through an MPI hindexed datatype over the blocks' addresses, so nothing is packed.
  * Sums are computed in a fixed order: the owner of each part receives every rank's copy of it
  * (point-to-point messages move bytes only) and adds them in rank order 0..N-1, so the result
  * does not depend on MPI's algorithms, the scheduler or timing, and is the same on every rank.
@@ -10,8 +13,6 @@
  * the wrong collective; the waits go through the watchdog (sched/comm.c, ZT_COMM_TIMEOUT).
  * Every rank sends (N-1)/N of the range and receives as much, as a ring does, in one round.
  *
- * The codelets run on CPU workers, where every block is in main memory at its registered
- * address, so the blocks of one range form one array starting at the first block's pointer.
  * A failing MPI call is fatal for the job: the codelet prints the collective and aborts every
  * rank (MPI_Abort) rather than leave the others waiting.
  */
@@ -27,10 +28,20 @@ struct zt_comm_args {
     int nranks;
     int elemsize;
     int64_t seq;        /* per-process sequence number of the collective (tags, reports) */
-    int64_t part[];     /* 2 * nranks */
+    int64_t part[];     /* 2 * nranks: block index range of each rank's part */
 };
 
+/* slots: 0 the blocks, 1 the token, 2 (optional) the caller's accumulator (reductions) or source
+ * (all-gather) blocks, as many and as large as the blocks of its part */
+enum { S_BLOCKS = 0, S_TOKEN = 1, S_AUX = 2 };
+
 static int64_t g_seq = 0; /* submission order = execution order (token) */
+
+static void die(const char *what, const struct zt_comm_args *a) {
+    fprintf(stderr, "zerotask: error: rank %d: %s in collective #%lld\n", zt_comm_rank(), what,
+            (long long)a->seq);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
 
 static struct zt_coll_id coll_id(const struct zt_comm_args *a) {
     struct zt_coll_id id = {.seq = a->seq, .step = a->hdr.step, .layer = a->hdr.layer};
@@ -38,22 +49,47 @@ static struct zt_coll_id coll_id(const struct zt_comm_args *a) {
     return id;
 }
 
-static int64_t part_len(const struct zt_comm_args *a, int r) {
-    return a->part[2 * r + 1] - a->part[2 * r];
+/* elements of rank r's part */
+static int64_t part_elems(void *buffers[], const struct zt_comm_args *a, int r) {
+    int64_t n = 0;
+    for (int64_t i = a->part[2 * r]; i < a->part[2 * r + 1]; i++)
+        n += zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)i);
+    return n;
+}
+
+/* the datatype that covers rank r's blocks at their addresses (use with MPI_BOTTOM) */
+static MPI_Datatype part_type(void *buffers[], const struct zt_comm_args *a, int r,
+                              const struct zt_coll_id *id) {
+    int n = (int)(a->part[2 * r + 1] - a->part[2 * r]);
+    int *len = malloc((size_t)n * sizeof *len);
+    MPI_Aint *disp = malloc((size_t)n * sizeof *disp);
+    if (!len || !disp) die("out of memory for a datatype", a);
+    for (int i = 0; i < n; i++) {
+        int b = (int)a->part[2 * r] + i;
+        len[i] = (int)zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, b);
+        MPI_Get_address(zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, b), &disp[i]);
+    }
+    MPI_Datatype t;
+    int err = MPI_Type_create_hindexed(n, len, disp, a->elemsize == 8 ? MPI_DOUBLE : MPI_FLOAT,
+                                       &t);
+    if (err == MPI_SUCCESS) err = MPI_Type_commit(&t);
+    if (err != MPI_SUCCESS) zt_comm_fail(id, "building a datatype", err);
+    free(len);
+    free(disp);
+    return t;
 }
 
 /* Every rank sends its copy of part r to rank r; rank me adds the N copies of its part in rank
- * order 0..N-1 and keeps the sum in place. */
-static void reduce_scatter_body(const struct zt_comm_args *a, const struct zt_coll_id *id,
-                                float *base, MPI_Request *req) {
+ * order 0..N-1 and keeps the sum in place, or adds it to the accumulator blocks (slot 2). */
+static void reduce_scatter_body(void *buffers[], const struct zt_comm_args *a,
+                                const struct zt_coll_id *id, MPI_Request *req, int acc,
+                                int keep) {
     const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
-    const int64_t my = part_len(a, me);
+    const int64_t my = part_elems(buffers, a, me);
     float *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)N * sizeof(float));
-    if (!scratch) {
-        fprintf(stderr, "zerotask: error: rank %d: out of memory for a reduce-scatter of %lld "
-                        "floats\n", me, (long long)my);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
+    if (!scratch || !ty) die("out of memory for a reduce-scatter", a);
+    for (int r = 0; r < N; r++) ty[r] = MPI_DATATYPE_NULL;
     int nr = 0, err = MPI_SUCCESS;
     for (int k = 1; k < N && my > 0 && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
@@ -62,63 +98,91 @@ static void reduce_scatter_body(const struct zt_comm_args *a, const struct zt_co
     }
     for (int k = 1; k < N && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
-        if (part_len(a, r) > 0)
-            err = MPI_Isend(base + a->part[2 * r], (int)part_len(a, r), MPI_FLOAT, r, tag,
-                            zt_comm_mpi(), &req[nr++]);
+        if (a->part[2 * r + 1] > a->part[2 * r]) {
+            ty[r] = part_type(buffers, a, r, id);
+            err = MPI_Isend(MPI_BOTTOM, 1, ty[r], r, tag, zt_comm_mpi(), &req[nr++]);
+        }
     }
     if (err != MPI_SUCCESS) zt_comm_fail(id, "posting the reduce-scatter messages", err);
     zt_comm_waitall(nr, req, id);
-    float *out = base + a->part[2 * me];
-    memcpy(scratch + (int64_t)me * my, out, (size_t)my * sizeof(float));
-    for (int64_t i = 0; i < my; i++) {
-        float s = scratch[i];
-        for (int r = 1; r < N; r++) s += scratch[(int64_t)r * my + i];
-        out[i] = s;
+    for (int r = 0; r < N; r++)
+        if (ty[r] != MPI_DATATYPE_NULL) MPI_Type_free(&ty[r]);
+    /* own copy into row `me` of scratch, then the sums in rank order, block by block */
+    int64_t at = 0;
+    for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
+        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+        memcpy(scratch + (int64_t)me * my + at, zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b),
+               (size_t)n * sizeof(float));
+        at += n;
     }
+    at = 0;
+    for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++) {
+        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+        float *out = zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b);
+        float *dst = acc ? zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i) : out;
+        for (int64_t j = 0; j < n; j++) {
+            float s = scratch[at + j];
+            for (int r = 1; r < N; r++) s += scratch[(int64_t)r * my + at + j];
+            if (acc) dst[j] += s;
+            if (keep) out[j] = s;
+        }
+        at += n;
+    }
+    free(ty);
     free(scratch);
 }
 
 /* Every rank sends its part to every other rank, in place. */
-static void allgather_body(const struct zt_comm_args *a, const struct zt_coll_id *id,
-                           char *base, MPI_Request *req) {
+static void allgather_body(void *buffers[], const struct zt_comm_args *a,
+                           const struct zt_coll_id *id, MPI_Request *req) {
     const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
-    const size_t es = (size_t)a->elemsize;
-    MPI_Datatype t = a->elemsize == 8 ? MPI_DOUBLE : MPI_FLOAT;
+    MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
+    if (!ty) die("out of memory for an all-gather", a);
+    for (int r = 0; r < N; r++) ty[r] = MPI_DATATYPE_NULL;
     int nr = 0, err = MPI_SUCCESS;
+    for (int r = 0; r < N && err == MPI_SUCCESS; r++)
+        if (a->part[2 * r + 1] > a->part[2 * r]) ty[r] = part_type(buffers, a, r, id);
     for (int k = 1; k < N && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
-        if (part_len(a, r) > 0)
-            err = MPI_Irecv(base + (size_t)a->part[2 * r] * es, (int)part_len(a, r), t, r, tag,
-                            zt_comm_mpi(), &req[nr++]);
+        if (ty[r] != MPI_DATATYPE_NULL)
+            err = MPI_Irecv(MPI_BOTTOM, 1, ty[r], r, tag, zt_comm_mpi(), &req[nr++]);
     }
-    for (int k = 1; k < N && part_len(a, me) > 0 && err == MPI_SUCCESS; k++) {
+    for (int k = 1; k < N && ty[me] != MPI_DATATYPE_NULL && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
-        err = MPI_Isend(base + (size_t)a->part[2 * me] * es, (int)part_len(a, me), t, r, tag,
-                        zt_comm_mpi(), &req[nr++]);
+        err = MPI_Isend(MPI_BOTTOM, 1, ty[me], r, tag, zt_comm_mpi(), &req[nr++]);
     }
     if (err != MPI_SUCCESS) zt_comm_fail(id, "posting the all-gather messages", err);
     zt_comm_waitall(nr, req, id);
+    for (int r = 0; r < N; r++)
+        if (ty[r] != MPI_DATATYPE_NULL) MPI_Type_free(&ty[r]);
+    free(ty);
+}
+
+/* all-gather source: copy the caller's source blocks (slot 2) into its part */
+static void copy_source(void *buffers[], const struct zt_comm_args *a) {
+    const int me = zt_comm_rank();
+    for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++)
+        memcpy(zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b),
+               zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i),
+               (size_t)zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b) * (size_t)a->elemsize);
 }
 
 static void comm_body(void *buffers[], void *cl_arg, int reduce, int gather) {
     const struct zt_comm_args *a = cl_arg;
-    if (a->nranks == 1) return;
+    const int aux = a->hdr.count[S_AUX] > 0;
+    if (gather && !reduce && aux) copy_source(buffers, a);
+    if (a->nranks == 1 && !(reduce && aux)) return;
     if (zt_comm_skip(a->seq)) {
         fprintf(stderr, "zerotask: rank %d skips collective #%lld %s (ZT_TEST_SKIP_COLLECTIVE)\n",
                 zt_comm_rank(), (long long)a->seq, zt_task_kind_name(a->hdr.kind));
         return;
     }
     const struct zt_coll_id id = coll_id(a);
-    zt_comm_enter(&id);
-    void *base = zt_slot_buf_ptr(buffers, &a->hdr, 0, 0);
+    if (a->nranks > 1) zt_comm_enter(&id);
     MPI_Request *req = malloc(2 * (size_t)a->nranks * sizeof *req);
-    if (!req) {
-        fprintf(stderr, "zerotask: error: rank %d: out of memory in collective #%lld\n",
-                zt_comm_rank(), (long long)a->seq);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    if (reduce) reduce_scatter_body(a, &id, base, req);
-    if (gather) allgather_body(a, &id, base, req);
+    if (!req) die("out of memory", a);
+    if (reduce) reduce_scatter_body(buffers, a, &id, req, aux, !aux || gather);
+    if (gather && a->nranks > 1) allgather_body(buffers, a, &id, req);
     free(req);
 }
 
@@ -128,16 +192,37 @@ void comm_allgather_cpu(void *buffers[], void *cl_arg) { comm_body(buffers, cl_a
 
 static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struct zt_task_opts *o,
                              const struct zt_block_ref *refs, int n, const int64_t *part,
-                             size_t elemsize, zt_tensor_t token) {
-    const int N = zt_comm_size();
-    if (n < 1 || !refs || !part || !token || (elemsize != 4 && elemsize != 8))
+                             const struct zt_block_ref *aux, int naux, size_t elemsize,
+                             zt_tensor_t token) {
+    const int N = zt_comm_size(), me = zt_comm_rank();
+    if (n < 1 || !refs || !part || !token || (elemsize != 4 && elemsize != 8) || naux < 0 ||
+        (naux > 0 && !aux))
         return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
     for (int r = 0; r < N; r++) {
         if (part[2 * r] > part[2 * r + 1] || (r > 0 && part[2 * r] != part[2 * r - 1]) ||
-            part[2 * r + 1] - part[2 * r] > INT32_MAX / N)
-            return zt_error_set(ZT_ERR_INVALID, "%s: rank %d's part [%lld, %lld) is not in rank "
-                                                "order or too large", fn, r,
-                                (long long)part[2 * r], (long long)part[2 * r + 1]);
+            (r == 0 && part[0] != 0) || (r == N - 1 && part[2 * r + 1] != n))
+            return zt_error_set(ZT_ERR_INVALID, "%s: rank %d's part, blocks [%lld, %lld), is not "
+                                                "in rank order or does not cover the %d blocks",
+                                fn, r, (long long)part[2 * r], (long long)part[2 * r + 1], n);
+        int64_t el = 0;
+        for (int64_t b = part[2 * r]; b < part[2 * r + 1]; b++)
+            el += zt_tensor_blk_rows(refs[b].t, refs[b].blk) * zt_tensor_cols(refs[b].t);
+        if (el > INT32_MAX / N)
+            return zt_error_set(ZT_ERR_INVALID, "%s: rank %d's part (%lld elements) is too large",
+                                fn, r, (long long)el);
+    }
+    if (naux > 0) { /* the aux blocks match the caller's part, block by block */
+        if (naux != part[2 * me + 1] - part[2 * me])
+            return zt_error_set(ZT_ERR_INVALID, "%s: %d accumulator/source blocks for a part of "
+                                                "%lld", fn, naux,
+                                (long long)(part[2 * me + 1] - part[2 * me]));
+        for (int i = 0; i < naux; i++) {
+            const struct zt_block_ref *x = &refs[part[2 * me] + i], *y = &aux[i];
+            if (zt_tensor_blk_rows(x->t, x->blk) * zt_tensor_cols(x->t) !=
+                zt_tensor_blk_rows(y->t, y->blk) * zt_tensor_cols(y->t))
+                return zt_error_set(ZT_ERR_INVALID, "%s: block %d of the accumulator/source has "
+                                                    "another size than its part", fn, i);
+        }
     }
     struct zt_comm_args *a = calloc(1, sizeof *a + 2 * (size_t)N * sizeof(int64_t));
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
@@ -147,28 +232,36 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
     memcpy(a->part, part, 2 * (size_t)N * sizeof(int64_t));
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, kind, o, -1);
-    /* slot 0: the range's blocks; slot 1: the communicator token */
-    zt_tb_add_list(&tb, refs, n, STARPU_RW);
+    /* with a source, an all-gather writes every block; with an accumulator, a reduce-scatter
+     * only reads its blocks */
+    enum starpu_data_access_mode mode = STARPU_RW;
+    if (naux > 0 && kind == ZT_KIND_comm_allgather) mode = STARPU_W;
+    if (naux > 0 && kind == ZT_KIND_comm_reduce_scatter) mode = STARPU_R;
+    zt_tb_add_list(&tb, refs, n, mode);
     zt_tb_add(&tb, token, 0, STARPU_RW);
+    zt_tb_add_list(&tb, aux, naux, kind == ZT_KIND_comm_allgather ? STARPU_R : STARPU_RW);
     return zt_tb_submit(&tb, a, sizeof *a + 2 * (size_t)N * sizeof(int64_t),
                         o ? o->priority : 0);
 }
 
 enum zt_status zt_task_comm_allreduce(const struct zt_task_opts *o, const struct zt_block_ref *refs,
-                                      int n, const int64_t *part, zt_tensor_t token) {
-    return submit(ZT_KIND_comm_allreduce, "zt_task_comm_allreduce", o, refs, n, part, 4, token);
+                                      int n, const int64_t *part, const struct zt_block_ref *aux,
+                                      int naux, zt_tensor_t token) {
+    return submit(ZT_KIND_comm_allreduce, "zt_task_comm_allreduce", o, refs, n, part, aux, naux,
+                  4, token);
 }
 
 enum zt_status zt_task_comm_reduce_scatter(const struct zt_task_opts *o,
                                            const struct zt_block_ref *refs, int n,
-                                           const int64_t *part, zt_tensor_t token) {
-    return submit(ZT_KIND_comm_reduce_scatter, "zt_task_comm_reduce_scatter", o, refs, n, part, 4,
-                  token);
+                                           const int64_t *part, const struct zt_block_ref *aux,
+                                           int naux, zt_tensor_t token) {
+    return submit(ZT_KIND_comm_reduce_scatter, "zt_task_comm_reduce_scatter", o, refs, n, part,
+                  aux, naux, 4, token);
 }
 
 enum zt_status zt_task_comm_allgather(const struct zt_task_opts *o, const struct zt_block_ref *refs,
-                                      int n, const int64_t *part, size_t elemsize,
-                                      zt_tensor_t token) {
-    return submit(ZT_KIND_comm_allgather, "zt_task_comm_allgather", o, refs, n, part, elemsize,
-                  token);
+                                      int n, const int64_t *part, const struct zt_block_ref *aux,
+                                      int naux, size_t elemsize, zt_tensor_t token) {
+    return submit(ZT_KIND_comm_allgather, "zt_task_comm_allgather", o, refs, n, part, aux, naux,
+                  elemsize, token);
 }

@@ -133,23 +133,30 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
                              zt_tensor_t v, int g, zt_tensor_t clip,
                              const struct zt_adamw_hparams *hp);
 
-/* ---- collectives (MPI, host memory) ---- on the contiguous range of one flat buffer that the
- * blocks refs[0..n) cover (in order, adjacent in memory). part[2r], part[2r+1] is the element
- * range, relative to the start of refs[0], that rank r owns; the parts are in rank order and
- * together cover the range. Every collective task also takes `token` (a one-element tensor) RW,
- * so the collectives of a rank run in submission order, which is the same on every rank: no
- * deadlock under any scheduler (PLATFORM.md item 11).
+/* ---- collectives (MPI, host memory) ---- on the blocks refs[0..n) (of any tensors, anywhere
+ * in memory), taken in list order. part[2r], part[2r+1] is the range of block indices that rank
+ * r owns; the parts are in rank order and together cover the n blocks. Every collective task
+ * also takes `token` (a one-element tensor) RW, so the collectives of a rank run in submission
+ * order, which is the same on every rank: no deadlock under any scheduler (PLATFORM.md item 11).
  *   allreduce:      every element becomes the sum over ranks, added in rank order 0..N-1
  *   reduce_scatter: only the caller's part becomes that sum (the rest is left as it was)
- *   allgather:      every rank's part is copied to all ranks (elemsize 4 or 8) */
+ *   allgather:      every rank's part is copied to all ranks (elemsize 4 or 8)
+ * aux (naux blocks, or NULL and 0): blocks matching the caller's part block by block (same
+ * element counts). For allreduce and reduce_scatter an accumulator: the caller's part of the sum
+ * is added to it (reduce_scatter then only reads refs: ZeRO stage 2 gradients, reduced from a
+ * micro-batch's full gradients into the rank's shard). For allgather a source: copied into the
+ * caller's part first (refs are then only written: ZeRO stage 3 gathers a parameter from the
+ * ranks' shards into a slot). */
 enum zt_status zt_task_comm_allreduce(const struct zt_task_opts *o, const struct zt_block_ref *refs,
-                                      int n, const int64_t *part, zt_tensor_t token);
+                                      int n, const int64_t *part, const struct zt_block_ref *aux,
+                                      int naux, zt_tensor_t token);
 enum zt_status zt_task_comm_reduce_scatter(const struct zt_task_opts *o,
                                            const struct zt_block_ref *refs, int n,
-                                           const int64_t *part, zt_tensor_t token);
+                                           const int64_t *part, const struct zt_block_ref *aux,
+                                           int naux, zt_tensor_t token);
 enum zt_status zt_task_comm_allgather(const struct zt_task_opts *o, const struct zt_block_ref *refs,
-                                      int n, const int64_t *part, size_t elemsize,
-                                      zt_tensor_t token);
+                                      int n, const int64_t *part, const struct zt_block_ref *aux,
+                                      int naux, size_t elemsize, zt_tensor_t token);
 
 #ifdef __cplusplus
 }

@@ -1,18 +1,23 @@
 #!/usr/bin/env python3
 """tests/graph/test_zero.py: ZeRO data parallelism over MPI equals one rank.
 
-For ZeRO stages 0, 1, 2, N = 1, 2, 3 ranks (mpirun --oversubscribe) and gradient accumulation 1
-and 2 (train_batch_size fixed, micro-batch derived), `zt-train` must give
+For ZeRO stages 0, 1, 2, 3, N = 1, 2, 3 ranks (mpirun --oversubscribe) and gradient accumulation
+1 and 2 (train_batch_size fixed, micro-batch derived), `zt-train` must give
   - per-step losses equal to the single-rank stage-0 run to 1e-5 relative,
   - exported weights after 5 steps equal to it to 1e-3 relative per tensor (another summation
     order of the gradients is another rounding, which Adam magnifies near zero),
   - bit-identical losses and weights when a configuration is run twice,
-  - the memory accounting's rule: optimizer state per rank is 1/N of the total at stage >= 1
-    (whole row blocks per rank: within one block of the even share), and the ranks' shares
-    add up to the total;
-every STARPU_SCHED gives the same bits (no deadlock: the collectives are ordered by a token);
---dump-grads gives the summed gradients at every stage (all-gathered from the shards at stage 2);
-and a run whose ranks are started with different configs must stop with a clear error.
+  - the memory accounting's rules (whole row blocks per rank: each share within one block of
+    the even share, the shares adding up to the total): optimizer state 1/N at stage >= 1,
+    gradient sums 1/N at stage >= 2 (plus the gradient-slot window), parameters 1/N at stage 3
+    (plus the persistent parameters and the gathered-parameter window);
+every STARPU_SCHED gives the same bits at stages 2 and 3 (no deadlock: the collectives are
+ordered by a token); --dump-grads gives the summed gradients at every stage (all-gathered from the
+shards at stages 2-3); at stage 3 a layer that left the gathered-parameter window is gathered
+again for its backward (a small stage3_prefetch_bucket_size) and only once with a large window,
+gathers run ahead of the forward on another worker (the trace), and the peak resident memory per
+rank is well below stage 0's on a larger model; a run whose ranks are started with different
+configs must stop with a clear error.
 
 Usage: test_zero.py ZT_TRAIN MPIEXEC WORKDIR
 """
@@ -59,16 +64,24 @@ with open(data, "wb") as f:
     f.write(struct.pack("<%dH" % len(toks), *toks))
 
 
-def ds_for(stage, n, accum, extra=None):
+# stage 3: vectors (<= 4C = 192 elements) stay whole; the gathered-parameter window is the
+# minimum (two slots per shape), so layers are gathered again for the backward
+S3 = {"stage3_param_persistence_threshold": 200, "stage3_prefetch_bucket_size": 5000}
+PERSIST = 2 * (48 * 6 + 144 + 192) * 4 + 2 * 48 * 4  # bytes of the persistent vectors
+
+
+def ds_for(stage, n, accum, extra=None, tag=""):
     d = json.loads(json.dumps(BASE))
     d["train_micro_batch_size_per_gpu"] = BASE["train_batch_size"] // (n * accum)
     d["gradient_accumulation_steps"] = accum
     # small buckets, so several collectives of each kind run and overlap the backward
     d["zero_optimization"] = {"stage": stage, "reduce_bucket_size": 6000,
                               "allgather_bucket_size": 9000, "overlap_comm": True}
+    if stage == 3:
+        d["zero_optimization"].update(S3)
     if extra:
         d["zero_optimization"].update(extra)
-    return write("ds_s%d_n%d_a%d.json" % (stage, n, accum), d)
+    return write("ds_s%d_n%d_a%d%s.json" % (stage, n, accum, tag), d)
 
 
 def launch(n, args, env=None, ncpu=1):
@@ -91,20 +104,36 @@ def train(label, stage, n, accum, extra=None):
         losses = [json.loads(l)["loss"] for l in f]
     with open(out, "rb") as f:
         blob = f.read()
+    return losses, st_read(out), blob, memory(p.stdout)
+
+
+def memory(stdout):
+    """rank -> {params, grads, optim, pwin, gwin} in MiB, from the memory lines"""
     mem = {}
     for m in re.finditer(r"memory \(host, rank (\d+) of (\d+)\): params ([0-9.]+) MiB \| grads "
-                         r"([0-9.]+) MiB \| optimizer ([0-9.]+) MiB", p.stdout):
-        mem[int(m.group(1))] = float(m.group(5))
-    return losses, st_read(out), blob, mem
+                         r"([0-9.]+) MiB \| optimizer ([0-9.]+) MiB.*?(?:windows: gathered params "
+                         r"([0-9.]+) MiB, gradient slots ([0-9.]+) MiB)?$", stdout, re.M):
+        mem[int(m.group(1))] = {"params": float(m.group(3)), "grads": float(m.group(4)),
+                                "optim": float(m.group(5)), "pwin": float(m.group(6) or 0),
+                                "gwin": float(m.group(7) or 0)}
+    return mem
+
+
+def share_ok(shares, total, n):
+    """each rank within one row block (2304 elements here) of total/n, adding up to total (the
+    printed figures are rounded to 0.001 MiB; own slices are padded to 16 floats)"""
+    block = 2304 * 8 / 1048576  # (m and v: 8 bytes per element)
+    return abs(sum(shares) - total) <= 0.003 * n and \
+        all(abs(x - total / n) <= block + 0.003 for x in shares)
 
 
 bad = []
 ref_losses, ref_w, ref_blob, ref_mem = train("ref_s0_n1_a1", 0, 1, 1)
 if ref_losses[-1] >= ref_losses[0]:
     bad.append("reference loss did not fall: %s" % ref_losses)
-total_opt = ref_mem[0]
+total = ref_mem[0]
 print("reference (1 rank, stage 0): losses %s" % " ".join("%.6f" % x for x in ref_losses))
-for stage in (0, 1, 2):
+for stage in (0, 1, 2, 3):
     for n in (1, 2, 3):
         for accum in (1, 2):
             label = "s%d_n%d_a%d" % (stage, n, accum)
@@ -117,25 +146,35 @@ for stage in (0, 1, 2):
                 if e > werr:
                     werr, wname = e, name
             ok = len(losses) == STEPS and lerr <= LOSS_TOL and werr <= PARAM_TOL
-            # memory: optimizer state 1/N at stage >= 1 (shards are whole row blocks: within one
-            # block, at most 2304 elements x 8 bytes here, of the even share; the printed
-            # figures are rounded to 0.001 MiB) and all of it on every rank at stage 0
-            shares = [mem.get(r, -1) for r in range(n)]
-            block = 2304 * 8 / 1048576
-            if stage >= 1:
-                mem_ok = abs(sum(shares) - total_opt) <= 0.001 * n and \
-                    all(abs(s - total_opt / n) <= block + 0.001 for s in shares)
-            else:
-                mem_ok = all(abs(s - total_opt) <= 0.001 for s in shares)
-            print("%-10s %s losses rel %.1e | weights rel %.1e (%s) | optimizer MiB/rank %s"
-                  % (label, "ok  " if ok and mem_ok else "FAIL", lerr, werr, wname, shares))
+            # memory: optimizer state 1/N at stage >= 1 (8 bytes per element: m and v), gradient
+            # sums 1/N at stage >= 2 (beside the slot window), parameters 1/N at stage 3 (beside
+            # the persistent vectors, whole on every rank, and the gathered window)
+            m = [mem.get(r) for r in range(n)]
+            mem_ok = None not in m
+            if mem_ok:
+                pers = PERSIST / 1048576 if stage == 3 else 0.0
+                opt = [x["optim"] for x in m]
+                grd = [x["grads"] - x["gwin"] for x in m]
+                par = [x["params"] - x["pwin"] - pers for x in m]
+                whole = lambda xs, t: all(abs(x - t) <= 0.001 for x in xs)
+                mem_ok = ((share_ok(opt, total["optim"], n) if stage >= 1 else
+                           whole(opt, total["optim"])) and
+                          (share_ok(grd, total["grads"], n) if stage >= 2 else
+                           whole(grd, total["grads"])) and
+                          (share_ok(par, total["params"] - pers, n) if stage == 3 else
+                           whole(par, total["params"])))
+            shares = ["%.3f/%.3f/%.3f" % (x["params"] - x["pwin"], x["grads"] - x["gwin"],
+                                          x["optim"]) if x else "?" for x in m]
+            print("%-10s %s losses rel %.1e | weights rel %.1e (%s) | MiB/rank params/grads/optim "
+                  "(windows apart) %s" % (label, "ok  " if ok and mem_ok else "FAIL", lerr, werr,
+                                          wname, " ".join(shares)))
             if not ok:
                 bad.append("%s: losses %s vs %s, weights %.2e" % (label, losses, ref_losses, werr))
             if not mem_ok:
-                bad.append("%s: optimizer MiB per rank %s, total %.1f" % (label, shares, total_opt))
+                bad.append("%s: memory per rank %s, one rank's %s" % (label, m, total))
 
 # the same configuration twice: bit-identical
-for stage, n, accum in ((2, 3, 2), (1, 2, 1)):
+for stage, n, accum in ((2, 3, 2), (1, 2, 1), (3, 3, 2)):
     a = train("rep1_s%d" % stage, stage, n, accum)
     b = train("rep2_s%d" % stage, stage, n, accum)
     same = a[0] == b[0] and a[2] == b[2]
@@ -145,11 +184,11 @@ for stage, n, accum in ((2, 3, 2), (1, 2, 1)):
 
 # every scheduler issues the collectives in the same order (the token): no deadlock, and the
 # same bits as lws, with 2 workers per rank so that tasks really run out of order
-def sched_run(sched):
-    label = "sched_%s" % sched
+def sched_run(sched, stage):
+    label = "sched_%s_s%d" % (sched, stage)
     log, out = (os.path.join(WORK, label + s) for s in (".jsonl", ".safetensors"))
-    p = launch(2, ["--ds-config", ds_for(2, 2, 2), "--model", model, "--data", data, "--steps",
-                   "3", "--log", log, "--export", out, "--quiet"],
+    p = launch(2, ["--ds-config", ds_for(stage, 2, 2), "--model", model, "--data", data,
+                   "--steps", "3", "--log", log, "--export", out, "--quiet"],
                env={"STARPU_SCHED": sched}, ncpu=2)
     if p.returncode != 0:
         bad.append("%s: exit %d %s" % (label, p.returncode, p.stderr[-1000:]))
@@ -158,14 +197,15 @@ def sched_run(sched):
         return [json.loads(l)["loss"] for l in f], g.read()
 
 
-base = sched_run("lws")
-for sched in ("eager", "dmda", "prio", "ws"):
-    got = sched_run(sched)
-    same = base is not None and got == base
-    print("STARPU_SCHED=%s, 2 ranks x 2 workers, stage 2: %s" % (sched, "bit-identical to lws"
-                                                                if same else "DIFFERS"))
-    if not same:
-        bad.append("STARPU_SCHED=%s differs from lws" % sched)
+for stage in (2, 3):
+    base = sched_run("lws", stage)
+    for sched in ("eager", "dmda", "prio", "ws"):
+        got = sched_run(sched, stage)
+        same = base is not None and got == base
+        print("STARPU_SCHED=%s, 2 ranks x 2 workers, stage %d: %s"
+              % (sched, stage, "bit-identical to lws" if same else "DIFFERS"))
+        if not same:
+            bad.append("STARPU_SCHED=%s differs from lws at stage %d" % (sched, stage))
 
 # the README's mpirun example config (configs/demo_zero2_ds.json) runs on 2 ranks
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -190,7 +230,7 @@ def grads(label, stage, n):
 
 
 g_ref = grads("g_s0_n1", 0, 1)
-for stage, n in ((2, 2), (2, 3), (1, 2)):
+for stage, n in ((2, 2), (2, 3), (1, 2), (3, 2)):
     g = grads("g_s%d_n%d" % (stage, n), stage, n)
     if g is None or g_ref is None:
         continue
@@ -227,6 +267,80 @@ else:
           % (pids, kinds, overlap))
     if pids != [0, 1] or kinds != ["comm_allgather", "comm_reduce_scatter"] or overlap == 0:
         bad.append("trace: ranks %s, collective kinds %s, overlaps %d" % (pids, kinds, overlap))
+
+# stage 3 on a 4-layer model, 2 ranks x 2 workers: with the smallest gathered-parameter window (two
+# slots per shape) layers 0 and 1 have left it when the backward reaches them and are gathered
+# again (8 gathers of their 4 matrices per step), layers 2 and 3 are not; with a window holding
+# the whole model every layer is gathered once per step. Gathers run ahead of the forward: some
+# start while an earlier layer's forward task runs on the other worker.
+MODEL4 = dict(MODEL, n_layer=4)
+model4 = write("model4.json", MODEL4)
+
+
+def gathers(window):
+    trace = os.path.join(WORK, "trace_s3_%d.json" % window)
+    ds = ds_for(3, 2, 1, {"stage3_prefetch_bucket_size": window}, tag="_w%d" % window)
+    p = launch(2, ["--ds-config", ds, "--model", model4, "--data", data, "--steps", "2",
+                   "--trace", trace, "--quiet"], ncpu=2)
+    if p.returncode != 0:
+        bad.append("stage 3 window %d: exit %d %s" % (window, p.returncode, p.stderr[-1000:]))
+        return {}, 0
+    with open(trace) as f:
+        ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    count = {}
+    for e in ev:
+        a = e["args"]
+        if e["name"] == "comm_allgather" and a["rank"] == 0 and a["step"] == 2 and a["layer"] >= 0:
+            count[a["layer"]] = count.get(a["layer"], 0) + 1
+    ahead = 0
+    for g in ev:
+        if g["name"] != "comm_allgather" or g["args"]["layer"] < 1:
+            continue
+        for e in ev:
+            if (e["pid"] == g["pid"] and e["tid"] != g["tid"] and "forward" in e["name"] and
+                    0 <= e["args"]["layer"] < g["args"]["layer"] and
+                    e["ts"] < g["ts"] + g["dur"] and g["ts"] < e["ts"] + e["dur"]):
+                ahead += 1
+                break
+    return count, ahead
+
+
+small, ahead_small = gathers(0)
+large, ahead_large = gathers(10 ** 8)
+print("stage 3 gathers per layer in step 2, smallest window: %s; whole-model window: %s; "
+      "gathers overlapping an earlier layer's forward: %d, %d"
+      % (small, large, ahead_small, ahead_large))
+if small != {0: 8, 1: 8, 2: 4, 3: 4} or large != {0: 4, 1: 4, 2: 4, 3: 4} or \
+        ahead_small + ahead_large == 0:
+    bad.append("stage 3 gathers: smallest window %s, whole window %s, ahead %d+%d"
+               % (small, large, ahead_small, ahead_large))
+
+# peak resident memory per rank, 2 ranks, on a model of 12.2M parameters (stage 0: 4 copies of
+# 47 MiB per rank): stage 3 holds a half of parameters, gradients and optimizer state plus its
+# windows, so its peak is far below stage 0's
+BIG = {"vocab_size": 4096, "seq_len": 16, "n_embd": 384, "n_layer": 6, "n_head": 6}
+big = write("model_big.json", BIG)
+
+
+def peak(stage):
+    ds = write("ds_big_s%d.json" % stage, dict(
+        BASE, train_batch_size=4, train_micro_batch_size_per_gpu=2, gradient_accumulation_steps=1,
+        zero_optimization={"stage": stage, "reduce_bucket_size": 2000000,
+                           "stage3_prefetch_bucket_size": 4000000}))
+    p = launch(2, ["--ds-config", ds, "--model", big, "--data", data, "--steps", "2"])
+    mib = [float(x) for x in re.findall(r"peak memory \(rank \d of 2\): ([0-9.]+) MiB", p.stdout)]
+    if p.returncode != 0 or len(mib) != 2:
+        bad.append("peak memory stage %d: exit %d %s" % (stage, p.returncode, p.stderr[-500:]))
+        return None
+    return max(mib)
+
+
+p0, p3 = peak(0), peak(3)
+if p0 and p3:
+    print("peak resident memory per rank, 12.2M parameters, 2 ranks: stage 0 %.1f MiB, stage 3 "
+          "%.1f MiB (%.2fx)" % (p0, p3, p3 / p0))
+    if p0 - p3 < 40:  # four copies of 47 MiB halved (94 MiB), less the windows
+        bad.append("stage 3 peak memory %.1f MiB is not well below stage 0's %.1f" % (p3, p0))
 
 # ranks started with different configs stop at start-up with a clear error, exit != 0
 d1 = ds_for(1, 2, 1)

@@ -130,6 +130,15 @@ static void test_valid(void) {
     ZT_TEST_TRUE(c.zero_stage == 2 && c.reduce_bucket_size == 500000 &&
                      c.allgather_bucket_size == 1000 && c.overlap_comm == 0 && c.reduce_scatter == 0,
                  "zero_optimization keys");
+    ZT_TEST_TRUE(c.stage3_max_live_parameters == 1000000000 &&
+                     c.stage3_prefetch_bucket_size == 50000000 &&
+                     c.stage3_param_persistence_threshold == 100000, "stage 3 defaults (DeepSpeed's)");
+    c = OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+           "\"stage3_max_live_parameters\": 3e5, \"stage3_prefetch_bucket_size\": 0, "
+           "\"stage3_param_persistence_threshold\": 64}}", 1);
+    ZT_TEST_TRUE(c.zero_stage == 3 && c.stage3_max_live_parameters == 300000 &&
+                     c.stage3_prefetch_bucket_size == 0 && c.stage3_param_persistence_threshold == 64,
+                 "stage 3 keys");
     /* scheduler defaults (DeepSpeed's) */
     c = OK("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\"}}", 1);
     ZT_TEST_TRUE(c.sched == ZT_LR_WARMUP && c.warmup_min_lr == 0.0f && c.warmup_max_lr == 0.001f &&
@@ -208,8 +217,12 @@ static void test_not_implemented(void) {
         snprintf(want, sizeof want, "case.json: %s: %s", keys[i], ni);
         expect_err_(__LINE__, json, 1, ZT_ERR_CONFIG, want, NULL);
     }
-    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3}}",
-               "zero_optimization.stage", "does not implement yet");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+               "\"stage3_max_live_parameters\": 0}}",
+               "zero_optimization.stage3_max_live_parameters", "expected an integer >= 1");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+               "\"stage3_max_reuse_distance\": 1000}}",
+               "zero_optimization.stage3_max_reuse_distance", "does not implement yet");
     EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"reduce_bucket_size\": 0}}",
                "zero_optimization.reduce_bucket_size", "expected an integer >= 1");
     EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"overlap_comm\": 1}}",
