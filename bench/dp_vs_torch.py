@@ -5,9 +5,9 @@ Config "small" (bench/configs/small_model.json + small_ds.json: V8192 T128 C384 
 batch 8, AdamW, gradient clipping) on 2 ranks x 1 core each, back to back in one run:
   * zerotask (build/apps/zt-train under mpirun -np 2, STARPU_NCPU=1) at ZeRO stages 0, 1, 2 and
     3, each from a ds config derived from small_ds.json (zero_optimization {stage, overlap_comm,
-    reduce/allgather_bucket_size 5e5}, micro = B/2, accumulation 1). A stage zt-train refuses
-    (stage 3 today) shows as "not available (<its error line>)"; the row fills in by itself
-    once zt-train accepts it;
+    reduce/allgather_bucket_size 5e5; stage 3 with DeepSpeed's stage3_* defaults), micro = B/2,
+    accumulation 1). A stage zt-train refuses would show as "not available (<its error
+    line>)";
   * PyTorch DDP and DDP + torch.distributed.optim.ZeroRedundancyOptimizer (local optimizer
     AdamW), backend gloo, 2 processes x 1 thread, with Debian's torch 1.13 (/usr/bin/python3)
     and every --peer PYTHON. The model, data rule and initialisation are those of the project's

@@ -173,6 +173,23 @@ for stage in (0, 1, 2, 3):
             if not mem_ok:
                 bad.append("%s: memory per rank %s, one rank's %s" % (label, m, total))
 
+# --init-from at stage 3: each rank keeps its blocks of the loaded weights; the loss of one
+# evaluation step equals the one rank stage 0's from the same file
+def eval_loss(stage, n):
+    p = launch(n, ["--ds-config", ds_for(stage, n, 1), "--model", model, "--data", data,
+                   "--init-from", os.path.join(WORK, "ref_s0_n1_a1.safetensors"), "--eval-only"])
+    m = re.search(r"eval loss ([0-9.]+)", p.stdout)
+    if p.returncode != 0 or not m:
+        bad.append("eval stage %d N=%d: exit %d %s" % (stage, n, p.returncode, p.stderr[-500:]))
+        return None
+    return float(m.group(1))
+
+
+e0, e3 = eval_loss(0, 1), eval_loss(3, 2)
+print("--init-from + --eval-only: stage 0 x 1 rank %s, stage 3 x 2 ranks %s" % (e0, e3))
+if e0 is None or e3 is None or abs(e0 - e3) > LOSS_TOL * e0:
+    bad.append("--init-from at stage 3: eval loss %s vs %s" % (e3, e0))
+
 # the same configuration twice: bit-identical
 for stage, n, accum in ((2, 3, 2), (1, 2, 1), (3, 3, 2)):
     a = train("rep1_s%d" % stage, stage, n, accum)
