@@ -1,0 +1,347 @@
+/*
+ * io/aio.c: the engine behind zt_aio.h: io_uring rings (one per concurrent caller, from a pool)
+ * or a pool of pread/pwrite threads.
+ */
+#include "zt_aio.h"
+
+#include <errno.h>     /* errno, EINTR, EAGAIN */
+#include <liburing.h>  /* io_uring_* */
+#include <pthread.h>   /* pthread_* */
+#include <stdlib.h>    /* calloc, free */
+#include <string.h>    /* strerror */
+#include <unistd.h>    /* pread, pwrite */
+#include "zt_log.h"    /* ZT_LOG_I */
+
+#define MAX_THREADS 64
+
+struct chunk {
+    char *buf;
+    size_t len, done;
+    int64_t off;
+};
+
+/* a request of the thread pool: one chunk of one caller's call */
+struct job {
+    int fd, write;
+    struct chunk *c;
+    int *err;              /* first errno of the call (0: none) */
+    int64_t *err_off;
+    int *left;             /* chunks of the call not finished */
+    struct job *next;
+};
+
+struct zt_aio {
+    struct zt_aio_cfg cfg;
+    int uring;
+    pthread_mutex_t mu;
+    /* io_uring: free rings */
+    struct io_uring **rings;
+    int nrings, caprings;
+    /* threads */
+    pthread_t th[MAX_THREADS];
+    int nth, stop;
+    pthread_cond_t work, done;
+    struct job *head, *tail;
+};
+
+const char *zt_aio_engine_name(zt_aio_t a) { return a->uring ? "io_uring" : "threads"; }
+
+/* ---------------------------------------------------------------------------------------------
+ * thread pool */
+static void *worker(void *arg) {
+    struct zt_aio *a = arg;
+    pthread_mutex_lock(&a->mu);
+    for (;;) {
+        while (!a->head && !a->stop) pthread_cond_wait(&a->work, &a->mu);
+        if (!a->head) break;
+        struct job *j = a->head;
+        a->head = j->next;
+        if (!a->head) a->tail = NULL;
+        pthread_mutex_unlock(&a->mu);
+        int err = 0;
+        struct chunk *c = j->c;
+        while (c->done < c->len && !err) {
+            ssize_t r = j->write ? pwrite(j->fd, c->buf + c->done, c->len - c->done,
+                                          (off_t)(c->off + (int64_t)c->done))
+                                 : pread(j->fd, c->buf + c->done, c->len - c->done,
+                                         (off_t)(c->off + (int64_t)c->done));
+            if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+            if (r < 0) err = errno;
+            else if (r == 0) err = j->write ? EIO : ENODATA; /* no progress: end of file */
+            else c->done += (size_t)r;
+        }
+        pthread_mutex_lock(&a->mu);
+        if (err && (!*j->err || c->off + (int64_t)c->done < *j->err_off)) {
+            *j->err = err; /* the failure at the lowest offset is the one reported */
+            *j->err_off = c->off + (int64_t)c->done;
+        }
+        --*j->left;
+        pthread_cond_broadcast(&a->done);
+        free(j);
+    }
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
+static int threads_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
+                      int64_t *err_off) {
+    int err = 0, left = n;
+    pthread_mutex_lock(&a->mu);
+    for (int i = 0; i < n; i++) {
+        struct job *j = calloc(1, sizeof *j);
+        if (!j) { /* what is queued finishes; the rest is an error */
+            if (!err) {
+                err = ENOMEM;
+                *err_off = c[i].off;
+            }
+            left -= n - i;
+            break;
+        }
+        *j = (struct job){.fd = fd, .write = write, .c = &c[i], .err = &err, .err_off = err_off,
+                          .left = &left};
+        if (a->tail) a->tail->next = j;
+        else a->head = j;
+        a->tail = j;
+    }
+    pthread_cond_broadcast(&a->work);
+    while (left > 0) pthread_cond_wait(&a->done, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+    return err;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * io_uring */
+static struct io_uring *ring_get(struct zt_aio *a) {
+    struct io_uring *r = NULL;
+    pthread_mutex_lock(&a->mu);
+    if (a->nrings > 0) r = a->rings[--a->nrings];
+    pthread_mutex_unlock(&a->mu);
+    if (r) return r;
+    r = calloc(1, sizeof *r);
+    if (r && io_uring_queue_init((unsigned)a->cfg.queue_depth, r, 0) < 0) {
+        free(r);
+        r = NULL;
+    }
+    return r;
+}
+
+static void ring_put(struct zt_aio *a, struct io_uring *r) {
+    pthread_mutex_lock(&a->mu);
+    if (a->nrings == a->caprings) {
+        int cap = a->caprings ? 2 * a->caprings : 8;
+        struct io_uring **p = realloc(a->rings, (size_t)cap * sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&a->mu);
+            io_uring_queue_exit(r);
+            free(r);
+            return;
+        }
+        a->rings = p;
+        a->caprings = cap;
+    }
+    a->rings[a->nrings++] = r;
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void prep(struct io_uring_sqe *s, int fd, int write, struct chunk *c, int i) {
+    if (write)
+        io_uring_prep_write(s, fd, c->buf + c->done, (unsigned)(c->len - c->done),
+                            (uint64_t)(c->off + (int64_t)c->done));
+    else
+        io_uring_prep_read(s, fd, c->buf + c->done, (unsigned)(c->len - c->done),
+                           (uint64_t)(c->off + (int64_t)c->done));
+    io_uring_sqe_set_data64(s, (uint64_t)i);
+}
+
+/* submit what is queued; on failure none of it went out (-errno) */
+static int flush(struct io_uring *r, int *pending, int *inflight) {
+    int k = 0;
+    if (*pending > 0)
+        while ((k = io_uring_submit(r)) == -EINTR || k == -EAGAIN) {}
+    if (k < 0) *inflight -= *pending;
+    *pending = 0;
+    return k < 0 ? k : 0;
+}
+
+static int uring_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
+                    int64_t *err_off) {
+    struct io_uring *r = ring_get(a);
+    if (!r) {
+        *err_off = n ? c[0].off : 0;
+        return ENOMEM;
+    }
+    /* requests to (re)submit: a queue of chunk indices, resubmissions first */
+    int *todo = malloc((size_t)(n > 0 ? n : 1) * sizeof *todo), nt = 0, head = 0;
+    if (!todo) {
+        ring_put(a, r);
+        *err_off = n ? c[0].off : 0;
+        return ENOMEM;
+    }
+    for (int i = 0; i < n; i++) todo[nt++] = i;
+    int err = 0, inflight = 0, qd = a->cfg.queue_depth, pending = 0, broken = 0;
+    /* todo is a ring buffer of capacity n: an index is in it or in flight, never both */
+    while (head != nt || inflight > 0) {
+        int can = a->cfg.overlap_events || inflight == 0, k = 0;
+        while (can && inflight < qd && head != nt) {
+            int i = todo[head % n];
+            /* after a failure only what lies before it still matters */
+            if (err && c[i].off + (int64_t)c[i].done >= *err_off) {
+                head++;
+                continue;
+            }
+            struct io_uring_sqe *s = io_uring_get_sqe(r);
+            if (!s) break;
+            prep(s, fd, write, &c[i], i);
+            head++;
+            inflight++;
+            pending++;
+            if (a->cfg.single_submit && (k = flush(r, &pending, &inflight)) < 0) break;
+        }
+        if (k == 0) k = flush(r, &pending, &inflight);
+        if (k < 0) { /* the ring refused a submission: wait for what is in flight, then stop */
+            int at = todo[(head - 1) % n];
+            if (!err || c[at].off < *err_off) {
+                err = -k;
+                *err_off = c[at].off;
+            }
+            broken = 1; /* its queue may still hold requests: never reuse this ring */
+            head = nt;
+        }
+        if (inflight == 0) continue;
+        struct io_uring_cqe *cqe;
+        k = io_uring_wait_cqe(r, &cqe);
+        if (k == -EINTR || k == -EAGAIN) continue;
+        if (k < 0) { /* the ring itself failed: nothing more will complete */
+            if (!err) {
+                err = -k;
+                *err_off = c[0].off;
+            }
+            broken = 1;
+            break;
+        }
+        int i = (int)io_uring_cqe_get_data64(cqe), res = cqe->res;
+        io_uring_cqe_seen(r, cqe);
+        inflight--;
+        struct chunk *ch = &c[i];
+        if (res == -EINTR || res == -EAGAIN) {
+            todo[nt++ % n] = i; /* resubmit as is */
+        } else if (res < 0 || res == 0) {
+            if (!err || ch->off + (int64_t)ch->done < *err_off) { /* the lowest offset's */
+                err = res < 0 ? -res : (write ? EIO : ENODATA);
+                *err_off = ch->off + (int64_t)ch->done;
+            }
+        } else {
+            ch->done += (size_t)res;
+            if (ch->done < ch->len) todo[nt++ % n] = i; /* short: continue from where it stopped */
+        }
+    }
+    free(todo);
+    if (broken) {
+        io_uring_queue_exit(r);
+        free(r);
+    } else {
+        ring_put(a, r);
+    }
+    return err;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * API */
+enum zt_status zt_aio_init(zt_aio_t *out, const struct zt_aio_cfg *cfg) {
+    *out = NULL;
+    if (cfg->block_size < ZT_AIO_ALIGN || cfg->block_size % ZT_AIO_ALIGN || cfg->queue_depth < 1 ||
+        cfg->queue_depth > 4096)
+        return zt_error_set(ZT_ERR_CONFIG, "aio: block_size must be a positive multiple of %d "
+                                           "and queue_depth in [1, 4096] (got %lld and %d)",
+                            ZT_AIO_ALIGN, (long long)cfg->block_size, cfg->queue_depth);
+    struct zt_aio *a = calloc(1, sizeof *a);
+    if (!a) return zt_error_set(ZT_ERR_NOMEM, "aio: out of memory");
+    a->cfg = *cfg;
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->work, NULL);
+    pthread_cond_init(&a->done, NULL);
+    if (cfg->engine != ZT_AIO_THREADS) {
+        struct io_uring *r = calloc(1, sizeof *r);
+        int k = r ? io_uring_queue_init((unsigned)cfg->queue_depth, r, 0) : -ENOMEM;
+        if (k == 0) {
+            a->uring = 1;
+            ring_put(a, r);
+        } else {
+            free(r);
+            if (cfg->engine == ZT_AIO_URING) {
+                zt_aio_free(a);
+                return zt_error_set(ZT_ERR_IO, "aio: io_uring was asked for but the kernel "
+                                               "refuses it (%s)", strerror(-k));
+            }
+            ZT_LOG_I("aio: io_uring refused (%s); using %d pread/pwrite threads", strerror(-k),
+                     cfg->queue_depth < MAX_THREADS ? cfg->queue_depth : MAX_THREADS);
+        }
+    }
+    if (!a->uring) {
+        int n = cfg->queue_depth < MAX_THREADS ? cfg->queue_depth : MAX_THREADS;
+        for (; a->nth < n; a->nth++)
+            if (pthread_create(&a->th[a->nth], NULL, worker, a) != 0) break;
+        if (a->nth == 0) {
+            zt_aio_free(a);
+            return zt_error_set(ZT_ERR_RUNTIME, "aio: cannot start I/O threads");
+        }
+    }
+    *out = a;
+    return ZT_OK;
+}
+
+void zt_aio_free(zt_aio_t a) {
+    if (!a) return;
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_broadcast(&a->work);
+    pthread_mutex_unlock(&a->mu);
+    for (int i = 0; i < a->nth; i++) pthread_join(a->th[i], NULL);
+    for (int i = 0; i < a->nrings; i++) {
+        io_uring_queue_exit(a->rings[i]);
+        free(a->rings[i]);
+    }
+    free(a->rings);
+    pthread_mutex_destroy(&a->mu);
+    pthread_cond_destroy(&a->work);
+    pthread_cond_destroy(&a->done);
+    free(a);
+}
+
+static enum zt_status io(zt_aio_t a, int fd, const char *path, char *buf, size_t len,
+                         int64_t off, int write) {
+    const char *op = write ? "write" : "read";
+    if (((uintptr_t)buf | len | (uint64_t)off) % ZT_AIO_ALIGN)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s of %zu bytes at offset %lld: buffer, length "
+                                            "and offset must be multiples of %d (O_DIRECT)",
+                            path, op, len, (long long)off, ZT_AIO_ALIGN);
+    if (len == 0) return ZT_OK;
+    size_t bs = (size_t)a->cfg.block_size;
+    int n = (int)((len + bs - 1) / bs);
+    struct chunk *c = calloc((size_t)n, sizeof *c);
+    if (!c) return zt_error_set(ZT_ERR_NOMEM, "%s: out of memory for a %s", path, op);
+    for (int i = 0; i < n; i++)
+        c[i] = (struct chunk){buf + (size_t)i * bs, len - (size_t)i * bs < bs ? len - (size_t)i * bs
+                                                                               : bs,
+                              0, off + (int64_t)i * (int64_t)bs};
+    int64_t err_off = off;
+    int err = a->uring ? uring_io(a, fd, write, c, n, &err_off)
+                       : threads_io(a, fd, write, c, n, &err_off);
+    free(c);
+    if (!err) return ZT_OK;
+    if (err == ENODATA)
+        return zt_error_set(ZT_ERR_IO, "%s: %s at offset %lld: unexpected end of file", path, op,
+                            (long long)err_off);
+    return zt_error_set(ZT_ERR_IO, "%s: %s at offset %lld failed: %s", path, op,
+                        (long long)err_off, strerror(err));
+}
+
+enum zt_status zt_aio_read(zt_aio_t a, int fd, const char *path, void *buf, size_t len,
+                           int64_t off) {
+    return io(a, fd, path, buf, len, off, 0);
+}
+
+enum zt_status zt_aio_write(zt_aio_t a, int fd, const char *path, const void *buf, size_t len,
+                            int64_t off) {
+    return io(a, fd, path, (char *)buf, len, off, 1);
+}

@@ -1,0 +1,50 @@
+/*
+ * io/zt_aio.h: the asynchronous I/O engine behind NVMe swap (and checkpoints): io_uring through
+ * liburing on files opened with O_DIRECT, or a pool of pread/pwrite threads when io_uring is
+ * refused (seccomp, io_uring_disabled) or ZT_AIO_ENGINE=threads forces it.
+ *
+ * One call moves one buffer: it is cut into block_size requests with up to queue_depth in flight
+ * (DeepSpeed's aio settings: single_submit submits each request alone, overlap_events submits
+ * more while earlier ones complete instead of waiting for the whole batch). Short transfers are
+ * continued and EINTR/EAGAIN retried; every failure is a ZT_ERR_IO status whose message names
+ * the file, the operation and the byte offset. Calls from several threads at once are safe (a
+ * ring per concurrent caller). With O_DIRECT, buffers, lengths and offsets must be multiples of
+ * ZT_AIO_ALIGN: the engine checks it and says so.
+ *
+ * Layer: io/. No StarPU.
+ */
+#ifndef ZT_AIO_H
+#define ZT_AIO_H
+
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* int64_t */
+#include "zt_status.h" /* enum zt_status */
+
+#define ZT_AIO_ALIGN 4096
+
+enum zt_aio_engine { ZT_AIO_AUTO = 0, ZT_AIO_URING, ZT_AIO_THREADS };
+
+struct zt_aio_cfg {
+    int64_t block_size;   /* bytes per request (DeepSpeed default 1 MiB), multiple of 4096 */
+    int queue_depth;      /* requests in flight (default 8) */
+    int single_submit;    /* submit requests one by one (default false) */
+    int overlap_events;   /* keep submitting while requests complete (default true) */
+    enum zt_aio_engine engine; /* AUTO: io_uring if the kernel allows it, else threads */
+};
+
+typedef struct zt_aio *zt_aio_t;
+
+/* Start the engine (AUTO probes io_uring; the fallback and its reason are logged). */
+enum zt_status zt_aio_init(zt_aio_t *a, const struct zt_aio_cfg *cfg);
+void zt_aio_free(zt_aio_t a);
+/* "io_uring" or "threads" */
+const char *zt_aio_engine_name(zt_aio_t a);
+
+/* Read or write len bytes at byte offset off of fd (path names it in messages). Blocks until
+ * every byte moved or one request failed. Reading past the end of the file is an error. */
+enum zt_status zt_aio_read(zt_aio_t a, int fd, const char *path, void *buf, size_t len,
+                           int64_t off);
+enum zt_status zt_aio_write(zt_aio_t a, int fd, const char *path, const void *buf, size_t len,
+                            int64_t off);
+
+#endif /* ZT_AIO_H */

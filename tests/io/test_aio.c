@@ -1,0 +1,130 @@
+/*
+ * tests/io/test_aio.c: proves the async I/O engine (io/zt_aio.h) keeps its contract, for both
+ * engines (io_uring and the pread/pwrite threads) and several request shapes (block size, queue
+ * depth, single_submit, overlap_events):
+ * - a buffer written with O_DIRECT in many requests reads back identical, whole and in parts;
+ * - reading past the end of the file fails with ZT_ERR_IO naming the file, "read" and the offset
+ *   where the data ends;
+ * - a misaligned buffer, length or offset is refused (ZT_ERR_INVALID, says "multiples of 4096");
+ * - a bad file descriptor fails with the file's name and the system's reason;
+ * - a write that hits the file size limit (RLIMIT_FSIZE: EFBIG, as a full disk gives ENOSPC)
+ *   fails with ZT_ERR_IO naming the file and the offset of the first byte not written;
+ * - ZT_AIO_AUTO picks io_uring on this kernel.
+ */
+#define _GNU_SOURCE       /* O_DIRECT */
+#include <fcntl.h>        /* open, O_DIRECT */
+#include <signal.h>       /* signal, SIGXFSZ */
+#include <stdio.h>        /* snprintf */
+#include <stdlib.h>       /* getenv, aligned_alloc */
+#include <string.h>       /* memcmp, strstr */
+#include <sys/resource.h> /* setrlimit */
+#include <sys/stat.h>     /* mkdir */
+#include <sys/wait.h>     /* waitpid */
+#include <unistd.h>       /* fork, close */
+
+#include "zt_aio.h"    /* zt_aio_* */
+#include "zt_status.h" /* zt_error_last */
+#include "zt_test.h"   /* ZT_TEST_TRUE, zt_test_finish */
+
+static char path[1024];
+
+static int expect_err(int line, enum zt_status rc, enum zt_status code, const char *a,
+                      const char *b) {
+    if (rc == code && strstr(zt_error_last(), a) && (!b || strstr(zt_error_last(), b))) return 1;
+    fprintf(stderr, "FAIL %s:%d: got %s \"%s\", want %s with \"%s\" and \"%s\"\n", __FILE__, line,
+            zt_status_str(rc), zt_error_last(), zt_status_str(code), a, b ? b : "");
+    zt_test_failures++;
+    return 0;
+}
+
+static void round_trip(enum zt_aio_engine eng, int64_t bs, int qd, int single, int overlap) {
+    struct zt_aio_cfg cfg = {bs, qd, single, overlap, eng};
+    zt_aio_t a;
+    ZT_TEST_TRUE(zt_aio_init(&a, &cfg) == ZT_OK, zt_error_last());
+    if (!a) return;
+    const char *want = eng == ZT_AIO_THREADS ? "threads" : "io_uring";
+    ZT_TEST_TRUE(strcmp(zt_aio_engine_name(a), want) == 0, "engine name");
+    size_t n = (1 << 20) + 3 * 4096; /* not a multiple of the block size */
+    unsigned char *w = aligned_alloc(4096, n), *r = aligned_alloc(4096, n);
+    for (size_t i = 0; i < n; i++) w[i] = (unsigned char)(i * 131 + (i >> 12) + bs + qd);
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+    ZT_TEST_TRUE(fd >= 0, "open with O_DIRECT");
+    ZT_TEST_TRUE(zt_aio_write(a, fd, path, w, n, 0) == ZT_OK, zt_error_last());
+    memset(r, 0, n);
+    ZT_TEST_TRUE(zt_aio_read(a, fd, path, r, n, 0) == ZT_OK, zt_error_last());
+    ZT_TEST_TRUE(memcmp(w, r, n) == 0, "read back what was written");
+    memset(r, 0, n);
+    ZT_TEST_TRUE(zt_aio_read(a, fd, path, r, 5 * 4096, 7 * 4096) == ZT_OK, zt_error_last());
+    ZT_TEST_TRUE(memcmp(w + 7 * 4096, r, 5 * 4096) == 0, "a part at an offset");
+    /* past the end: the data ends at n */
+    expect_err(__LINE__, zt_aio_read(a, fd, path, r, 8 * 4096, (int64_t)n - 4096), ZT_ERR_IO,
+               path, "unexpected end of file");
+    char off[64];
+    snprintf(off, sizeof off, "read at offset %zu", n);
+    expect_err(__LINE__, zt_aio_read(a, fd, path, r, 8 * 4096, (int64_t)n - 4096), ZT_ERR_IO,
+               path, off);
+    /* misaligned buffer, length, offset */
+    expect_err(__LINE__, zt_aio_read(a, fd, path, r + 1, 4096, 0), ZT_ERR_INVALID, path,
+               "multiples of 4096");
+    expect_err(__LINE__, zt_aio_write(a, fd, path, w, 100, 0), ZT_ERR_INVALID, path,
+               "multiples of 4096");
+    expect_err(__LINE__, zt_aio_read(a, fd, path, r, 4096, 10), ZT_ERR_INVALID, path,
+               "multiples of 4096");
+    close(fd);
+    /* a closed descriptor */
+    expect_err(__LINE__, zt_aio_read(a, fd, path, r, 4096, 0), ZT_ERR_IO, path,
+               "Bad file descriptor");
+    free(w);
+    free(r);
+    zt_aio_free(a);
+}
+
+/* in a child: a file size limit of 64 KiB, then a 256 KiB write */
+static void size_limit(enum zt_aio_engine eng) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {65536, 65536};
+        signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &rl);
+        struct zt_aio_cfg cfg = {16384, 4, 0, 1, eng};
+        zt_aio_t a;
+        if (zt_aio_init(&a, &cfg) != ZT_OK) _exit(2);
+        void *w = aligned_alloc(4096, 262144);
+        memset(w, 7, 262144);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
+        enum zt_status rc = zt_aio_write(a, fd, path, w, 262144, 0);
+        int ok = rc == ZT_OK ? 0
+                             : expect_err(__LINE__, rc, ZT_ERR_IO, path, "write at offset 65536");
+        ok = ok && strstr(zt_error_last(), "File too large");
+        if (!ok) fprintf(stderr, "size limit: %s\n", zt_error_last());
+        zt_aio_free(a);
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ZT_TEST_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a write past the file size limit fails "
+                                                        "with the file and offset");
+}
+
+int main(void) {
+    const char *tmp = getenv("ZT_IO_TEST_TMP");
+    if (!tmp) tmp = "/tmp/zt-test-aio";
+    mkdir(tmp, 0755);
+    snprintf(path, sizeof path, "%s/swap.bin", tmp);
+    for (int e = ZT_AIO_URING; e <= ZT_AIO_THREADS; e++) {
+        round_trip((enum zt_aio_engine)e, 1 << 20, 8, 0, 1); /* DeepSpeed's defaults */
+        round_trip((enum zt_aio_engine)e, 8192, 4, 1, 0);
+        round_trip((enum zt_aio_engine)e, 4096, 1, 0, 1);
+        round_trip((enum zt_aio_engine)e, 65536, 64, 0, 0);
+        size_limit((enum zt_aio_engine)e);
+    }
+    struct zt_aio_cfg cfg = {1 << 20, 8, 0, 1, ZT_AIO_AUTO};
+    zt_aio_t a;
+    ZT_TEST_TRUE(zt_aio_init(&a, &cfg) == ZT_OK && strcmp(zt_aio_engine_name(a), "io_uring") == 0,
+                 "AUTO picks io_uring here");
+    zt_aio_free(a);
+    cfg.block_size = 1000;
+    expect_err(__LINE__, zt_aio_init(&a, &cfg), ZT_ERR_CONFIG, "aio: block_size", "4096");
+    unlink(path);
+    return zt_test_finish("test_aio");
+}
