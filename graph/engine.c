@@ -310,6 +310,15 @@ static int partial_home(const struct zt_engine *e, const struct zt_param *p) {
 }
 static int partial_ghome(const struct zt_engine *e) { return e->stage >= 2; }
 
+/* block j of p in its storage t, which holds all of p's blocks or (partial) only its own; a
+ * block of another rank's has no tensor. off: its offset in the flat layout */
+static struct zt_block_ref home_ref(const struct zt_param *p, zt_tensor_t t, int partial, int j,
+                                    int64_t off) {
+    if (!partial) return (struct zt_block_ref){t, j, off};
+    int mine = j >= p->own0 && j < p->own1;
+    return (struct zt_block_ref){mine ? t : NULL, j - p->own0, off};
+}
+
 /* a tensor over p's own blocks (or all of them) at ptr */
 static enum zt_status own_tensor(zt_tensor_t *t, const char *name, float *ptr,
                                  const struct zt_param *p, int whole) {
@@ -508,11 +517,9 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
         p->value = ph ? NULL : p->home;
         p->grad = pg ? NULL : p->ghome;
         for (int j = 0; j < p->nblk; j++) {
-            int k = p->first_blk + j, mine = j >= p->own0 && j < p->own1;
-            e->pblk[k] = (struct zt_block_ref){ph ? (mine ? p->home : NULL) : p->home,
-                                               ph ? j - p->own0 : j, e->babs[k]};
-            e->gblk[k] = (struct zt_block_ref){pg ? (mine ? p->ghome : NULL) : p->ghome,
-                                               pg ? j - p->own0 : j, e->babs[k]};
+            int k = p->first_blk + j;
+            e->pblk[k] = home_ref(p, p->home, ph, j, e->babs[k]);
+            e->gblk[k] = home_ref(p, p->ghome, pg, j, e->babs[k]);
         }
     }
     free(tmp);
@@ -701,6 +708,14 @@ static zt_tensor_t grad_slot(struct zt_param *p) {
     return p->grad;
 }
 
+/* stage 3: slot i of a gathered-value pool loses its tenant, which must be gathered again */
+static void evict(struct zt_pool *pl, int i) {
+    if (!pl->who[i]) return;
+    pl->who[i]->pslot = -1;
+    pl->who[i]->value = NULL;
+    pl->who[i] = NULL;
+}
+
 /* stage 3: gather p's blocks from their owners into the least recently gathered slot of its
  * shape (its old tenant must be gathered again when next read) */
 static zt_tensor_t gather(struct zt_param *p) {
@@ -709,10 +724,7 @@ static zt_tensor_t gather(struct zt_param *p) {
     int i = 0;
     for (int j = 1; j < pl->n && pl->who[i]; j++)
         if (!pl->who[j] || pl->stamp[j] < pl->stamp[i]) i = j;
-    if (pl->who[i]) {
-        pl->who[i]->pslot = -1;
-        pl->who[i]->value = NULL;
-    }
+    evict(pl, i);
     pl->who[i] = p;
     pl->stamp[i] = ++e->clock;
     p->pslot = i;
@@ -734,12 +746,7 @@ static zt_tensor_t gather(struct zt_param *p) {
 /* stage 3: every gathered value is stale once the optimizer updates the shards */
 static void drop_gathered(zt_engine_t e) {
     for (int c = 0; c < e->ncls; c++)
-        for (int i = 0; i < e->ppool[c].n; i++)
-            if (e->ppool[c].who[i]) {
-                e->ppool[c].who[i]->pslot = -1;
-                e->ppool[c].who[i]->value = NULL;
-                e->ppool[c].who[i] = NULL;
-            }
+        for (int i = 0; i < e->ppool[c].n; i++) evict(&e->ppool[c], i);
 }
 
 zt_tensor_t zt_param_value(zt_param_t p) {
@@ -845,7 +852,6 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
         for (int k = 0; k < e->nrb; k++)
             if (!e->rbuckets[k].submitted) ZT_CHECK(reduce_bucket(e, k));
     }
-    o = zt_engine_opts(e, ZT_PRIO_OPTIMIZER, -1, 0, -1);
     for (int g = e->g0; g < e->g1; g++)
         ZT_CHECK(zt_task_grad_sumsq(&o, e->partial, g, &e->gblk[e->groups[g].first],
                                     e->groups[g].n));
@@ -956,16 +962,13 @@ static enum zt_status consolidate(zt_engine_t e, int which, zt_tensor_t *out) {
         zt_tensor_release(src);
     }
     if (rc == ZT_OK) zt_tensor_release(*out);
-    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
-    for (int k = 0; k < e->nrb && rc == ZT_OK && e->size > 1; k++) {
-        struct zt_bucket *bk = &e->rbuckets[k];
-        struct zt_block_ref refs[256];
-        for (int b0 = bk->b0; b0 < bk->b1 && rc == ZT_OK; b0 += 256) {
-            int b1 = bk->b1 - b0 > 256 ? b0 + 256 : bk->b1;
-            for (int b = b0; b < b1; b++) refs[b - b0] = (struct zt_block_ref){*out, b, 0};
-            rc = zt_task_comm_allgather(&o, refs, b1 - b0, bucket_parts(e, b0, b1), NULL, 0,
-                                        sizeof(float), e->token);
-        }
+    if (rc == ZT_OK && e->size > 1) { /* the temporary's blocks are the engine's blocks */
+        struct zt_block_ref *refs = calloc((size_t)e->nb, sizeof *refs);
+        if (!refs) rc = zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+        for (int b = 0; refs && b < e->nb; b++) refs[b] = (struct zt_block_ref){*out, b, 0};
+        struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
+        if (rc == ZT_OK) rc = allgather_buckets(e, &o, e->rbuckets, e->nrb, refs);
+        free(refs);
     }
     if (rc == ZT_OK) rc = zt_runtime_wait_all();
     if (rc != ZT_OK) {
@@ -982,7 +985,6 @@ static enum zt_status write_tensors(zt_engine_t e, const char *path, int which,
  * all ranks succeed or fail together. */
 static enum zt_status save_tensors(zt_engine_t e, const char *path, int which) {
     zt_tensor_t whole = NULL;
-    ZT_CHECK(zt_runtime_wait_all());
     enum zt_status rc = consolidate(e, which, &whole);
     if (rc == ZT_OK && e->rank == 0) rc = write_tensors(e, path, which, whole);
     zt_tensor_free(whole);

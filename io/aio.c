@@ -170,7 +170,7 @@ static int uring_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
         *err_off = n ? c[0].off : 0;
         return ENOMEM;
     }
-    /* requests to (re)submit: a queue of chunk indices, resubmissions first */
+    /* requests to (re)submit: a FIFO of chunk indices (continuations of short ones at the end) */
     int *todo = malloc((size_t)(n > 0 ? n : 1) * sizeof *todo), nt = 0, head = 0;
     if (!todo) {
         ring_put(a, r);
