@@ -104,6 +104,20 @@ static uint64_t hash_file(uint64_t h, const char *path) {
     return h;
 }
 
+/* ZT_HOST_MEM_LIMIT: the plan's host bytes must fit */
+static enum zt_status check_budget(const struct zt_engine_mem *m, int rank) {
+    int64_t limit = 0;
+    ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
+    int64_t host = m->params + m->grads + m->optim + m->acts;
+    if (limit <= 0 || host <= limit) return ZT_OK;
+    return zt_error_set(ZT_ERR_NOMEM, "ZT_HOST_MEM_LIMIT=%.1f MiB: rank %d needs %.1f MiB of host "
+                        "memory (params %.1f, grads %.1f, optimizer %.1f, activations %.1f MiB); "
+                        "put state on NVMe (zero_optimization.offload_optimizer/offload_param "
+                        "device nvme), use more ranks or a higher ZeRO stage, or raise the limit",
+                        limit / 1048576.0, rank, host / 1048576.0, m->params / 1048576.0,
+                        m->grads / 1048576.0, m->optim / 1048576.0, m->acts / 1048576.0);
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -275,19 +289,23 @@ static int train_main(int argc, char **argv) {
                zt_runtime_sched_name(), zt_engine_nblk(e));
         fflush(stdout);
     }
-    /* every rank accounts for its own memory */
-    char line[384];
+    /* every rank accounts for its own memory: the plan per tier */
+    char line[512];
     int at = snprintf(line, sizeof line, "memory (host, rank %d of %d): params %.3f MiB | grads "
                       "%.3f MiB | optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB",
                       rank, world, mem.params / 1048576.0, mem.grads / 1048576.0,
                       mem.optim / 1048576.0, mem.acts / 1048576.0,
                       (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
     if (cfg.zero_stage >= 2) /* the slot windows inside params and grads */
-        snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f MiB, "
-                 "gradient slots %.3f MiB", mem.param_window / 1048576.0,
-                 mem.grad_window / 1048576.0);
+        at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
+                       "MiB, gradient slots %.3f MiB", mem.param_window / 1048576.0,
+                       mem.grad_window / 1048576.0);
+    if (mem.nvme > 0)
+        snprintf(line + at, sizeof line - (size_t)at, " | swap buffers %.3f MiB (in optimizer) "
+                 "| NVMe %.3f MiB", mem.swap_buffers / 1048576.0, mem.nvme / 1048576.0);
     strncat(line, "\n", sizeof line - strlen(line) - 1);
     if (!quiet) print_in_turn(line);
+    if (check_budget(&mem, rank) != ZT_OK) goto out;
 
     if (eval_only) {
         double loss;
@@ -310,6 +328,10 @@ static int train_main(int argc, char **argv) {
         if (zt_gpt2_step_submit(m, &tok, s, 1) != ZT_OK) goto out;
         if (zt_gpt2_step_wait(m, &loss, &info) != ZT_OK) goto out;
         double ms = now_ms() - t0;
+        if (s == 1 && cfg.zero_stage >= 2) { /* the gradient window grew to its size */
+            zt_engine_memory(e, &mem);
+            if (check_budget(&mem, rank) != ZT_OK) goto out;
+        }
         if (s == 1 && gradp && zt_engine_save_grads_safetensors(e, gradp) != ZT_OK) goto out;
         if (talk && (s == 1 || s == steps || s % every == 0)) {
             printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.1f ms | %8.0f tok/s | %6.1f GFLOP/s "

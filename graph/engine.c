@@ -11,6 +11,8 @@
 #include "zt_engine.h"       /* our API */
 #include "zt_log.h"          /* ZT_LOG_I */
 #include "zt_safetensors.h"  /* zt_st_* */
+#include "zt_aio.h"          /* struct zt_aio_cfg */
+#include "zt_swapdir.h"      /* swap directories and files */
 
 #define ZT_ALIGN_ELEMS 16 /* 64-byte alignment of every parameter slice */
 #define ZT_MAX_DIMS 8
@@ -33,6 +35,7 @@ struct zt_param {
     zt_tensor_t value, grad;
     int own0, own1;        /* the blocks [own0, own1) of it that this rank owns */
     int persistent;        /* stage 3: small enough to stay whole on every rank */
+    int offl;              /* stage 3 offload_param nvme: its shard lives in the swap file */
     int cls;               /* shape class of its slots */
     int pslot, gslot;      /* its gathered-value and gradient slots, -1 when none */
     int first_blk;         /* index of its first block in the engine's block list */
@@ -106,6 +109,20 @@ struct zt_engine {
     /* stage 3: the persistent parameters' blocks, all-gathered after the optimizer */
     struct zt_block_ref *prefs;
     int *powner, npb;
+    /* NVMe offload: optimizer state (file A: per local group [m | v]) and stage-3 parameter
+     * shards (file B: per local group [w]), each part padded to 4 KiB; nbuf slot buffers hold
+     * the groups being swapped (slot k: bm/bv/bw tensors of one block each) */
+    int opt_nvme, par_nvme;
+    struct zt_swapdir dirA, dirB;
+    struct zt_swapfile fA, fB;
+    int64_t *goffA, *goffB, *gbytes; /* [local groups] */
+    int *blk_group;        /* [nb] local group of each block, -1 when not this rank's */
+    int nbuf;
+    int64_t buf_elems;     /* elements of one part of a slot buffer */
+    void **bufmem;
+    zt_tensor_t *bm, *bv, *bw;
+    zt_tensor_t fordA, fordB, pipe; /* file-order blocks (one per local group), pipeline token */
+    int64_t nvme_bytes;    /* both files */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -173,9 +190,12 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     return ZT_OK;
 }
 
+static void offload_free(zt_engine_t e);
+
 void zt_engine_free(zt_engine_t e) {
     if (!e) return;
     zt_runtime_wait_all();
+    offload_free(e);
     for (int i = 0; i < e->np; i++) {
         zt_tensor_free(e->params[i]->home);
         zt_tensor_free(e->params[i]->ghome);
@@ -386,6 +406,25 @@ static enum zt_status make_pools(zt_engine_t e) {
     }
     int64_t w = e->cfg.stage3_max_live_parameters < e->cfg.stage3_prefetch_bucket_size
                     ? e->cfg.stage3_max_live_parameters : e->cfg.stage3_prefetch_bucket_size;
+    const struct zt_offload_cfg *op = &e->cfg.offload_param;
+    if (e->stage >= 3 && op->device == ZT_OFFLOAD_NVME) {
+        /* the gathered slots are the buffers the shards are read into: at most max_in_cpu and
+         * buffer_count x buffer_size elements, each parameter within one buffer (DeepSpeed) */
+        int64_t cap = op->buffer_count * op->buffer_size;
+        w = w < op->max_in_cpu ? w : op->max_in_cpu;
+        w = w < cap ? w : cap;
+        for (int i = 0; i < e->np; i++) {
+            const struct zt_param *p = e->params[i];
+            if (!p->persistent && p->rows * p->cols > op->buffer_size) {
+                free(count);
+                return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param."
+                                    "buffer_size is %lld elements, smaller than parameter %s "
+                                    "(%lld elements); raise it", e->cfg.path,
+                                    (long long)op->buffer_size, p->name,
+                                    (long long)(p->rows * p->cols));
+            }
+        }
+    }
     enum zt_status rc = ZT_OK;
     for (int c = 0; c < e->ncls && rc == ZT_OK; c++) {
         if (e->stage >= 3 && count[c] > 0) {
@@ -418,6 +457,186 @@ static enum zt_status make_persistent_list(zt_engine_t e) {
     return ZT_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * NVMe offload: swap files and buffers */
+static int64_t pad4k(int64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
+static int64_t group_elems(const struct zt_engine *e, int g) {
+    return e->babs[e->groups[g].first + e->groups[g].n] - e->babs[e->groups[g].first];
+}
+/* byte offset of block b (of this rank) in file B */
+static int64_t fileB_off(const struct zt_engine *e, int b) {
+    int li = e->blk_group[b];
+    return e->goffB[li] + (e->babs[b] - e->babs[e->groups[e->g0 + li].first]) * 4;
+}
+
+/* Write this rank's blocks of the offloaded parameters to file B, group by group through one
+ * aligned staging buffer: values from st, or (st NULL) the initializer's stream replayed from
+ * rng (every parameter's draws, in declaration order, as finalize made them). */
+static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, uint64_t rng) {
+    int64_t maxn = 0;
+    for (int i = 0; i < e->np; i++)
+        if (e->params[i]->rows * e->params[i]->cols > maxn)
+            maxn = e->params[i]->rows * e->params[i]->cols;
+    float *tmp = malloc((size_t)maxn * sizeof(float));
+    void *stage = NULL;
+    if (!tmp || posix_memalign(&stage, 4096, (size_t)(e->buf_elems > 0 ? e->buf_elems : 1) * 4)) {
+        free(tmp);
+        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory for the parameter swap file");
+    }
+    enum zt_status rc = ZT_OK;
+    int cur = -1;
+    for (int i = 0; i < e->np && rc == ZT_OK; i++) {
+        struct zt_param *p = e->params[i];
+        int64_t n = p->rows * p->cols;
+        int need = p->offl && p->own1 > p->own0;
+        if (!st && p->init == ZT_INIT_NORMAL) fill_normal(tmp, n, p->std, &rng);
+        if (!need) continue;
+        if (st) rc = zt_st_read_f32(st, p->name, p->ndim, p->shape, tmp);
+        else if (p->init != ZT_INIT_NORMAL)
+            for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
+        for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) {
+            int b = p->first_blk + j, li = e->blk_group[b];
+            if (li != cur) {
+                if (cur >= 0)
+                    rc = zt_swap_write_sync(&e->fB, stage, e->gbytes[cur], e->goffB[cur]);
+                cur = li;
+                memset(stage, 0, (size_t)e->gbytes[li]);
+            }
+            int64_t at = e->babs[b] - e->babs[e->groups[e->g0 + li].first];
+            memcpy((float *)stage + at, tmp + blk_row0(p, j) * p->cols,
+                   (size_t)((blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols) * sizeof(float));
+        }
+    }
+    if (rc == ZT_OK && cur >= 0)
+        rc = zt_swap_write_sync(&e->fB, stage, e->gbytes[cur], e->goffB[cur]);
+    free(tmp);
+    free(stage);
+    return rc;
+}
+
+static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
+    const struct zt_config *c = &e->cfg;
+    if (c->offload_optimizer.device == ZT_OFFLOAD_CPU || c->offload_param.device == ZT_OFFLOAD_CPU)
+        ZT_LOG_I("offload \"cpu\": %s stays in host memory, where this build's workers compute "
+                 "(no GPU: the same placement as \"none\")",
+                 c->offload_param.device == ZT_OFFLOAD_CPU ? "the model state" : "optimizer state");
+    e->opt_nvme = c->offload_optimizer.device == ZT_OFFLOAD_NVME;
+    e->par_nvme = c->offload_param.device == ZT_OFFLOAD_NVME;
+    if (!e->opt_nvme && !e->par_nvme) return ZT_OK;
+    if (e->par_nvme && !e->opt_nvme)
+        return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param nvme needs "
+                            "offload_optimizer nvme too (the optimizer updates the swapped "
+                            "parameter shards in its swap buffers)", c->path);
+    const int nl = e->g1 - e->g0;
+    e->gbytes = calloc((size_t)nl + 1, sizeof *e->gbytes);
+    e->goffA = calloc((size_t)nl + 1, sizeof *e->goffA);
+    e->goffB = calloc((size_t)nl + 1, sizeof *e->goffB);
+    e->blk_group = malloc((size_t)e->nb * sizeof *e->blk_group);
+    if (!e->gbytes || !e->goffA || !e->goffB || !e->blk_group)
+        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    for (int b = 0; b < e->nb; b++) e->blk_group[b] = -1;
+    int64_t maxg = 4096, offA = 0, offB = 0;
+    for (int li = 0; li < nl; li++) {
+        const struct zt_group *gr = &e->groups[e->g0 + li];
+        for (int b = gr->first; b < gr->first + gr->n; b++) e->blk_group[b] = li;
+        e->gbytes[li] = pad4k(group_elems(e, e->g0 + li) * 4);
+        e->goffA[li] = offA;
+        e->goffB[li] = offB;
+        offA += 2 * e->gbytes[li];
+        if (e->par_nvme) offB += e->gbytes[li];
+        if (e->gbytes[li] > maxg) maxg = e->gbytes[li];
+    }
+    static const char *const engines[] = {"auto", "io_uring", "threads", NULL};
+    const char *eng = "auto";
+    ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", engines, &eng));
+    struct zt_aio_cfg ac = {.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
+                            .single_submit = c->aio_single_submit,
+                            .overlap_events = c->aio_overlap_events,
+                            .engine = strcmp(eng, "io_uring") == 0 ? ZT_AIO_URING
+                                    : strcmp(eng, "threads") == 0  ? ZT_AIO_THREADS
+                                                                   : ZT_AIO_AUTO};
+    ZT_CHECK(zt_swap_init(&ac, c->aio_thread_count));
+    int same = strcmp(c->offload_optimizer.nvme_path, c->offload_param.nvme_path) == 0;
+    ZT_CHECK(zt_swapdir_open(&e->dirA, c->offload_optimizer.nvme_path,
+                             "zero_optimization.offload_optimizer.nvme_path",
+                             offA + (e->par_nvme && same ? offB : 0)));
+    ZT_CHECK(zt_swapdir_file(&e->dirA, "optim.swp", offA > 0 ? offA : 4096, &e->fA));
+    if (e->par_nvme) {
+        struct zt_swapdir *d = &e->dirA;
+        if (!same) {
+            ZT_CHECK(zt_swapdir_open(&e->dirB, c->offload_param.nvme_path,
+                                     "zero_optimization.offload_param.nvme_path", offB));
+            d = &e->dirB;
+        }
+        ZT_CHECK(zt_swapdir_file(d, "params.swp", offB > 0 ? offB : 4096, &e->fB));
+    }
+    e->nvme_bytes = offA + offB;
+    /* slot buffers: buffer_count groups in flight, each [m | v (| w)] of the largest group */
+    e->nbuf = c->offload_optimizer.buffer_count < nl ? c->offload_optimizer.buffer_count : nl;
+    e->buf_elems = maxg / 4;
+    const int parts = 2 + e->par_nvme;
+    e->bufmem = calloc((size_t)e->nbuf + 1, sizeof *e->bufmem);
+    e->bm = calloc((size_t)e->nbuf + 1, sizeof *e->bm);
+    e->bv = calloc((size_t)e->nbuf + 1, sizeof *e->bv);
+    e->bw = calloc((size_t)e->nbuf + 1, sizeof *e->bw);
+    if (!e->bufmem || !e->bm || !e->bv || !e->bw)
+        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    for (int k = 0; k < e->nbuf; k++) {
+        if (posix_memalign(&e->bufmem[k], 4096, (size_t)(parts * maxg)) != 0)
+            return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %d swap buffers of %.1f "
+                                "MiB", e->nbuf, parts * maxg / 1048576.0);
+        memset(e->bufmem[k], 0, (size_t)(parts * maxg));
+        char *b = e->bufmem[k];
+        ZT_CHECK(zt_tensor_init(&e->bm[k], "swap_exp_avg", b, e->buf_elems, 1, 4, 1, NULL));
+        ZT_CHECK(zt_tensor_init(&e->bv[k], "swap_exp_avg_sq", b + maxg, e->buf_elems, 1, 4, 1,
+                                NULL));
+        if (e->par_nvme)
+            ZT_CHECK(zt_tensor_init(&e->bw[k], "swap_params", b + 2 * maxg, e->buf_elems, 1, 4,
+                                    1, NULL));
+    }
+    if (nl > 0) {
+        ZT_CHECK(zt_tensor_init(&e->fordA, "swap_order_optim", NULL, nl, 1, 4, nl, NULL));
+        if (e->par_nvme)
+            ZT_CHECK(zt_tensor_init(&e->fordB, "swap_order_params", NULL, nl, 1, 4, nl, NULL));
+    }
+    if (!c->offload_optimizer.pipeline_read || !c->offload_optimizer.pipeline_write)
+        ZT_CHECK(zt_tensor_init(&e->pipe, "swap_pipeline", NULL, 1, 1, 4, 1, NULL));
+    if (e->par_nvme) ZT_CHECK(write_offloaded(e, NULL, rng0));
+    ZT_LOG_I("offload: rank %d swaps %.1f MiB of %s through %d buffers of %.1f MiB (%s, %s%s%s)",
+             e->rank, e->nvme_bytes / 1048576.0,
+             e->par_nvme ? "optimizer state and parameter shards" : "optimizer state", e->nbuf,
+             parts * maxg / 1048576.0, zt_swap_engine_name(),
+             c->offload_optimizer.pipeline_read ? "reads pipelined" : "reads not pipelined",
+             c->offload_optimizer.pipeline_write ? ", writes pipelined" : ", writes not pipelined",
+             e->fA.direct ? ", O_DIRECT" : ", buffered");
+    return ZT_OK;
+}
+
+static void offload_free(zt_engine_t e) {
+    for (int k = 0; k < e->nbuf; k++) {
+        zt_tensor_free(e->bm[k]);
+        zt_tensor_free(e->bv[k]);
+        zt_tensor_free(e->bw[k]);
+        free(e->bufmem[k]);
+    }
+    free(e->bm);
+    free(e->bv);
+    free(e->bw);
+    free(e->bufmem);
+    zt_tensor_free(e->fordA);
+    zt_tensor_free(e->fordB);
+    zt_tensor_free(e->pipe);
+    if (e->opt_nvme) zt_swap_free();
+    if (e->fA.path[0]) zt_swapfile_close(&e->fA);
+    if (e->fB.path[0]) zt_swapfile_close(&e->fB);
+    zt_swapdir_close(&e->dirA);
+    zt_swapdir_close(&e->dirB);
+    free(e->gbytes);
+    free(e->goffA);
+    free(e->goffB);
+    free(e->blk_group);
+}
+
 enum zt_status zt_engine_finalize(zt_engine_t e) {
     if (e->finalized) return ZT_OK;
     if (e->np == 0) return zt_error_set(ZT_ERR_INVALID, "engine: no parameters declared");
@@ -434,6 +653,8 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
         p->pslot = p->gslot = -1;
         p->persistent = e->stage >= 3 &&
                         p->rows * p->cols <= e->cfg.stage3_param_persistence_threshold;
+        p->offl = e->stage >= 3 && !p->persistent &&
+                  e->cfg.offload_param.device == ZT_OFFLOAD_NVME;
         nb += p->nblk;
     }
     e->flat_n = off;
@@ -469,7 +690,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
         p->own0 = lo < 0 ? 0 : lo > p->nblk ? p->nblk : lo;
         p->own1 = hi < 0 ? 0 : hi > p->nblk ? p->nblk : hi;
         if (p->own1 < p->own0) p->own1 = p->own0;
-        e->home_n += pad16(partial_home(e, p) ? own_elems(p) : p->rows * p->cols);
+        e->home_n += p->offl ? 0 : pad16(partial_home(e, p) ? own_elems(p) : p->rows * p->cols);
         e->ghome_n += pad16(partial_ghome(e) ? own_elems(p) : p->rows * p->cols);
     }
     if (e->stage < 3) e->home_n = e->flat_n;
@@ -496,11 +717,32 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     float *tmp = malloc((size_t)maxn * sizeof(float));
     if (!tmp) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     enum zt_status rc = ZT_OK;
+    const uint64_t rng0 = e->rng; /* offloaded shards replay the stream into the swap file */
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
         int64_t n = p->rows * p->cols;
         for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
         if (p->init == ZT_INIT_NORMAL) fill_normal(tmp, n, p->std, &e->rng);
+        if (p->offl) { /* no host copy: its shard is written to the swap file below */
+            for (int j = 0; j < p->nblk; j++) {
+                int k = p->first_blk + j;
+                e->pblk[k] = home_ref(p, NULL, 1, j, e->babs[k]);
+                e->gblk[k] = home_ref(p, NULL, 1, j, e->babs[k]);
+            }
+            int pg = partial_ghome(e);
+            float *gp = e->flat_g + gcur;
+            gcur += pad16(pg ? own_elems(p) : n);
+            char gname[200];
+            snprintf(gname, sizeof gname, "grad:%s", p->name);
+            rc = own_tensor(&p->ghome, gname, gp, p, !pg);
+            p->value = NULL;
+            p->grad = pg ? NULL : p->ghome;
+            for (int j = 0; j < p->nblk; j++) {
+                int k = p->first_blk + j;
+                e->gblk[k] = home_ref(p, p->ghome, pg, j, e->babs[k]);
+            }
+            continue;
+        }
         int ph = partial_home(e, p), pg = partial_ghome(e);
         float *hp = e->stage < 3 ? e->flat_p + p->off : e->flat_p + hcur;
         float *gp = e->stage < 2 ? e->flat_g + p->off : e->flat_g + gcur;
@@ -562,7 +804,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     e->g0 = e->stage >= 1 ? e->gfirst[e->rank] : 0;
     e->g1 = e->stage >= 1 ? e->gfirst[e->rank + 1] : e->ng;
     rc = ZT_OK;
-    if (e->g1 > e->g0) {
+    if (e->g1 > e->g0 && e->cfg.offload_optimizer.device != ZT_OFFLOAD_NVME) {
         int64_t mrows = 0;
         for (int gi = e->g0; gi < e->g1; gi++) mrows += grows[gi];
         rc = zt_tensor_init(&e->m, "exp_avg", NULL, mrows, 1, sizeof(float), e->g1 - e->g0,
@@ -582,6 +824,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     ZT_CHECK(make_buckets(e, e->cfg.allgather_bucket_size, &e->gbuckets, &e->ngb, 0));
     ZT_CHECK(make_pools(e));
     if (e->stage >= 3) ZT_CHECK(make_persistent_list(e));
+    ZT_CHECK(offload_init(e, rng0));
     e->finalized = 1;
     return ZT_OK;
 }
@@ -729,16 +972,30 @@ static zt_tensor_t gather(struct zt_param *p) {
     pl->stamp[i] = ++e->clock;
     p->pslot = i;
     p->value = pl->t[i];
-    struct zt_block_ref refs[64], src[64];
+    struct zt_block_ref refs[64], src[64], ord[64];
+    struct zt_swap_seg segs[64];
+    int nord = 0;
     for (int j = 0; j < p->nblk; j++) {
         refs[j] = (struct zt_block_ref){p->value, j, 0};
-        if (j >= p->own0 && j < p->own1) src[j - p->own0] = (struct zt_block_ref){p->home, j - p->own0, 0};
+        if (j < p->own0 || j >= p->own1) continue;
+        src[j - p->own0] = (struct zt_block_ref){p->home, j - p->own0, 0};
+        if (!p->offl) continue;
+        /* offloaded: this rank's blocks are read from the swap file into their places in the
+         * slot, after the optimizer's last write of their groups (file-order blocks) */
+        int b = p->first_blk + j, li = e->blk_group[b];
+        segs[j - p->own0] = (struct zt_swap_seg){
+            p->value, j, 0, (blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols * 4, fileB_off(e, b)};
+        if (nord == 0 || ord[nord - 1].blk != li)
+            ord[nord++] = (struct zt_block_ref){e->fordB, li, 0};
     }
     const int64_t *part = bucket_parts(e, p->first_blk, p->first_blk + p->nblk);
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_BACKWARD, e->cur_layer, e->cur_nlayer,
                                            e->cur_mb);
-    if (zt_task_comm_allgather(&o, refs, p->nblk, part, src, p->own1 - p->own0, sizeof(float),
-                               e->token) != ZT_OK)
+    if (p->offl && p->own1 > p->own0 &&
+        zt_task_swap(&o, 0, &e->fB, segs, p->own1 - p->own0, ord, nord, NULL) != ZT_OK)
+        return NULL;
+    if (zt_task_comm_allgather(&o, refs, p->nblk, part, p->offl ? NULL : src,
+                               p->offl ? 0 : p->own1 - p->own0, sizeof(float), e->token) != ZT_OK)
         return NULL;
     return p->value;
 }
@@ -839,6 +1096,34 @@ static enum zt_status allgather_persistent(zt_engine_t e, const struct zt_task_o
     return ZT_OK;
 }
 
+/* AdamW with the optimizer state (and stage-3 parameter shards) on NVMe: per group, swap its
+ * state into slot buffer k = group mod buffer_count, update, swap it out. The slot's reuse waits
+ * for the swap-out of its previous group (write after read), so buffer_count groups are in
+ * flight: the reads of the next groups and the writes of the previous ones overlap the update.
+ * pipeline_read/pipeline_write false serialize reads/writes with the updates (a token). */
+static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
+                                    const struct zt_adamw_hparams *hp) {
+    const struct zt_offload_cfg *oc = &e->cfg.offload_optimizer;
+    zt_tensor_t rpipe = oc->pipeline_read ? NULL : e->pipe;
+    zt_tensor_t wpipe = oc->pipeline_write ? NULL : e->pipe;
+    for (int g = e->g0; g < e->g1; g++) {
+        int li = g - e->g0, k = li % e->nbuf;
+        int64_t len = e->gbytes[li];
+        struct zt_swap_seg mv[2] = {{e->bm[k], 0, 0, len, e->goffA[li]},
+                                    {e->bv[k], 0, 0, len, e->goffA[li] + len}};
+        struct zt_swap_seg w = {e->bw[k], 0, 0, len, e->par_nvme ? e->goffB[li] : 0};
+        struct zt_block_ref oa = {e->fordA, li, 0}, ob = {e->fordB, li, 0};
+        ZT_CHECK(zt_task_swap(o, 0, &e->fA, mv, 2, &oa, 1, rpipe));
+        if (e->par_nvme) ZT_CHECK(zt_task_swap(o, 0, &e->fB, &w, 1, &ob, 1, rpipe));
+        ZT_CHECK(zt_task_adamw_w(o, &e->pblk[e->groups[g].first], &e->gblk[e->groups[g].first],
+                                 e->groups[g].n, e->par_nvme ? e->bw[k] : NULL, e->bm[k],
+                                 e->bv[k], 0, e->clip, hp, e->pipe));
+        ZT_CHECK(zt_task_swap(o, 1, &e->fA, mv, 2, &oa, 1, wpipe));
+        if (e->par_nvme) ZT_CHECK(zt_task_swap(o, 1, &e->fB, &w, 1, &ob, 1, wpipe));
+    }
+    return ZT_OK;
+}
+
 enum zt_status zt_engine_step_end(zt_engine_t e) {
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_OPTIMIZER, -1, 0, -1);
     if (e->stage >= 2) { /* buckets with gradients not reduced yet, in bucket order */
@@ -874,9 +1159,14 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
         .lr = e->lr, .beta1 = e->cfg.beta1, .beta2 = e->cfg.beta2, .eps = e->cfg.eps,
         .weight_decay = e->cfg.weight_decay, .t = e->step,
         .decoupled = e->cfg.optim == ZT_OPTIM_ADAMW || e->cfg.adam_w_mode};
-    for (int g = e->g0; g < e->g1; g++)
-        ZT_CHECK(zt_task_adamw(&o, &e->pblk[e->groups[g].first], &e->gblk[e->groups[g].first],
-                               e->groups[g].n, e->m, e->v, g - e->g0, e->clip, &hp));
+    if (e->opt_nvme) {
+        ZT_CHECK(adamw_swapped(e, &o, &hp));
+    } else {
+        for (int g = e->g0; g < e->g1; g++)
+            ZT_CHECK(zt_task_adamw(&o, &e->pblk[e->groups[g].first],
+                                   &e->gblk[e->groups[g].first], e->groups[g].n, e->m, e->v,
+                                   g - e->g0, e->clip, &hp));
+    }
     if (e->stage >= 3) { /* gathered values are stale; persistent ones to every rank */
         drop_gathered(e);
         if (e->size > 1) ZT_CHECK(allgather_persistent(e, &o));
@@ -888,6 +1178,7 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
 
 enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
     ZT_CHECK(zt_runtime_wait_all());
+    if (e->opt_nvme) ZT_CHECK(zt_swap_status()); /* a failed swap fails the step */
     if (info) {
         info->step = e->step;
         info->lr = e->lr;
@@ -928,6 +1219,10 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
         rc = zt_st_read_f32(&st, p->name, p->ndim, p->shape, zt_tensor_data(p->home));
         zt_tensor_release(p->home);
     }
+    if (rc == ZT_OK && e->par_nvme) { /* offloaded shards go to the swap file */
+        rc = zt_runtime_wait_all();
+        if (rc == ZT_OK) rc = write_offloaded(e, &st, 0);
+    }
     free(tmp);
     zt_st_close(&st);
     return rc;
@@ -947,8 +1242,17 @@ static enum zt_status consolidate(zt_engine_t e, int which, zt_tensor_t *out) {
                                        e->flat_n, 1, sizeof(float), e->nb, rows);
     free(rows);
     ZT_CHECK(rc);
-    rc = zt_tensor_acquire(*out, 1);
+    if (!which && e->par_nvme) rc = zt_runtime_wait_all(); /* the file is current */
+    if (rc == ZT_OK) rc = zt_tensor_acquire(*out, 1);
     float *dst = zt_tensor_data(*out);
+    for (int i = 0; !which && e->par_nvme && i < e->np && rc == ZT_OK; i++) {
+        struct zt_param *p = e->params[i]; /* offloaded shards: read from the swap file */
+        for (int j = p->own0; p->offl && j < p->own1 && rc == ZT_OK; j++) {
+            int b = p->first_blk + j;
+            rc = zt_swap_read_sync(&e->fB, dst + e->babs[b], (e->babs[b + 1] - e->babs[b]) * 4,
+                                   fileB_off(e, b));
+        }
+    }
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
         zt_tensor_t src = which ? p->ghome : p->home;
@@ -1042,7 +1346,9 @@ void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
     m->grad_window = pool_bytes(e->gpool, e->ncls);
     m->params = e->home_n * (int64_t)sizeof(float) + m->param_window;
     m->grads = e->ghome_n * (int64_t)sizeof(float) + m->grad_window;
-    m->optim = e->m ? 2 * zt_tensor_numel(e->m) * (int64_t)sizeof(float) : 0;
+    m->swap_buffers = (int64_t)e->nbuf * (2 + e->par_nvme) * e->buf_elems * 4;
+    m->optim = (e->m ? 2 * zt_tensor_numel(e->m) * (int64_t)sizeof(float) : 0) + m->swap_buffers;
+    m->nvme = e->nvme_bytes;
     m->acts = e->act_bytes;
 }
 

@@ -128,6 +128,8 @@ int zt_engine_world_size(zt_engine_t e);
 struct zt_engine_mem {
     int64_t params, grads, optim, acts;
     int64_t param_window, grad_window; /* parts of params and grads */
+    int64_t swap_buffers;              /* part of optim: NVMe offload's slot buffers */
+    int64_t nvme;                      /* bytes of this rank's swap files */
 };
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m);
 

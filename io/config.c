@@ -320,13 +320,13 @@ static const char *const top_impl[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed", "zero_optimization",
     /* accepted only as {"enabled": false}: zerotask trains in fp32 */
-    "fp16", "bf16", "bfloat16", "amp", NULL};
+    "fp16", "bf16", "bfloat16", "amp", "aio", NULL};
 
 static const char *const top_notimpl[] = {
     "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
     "wall_clock_breakdown", "memory_breakdown", "dump_state", "prescale_gradients",
     "gradient_predivide_factor", "sparse_gradients", "communication_data_type",
-    "seq_parallel_communication_data_type", "checkpoint", "aio", "data_types", "elasticity",
+    "seq_parallel_communication_data_type", "checkpoint", "data_types", "elasticity",
     "pipeline", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
     "disable_allgather", "fp32_allreduce", "allreduce_always_fp32", "sparse_attention",
     "autotuning", "compression_training", "data_efficiency", "curriculum_learning",
@@ -339,10 +339,10 @@ static const char *const top_notimpl[] = {
 static const char *const zero_impl[] = {
     "stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm",
     "contiguous_gradients", "reduce_scatter", "allgather_partitions", "stage3_max_live_parameters",
-    "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold", NULL};
+    "stage3_prefetch_bucket_size", "stage3_param_persistence_threshold", "offload_optimizer",
+    "offload_param", NULL};
 static const char *const zero_notimpl[] = {
-    "load_from_fp32_weights", "elastic_checkpoint",
-    "offload_param", "offload_optimizer", "sub_group_size",
+    "load_from_fp32_weights", "elastic_checkpoint", "sub_group_size",
     "stage3_max_reuse_distance", "stage3_model_persistence_threshold",
     "stage3_gather_16bit_weights_on_model_save", "stage3_gather_fp16_weights_on_model_save",
     "round_robin_gradients", "zero_hpz_partition_size", "zero_quantized_weights",
@@ -352,6 +352,17 @@ static const char *const zero_notimpl[] = {
     "legacy_stage1", "use_multi_rank_bucket_allreduce", "pipeline_loading_checkpoint",
     "override_module_apply", "log_trace_cache_warnings", "module_granularity_threshold",
     "use_all_reduce_for_fetch_params", "stage3_use_all_reduce_for_fetch_params", NULL};
+
+static const char *const offopt_impl[] = {"device", "nvme_path", "pin_memory", "buffer_count",
+                                          "pipeline_read", "pipeline_write", "pipeline", NULL};
+static const char *const offopt_notimpl[] = {"fast_init", "ratio", "super_offload",
+                                             "cpuadam_cores_perc", NULL};
+static const char *const offparam_impl[] = {"device", "nvme_path", "pin_memory", "buffer_count",
+                                            "buffer_size", "max_in_cpu", NULL};
+static const char *const aio_impl[] = {"block_size", "queue_depth", "thread_count",
+                                       "intra_op_parallelism", "single_submit", "overlap_events",
+                                       NULL};
+static const char *const aio_notimpl[] = {"use_gds", NULL};
 
 static const char *const precision_impl[] = {"enabled", NULL};
 static const char *const precision_notimpl[] = {
@@ -401,6 +412,95 @@ static enum zt_status parse_precision(const struct ctx *c, const cJSON *v, const
     return ZT_OK;
 }
 
+/* zero_optimization.offload_optimizer / offload_param (which: 0 / 1) */
+static enum zt_status parse_offload(const struct ctx *c, const cJSON *v, int which,
+                                    struct zt_offload_cfg *o) {
+    const char *path = which ? "zero_optimization.offload_param"
+                             : "zero_optimization.offload_optimizer";
+    char p[PATH_MAX_LEN];
+    ZT_CHECK(get_object(c, v, path));
+    ZT_CHECK(check_keys(c, v, path, which ? offparam_impl : offopt_impl,
+                        which ? NULL : offopt_notimpl));
+    const cJSON *x;
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "device"))) {
+        const char *d = NULL;
+        path_key(p, path, "device");
+        ZT_CHECK(get_string(c, x, p, &d));
+        if (strcmp(d, "none") == 0) o->device = ZT_OFFLOAD_NONE;
+        else if (strcmp(d, "cpu") == 0) o->device = ZT_OFFLOAD_CPU;
+        else if (strcmp(d, "nvme") == 0) o->device = ZT_OFFLOAD_NVME;
+        else return cfg_err(c, p, "expected \"none\", \"cpu\" or \"nvme\", got \"%s\"", d);
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "nvme_path"))) {
+        const char *d = NULL;
+        path_key(p, path, "nvme_path");
+        ZT_CHECK(get_string(c, x, p, &d));
+        if (!*d || strlen(d) >= sizeof o->nvme_path - 64)
+            return cfg_err(c, p, "expected a directory path of 1 to %zu characters",
+                           sizeof o->nvme_path - 65);
+        snprintf(o->nvme_path, sizeof o->nvme_path, "%s", d);
+    }
+    static const char *const bools[] = {"pin_memory", "pipeline_read", "pipeline_write",
+                                        "pipeline"};
+    int *bdst[] = {&o->pin_memory, &o->pipeline_read, &o->pipeline_write, NULL};
+    for (int i = 0; i < 4; i++) {
+        if (!(x = cJSON_GetObjectItemCaseSensitive(v, bools[i]))) continue;
+        path_key(p, path, bools[i]);
+        int b = 0;
+        ZT_CHECK(get_bool(c, x, p, &b));
+        if (bdst[i]) *bdst[i] = b;
+        else o->pipeline_read = o->pipeline_write = b; /* DeepSpeed's "pipeline": both */
+    }
+    long long n = 0;
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "buffer_count"))) {
+        path_key(p, path, "buffer_count");
+        ZT_CHECK(get_int(c, x, p, 1, 1 << 16, &n));
+        o->buffer_count = (int)n;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "buffer_size"))) {
+        path_key(p, path, "buffer_size");
+        ZT_CHECK(get_int(c, x, p, 1, INT64_MAX / 8, &n));
+        o->buffer_size = n;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "max_in_cpu"))) {
+        path_key(p, path, "max_in_cpu");
+        ZT_CHECK(get_int(c, x, p, 0, INT64_MAX / 8, &n));
+        o->max_in_cpu = n;
+    }
+    return ZT_OK;
+}
+
+static enum zt_status parse_aio(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
+    ZT_CHECK(get_object(c, v, "aio"));
+    ZT_CHECK(check_keys(c, v, "aio", aio_impl, aio_notimpl));
+    const cJSON *x;
+    long long n = 0;
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "block_size"))) {
+        ZT_CHECK(get_int(c, x, "aio.block_size", 4096, (long long)1 << 30, &n));
+        if (n % 4096)
+            return cfg_err(c, "aio.block_size", "expected a multiple of 4096 bytes (O_DIRECT), "
+                                                "got %lld", n);
+        cfg->aio_block_size = n;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "queue_depth"))) {
+        ZT_CHECK(get_int(c, x, "aio.queue_depth", 1, 4096, &n));
+        cfg->aio_queue_depth = (int)n;
+    }
+    static const char *const threads[] = {"thread_count", "intra_op_parallelism"};
+    for (int i = 0; i < 2; i++) {
+        if (!(x = cJSON_GetObjectItemCaseSensitive(v, threads[i]))) continue;
+        char p[PATH_MAX_LEN];
+        path_key(p, "aio", threads[i]);
+        ZT_CHECK(get_int(c, x, p, 1, 64, &n));
+        cfg->aio_thread_count = (int)n;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "single_submit")))
+        ZT_CHECK(get_bool(c, x, "aio.single_submit", &cfg->aio_single_submit));
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "overlap_events")))
+        ZT_CHECK(get_bool(c, x, "aio.overlap_events", &cfg->aio_overlap_events));
+    return ZT_OK;
+}
+
 static enum zt_status parse_zero(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
     ZT_CHECK(get_object(c, v, "zero_optimization"));
     ZT_CHECK(check_keys(c, v, "zero_optimization", zero_impl, zero_notimpl));
@@ -439,6 +539,18 @@ static enum zt_status parse_zero(const struct ctx *c, const cJSON *v, struct zt_
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "overlap_comm")))
         ZT_CHECK(get_bool(c, x, "zero_optimization.overlap_comm", &cfg->overlap_comm));
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "offload_optimizer")))
+        ZT_CHECK(parse_offload(c, x, 0, &cfg->offload_optimizer));
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "offload_param")))
+        ZT_CHECK(parse_offload(c, x, 1, &cfg->offload_param));
+    /* DeepSpeed partitions the optimizer state from stage 1 and the parameters at stage 3 */
+    if (cfg->offload_optimizer.device != ZT_OFFLOAD_NONE && cfg->zero_stage < 1)
+        return cfg_err(c, "zero_optimization.offload_optimizer", "needs stage >= 1 (the "
+                       "optimizer state is partitioned from stage 1), got stage %d",
+                       cfg->zero_stage);
+    if (cfg->offload_param.device != ZT_OFFLOAD_NONE && cfg->zero_stage < 3)
+        return cfg_err(c, "zero_optimization.offload_param", "needs stage 3 (parameters are "
+                       "partitioned only at stage 3), got stage %d", cfg->zero_stage);
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "reduce_scatter")))
         ZT_CHECK(get_bool(c, x, "zero_optimization.reduce_scatter", &cfg->reduce_scatter));
     /* our gradients and partitions are always contiguous slices of one flat buffer: these two
@@ -684,6 +796,18 @@ void zt_config_defaults(struct zt_config *cfg) {
     cfg->stage3_param_persistence_threshold = 100000;
     cfg->overlap_comm = 1;
     cfg->reduce_scatter = 1;
+    struct zt_offload_cfg *o[2] = {&cfg->offload_optimizer, &cfg->offload_param};
+    for (int i = 0; i < 2; i++) {
+        snprintf(o[i]->nvme_path, sizeof o[i]->nvme_path, "/local_nvme");
+        o[i]->buffer_count = i ? 5 : 4;
+        o[i]->pipeline_read = o[i]->pipeline_write = 1;
+        o[i]->buffer_size = 100000000;
+        o[i]->max_in_cpu = 1000000000;
+    }
+    cfg->aio_block_size = 1048576;
+    cfg->aio_queue_depth = 8;
+    cfg->aio_overlap_events = 1;
+    cfg->aio_thread_count = 1;
 }
 
 static enum zt_status parse_config(struct zt_config *out, const char *json, size_t len,
@@ -734,6 +858,8 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
     }
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "zero_optimization")))
         rc = parse_zero(&c, x, &cfg);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "aio")))
+        rc = parse_aio(&c, x, &cfg);
     static const char *const prec[] = {"fp16", "bf16", "bfloat16", "amp"};
     for (int i = 0; i < 4 && rc == ZT_OK; i++)
         if ((x = cJSON_GetObjectItemCaseSensitive(root, prec[i]))) rc = parse_precision(&c, x, prec[i]);

@@ -67,6 +67,23 @@ struct zt_config {
     int64_t stage3_max_live_parameters;  /* stage 3: cap on gathered elements (default 1e9) */
     int64_t stage3_prefetch_bucket_size; /* stage 3: elements gathered ahead (default 5e7) */
     int64_t stage3_param_persistence_threshold; /* stage 3: smaller tensors kept whole (1e5) */
+    /* zero_optimization.offload_optimizer (DeepSpeed's keys; stage >= 1). Unlike DeepSpeed,
+     * nvme works at every stage >= 1 and pipeline_read/pipeline_write default to true */
+    struct zt_offload_cfg {
+        enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME } device;
+        char nvme_path[512];     /* default "/local_nvme" (DeepSpeed's) */
+        int pin_memory;          /* accepted; pinning matters only with a GPU (issue 8) */
+        int buffer_count;        /* optimizer: 4, parameters: 5 (DeepSpeed's defaults) */
+        int pipeline_read, pipeline_write; /* optimizer only */
+        int64_t buffer_size;     /* parameters only: elements per buffer (1e8) */
+        int64_t max_in_cpu;      /* parameters only: elements kept in host memory (1e9) */
+    } offload_optimizer, offload_param;
+    /* "aio" (DeepSpeed's keys and defaults): the NVMe swap engine */
+    int64_t aio_block_size;      /* bytes per request, 1048576 */
+    int aio_queue_depth;         /* 8 */
+    int aio_single_submit;       /* false */
+    int aio_overlap_events;      /* true */
+    int aio_thread_count;        /* 1: I/O threads serving the swap tasks */
 };
 
 /* Fill cfg with the defaults above (train_batch_size etc. left 0 = unspecified). */

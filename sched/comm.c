@@ -17,6 +17,7 @@
 #include "zt_comm.h"       /* our API */
 #include "zt_comm_mpi.h"   /* MPI_Comm */
 #include "zt_sched.h"      /* zt_knob_int */
+#include "zt_swapdir.h"    /* zt_swapdir_remove_all */
 
 #define NOTE_TAG 7
 #define NOTE_RING 256     /* notes in flight per process */
@@ -232,6 +233,7 @@ void zt_comm_barrier(void) {
 }
 
 void zt_comm_abort(int code) {
+    zt_swapdir_remove_all(); /* MPI_Abort runs no destructor: remove our swap files first */
     if (g_size > 1) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
@@ -316,6 +318,7 @@ static void timeout_report(const struct zt_coll_id *id, double waited) {
             g_rank, (long long)id->seq, id->name, (long long)id->step, id->layer, waited,
             (long long)g_timeout_s, who);
     fflush(stderr);
+    zt_swapdir_remove_all();
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -327,6 +330,7 @@ void zt_comm_fail(const struct zt_coll_id *id, const char *what, int err) {
                     "failed: %s\n", g_rank, (long long)id->seq, id->name, (long long)id->step,
             id->layer, what, msg);
     fflush(stderr);
+    zt_swapdir_remove_all();
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

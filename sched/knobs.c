@@ -24,6 +24,13 @@ static const struct zt_knob g_knobs[] = {
     {"ZT_COMM_TIMEOUT", ZT_KNOB_INT, "300",
      "seconds a collective may wait for the other ranks; past it, the rank reports which ranks "
      "have not reached which collective (number and task name) and aborts the job"},
+    {"ZT_AIO_ENGINE", ZT_KNOB_STR, "auto",
+     "NVMe swap engine: auto (io_uring, or pread/pwrite threads when the kernel refuses "
+     "io_uring), io_uring, or threads"},
+    {"ZT_HOST_MEM_LIMIT", ZT_KNOB_SIZE, "0",
+     "host memory budget per rank (bytes, or with K, M, G suffix; 0: none): the plan printed "
+     "before step 1 must fit under it or the run stops; offload with zero_optimization."
+     "offload_optimizer / offload_param nvme to fit"},
     {"ZT_TEST_SKIP_COLLECTIVE", ZT_KNOB_STR, "",
      "test only: RANK:SEQ makes that rank skip its collective number SEQ (proves the "
      "ZT_COMM_TIMEOUT report)"},
@@ -68,6 +75,29 @@ enum zt_status zt_knob_int(const char *name, int64_t lo, int64_t hi, int64_t *ou
         return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected an integer in [%lld, %lld]", name, v,
                             (long long)lo, (long long)hi);
     *out = x;
+    return ZT_OK;
+}
+
+enum zt_status zt_knob_size(const char *name, int64_t *out) {
+    const struct zt_knob *k = find(name);
+    ZT_ASSERT_MSG(k != NULL, "unknown knob %s", name);
+    const char *v = value_of(k);
+    char *end = NULL;
+    errno = 0;
+    double x = strtod(v, &end);
+    double mul = 1;
+    if (end && *end) {
+        char c = *end;
+        mul = (c == 'k' || c == 'K') ? 1024.0 : (c == 'm' || c == 'M') ? 1048576.0
+            : (c == 'g' || c == 'G') ? 1073741824.0 : (c == 't' || c == 'T') ? 1099511627776.0 : 0;
+        if (mul > 0) end++;
+        if (mul > 0 && (*end == 'i' || *end == 'I')) end++;
+        if (mul > 0 && (*end == 'b' || *end == 'B')) end++;
+    }
+    if (errno || end == v || *end != '\0' || mul == 0 || !(x >= 0) || x * mul > 9.0e18)
+        return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected a size in bytes, like 512M or 2G",
+                            name, v);
+    *out = (int64_t)(x * mul);
     return ZT_OK;
 }
 

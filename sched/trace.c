@@ -116,6 +116,14 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
             fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                        "\"args\":{\"name\":\"%.*s\"}}", r, w, TRACE_WNAME,
                     wn + (size_t)w * TRACE_WNAME);
+        int io_named[8] = {0};
+        for (int64_t i = 0; i < h.nrec; i++) { /* I/O threads' tracks */
+            int k = rec[i].worker - ZT_TRACE_IO_WORKER;
+            if (k < 0 || k >= 8 || io_named[k]) continue;
+            io_named[k] = 1;
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+                       "\"args\":{\"name\":\"I/O thread %d\"}}", r, rec[i].worker, k);
+        }
         for (int64_t i = 0; i < h.nrec; i++) {
             const struct zt_trace_rec *x = &rec[i];
             const char *nm = (x->kind >= 0 && x->kind < nnames) ? names[x->kind] : "task";

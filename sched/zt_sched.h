@@ -40,6 +40,8 @@ const struct zt_knob *zt_knobs(void);
  * parse or is out of range is ZT_ERR_CONFIG naming the variable and what was expected. */
 enum zt_status zt_knob_int(const char *name, int64_t lo, int64_t hi, int64_t *out);
 enum zt_status zt_knob_str(const char *name, const char *const *allowed, const char **out);
+/* A size: bytes, or a number with K, M, G or T (powers of 1024; "MiB"/"MB" also accepted). */
+enum zt_status zt_knob_size(const char *name, int64_t *out);
 /* Print the knob table and the StarPU variables that matter (for --help-env / README). */
 void zt_knobs_print(FILE *f, int markdown);
 /* Log effective values of ours and StarPU's at info level (once, rank 0). */
@@ -69,6 +71,8 @@ struct zt_trace_rec {
     double start_us, end_us; /* starpu_timing_now() */
     int64_t bytes;           /* bytes of the task's buffers */
 };
+/* Records of I/O threads (swap transfers) use worker ZT_TRACE_IO_WORKER + thread index. */
+#define ZT_TRACE_IO_WORKER 1000
 /* Turn recording on (before the tasks to record are submitted). */
 void zt_trace_enable(int on);
 int zt_trace_enabled(void);

@@ -17,7 +17,8 @@ struct zt_opt_args {
     int n;                 /* blocks in the group */
     float max_norm;
     struct zt_adamw_hparams hp;
-    int64_t off[];         /* [n] element offset of block i inside the group's m/v block */
+    int64_t off[];         /* [n] element offset of block i inside the group's m/v block,
+                            * then (adamw) [n] index of its values in slot 0, -1: in w (slot 5) */
 };
 
 void grad_sumsq_cpu(void *buffers[], void *cl_arg) {
@@ -55,17 +56,19 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
     const struct zt_adamw_hparams *hp = &a->hp;
     float bc1 = 1.0f - powf(hp->beta1, (float)hp->t);
     float bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
+    float *w = zt_slot_ptr(buffers, &a->hdr, 5);
     for (int i = 0; i < a->n; i++) {
-        float *p = zt_slot_buf_ptr(buffers, &a->hdr, 0, i);
+        int64_t pi = a->off[a->n + i];
+        float *p = pi >= 0 ? zt_slot_buf_ptr(buffers, &a->hdr, 0, (int)pi) : w + a->off[i];
         const float *g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
-        size_t n = (size_t)zt_slot_buf_nx(buffers, &a->hdr, 0, i);
+        size_t n = (size_t)zt_slot_buf_nx(buffers, &a->hdr, 1, i);
         zt_kern_adamw(p, m + a->off[i], v + a->off[i], g, n, hp->lr, hp->beta1, hp->beta2,
                       hp->eps, hp->weight_decay, bc1, bc2, clip[0], hp->decoupled);
     }
 }
 
 static struct zt_opt_args *args_new(int n) {
-    struct zt_opt_args *a = calloc(1, sizeof *a + (size_t)n * sizeof(int64_t));
+    struct zt_opt_args *a = calloc(1, sizeof *a + 2 * (size_t)n * sizeof(int64_t));
     if (a) a->n = n;
     return a;
 }
@@ -79,7 +82,7 @@ enum zt_status zt_task_grad_sumsq(const struct zt_task_opts *o, zt_tensor_t part
     zt_tb_init(&tb, &a->hdr, ZT_KIND_grad_sumsq, o, g);
     zt_tb_add(&tb, partial, g, STARPU_W);
     zt_tb_add_list(&tb, grads, n, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a + (size_t)n * sizeof(int64_t), o ? o->priority : 0);
+    return zt_tb_submit(&tb, a, sizeof *a + 2 * (size_t)n * sizeof(int64_t), o ? o->priority : 0);
 }
 
 enum zt_status zt_task_grad_clip(const struct zt_task_opts *o, zt_tensor_t clip,
@@ -100,25 +103,57 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
                              const struct zt_block_ref *grads, int n, zt_tensor_t m,
                              zt_tensor_t v, int g, zt_tensor_t clip,
                              const struct zt_adamw_hparams *hp) {
+    for (int i = 0; i < n; i++)
+        if (!params[i].t)
+            return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: parameter block %d is NULL", i);
+    return zt_task_adamw_w(o, params, grads, n, NULL, m, v, g, clip, hp, NULL);
+}
+
+enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
+                               const struct zt_block_ref *grads, int n, zt_tensor_t w,
+                               zt_tensor_t m, zt_tensor_t v, int g, zt_tensor_t clip,
+                               const struct zt_adamw_hparams *hp, zt_tensor_t pipe) {
     ZT_CHECK(zt_check_blk("zt_task_adamw", m, g));
     ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, v));
+    if (w) ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, w));
     struct zt_opt_args *a = args_new(n);
-    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    struct zt_block_ref *in = calloc((size_t)n + 1, sizeof *in);
+    if (!a || !in) {
+        free(a);
+        free(in);
+        return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    }
     a->hp = *hp;
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, ZT_KIND_adamw, o, g);
-    /* slot 0: parameter blocks, slot 1: gradient blocks, 2: m, 3: v, 4: clip */
+    /* slot 0: parameter blocks in memory, 1: gradient blocks, 2: m, 3: v, 4: clip, 5: w,
+     * 6: pipe */
+    int nin = 0;
+    int64_t gblk = zt_tensor_blk_rows(m, g) * zt_tensor_cols(m);
     for (int i = 0; i < n; i++) {
-        if (!params[i].t || !grads[i].t ||
-            zt_tensor_blk_rows(params[i].t, params[i].blk) * zt_tensor_cols(params[i].t) !=
-                zt_tensor_blk_rows(grads[i].t, grads[i].blk) * zt_tensor_cols(grads[i].t))
-            tb.bad = 1;
+        int64_t gn = grads[i].t ? zt_tensor_blk_rows(grads[i].t, grads[i].blk) *
+                                      zt_tensor_cols(grads[i].t) : -1;
+        if (params[i].t) {
+            if (gn < 0 || zt_tensor_blk_rows(params[i].t, params[i].blk) *
+                                  zt_tensor_cols(params[i].t) != gn)
+                tb.bad = 1;
+            a->off[n + i] = nin;
+            in[nin++] = params[i];
+        } else {
+            if (!w || gn < 0 || params[i].off + gn > gblk) tb.bad = 1;
+            a->off[n + i] = -1;
+        }
+        if (params[i].off < 0 || params[i].off + (gn < 0 ? 0 : gn) > gblk) tb.bad = 1;
         a->off[i] = params[i].off;
     }
-    zt_tb_add_list(&tb, params, n, STARPU_RW);
+    zt_tb_add_list(&tb, in, nin, STARPU_RW);
+    free(in);
     zt_tb_add_list(&tb, grads, n, STARPU_R);
     zt_tb_add(&tb, m, g, STARPU_RW);
     zt_tb_add(&tb, v, g, STARPU_RW);
     zt_tb_add(&tb, clip, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a + (size_t)n * sizeof(int64_t), o ? o->priority : 0);
+    zt_tb_add(&tb, w, w ? g : -1, STARPU_RW);
+    zt_tb_add(&tb, pipe, -1, STARPU_RW);
+    return zt_tb_submit(&tb, a, sizeof *a + 2 * (size_t)n * sizeof(int64_t),
+                        o ? o->priority : 0);
 }

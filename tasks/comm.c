@@ -19,6 +19,7 @@
 #include <stdio.h>        /* fprintf */
 #include <stdlib.h>       /* malloc, free */
 #include <string.h>       /* memcpy */
+#include "zt_swapdir.h"    /* zt_swapdir_remove_all */
 #include "tasks_impl.h"   /* builder, slots */
 #include "zt_comm.h"      /* zt_comm_rank, zt_comm_size */
 #include "zt_comm_mpi.h"  /* zt_comm_mpi */
@@ -40,6 +41,7 @@ static int64_t g_seq = 0; /* submission order = execution order (token) */
 static void die(const char *what, const struct zt_comm_args *a) {
     fprintf(stderr, "zerotask: error: rank %d: %s in collective #%lld\n", zt_comm_rank(), what,
             (long long)a->seq);
+    zt_swapdir_remove_all(); /* MPI_Abort runs no destructor */
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

@@ -39,7 +39,9 @@ extern "C" {
     X(adamw)                                                                                     \
     X(comm_allreduce)                                                                            \
     X(comm_reduce_scatter)                                                                       \
-    X(comm_allgather)
+    X(comm_allgather)                                                                            \
+    X(swap_in)                                                                                   \
+    X(swap_out)
 
 enum zt_task_kind {
 #define ZT_KIND_ENUM_(k) ZT_KIND_##k,

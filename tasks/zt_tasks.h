@@ -132,6 +132,48 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
                              const struct zt_block_ref *grads, int n, zt_tensor_t m,
                              zt_tensor_t v, int g, zt_tensor_t clip,
                              const struct zt_adamw_hparams *hp);
+/* Same, where the values of a parameter block whose params[i].t is NULL live in block g of w at
+ * element offset params[i].off (w laid out like m and v: a swapped-in group of values). pipe:
+ * an optional token accessed RW (serializes the task with swap tasks, zt_task_swap). */
+enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
+                               const struct zt_block_ref *grads, int n, zt_tensor_t w,
+                               zt_tensor_t m, zt_tensor_t v, int g, zt_tensor_t clip,
+                               const struct zt_adamw_hparams *hp, zt_tensor_t pipe);
+
+/* ---- swap (NVMe offload) ---- A swap task moves segments between tensor blocks and a swap
+ * file (io/zt_swapdir.h) through the asynchronous I/O engine (io/zt_aio.h): the codelet hands
+ * the transfer to an I/O thread and returns, and StarPU holds the task open (an end dependency)
+ * until the bytes have moved, so the worker computes meanwhile and the task's successors start
+ * only when the data is there. An I/O error is recorded (the first one, with file and offset);
+ * later swaps are skipped and zt_swap_status() returns it after the tasks are waited for. */
+struct zt_swapfile;
+struct zt_aio_cfg;
+struct zt_swap_seg {
+    zt_tensor_t t;
+    int blk;
+    int64_t mem_off;  /* bytes into the block */
+    int64_t len;      /* bytes */
+    int64_t file_off; /* bytes into the file */
+};
+/* Start/stop the I/O threads (nthreads: DeepSpeed's aio.thread_count). */
+enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads);
+void zt_swap_free(void);
+const char *zt_swap_engine_name(void);
+/* Blocking transfers outside the task graph (initial values, export): the caller makes sure no
+ * task uses the region. Writes to an O_DIRECT file must be 4096-aligned. */
+enum zt_status zt_swap_write_sync(const struct zt_swapfile *f, const void *buf, int64_t len,
+                                  int64_t off);
+enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t len,
+                                 int64_t off);
+/* The first swap error since zt_swap_init (its message set as the last error), or ZT_OK. */
+enum zt_status zt_swap_status(void);
+/* out = 0: swap_in (file -> blocks, the blocks written), 1: swap_out (blocks -> file, read).
+ * order: blocks accessed RW to order the file's regions across tasks (may be NULL); pipe: an
+ * optional RW token serializing the task with others. With an O_DIRECT file, swap-outs must be
+ * 4096-aligned (memory, length, offset); swap-ins may be unaligned (a bounce buffer is used). */
+enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct zt_swapfile *f,
+                            const struct zt_swap_seg *segs, int n,
+                            const struct zt_block_ref *order, int norder, zt_tensor_t pipe);
 
 /* ---- collectives (MPI, host memory) ---- on the blocks refs[0..n) (of any tensors, anywhere
  * in memory), taken in list order. part[2r], part[2r+1] is the range of block indices that rank

@@ -133,6 +133,32 @@ static void test_valid(void) {
     ZT_TEST_TRUE(c.stage3_max_live_parameters == 1000000000 &&
                      c.stage3_prefetch_bucket_size == 50000000 &&
                      c.stage3_param_persistence_threshold == 100000, "stage 3 defaults (DeepSpeed's)");
+    ZT_TEST_TRUE(c.offload_optimizer.device == ZT_OFFLOAD_NONE &&
+                     c.offload_optimizer.buffer_count == 4 && c.offload_param.buffer_count == 5 &&
+                     c.offload_optimizer.pipeline_read && c.offload_optimizer.pipeline_write &&
+                     c.offload_param.buffer_size == 100000000 &&
+                     c.offload_param.max_in_cpu == 1000000000 &&
+                     strcmp(c.offload_optimizer.nvme_path, "/local_nvme") == 0 &&
+                     c.aio_block_size == 1048576 && c.aio_queue_depth == 8 &&
+                     !c.aio_single_submit && c.aio_overlap_events && c.aio_thread_count == 1,
+                 "offload and aio defaults (DeepSpeed's, pipelining on)");
+    c = OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+           "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/mnt/a\", "
+           "\"buffer_count\": 2, \"pin_memory\": true, \"pipeline_read\": false}, "
+           "\"offload_param\": {\"device\": \"nvme\", \"nvme_path\": \"/mnt/b\", "
+           "\"buffer_size\": 1e6, \"max_in_cpu\": 5e5}}, \"aio\": {\"block_size\": 262144, "
+           "\"queue_depth\": 32, \"thread_count\": 2, \"single_submit\": true, "
+           "\"overlap_events\": false}}", 1);
+    ZT_TEST_TRUE(c.offload_optimizer.device == ZT_OFFLOAD_NVME &&
+                     strcmp(c.offload_optimizer.nvme_path, "/mnt/a") == 0 &&
+                     c.offload_optimizer.buffer_count == 2 && c.offload_optimizer.pin_memory &&
+                     !c.offload_optimizer.pipeline_read && c.offload_optimizer.pipeline_write &&
+                     c.offload_param.device == ZT_OFFLOAD_NVME &&
+                     strcmp(c.offload_param.nvme_path, "/mnt/b") == 0 &&
+                     c.offload_param.buffer_size == 1000000 && c.offload_param.max_in_cpu == 500000 &&
+                     c.aio_block_size == 262144 && c.aio_queue_depth == 32 &&
+                     c.aio_thread_count == 2 && c.aio_single_submit && !c.aio_overlap_events,
+                 "offload and aio keys");
     c = OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
            "\"stage3_max_live_parameters\": 3e5, \"stage3_prefetch_bucket_size\": 0, "
            "\"stage3_param_persistence_threshold\": 64}}", 1);
@@ -209,7 +235,7 @@ static void test_not_implemented(void) {
     static const char *const keys[] = {
         "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor",
         "wall_clock_breakdown", "dump_state", "prescale_gradients", "gradient_predivide_factor",
-        "sparse_gradients", "communication_data_type", "checkpoint", "aio", "data_types",
+        "sparse_gradients", "communication_data_type", "checkpoint", "data_types",
         "elasticity", "pipeline", "zero_allow_untested_optimizer", NULL};
     for (int i = 0; keys[i]; i++) {
         char json[256], want[128];
@@ -229,7 +255,27 @@ static void test_not_implemented(void) {
                "zero_optimization.overlap_comm", "expected true or false");
     EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 0, "
                "\"offload_optimizer\": {\"device\": \"cpu\"}}}",
-               "zero_optimization.offload_optimizer:", ni);
+               "zero_optimization.offload_optimizer:", "needs stage >= 1");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 2, "
+               "\"offload_param\": {\"device\": \"nvme\"}}}",
+               "zero_optimization.offload_param:", "needs stage 3");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, "
+               "\"offload_optimizer\": {\"device\": \"disk\"}}}",
+               "zero_optimization.offload_optimizer.device:", "expected \"none\", \"cpu\" or \"nvme\"");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, "
+               "\"offload_optimizer\": {\"ratio\": 0.5}}}",
+               "zero_optimization.offload_optimizer.ratio:", ni);
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, "
+               "\"offload_optimizer\": {\"buffer_cont\": 2}}}",
+               "zero_optimization.offload_optimizer.buffer_cont:", "did you mean 'buffer_count'?");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+               "\"offload_param\": {\"buffer_count\": 0}}}",
+               "zero_optimization.offload_param.buffer_count:", "expected an integer in [1, 65536]");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"aio\": {\"block_size\": 5000}}", "aio.block_size:",
+               "expected a multiple of 4096");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"aio\": {\"queue_depth\": 0}}", "aio.queue_depth:",
+               "expected an integer in [1, 4096]");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"aio\": {\"use_gds\": true}}", "aio.use_gds:", ni);
     EXPECT_ERR("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"Lamb\"}}", "optimizer.type",
                "\"Lamb\" is a DeepSpeed optimizer that zerotask does not implement yet");
     EXPECT_ERR("{\"train_batch_size\": 8, \"optimizer\": {\"type\": \"OneBitAdam\"}}",

@@ -1,0 +1,268 @@
+/*
+ * tasks/swap.c: swap_in / swap_out tasks (NVMe offload) and the I/O threads that serve them.
+ *
+ * Layer: tasks/. The codelet runs on a StarPU worker only long enough to queue a request: it adds
+ * an end dependency to its task (starpu_task_end_dep_add) and returns; an I/O thread moves the
+ * bytes with the aio engine and releases the dependency, which terminates the task and starts
+ * its successors. So a worker never sleeps in I/O, and reads and writes overlap compute. The
+ * request's buffers stay valid: the task still holds its data (successors wait for its end).
+ */
+#include <pthread.h>       /* pthread_* */
+#include <stdlib.h>        /* calloc */
+#include <string.h>        /* memcpy */
+#include "zt_aio.h"        /* zt_aio_read/write */
+#include "zt_sched.h"      /* zt_trace_record */
+#include "zt_swapdir.h"    /* struct zt_swapfile */
+#include "tasks_impl.h"    /* builder, slots */
+
+#define MAX_IO_THREADS 64
+
+struct swap_args {
+    struct zt_task_hdr hdr;
+    const struct zt_swapfile *f;
+    int out, n;
+    int64_t seg[][3]; /* [n] {mem_off, len, file_off} */
+};
+
+/* a queued transfer: the task's segments resolved to host pointers */
+struct req {
+    struct starpu_task *task;
+    const struct zt_swapfile *f;
+    int out, n, kind, layer, mb;
+    int64_t step;
+    char **ptr;
+    int64_t (*seg)[3];
+    struct req *next;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t th[MAX_IO_THREADS];
+    int nth, stop, started;
+    struct req *head, *tail;
+    zt_aio_t aio;
+    int64_t bounce_bytes;
+    enum zt_status err;    /* first failure */
+    char msg[512];
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void set_error(enum zt_status rc) {
+    pthread_mutex_lock(&g.mu);
+    if (g.err == ZT_OK) {
+        g.err = rc;
+        snprintf(g.msg, sizeof g.msg, "%s", zt_error_last());
+    }
+    pthread_mutex_unlock(&g.mu);
+}
+
+/* an unaligned read of an O_DIRECT file: aligned chunks through a bounce buffer */
+static enum zt_status read_bounce(const struct zt_swapfile *f, char *dst, int64_t len,
+                                  int64_t off, char *bounce) {
+    int64_t a0 = off / ZT_AIO_ALIGN * ZT_AIO_ALIGN;
+    int64_t a1 = (off + len + ZT_AIO_ALIGN - 1) / ZT_AIO_ALIGN * ZT_AIO_ALIGN;
+    for (int64_t at = a0; at < a1; at += g.bounce_bytes) {
+        int64_t n = a1 - at < g.bounce_bytes ? a1 - at : g.bounce_bytes;
+        ZT_CHECK(zt_aio_read(g.aio, f->fd, f->path, bounce, (size_t)n, at));
+        int64_t lo = off > at ? off : at, hi = off + len < at + n ? off + len : at + n;
+        if (hi > lo) memcpy(dst + (lo - off), bounce + (lo - at), (size_t)(hi - lo));
+    }
+    return ZT_OK;
+}
+
+static enum zt_status move(const struct req *r, char *bounce) {
+    const struct zt_swapfile *f = r->f;
+    for (int i = 0; i < r->n; i++) {
+        char *p = r->ptr[i];
+        int64_t len = r->seg[i][1], off = r->seg[i][2];
+        if (len == 0) continue;
+        int aligned = !f->direct || (((uintptr_t)p | (uintptr_t)len | (uintptr_t)off) %
+                                     ZT_AIO_ALIGN) == 0;
+        if (r->out) {
+            if (!aligned)
+                return zt_error_set(ZT_ERR_INVALID, "swap file %s: write of %lld bytes at "
+                                    "offset %lld is not 4096-aligned", f->path, (long long)len,
+                                    (long long)off);
+            ZT_CHECK(zt_aio_write(g.aio, f->fd, f->path, p, (size_t)len, off));
+        } else if (aligned) {
+            ZT_CHECK(zt_aio_read(g.aio, f->fd, f->path, p, (size_t)len, off));
+        } else {
+            ZT_CHECK(read_bounce(f, p, len, off, bounce));
+        }
+    }
+    return ZT_OK;
+}
+
+static void *io_thread(void *arg) {
+    int id = (int)(intptr_t)arg;
+    char *bounce = NULL;
+    if (posix_memalign((void **)&bounce, ZT_AIO_ALIGN, (size_t)g.bounce_bytes) != 0) bounce = NULL;
+    pthread_mutex_lock(&g.mu);
+    for (;;) {
+        while (!g.head && !g.stop) pthread_cond_wait(&g.cv, &g.mu);
+        if (!g.head) break;
+        struct req *r = g.head;
+        g.head = r->next;
+        if (!g.head) g.tail = NULL;
+        int failed = g.err != ZT_OK;
+        pthread_mutex_unlock(&g.mu);
+        if (!failed) { /* after a failure the step is lost: skip the rest, end quickly */
+            double t0 = starpu_timing_now();
+            enum zt_status rc = bounce ? move(r, bounce)
+                                       : zt_error_set(ZT_ERR_NOMEM, "swap: no bounce buffer");
+            if (rc != ZT_OK) set_error(rc);
+            if (zt_trace_enabled()) {
+                struct zt_trace_rec t = {.kind = r->kind, .layer = r->layer, .mb = r->mb,
+                                         .blk = -1, .worker = ZT_TRACE_IO_WORKER + id,
+                                         .step = r->step, .start_us = t0,
+                                         .end_us = starpu_timing_now()};
+                for (int i = 0; i < r->n; i++) t.bytes += r->seg[i][1];
+                zt_trace_record(&t);
+            }
+        }
+        starpu_task_end_dep_release(r->task);
+        free(r);
+        pthread_mutex_lock(&g.mu);
+    }
+    pthread_mutex_unlock(&g.mu);
+    free(bounce);
+    return NULL;
+}
+
+enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads) {
+    if (g.started) return ZT_OK;
+    if (nthreads < 1 || nthreads > MAX_IO_THREADS)
+        return zt_error_set(ZT_ERR_INVALID, "swap: %d I/O threads (expected 1 to %d)", nthreads,
+                            MAX_IO_THREADS);
+    ZT_CHECK(zt_aio_init(&g.aio, cfg));
+    g.bounce_bytes = cfg->block_size > 0 ? cfg->block_size : 1 << 20;
+    g.err = ZT_OK;
+    g.msg[0] = '\0';
+    g.stop = 0;
+    for (g.nth = 0; g.nth < nthreads; g.nth++)
+        if (pthread_create(&g.th[g.nth], NULL, io_thread, (void *)(intptr_t)g.nth) != 0) break;
+    if (g.nth == 0) {
+        zt_aio_free(g.aio);
+        return zt_error_set(ZT_ERR_RUNTIME, "swap: cannot start an I/O thread");
+    }
+    g.started = 1;
+    return ZT_OK;
+}
+
+void zt_swap_free(void) {
+    if (!g.started) return;
+    pthread_mutex_lock(&g.mu);
+    g.stop = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    for (int i = 0; i < g.nth; i++) pthread_join(g.th[i], NULL);
+    zt_aio_free(g.aio);
+    g.aio = NULL;
+    g.started = 0;
+}
+
+const char *zt_swap_engine_name(void) { return g.aio ? zt_aio_engine_name(g.aio) : "none"; }
+
+enum zt_status zt_swap_write_sync(const struct zt_swapfile *f, const void *buf, int64_t len,
+                                  int64_t off) {
+    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "swap: zt_swap_init not called");
+    return zt_aio_write(g.aio, f->fd, f->path, buf, (size_t)len, off);
+}
+
+enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t len,
+                                 int64_t off) {
+    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "swap: zt_swap_init not called");
+    if (!f->direct || (((uintptr_t)buf | (uintptr_t)len | (uintptr_t)off) % ZT_AIO_ALIGN) == 0)
+        return zt_aio_read(g.aio, f->fd, f->path, buf, (size_t)len, off);
+    char *bounce = NULL;
+    if (posix_memalign((void **)&bounce, ZT_AIO_ALIGN, (size_t)g.bounce_bytes) != 0)
+        return zt_error_set(ZT_ERR_NOMEM, "swap file %s: out of memory", f->path);
+    enum zt_status rc = read_bounce(f, buf, len, off, bounce);
+    free(bounce);
+    return rc;
+}
+
+enum zt_status zt_swap_status(void) {
+    pthread_mutex_lock(&g.mu);
+    enum zt_status rc = g.err;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", g.msg);
+    pthread_mutex_unlock(&g.mu);
+    if (rc != ZT_OK) return zt_error_set(rc, "%s", msg);
+    return ZT_OK;
+}
+
+static void swap_body(void *buffers[], void *cl_arg) {
+    const struct swap_args *a = cl_arg;
+    struct starpu_task *task = starpu_task_get_current();
+    struct req *r = calloc(1, sizeof *r + (size_t)a->n * (sizeof(char *) + 3 * sizeof(int64_t)));
+    if (!r) {
+        zt_error_set(ZT_ERR_NOMEM, "swap file %s: out of memory for a request", a->f->path);
+        set_error(ZT_ERR_NOMEM);
+        return;
+    }
+    r->task = task;
+    r->f = a->f;
+    r->out = a->out;
+    r->n = a->n;
+    r->kind = a->hdr.kind;
+    r->layer = a->hdr.layer;
+    r->mb = a->hdr.mb;
+    r->step = a->hdr.step;
+    r->ptr = (char **)(r + 1);
+    r->seg = (int64_t(*)[3])(r->ptr + a->n);
+    for (int i = 0; i < a->n; i++) {
+        r->ptr[i] = (char *)zt_slot_buf_ptr(buffers, &a->hdr, 0, i) + a->seg[i][0];
+        memcpy(r->seg[i], a->seg[i], sizeof a->seg[i]);
+    }
+    starpu_task_end_dep_add(task, 1);
+    pthread_mutex_lock(&g.mu);
+    if (g.tail) g.tail->next = r;
+    else g.head = r;
+    g.tail = r;
+    pthread_cond_signal(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+}
+
+void swap_in_cpu(void *buffers[], void *cl_arg) { swap_body(buffers, cl_arg); }
+void swap_out_cpu(void *buffers[], void *cl_arg) { swap_body(buffers, cl_arg); }
+
+enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct zt_swapfile *f,
+                            const struct zt_swap_seg *segs, int n,
+                            const struct zt_block_ref *order, int norder, zt_tensor_t pipe) {
+    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: zt_swap_init not called");
+    if (!f || n < 1 || !segs) return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: bad arguments");
+    size_t sz = sizeof(struct swap_args) + (size_t)n * sizeof(int64_t[3]);
+    struct swap_args *a = calloc(1, sz);
+    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    a->f = f;
+    a->out = out;
+    a->n = n;
+    struct zt_block_ref *refs = calloc((size_t)n, sizeof *refs);
+    if (!refs) {
+        free(a);
+        return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    }
+    struct zt_tb tb;
+    zt_tb_init(&tb, &a->hdr, out ? ZT_KIND_swap_out : ZT_KIND_swap_in, o, -1);
+    for (int i = 0; i < n; i++) {
+        const struct zt_swap_seg *s = &segs[i];
+        refs[i] = (struct zt_block_ref){s->t, s->blk, 0};
+        int64_t bytes = s->t && s->blk >= 0 && s->blk < zt_tensor_nblk(s->t)
+                            ? zt_tensor_blk_rows(s->t, s->blk) * zt_tensor_cols(s->t) *
+                                  (int64_t)zt_tensor_elemsize(s->t)
+                            : -1;
+        if (bytes < 0 || s->mem_off < 0 || s->len < 0 || s->file_off < 0 ||
+            s->mem_off + s->len > bytes)
+            tb.bad = 1;
+        a->seg[i][0] = s->mem_off;
+        a->seg[i][1] = s->len;
+        a->seg[i][2] = s->file_off;
+    }
+    /* slot 0: the blocks, 1: the file-order blocks, 2: the pipeline token */
+    zt_tb_add_list(&tb, refs, n, out ? STARPU_R : STARPU_W);
+    free(refs);
+    zt_tb_add_list(&tb, order, order ? norder : 0, out ? STARPU_RW : STARPU_R);
+    zt_tb_add(&tb, pipe, -1, STARPU_RW);
+    return zt_tb_submit(&tb, a, sz, o ? o->priority : 0);
+}
