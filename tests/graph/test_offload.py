@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""tests/graph/test_offload.py: optimizer state and parameters on NVMe (or "cpu") change nothing.
+
+With zero_optimization.offload_optimizer {device cpu | nvme} (stages 1-3) and offload_param nvme
+(stage 3), for 1 and 2 ranks, `zt-train` must give per-step losses and exported weights that
+are bit-identical to the same run without offload: also with pipeline_read/pipeline_write off,
+one buffer, two I/O threads and the pread/pwrite engine (ZT_AIO_ENGINE=threads). Swap
+directories are removed at exit, and stale ones (a dead process's, lock free) at the next start,
+while a live process's stays.
+
+Bad input and faults, each a one-line error and a non-zero exit: nvme_path missing, a file, on
+a read-only filesystem; a tmpfs nvme_path works with a warning; a disk without room for the swap
+files (a loop-mounted ext4 image) fails at start; a disk that fills up during the swap-outs (two
+ranks sharing an image with room for one) fails the step naming the swap file, and nothing
+hangs; offload_param without offload_optimizer nvme, a buffer_size below a parameter's size and
+a ZT_HOST_MEM_LIMIT below the plan are refused.
+
+Usage: test_offload.py ZT_TRAIN MPIEXEC WORKDIR
+"""
+import json
+import os
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import time
+
+ZT, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+os.makedirs(WORK, exist_ok=True)
+NVME = os.path.join(WORK, "nvme")
+STEPS = 4
+
+MODEL = {"vocab_size": 96, "seq_len": 16, "n_embd": 64, "n_layer": 2, "n_head": 4}
+BASE = {"train_batch_size": 8, "gradient_accumulation_steps": 2, "gradient_clipping": 0.5,
+        "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.05}},
+        "seed": 5}
+# small optimizer groups: many more groups than buffers, so slots are reused
+ENV = {"ZT_OPT_GROUP_ELEMS": "4096", "STARPU_SILENT": "1"}
+
+
+def write(name, obj):
+    path = os.path.join(WORK, name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
+
+
+model = write("model.json", MODEL)
+data = os.path.join(WORK, "tokens.bin")
+rng = random.Random(4)
+toks = [(i * 5 + (rng.randrange(96) if rng.random() < 0.3 else 0)) % 96 for i in range(4000)]
+with open(data, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
+    f.write(struct.pack("<%dH" % len(toks), *toks))
+
+
+def ds(stage, n, opt=None, par=None, aio=None, tag=""):
+    d = json.loads(json.dumps(BASE))
+    d["train_micro_batch_size_per_gpu"] = BASE["train_batch_size"] // (2 * n)
+    z = {"stage": stage, "reduce_bucket_size": 5000}
+    if stage == 3:
+        z.update({"stage3_param_persistence_threshold": 300, "stage3_prefetch_bucket_size": 20000})
+    if opt:
+        z["offload_optimizer"] = opt
+    if par:
+        z["offload_param"] = par
+    d["zero_optimization"] = z
+    if aio:
+        d["aio"] = aio
+    return write("ds_s%d_n%d%s.json" % (stage, n, tag), d)
+
+
+def launch(n, args, env=None, timeout=240):
+    e = dict(ENV, **(env or {}))
+    if n == 1:
+        full = dict(os.environ, **e)
+        return subprocess.run([ZT] + args, capture_output=True, text=True, timeout=timeout,
+                              env=full)
+    cmd = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", str(n),
+           "-x", "STARPU_NCPU=1"]
+    for k, v in e.items():
+        cmd += ["-x", "%s=%s" % (k, v)]
+    return subprocess.run(cmd + [ZT] + args, capture_output=True, text=True, timeout=timeout)
+
+
+bad = []
+
+
+def check(cond, what):
+    print("%s %s" % ("ok  " if cond else "FAIL", what))
+    if not cond:
+        bad.append(what)
+
+
+def train(label, cfg, n, env=None):
+    log, out = (os.path.join(WORK, label + s) for s in (".jsonl", ".safetensors"))
+    p = launch(n, ["--ds-config", cfg, "--model", model, "--data", data, "--steps", str(STEPS),
+                   "--log", log, "--export", out], env)
+    if p.returncode != 0:
+        print("FAIL %s: exit %d\n%s%s" % (label, p.returncode, p.stdout[-2000:], p.stderr[-3000:]))
+        sys.exit(1)
+    with open(log) as f:
+        losses = [json.loads(l)["loss"] for l in f]
+    with open(out, "rb") as f:
+        return losses, f.read(), p
+
+
+def swapdirs(path=NVME):
+    return sorted(d for d in os.listdir(path) if d.startswith("zerotask-swap-"))
+
+
+os.makedirs(NVME, exist_ok=True)
+nv = {"device": "nvme", "nvme_path": NVME}
+
+# ---- bit-identity ---------------------------------------------------------------------------
+cases = [  # (label, stage, ranks, offload_optimizer, offload_param, aio, env)
+    ("s1_cpu", 1, 1, {"device": "cpu"}, None, None, None),
+    ("s1_nvme", 1, 1, dict(nv, buffer_count=2), None, None, None),
+    ("s2_nvme_serial", 2, 1, dict(nv, pipeline_read=False, pipeline_write=False), None, None, None),
+    ("s3_nvme", 3, 1, dict(nv, buffer_count=3), dict(nv), None, None),
+    ("s3_nvme_threads", 3, 1, dict(nv, buffer_count=1), dict(nv),
+     {"thread_count": 2, "block_size": 8192, "queue_depth": 4}, {"ZT_AIO_ENGINE": "threads"}),
+    ("s1_nvme", 1, 2, dict(nv), None, None, None),
+    ("s2_cpu", 2, 2, {"device": "cpu"}, None, None, None),
+    ("s2_nvme", 2, 2, dict(nv, buffer_count=2, pipeline_write=False), None, None, None),
+    ("s3_nvme", 3, 2, dict(nv), dict(nv, buffer_count=2), {"single_submit": True}, None),
+]
+base = {}
+for label, stage, n, opt, par, aio, env in cases:
+    if (stage, n) not in base:
+        base[(stage, n)] = train("base_s%d_n%d" % (stage, n), ds(stage, n), n)
+    cfg = ds(stage, n, opt, par, aio, tag="_" + label)
+    losses, blob, p = train("%s_n%d" % (label, n), cfg, n, env)
+    bl, bb, _ = base[(stage, n)]
+    check(losses == bl and blob == bb,
+          "%s on %d rank(s): %d losses and exported weights bit-identical to no offload (last "
+          "loss %.9g vs %.9g)" % (label, n, len(losses), losses[-1], bl[-1]))
+    if opt and opt["device"] == "nvme":
+        check("NVMe" in p.stdout and "swaps" in p.stderr,
+              "%s n%d: the plan shows the NVMe bytes and the log the swap setup" % (label, n))
+    check(swapdirs() == [], "%s n%d: swap directories removed at exit" % (label, n))
+
+# ---- stale directories ----------------------------------------------------------------------
+host = socket.gethostname().replace("/", "_").replace("-", "_")
+dead = 4999999  # above the largest pid_max (4194304): no such process
+stale = os.path.join(NVME, "zerotask-swap-%s-%d" % (host, dead))
+live = os.path.join(NVME, "zerotask-swap-%s-%d" % (host, os.getpid()))
+for d in (stale, live):
+    os.makedirs(d, exist_ok=True)
+    for f in ("lock", "optim.swp"):
+        open(os.path.join(d, f), "w").close()
+p = launch(1, ["--ds-config", ds(1, 1, dict(nv), tag="_stale"), "--model", model, "--data", data,
+               "--steps", "1", "--quiet"])
+check(p.returncode == 0 and not os.path.exists(stale) and os.path.exists(live) and
+      "left by a run that did not end cleanly" in p.stderr,
+      "a dead run's swap directory is removed at start, a live process's kept")
+shutil.rmtree(live)
+
+
+# ---- bad nvme_path --------------------------------------------------------------------------
+def fails(label, cfg, want, n=1, code=None, env=None, timeout=240):
+    p = launch(n, ["--ds-config", cfg, "--model", model, "--data", data, "--steps", "2"], env,
+                   timeout=timeout)
+    err = [l for l in p.stderr.splitlines() if "error:" in l]
+    ok = p.returncode != 0 and (code is None or p.returncode == code) and \
+        any(all(w in l for w in want) for l in err)
+    check(ok, "%s: exit %d, %s" % (label, p.returncode, err[0] if err else p.stderr[-500:]))
+    return p
+
+
+fails("nvme_path missing", ds(1, 1, dict(nv, nvme_path="/nonexistent/zt"), tag="_missing"),
+      ["zero_optimization.offload_optimizer.nvme_path /nonexistent/zt", "No such file"], code=2)
+afile = os.path.join(WORK, "a_file")
+open(afile, "w").close()
+fails("nvme_path a file", ds(1, 1, dict(nv, nvme_path=afile), tag="_file"),
+      ["nvme_path " + afile, "not a directory"], code=2)
+fails("offload_param without offload_optimizer nvme", ds(3, 1, None, dict(nv), tag="_paronly"),
+      ["offload_param nvme needs offload_optimizer nvme"], code=2)
+fails("offload_param buffer_size below a parameter",
+      ds(3, 1, dict(nv), dict(nv, buffer_size=1000), tag="_bufsz"),
+      ["offload_param.buffer_size is 1000 elements", "wte"], code=2)
+fails("ZT_HOST_MEM_LIMIT below the plan", ds(1, 1, tag="_limit"),
+      ["ZT_HOST_MEM_LIMIT=1.0 MiB", "needs", "nvme"], env={"ZT_HOST_MEM_LIMIT": "1M"})
+fails("ZT_HOST_MEM_LIMIT not a size", ds(1, 1, tag="_limit"),
+      ["ZT_HOST_MEM_LIMIT=lots", "expected a size"], code=2, env={"ZT_HOST_MEM_LIMIT": "lots"})
+fails("ZT_AIO_ENGINE unknown", ds(1, 1, dict(nv), tag="_eng"),
+      ["ZT_AIO_ENGINE=posix", "expected one of auto, io_uring, threads"], code=2,
+      env={"ZT_AIO_ENGINE": "posix"})
+
+# tmpfs (memory): works, with a warning
+if os.path.isdir("/dev/shm"):
+    shm = os.path.join("/dev/shm", "zt-offload-test")
+    os.makedirs(shm, exist_ok=True)
+    losses, blob, p = train("tmpfs", ds(1, 1, dict(nv, nvme_path=shm), tag="_tmpfs"), 1)
+    check(losses == base[(1, 1)][0] and "is on tmpfs (memory)" in p.stderr and
+          swapdirs(shm) == [], "tmpfs nvme_path: same losses, warning logged, cleaned up")
+    shutil.rmtree(shm, ignore_errors=True)
+
+# ---- read-only and full filesystems (root: mount) -------------------------------------------
+if os.geteuid() == 0 and shutil.which("mkfs.ext4"):
+    ro = os.path.join(WORK, "ro")
+    os.makedirs(ro, exist_ok=True)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro]).returncode == 0:
+        fails("nvme_path read-only", ds(1, 1, dict(nv, nvme_path=ro), tag="_ro"),
+              ["nvme_path " + ro, "cannot create a directory there", "Read-only"], code=2)
+        subprocess.run(["umount", ro])
+
+    img, mnt = os.path.join(WORK, "small.img"), os.path.join(WORK, "small")
+    os.makedirs(mnt, exist_ok=True)
+    subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL)
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", img], check=True)
+    if subprocess.run(["mount", "-o", "loop", img, mnt]).returncode == 0:
+        try:
+            # each rank's optimizer swap file: 2 x 4 KiB-padded groups of m and v
+            need = None
+            p = launch(1, ["--ds-config", ds(1, 1, dict(nv, nvme_path=mnt), tag="_full0"),
+                           "--model", model, "--data", data, "--steps", "1"])
+            for l in p.stdout.splitlines():
+                if "NVMe" in l:
+                    need = float(l.split("NVMe")[1].split("MiB")[0]) * 1048576
+            st = os.statvfs(mnt)
+            avail = st.f_bavail * st.f_frsize
+            # leave room for 1.5 of a one-rank swap file: each of two ranks' start checks pass,
+            # the second to write runs out of space during its swap-outs
+            filler = os.path.join(mnt, "filler")
+            with open(filler, "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, int(avail - need * 1.5 * 0.5 - 64 * 1024))
+            fails("disk full at start (one rank, not enough free space)",
+                  ds(1, 1, dict(nv, nvme_path=mnt), tag="_full1"),
+                  ["nvme_path " + mnt, "MiB free, but this rank's swap files need"])
+            os.unlink(filler)
+            with open(filler, "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, int(avail - need * 0.75 - 64 * 1024))
+            p = fails("disk full during the swap-outs (two ranks, room for one)",
+                      ds(1, 2, dict(nv, nvme_path=mnt), tag="_full2"),
+                      ["optim.swp", "No space left on device"], n=2, timeout=120)
+            # the failing rank removed its directory; the killed one's is stale: cleaned next time
+            os.unlink(filler)
+            # (MPI_Abort's victims may take a moment to exit after mpirun returns)
+            for _ in range(100):
+                left = [int(d.rsplit("-", 1)[1]) for d in swapdirs(mnt)]
+                if not any(os.path.exists("/proc/%d" % pid) for pid in left):
+                    break
+                time.sleep(0.2)
+            p = launch(1, ["--ds-config", ds(1, 1, dict(nv, nvme_path=mnt), tag="_full3"),
+                           "--model", model, "--data", data, "--steps", "1", "--quiet"])
+            check(p.returncode == 0 and swapdirs(mnt) == [],
+                  "after the failure, the next run starts and leaves no swap directory (exit %d, "
+                  "left %s) %s" % (p.returncode, swapdirs(mnt), p.stderr[-300:]))
+        finally:
+            subprocess.run(["umount", mnt])
+else:
+    print("skip: read-only and full filesystems need root and mkfs.ext4")
+
+if bad:
+    print("%d check(s) failed" % len(bad))
+    sys.exit(1)
+print("offload: all checks passed")
