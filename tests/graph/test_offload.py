@@ -160,9 +160,9 @@ shutil.rmtree(live)
 
 
 # ---- bad nvme_path --------------------------------------------------------------------------
-def fails(label, cfg, want, n=1, code=None, env=None, timeout=240):
-    p = launch(n, ["--ds-config", cfg, "--model", model, "--data", data, "--steps", "2"], env,
-                   timeout=timeout)
+def fails(label, cfg, want, n=1, code=None, env=None, timeout=240, mdl=None):
+    p = launch(n, ["--ds-config", cfg, "--model", mdl or model, "--data", data, "--steps", "2"],
+               env, timeout=timeout)
     err = [l for l in p.stderr.splitlines() if "error:" in l]
     ok = p.returncode != 0 and (code is None or p.returncode == code) and \
         any(all(w in l for w in want) for l in err)
@@ -255,6 +255,38 @@ if os.geteuid() == 0 and shutil.which("mkfs.ext4"):
             subprocess.run(["umount", mnt])
 else:
     print("skip: read-only and full filesystems need root and mkfs.ext4")
+
+# ---- budget: training state 4x the host memory limit ----------------------------------------
+# 28.5M parameters: fp32 weights W = 108.7 MiB, weights + gradients + Adam state = 4 W; two ranks
+# at stage 3 with optimizer state and parameters on NVMe, ZT_HOST_MEM_LIMIT = W per rank. Each
+# rank's peak resident memory must stay under the limit plus RUNTIME_MIB, what the process holds
+# besides the plan (StarPU, MPI, OpenBLAS, code: about 40-50 MiB here; docs say 64).
+RUNTIME_MIB = 64
+big = write("model_big.json", {"vocab_size": 256, "seq_len": 32, "n_embd": 384, "n_layer": 16,
+                               "n_head": 6})
+nparams = 256 * 384 + 32 * 384 + 16 * (12 * 384 * 384 + 13 * 384) + 2 * 384
+W = nparams * 4
+z = {"stage": 3, "reduce_bucket_size": 1000000, "allgather_bucket_size": 1000000,
+     "stage3_prefetch_bucket_size": 1000000, "stage3_max_live_parameters": 1000000}
+bud = {"train_batch_size": 2, "train_micro_batch_size_per_gpu": 1, "steps_per_print": 1,
+       "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}, "zero_optimization": dict(z)}
+plain = write("ds_budget_plain.json", bud)
+bud["zero_optimization"].update({
+    "offload_optimizer": dict(nv, buffer_count=2),
+    "offload_param": dict(nv, buffer_count=2, buffer_size=1000000)})
+offl = write("ds_budget.json", bud)
+lim = {"ZT_HOST_MEM_LIMIT": str(W), "ZT_OPT_GROUP_ELEMS": "262144"}
+fails("budget: the same model without offload does not fit", plain,
+      ["ZT_HOST_MEM_LIMIT=%.1f MiB" % (W / 1048576), "needs"], n=2, env=lim, mdl=big)
+p = launch(2, ["--ds-config", offl, "--model", big, "--data", data, "--steps", "2"], lim)
+peaks = [float(l.split("):")[1].split("MiB")[0]) for l in p.stdout.splitlines()
+         if l.startswith("peak memory")]
+check(p.returncode == 0 and len(peaks) == 2 and
+      all(x <= W / 1048576 + RUNTIME_MIB for x in peaks),
+      "budget: state %.1f MiB = %.1fx the limit %.1f MiB trains on 2 ranks; peak resident %s MiB "
+      "<= limit + %d MiB (exit %d)" % (4 * W / 1048576, 4.0, W / 1048576, peaks, RUNTIME_MIB,
+                                       p.returncode))
+check(swapdirs() == [], "budget: swap directories removed at exit")
 
 if bad:
     print("%d check(s) failed" % len(bad))
