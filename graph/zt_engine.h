@@ -19,6 +19,13 @@
  * gathers a parameter into a slot when the model reads it, and slots are reused least recently
  * gathered first, so gathers run ahead of the compute as far as free slots allow.
  *
+ * Offload (zero_optimization.offload_optimizer / offload_param nvme): the optimizer state of the
+ * rank's groups (and at stage 3 its non-persistent parameter shards) live in swap files under
+ * nvme_path; step_end swaps each group into one of buffer_count slot buffers, runs AdamW there
+ * and swaps it out (swap_in/swap_out tasks, tasks/zt_tasks.h), and a stage-3 gather reads the
+ * rank's blocks from the file into the slot before the all-gather. step_wait returns a failed
+ * swap's error (file, offset). Results are bit-identical to the same run in memory.
+ *
  * Memory (llm.c): parameters, gradients, exp_avg and exp_avg_sq are each ONE flat buffer; a
  * parameter is a slice aligned to 16 floats. Parameters of two or more dimensions with enough
  * elements are split into ZT_GRAPH_CHUNKS row blocks so their gradient products run in parallel.

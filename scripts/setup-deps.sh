@@ -7,6 +7,7 @@ PKGS=(
   libstarpu-dev libopenblas-dev libcjson-dev libhwloc-dev liburing-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
+  fio
   python3-torch python3-numpy
 )
 SUDO=""

@@ -281,11 +281,15 @@ fails("budget: the same model without offload does not fit", plain,
 p = launch(2, ["--ds-config", offl, "--model", big, "--data", data, "--steps", "2"], lim)
 peaks = [float(l.split("):")[1].split("MiB")[0]) for l in p.stdout.splitlines()
          if l.startswith("peak memory")]
+# (AddressSanitizer's shadow memory and quarantine inflate the resident size: the bound is checked
+# in the normal build, the run itself under the sanitizers too)
+asan = "ASAN_OPTIONS" in os.environ
 check(p.returncode == 0 and len(peaks) == 2 and
-      all(x <= W / 1048576 + RUNTIME_MIB for x in peaks),
+      (asan or all(x <= W / 1048576 + RUNTIME_MIB for x in peaks)),
       "budget: state %.1f MiB = %.1fx the limit %.1f MiB trains on 2 ranks; peak resident %s MiB "
-      "<= limit + %d MiB (exit %d)" % (4 * W / 1048576, 4.0, W / 1048576, peaks, RUNTIME_MIB,
-                                       p.returncode))
+      "<= limit + %d MiB%s (exit %d)" % (4 * W / 1048576, 4.0, W / 1048576, peaks, RUNTIME_MIB,
+                                         " (not checked under ASan)" if asan else "",
+                                         p.returncode))
 check(swapdirs() == [], "budget: swap directories removed at exit")
 
 if bad:
