@@ -55,7 +55,7 @@ def trace_io(path, skip_step=1):
         ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     io = [e for e in ev if e["tid"] >= 1000 and e["args"]["step"] > skip_step]
     comp = [e for e in ev if e["tid"] < 1000 and e["args"]["step"] > skip_step and
-            e["name"] not in ("swap_in", "swap_out")]
+            e["name"] not in ("swap_in", "swap_out", "swap_done")]
     u = intervals_union([(e["ts"], e["ts"] + e["dur"]) for e in comp])
     tot = sum(e["dur"] for e in io)
     hid = sum(overlap((e["ts"], e["ts"] + e["dur"]), u) for e in io)

@@ -93,6 +93,32 @@ static enum zt_status move(const struct req *r, char *bounce) {
     return ZT_OK;
 }
 
+/* End the swap task. Its termination must run on a worker: the dmda policies' post-execution
+ * hook asserts that it is called from one (StarPU 1.3), so the I/O thread submits a tiny task
+ * that releases the end dependency there. */
+struct done_args {
+    struct zt_task_hdr hdr;
+    struct starpu_task *task;
+};
+
+void swap_done_cpu(void *buffers[], void *cl_arg) {
+    (void)buffers;
+    const struct done_args *a = cl_arg;
+    starpu_task_end_dep_release(a->task);
+}
+
+static void finish(struct starpu_task *task) {
+    struct done_args *a = calloc(1, sizeof *a);
+    if (a) {
+        struct zt_tb tb;
+        zt_tb_init(&tb, &a->hdr, ZT_KIND_swap_done, NULL, -1);
+        a->task = task;
+        if (zt_tb_submit(&tb, a, sizeof *a, STARPU_MAX_PRIO) == ZT_OK) return;
+    }
+    set_error(zt_error_set(ZT_ERR_RUNTIME, "swap: cannot submit the completion task"));
+    starpu_task_end_dep_release(task); /* last resort: end it from here */
+}
+
 static void *io_thread(void *arg) {
     int id = (int)(intptr_t)arg;
     char *bounce = NULL;
@@ -120,7 +146,7 @@ static void *io_thread(void *arg) {
                 zt_trace_record(&t);
             }
         }
-        starpu_task_end_dep_release(r->task);
+        finish(r->task);
         free(r);
         pthread_mutex_lock(&g.mu);
     }

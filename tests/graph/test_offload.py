@@ -4,7 +4,8 @@
 With zero_optimization.offload_optimizer {device cpu | nvme} (stages 1-3) and offload_param nvme
 (stage 3), for 1 and 2 ranks, `zt-train` must give per-step losses and exported weights that
 are bit-identical to the same run without offload: also with pipeline_read/pipeline_write off,
-one buffer, two I/O threads and the pread/pwrite engine (ZT_AIO_ENGINE=threads). Swap
+one buffer, two I/O threads, the pread/pwrite engine (ZT_AIO_ENGINE=threads) and the dmda and
+eager schedulers. Swap
 directories are removed at exit, and stale ones (a dead process's, lock free) at the next start,
 while a live process's stays.
 
@@ -111,6 +112,7 @@ def swapdirs(path=NVME):
     return sorted(d for d in os.listdir(path) if d.startswith("zerotask-swap-"))
 
 
+shutil.rmtree(NVME, ignore_errors=True)  # a crashed earlier run's leftovers
 os.makedirs(NVME, exist_ok=True)
 nv = {"device": "nvme", "nvme_path": NVME}
 
@@ -122,6 +124,8 @@ cases = [  # (label, stage, ranks, offload_optimizer, offload_param, aio, env)
     ("s3_nvme", 3, 1, dict(nv, buffer_count=3), dict(nv), None, None),
     ("s3_nvme_threads", 3, 1, dict(nv, buffer_count=1), dict(nv),
      {"thread_count": 2, "block_size": 8192, "queue_depth": 4}, {"ZT_AIO_ENGINE": "threads"}),
+    ("s3_nvme_dmda", 3, 1, dict(nv), dict(nv), None, {"STARPU_SCHED": "dmda"}),
+    ("s2_nvme_eager", 2, 1, dict(nv), None, None, {"STARPU_SCHED": "eager"}),
     ("s1_nvme", 1, 2, dict(nv), None, None, None),
     ("s2_cpu", 2, 2, {"device": "cpu"}, None, None, None),
     ("s2_nvme", 2, 2, dict(nv, buffer_count=2, pipeline_write=False), None, None, None),
