@@ -161,7 +161,11 @@ enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads) {
         return zt_error_set(ZT_ERR_INVALID, "swap: %d I/O threads (expected 1 to %d)", nthreads,
                             MAX_IO_THREADS);
     ZT_CHECK(zt_aio_init(&g.aio, cfg));
-    g.bounce_bytes = cfg->block_size > 0 ? cfg->block_size : 1 << 20;
+    /* unaligned reads go through a bounce buffer of queue_depth requests (at most 16 MiB) */
+    int64_t bs = cfg->block_size > 0 ? cfg->block_size : 1 << 20;
+    int64_t qd = cfg->queue_depth > 0 ? cfg->queue_depth : 8;
+    g.bounce_bytes = bs * qd < (16 << 20) ? bs * qd : (16 << 20) / bs * bs;
+    if (g.bounce_bytes < bs) g.bounce_bytes = bs;
     g.err = ZT_OK;
     g.msg[0] = '\0';
     g.stop = 0;
