@@ -350,6 +350,7 @@ static int train_main(int argc, char **argv) {
                           "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
                     info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
     }
+    if (zt_engine_finish(e) != ZT_OK) goto out; /* the last swap-outs, their errors */
     /* every rank's peak resident memory */
     zt_engine_memory(e, &mem); /* the gradient window grows on demand during the steps */
     at = snprintf(line, sizeof line, "peak memory (rank %d of %d): %.1f MiB resident", rank,

@@ -1177,8 +1177,14 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
 }
 
 enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
-    ZT_CHECK(zt_runtime_wait_all());
-    if (e->opt_nvme) ZT_CHECK(zt_swap_status()); /* a failed swap fails the step */
+    if (e->opt_nvme) {
+        /* the swap-outs (and whatever else remains) run on under the next step's forward: the
+         * graph orders a group's next swap-in after its swap-out. A failed swap fails the step
+         * after it (or zt_engine_finish). */
+        ZT_CHECK(zt_swap_status());
+    } else {
+        ZT_CHECK(zt_runtime_wait_all());
+    }
     if (info) {
         info->step = e->step;
         info->lr = e->lr;
@@ -1186,6 +1192,12 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
         info->grad_norm = ((const float *)zt_tensor_data(e->clip))[1];
         zt_tensor_release(e->clip);
     }
+    return ZT_OK;
+}
+
+enum zt_status zt_engine_finish(zt_engine_t e) {
+    ZT_CHECK(zt_runtime_wait_all());
+    if (e->opt_nvme) ZT_CHECK(zt_swap_status());
     return ZT_OK;
 }
 

@@ -111,7 +111,14 @@ struct zt_step_info {
     float lr;
     float grad_norm; /* global L2 norm of the gradients before clipping */
 };
+/* Wait for the step's results (info; the model's losses are acquired by the model). Without
+ * offload every task of the step is done on return. With optimizer state on NVMe the step's last
+ * swap-outs may still run, overlapping the next step (which the graph orders after them where it
+ * must): a swap error fails the next step_wait or zt_engine_finish. */
 enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info);
+/* Wait for every task (the last swap-outs included) and report a failed swap. Call it after the
+ * last step. */
+enum zt_status zt_engine_finish(zt_engine_t e);
 
 /* Weights in and out, Hugging Face names: every parameter must be present with its shape
  * (F32, BF16 or F16). Export is F32, atomic, in declaration order. */
