@@ -113,6 +113,7 @@ struct zt_engine {
      * shards (file B: per local group [w]), each part padded to 4 KiB; nbuf slot buffers hold
      * the groups being swapped (slot k: bm/bv/bw tensors of one block each) */
     int opt_nvme, par_nvme;
+    int swap_on;           /* holds a reference to the swap I/O service (zt_swap_init) */
     struct zt_swapdir dirA, dirB;
     struct zt_swapfile fA, fB;
     int64_t *goffA, *goffB, *gbytes; /* [local groups] */
@@ -141,6 +142,12 @@ static void fill_normal(float *x, int64_t n, float std, uint64_t *s) {
         x[i] = (float)(std * r * cos(2 * M_PI * u2));
         if (i + 1 < n) x[i + 1] = (float)(std * r * sin(2 * M_PI * u2));
     }
+}
+
+/* advance s past the draws of fill_normal(x, n, ., s) without making them (splitmix64's state
+ * moves by one constant per draw; Box-Muller draws two per pair of values) */
+static void skip_normal(int64_t n, uint64_t *s) {
+    *s += (uint64_t)((n + 1) / 2) * 2u * 0x9E3779B97F4A7C15ull;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -470,8 +477,9 @@ static int64_t fileB_off(const struct zt_engine *e, int b) {
 }
 
 /* Write this rank's blocks of the offloaded parameters to file B, group by group through one
- * aligned staging buffer: values from st, or (st NULL) the initializer's stream replayed from
- * rng (every parameter's draws, in declaration order, as finalize made them). */
+ * aligned staging buffer: values from st, or (st NULL) the initializer's stream from rng, the
+ * state finalize started from (finalize skipped the offloaded parameters' draws; here they are
+ * drawn and every other parameter's are skipped, so each value is generated once). */
 static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, uint64_t rng) {
     int64_t maxn = 0;
     for (int i = 0; i < e->np; i++)
@@ -489,7 +497,10 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, 
         struct zt_param *p = e->params[i];
         int64_t n = p->rows * p->cols;
         int need = p->offl && p->own1 > p->own0;
-        if (!st && p->init == ZT_INIT_NORMAL) fill_normal(tmp, n, p->std, &rng);
+        if (!st && p->init == ZT_INIT_NORMAL) {
+            if (need) fill_normal(tmp, n, p->std, &rng);
+            else skip_normal(n, &rng);
+        }
         if (!need) continue;
         if (st) rc = zt_st_read_f32(st, p->name, p->ndim, p->shape, tmp);
         else if (p->init != ZT_INIT_NORMAL)
@@ -556,6 +567,7 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
                                     : strcmp(eng, "threads") == 0  ? ZT_AIO_THREADS
                                                                    : ZT_AIO_AUTO};
     ZT_CHECK(zt_swap_init(&ac, c->aio_thread_count));
+    e->swap_on = 1;
     int same = strcmp(c->offload_optimizer.nvme_path, c->offload_param.nvme_path) == 0;
     ZT_CHECK(zt_swapdir_open(&e->dirA, c->offload_optimizer.nvme_path,
                              "zero_optimization.offload_optimizer.nvme_path",
@@ -626,7 +638,7 @@ static void offload_free(zt_engine_t e) {
     zt_tensor_free(e->fordA);
     zt_tensor_free(e->fordB);
     zt_tensor_free(e->pipe);
-    if (e->opt_nvme) zt_swap_free();
+    if (e->swap_on) zt_swap_free();
     if (e->fA.path[0]) zt_swapfile_close(&e->fA);
     if (e->fB.path[0]) zt_swapfile_close(&e->fB);
     zt_swapdir_close(&e->dirA);
@@ -717,44 +729,29 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     float *tmp = malloc((size_t)maxn * sizeof(float));
     if (!tmp) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     enum zt_status rc = ZT_OK;
-    const uint64_t rng0 = e->rng; /* offloaded shards replay the stream into the swap file */
+    const uint64_t rng0 = e->rng; /* offloaded shards are drawn from it by write_offloaded */
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
         int64_t n = p->rows * p->cols;
-        for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
-        if (p->init == ZT_INIT_NORMAL) fill_normal(tmp, n, p->std, &e->rng);
-        if (p->offl) { /* no host copy: its shard is written to the swap file below */
-            for (int j = 0; j < p->nblk; j++) {
-                int k = p->first_blk + j;
-                e->pblk[k] = home_ref(p, NULL, 1, j, e->babs[k]);
-                e->gblk[k] = home_ref(p, NULL, 1, j, e->babs[k]);
-            }
-            int pg = partial_ghome(e);
-            float *gp = e->flat_g + gcur;
-            gcur += pad16(pg ? own_elems(p) : n);
-            char gname[200];
-            snprintf(gname, sizeof gname, "grad:%s", p->name);
-            rc = own_tensor(&p->ghome, gname, gp, p, !pg);
-            p->value = NULL;
-            p->grad = pg ? NULL : p->ghome;
-            for (int j = 0; j < p->nblk; j++) {
-                int k = p->first_blk + j;
-                e->gblk[k] = home_ref(p, p->ghome, pg, j, e->babs[k]);
-            }
-            continue;
-        }
         int ph = partial_home(e, p), pg = partial_ghome(e);
-        float *hp = e->stage < 3 ? e->flat_p + p->off : e->flat_p + hcur;
         float *gp = e->stage < 2 ? e->flat_g + p->off : e->flat_g + gcur;
-        if (ph)
-            memcpy(hp, tmp + blk_row0(p, p->own0) * p->cols, (size_t)own_elems(p) * sizeof(float));
-        else
-            memcpy(hp, tmp, (size_t)n * sizeof(float));
-        hcur += pad16(ph ? own_elems(p) : n);
+        if (p->offl) { /* no host copy: write_offloaded puts its shard in the swap file */
+            if (p->init == ZT_INIT_NORMAL) skip_normal(n, &e->rng);
+        } else {
+            for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
+            if (p->init == ZT_INIT_NORMAL) fill_normal(tmp, n, p->std, &e->rng);
+            float *hp = e->stage < 3 ? e->flat_p + p->off : e->flat_p + hcur;
+            if (ph)
+                memcpy(hp, tmp + blk_row0(p, p->own0) * p->cols,
+                       (size_t)own_elems(p) * sizeof(float));
+            else
+                memcpy(hp, tmp, (size_t)n * sizeof(float));
+            hcur += pad16(ph ? own_elems(p) : n);
+            rc = own_tensor(&p->home, p->name, hp, p, !ph);
+        }
         gcur += pad16(pg ? own_elems(p) : n);
         char gname[200];
         snprintf(gname, sizeof gname, "grad:%s", p->name);
-        rc = own_tensor(&p->home, p->name, hp, p, !ph);
         if (rc == ZT_OK) rc = own_tensor(&p->ghome, gname, gp, p, !pg);
         p->value = ph ? NULL : p->home;
         p->grad = pg ? NULL : p->ghome;

@@ -40,6 +40,7 @@ static struct {
     pthread_cond_t cv;
     pthread_t th[MAX_IO_THREADS];
     int nth, stop, started;
+    int users;             /* zt_swap_init calls not yet matched by zt_swap_free */
     struct req *head, *tail;
     zt_aio_t aio;
     int64_t bounce_bytes;
@@ -54,6 +55,11 @@ static void set_error(enum zt_status rc) {
         snprintf(g.msg, sizeof g.msg, "%s", zt_error_last());
     }
     pthread_mutex_unlock(&g.mu);
+}
+
+/* a transfer O_DIRECT can make as it is (any transfer of a buffered file) */
+static int is_aligned(const struct zt_swapfile *f, const void *p, int64_t len, int64_t off) {
+    return !f->direct || (((uintptr_t)p | (uintptr_t)len | (uintptr_t)off) % ZT_AIO_ALIGN) == 0;
 }
 
 /* an unaligned read of an O_DIRECT file: aligned chunks through a bounce buffer */
@@ -76,8 +82,7 @@ static enum zt_status move(const struct req *r, char *bounce) {
         char *p = r->ptr[i];
         int64_t len = r->seg[i][1], off = r->seg[i][2];
         if (len == 0) continue;
-        int aligned = !f->direct || (((uintptr_t)p | (uintptr_t)len | (uintptr_t)off) %
-                                     ZT_AIO_ALIGN) == 0;
+        int aligned = is_aligned(f, p, len, off);
         if (r->out) {
             if (!aligned)
                 return zt_error_set(ZT_ERR_INVALID, "swap file %s: write of %lld bytes at "
@@ -156,7 +161,10 @@ static void *io_thread(void *arg) {
 }
 
 enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads) {
-    if (g.started) return ZT_OK;
+    if (g.started) {
+        g.users++;
+        return ZT_OK;
+    }
     if (nthreads < 1 || nthreads > MAX_IO_THREADS)
         return zt_error_set(ZT_ERR_INVALID, "swap: %d I/O threads (expected 1 to %d)", nthreads,
                             MAX_IO_THREADS);
@@ -176,11 +184,12 @@ enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads) {
         return zt_error_set(ZT_ERR_RUNTIME, "swap: cannot start an I/O thread");
     }
     g.started = 1;
+    g.users = 1;
     return ZT_OK;
 }
 
 void zt_swap_free(void) {
-    if (!g.started) return;
+    if (!g.started || --g.users > 0) return;
     pthread_mutex_lock(&g.mu);
     g.stop = 1;
     pthread_cond_broadcast(&g.cv);
@@ -202,7 +211,7 @@ enum zt_status zt_swap_write_sync(const struct zt_swapfile *f, const void *buf, 
 enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t len,
                                  int64_t off) {
     if (!g.started) return zt_error_set(ZT_ERR_INVALID, "swap: zt_swap_init not called");
-    if (!f->direct || (((uintptr_t)buf | (uintptr_t)len | (uintptr_t)off) % ZT_AIO_ALIGN) == 0)
+    if (is_aligned(f, buf, len, off))
         return zt_aio_read(g.aio, f->fd, f->path, buf, (size_t)len, off);
     char *bounce = NULL;
     if (posix_memalign((void **)&bounce, ZT_AIO_ALIGN, (size_t)g.bounce_bytes) != 0)

@@ -155,7 +155,9 @@ struct zt_swap_seg {
     int64_t len;      /* bytes */
     int64_t file_off; /* bytes into the file */
 };
-/* Start/stop the I/O threads (nthreads: DeepSpeed's aio.thread_count). */
+/* Start/stop the I/O threads (nthreads: DeepSpeed's aio.thread_count). Reference counted (one
+ * service per process, e.g. for several engines): the first zt_swap_init's settings hold until
+ * the matching last zt_swap_free. */
 enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads);
 void zt_swap_free(void);
 const char *zt_swap_engine_name(void);
