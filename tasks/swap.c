@@ -57,12 +57,13 @@ static void set_error(enum zt_status rc) {
     pthread_mutex_unlock(&g.mu);
 }
 
-/* a transfer O_DIRECT can make as it is (any transfer of a buffered file) */
-static int is_aligned(const struct zt_swapfile *f, const void *p, int64_t len, int64_t off) {
-    return !f->direct || (((uintptr_t)p | (uintptr_t)len | (uintptr_t)off) % ZT_AIO_ALIGN) == 0;
+/* a transfer the aio engine takes as it is: it wants 4096-aligned buffers, lengths and offsets
+ * whether or not the file is O_DIRECT (a buffered fallback file included) */
+static int is_aligned(const void *p, int64_t len, int64_t off) {
+    return (((uintptr_t)p | (uintptr_t)len | (uintptr_t)off) % ZT_AIO_ALIGN) == 0;
 }
 
-/* an unaligned read of an O_DIRECT file: aligned chunks through a bounce buffer */
+/* an unaligned read: aligned chunks through a bounce buffer */
 static enum zt_status read_bounce(const struct zt_swapfile *f, char *dst, int64_t len,
                                   int64_t off, char *bounce) {
     int64_t a0 = off / ZT_AIO_ALIGN * ZT_AIO_ALIGN;
@@ -82,7 +83,7 @@ static enum zt_status move(const struct req *r, char *bounce) {
         char *p = r->ptr[i];
         int64_t len = r->seg[i][1], off = r->seg[i][2];
         if (len == 0) continue;
-        int aligned = is_aligned(f, p, len, off);
+        int aligned = is_aligned(p, len, off);
         if (r->out) {
             if (!aligned)
                 return zt_error_set(ZT_ERR_INVALID, "swap file %s: write of %lld bytes at "
@@ -211,7 +212,7 @@ enum zt_status zt_swap_write_sync(const struct zt_swapfile *f, const void *buf, 
 enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t len,
                                  int64_t off) {
     if (!g.started) return zt_error_set(ZT_ERR_INVALID, "swap: zt_swap_init not called");
-    if (is_aligned(f, buf, len, off))
+    if (is_aligned(buf, len, off))
         return zt_aio_read(g.aio, f->fd, f->path, buf, (size_t)len, off);
     char *bounce = NULL;
     if (posix_memalign((void **)&bounce, ZT_AIO_ALIGN, (size_t)g.bounce_bytes) != 0)

@@ -162,7 +162,7 @@ enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads);
 void zt_swap_free(void);
 const char *zt_swap_engine_name(void);
 /* Blocking transfers outside the task graph (initial values, export): the caller makes sure no
- * task uses the region. Writes to an O_DIRECT file must be 4096-aligned. */
+ * task uses the region. Writes must be 4096-aligned. */
 enum zt_status zt_swap_write_sync(const struct zt_swapfile *f, const void *buf, int64_t len,
                                   int64_t off);
 enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t len,
@@ -171,8 +171,8 @@ enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t
 enum zt_status zt_swap_status(void);
 /* out = 0: swap_in (file -> blocks, the blocks written), 1: swap_out (blocks -> file, read).
  * order: blocks accessed RW to order the file's regions across tasks (may be NULL); pipe: an
- * optional RW token serializing the task with others. With an O_DIRECT file, swap-outs must be
- * 4096-aligned (memory, length, offset); swap-ins may be unaligned (a bounce buffer is used). */
+ * optional RW token serializing the task with others. Swap-outs must be 4096-aligned (memory,
+ * length, offset); swap-ins may be unaligned (a bounce buffer is used). */
 enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct zt_swapfile *f,
                             const struct zt_swap_seg *segs, int n,
                             const struct zt_block_ref *order, int norder, zt_tensor_t pipe);
