@@ -9,9 +9,11 @@ import hashlib
 import json
 import os
 import random
-import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+from gpt2_torch import write_tokens  # noqa: E402  (llm.c token files)
 
 ZT, WORK = sys.argv[1], sys.argv[2]
 os.makedirs(WORK, exist_ok=True)
@@ -31,9 +33,7 @@ with open(ds, "w") as f:
 rng = random.Random(5)
 # a learnable stream (next token = previous + 7, with a little noise) so the loss falls
 toks = [(i * 7 + rng.randrange(2)) % 64 for i in range(3000)]
-with open(data, "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(toks), *toks))
+write_tokens(data, toks)
 
 
 def run(label, env):

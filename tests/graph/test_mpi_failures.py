@@ -15,10 +15,12 @@ import json
 import os
 import re
 import signal
-import struct
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+from gpt2_torch import write_tokens  # noqa: E402  (llm.c token files)
 
 ZT, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(WORK, exist_ok=True)
@@ -37,9 +39,7 @@ model = write("model.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 64, "n_l
                              "n_head": 4})
 data = os.path.join(WORK, "tokens.bin")
 toks = [(i * 5 + i // 7) % 64 for i in range(4000)]
-with open(data, "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(toks), *toks))
+write_tokens(data, toks)
 ds = write("ds.json", {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
                        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
                        "steps_per_print": 1,

@@ -23,10 +23,12 @@ import os
 import random
 import shutil
 import socket
-import struct
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+from gpt2_torch import write_tokens  # noqa: E402  (llm.c token files)
 
 ZT, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 os.makedirs(WORK, exist_ok=True)
@@ -52,9 +54,7 @@ model = write("model.json", MODEL)
 data = os.path.join(WORK, "tokens.bin")
 rng = random.Random(4)
 toks = [(i * 5 + (rng.randrange(96) if rng.random() < 0.3 else 0)) % 96 for i in range(4000)]
-with open(data, "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(toks), *toks))
+write_tokens(data, toks)
 
 
 def ds(stage, n, opt=None, par=None, aio=None, tag=""):

@@ -16,7 +16,6 @@ Exits non-zero on any mismatch and prints the worst error of each check.
 import json
 import os
 import random
-import struct
 import subprocess
 import sys
 
@@ -25,7 +24,7 @@ import numpy as np
 ZT, ORACLE, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 ONLY = sys.argv[4:]
 sys.path.insert(0, os.path.dirname(os.path.abspath(ORACLE)))
-from gpt2_torch import st_read  # noqa: E402  (the oracle's own reader; no zerotask code)
+from gpt2_torch import st_read, write_tokens as write_token_file  # noqa: E402  (the oracle's own)
 
 STEPS = 4
 LOSS_TOL, GRAD_TOL, PARAM_TOL = 1e-4, 1e-4, 1e-3
@@ -70,9 +69,7 @@ def write_tokens(path, vocab, n, seed):
     # a mostly predictable stream, so gradients are not all noise
     toks = [(i * 5 + (rng.randrange(vocab) if rng.random() < 0.3 else 0)) % vocab
             for i in range(n)]
-    with open(path, "wb") as f:
-        f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-        f.write(struct.pack("<%dH" % len(toks), *toks))
+    write_token_file(path, toks)
 
 
 def sh(cmd, what):

@@ -25,7 +25,6 @@ import json
 import os
 import random
 import re
-import struct
 import subprocess
 import sys
 
@@ -33,7 +32,7 @@ import numpy as np
 
 ZT, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
-from gpt2_torch import st_read  # noqa: E402  (a plain safetensors reader)
+from gpt2_torch import st_read, write_tokens  # noqa: E402  (a plain safetensors reader)
 
 STEPS = 5
 LOSS_TOL, PARAM_TOL = 1e-5, 1e-3
@@ -59,9 +58,7 @@ model = write("model.json", MODEL)
 data = os.path.join(WORK, "tokens.bin")
 rng = random.Random(3)
 toks = [(i * 7 + (rng.randrange(96) if rng.random() < 0.2 else 0)) % 96 for i in range(5000)]
-with open(data, "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(toks), *toks))
+write_tokens(data, toks)
 
 
 # stage 3: vectors (<= 4C = 192 elements) stay whole; the gathered-parameter window is the

@@ -291,6 +291,14 @@ def lr_for_step(cfg, step, convention):
 # ---------------------------------------------------------------------------------------------
 # tokens and batches
 
+def write_tokens(path, toks):
+    """a token file in llm.c's format (the one load_tokens and zerotask read)"""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<%di" % HEADER_INTS, TOKENS_MAGIC, TOKENS_VERSION, len(toks),
+                            *([0] * (HEADER_INTS - 3))))
+        f.write(struct.pack("<%dH" % len(toks), *toks))
+
+
 def load_tokens(path, vocab_size):
     try:
         with open(path, "rb") as f:
