@@ -29,34 +29,12 @@
 #include <string.h>   /* strcmp */
 #include <time.h>     /* clock_gettime */
 
+#include "bench_util.h" /* bench_now, bench_median, bench_parse_scaled */
 #include "zt_sched.h"  /* zt_runtime_wait_all */
 #include "zt_status.h" /* zt_error_last */
 #include "zt_tasks.h"  /* zt_tasks_init, zt_task_adamw */
 #include "zt_tensor.h" /* zt_tensor_* */
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int64_t parse_count(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'k': case 'K': v *= 1e3; break;
-    case 'm': case 'M': v *= 1e6; break;
-    case 'g': case 'G': v *= 1e9; break;
-    case '\0': break;
-    default: fprintf(stderr, "adam_bench: bad count '%s'\n", s); exit(2);
-    }
-    return (int64_t)v;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* ---- triad ---- */
 struct triad {
@@ -84,11 +62,11 @@ static void *triad_thread(void *p) {
     const float s = 3.0f;
     for (int r = 0; r < t->reps; r++) {
         pthread_barrier_wait(&t->bar);
-        double t0 = now();
+        double t0 = bench_now();
         for (int64_t i = lo; i < hi; i++) a[i] = b[i] + s * c[i];
         pthread_barrier_wait(&t->bar);
         if (ta->id == 0) {
-            double dt = now() - t0;
+            double dt = bench_now() - t0;
             if (t->best == 0 || dt < t->best) t->best = dt;
         }
     }
@@ -164,15 +142,14 @@ static int run_adam(int64_t P, int64_t group, int steps, int warmup) {
         struct zt_adamw_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                                       .weight_decay = 0.01f, .t = s + 1, .decoupled = 1};
         struct zt_task_opts o = {.layer = -1, .mb = -1, .step = s + 1, .priority = 0};
-        double t0 = now();
+        double t0 = bench_now();
         for (int b = 0; b < ng; b++)
             CHECK(zt_task_adamw(&o, &pr[b], &gr[b], 1, m, v, b, clip, &hp));
         CHECK(zt_runtime_wait_all());
-        double dt = now() - t0;
+        double dt = bench_now() - t0;
         if (s >= warmup) ms[s - warmup] = 1e3 * dt;
     }
-    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
-    double med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+    double med = bench_median(ms, steps); /* ms[0]: the fastest step */
     printf("adam_bench params=%lld group=%lld groups=%d workers=%u steps=%d ms_per_step=%.3f "
            "min_ms=%.3f params_per_s=%.4g GBps=%.3f\n",
            (long long)P, (long long)group, ng, starpu_worker_get_count(), steps, med, ms[0],
@@ -200,11 +177,11 @@ int main(int argc, char **argv) {
         if (!strcmp(k, "--no-adam")) { do_adam = 0; continue; }
         if (!v) goto usage;
         i++;
-        if (!strcmp(k, "--params")) P = parse_count(v);
-        else if (!strcmp(k, "--group")) group = parse_count(v);
+        if (!strcmp(k, "--params")) P = bench_parse_scaled("adam_bench", v, 1e3);
+        else if (!strcmp(k, "--group")) group = bench_parse_scaled("adam_bench", v, 1e3);
         else if (!strcmp(k, "--steps")) steps = atoi(v);
         else if (!strcmp(k, "--warmup")) warmup = atoi(v);
-        else if (!strcmp(k, "--triad")) triad = parse_count(v);
+        else if (!strcmp(k, "--triad")) triad = bench_parse_scaled("adam_bench", v, 1e3);
         else if (!strcmp(k, "--triad-reps")) treps = atoi(v);
         else if (!strcmp(k, "--threads")) nth = atoi(v);
         else goto usage;

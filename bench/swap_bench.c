@@ -25,37 +25,10 @@
 #include <time.h>     /* clock_gettime */
 #include <unistd.h>   /* fsync, close, unlink, getpid */
 
+#include "bench_util.h" /* bench_now, bench_median, bench_parse_scaled */
 #include "zt_aio.h"    /* zt_aio_* */
 #include "zt_status.h" /* zt_error_last */
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int64_t parse_size(const char *s) {
-    char *end;
-    double v = strtod(s, &end);
-    switch (*end) {
-    case 'k': case 'K': v *= 1024.0; break;
-    case 'm': case 'M': v *= 1024.0 * 1024.0; break;
-    case 'g': case 'G': v *= 1024.0 * 1024.0 * 1024.0; break;
-    case '\0': break;
-    default: fprintf(stderr, "swap_bench: bad size '%s'\n", s); exit(2);
-    }
-    return (int64_t)v;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void usage(void) {
     fprintf(stderr, "usage: swap_bench --dir D [--bytes N] [--block-size B] [--queue-depth Q] "
@@ -89,11 +62,11 @@ int main(int argc, char **argv) {
         if (!v) usage();
         i++;
         if (!strcmp(k, "--dir")) dir = v;
-        else if (!strcmp(k, "--bytes")) bytes = parse_size(v);
-        else if (!strcmp(k, "--block-size")) cfg.block_size = parse_size(v);
+        else if (!strcmp(k, "--bytes")) bytes = bench_parse_scaled("swap_bench", v, 1024.0);
+        else if (!strcmp(k, "--block-size")) cfg.block_size = bench_parse_scaled("swap_bench", v, 1024.0);
         else if (!strcmp(k, "--queue-depth")) cfg.queue_depth = atoi(v);
         else if (!strcmp(k, "--reps")) reps = atoi(v);
-        else if (!strcmp(k, "--call-bytes")) call = parse_size(v);
+        else if (!strcmp(k, "--call-bytes")) call = bench_parse_scaled("swap_bench", v, 1024.0);
         else if (!strcmp(k, "--engine")) {
             if (!strcmp(v, "auto")) cfg.engine = ZT_AIO_AUTO;
             else if (!strcmp(v, "io_uring")) cfg.engine = ZT_AIO_URING;
@@ -137,16 +110,16 @@ int main(int argc, char **argv) {
             status = 1;
             break;
         }
-        double t0 = now();
+        double t0 = bench_now();
         enum zt_status rc = move(a, fd, path, w, bytes, call, 1);
-        double t1 = now();
+        double t1 = bench_now();
         if (rc == ZT_OK && fsync(fd) != 0) {
             perror("fsync");
             status = 1;
         }
-        double t2 = now();
+        double t2 = bench_now();
         if (rc == ZT_OK && !status) rc = move(a, fd, path, r, bytes, call, 0);
-        double t3 = now();
+        double t3 = bench_now();
         close(fd);
         unlink(path);
         if (rc != ZT_OK) {
@@ -169,8 +142,8 @@ int main(int argc, char **argv) {
         printf("swap_bench engine=%s bytes=%lld block_size=%lld queue_depth=%d call_bytes=%lld "
                "reps=%d write_GBps=%.4f read_GBps=%.4f fsync_ms=%.2f\n",
                zt_aio_engine_name(a), (long long)bytes, (long long)cfg.block_size,
-               cfg.queue_depth, (long long)call, reps, median(tw, reps), median(tr, reps),
-               median(tf, reps));
+               cfg.queue_depth, (long long)call, reps, bench_median(tw, reps), bench_median(tr, reps),
+               bench_median(tf, reps));
     free(tw);
     free(tr);
     free(tf);
