@@ -13,7 +13,10 @@ mem-s1 and nvme-s3 / mem-s3 (target <= 1.15 when the bytes take less time than t
 fio bandwidth). Run under both OpenBLAS environments (default and OPENBLAS_CORETYPE=Haswell).
 
 Usage: python3 bench/offload_overlap.py [--build build] [--dir /work/.bench_offload]
-       [--steps 4] [--reps 1] [--data data/fortunes.bin]
+       [--steps 4] [--reps 1] [--data data/fortunes.bin] [--envs default,Haswell]
+       [--modes mem-s1,nvme-s1,mem-s3,nvme-s3] [--buffer-count N] [--thread-count N]
+--buffer-count sets offload_optimizer.buffer_count and --thread-count aio.thread_count (else
+the config defaults: 4 and 1, DeepSpeed's).
 """
 import argparse
 import json
@@ -55,7 +58,7 @@ def trace_io(path, skip_step=1):
         ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     io = [e for e in ev if e["tid"] >= 1000 and e["args"]["step"] > skip_step]
     comp = [e for e in ev if e["tid"] < 1000 and e["args"]["step"] > skip_step and
-            e["name"] not in ("swap_in", "swap_out", "swap_done")]
+            e["name"] not in ("swap_in", "swap_out")]
     u = intervals_union([(e["ts"], e["ts"] + e["dur"]) for e in comp])
     tot = sum(e["dur"] for e in io)
     hid = sum(overlap((e["ts"], e["ts"] + e["dur"]), u) for e in io)
@@ -71,6 +74,10 @@ def main():
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "fortunes.bin"))
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--envs", default="default,Haswell")
+    ap.add_argument("--modes", default="mem-s1,nvme-s1,mem-s3,nvme-s3")
+    ap.add_argument("--buffer-count", type=int)
+    ap.add_argument("--thread-count", type=int)
     a = ap.parse_args()
     zt = os.path.join(a.build, "apps", "zt-train")
     os.makedirs(a.dir, exist_ok=True)
@@ -78,12 +85,22 @@ def main():
         base = json.load(f)
     model = os.path.join(HERE, "configs", "gpt2-124M_model.json")
     nv = {"device": "nvme", "nvme_path": a.dir}
+    nvo = dict(nv)
+    if a.buffer_count:
+        nvo["buffer_count"] = a.buffer_count
+    if a.thread_count:
+        base["aio"] = dict(base.get("aio", {}), thread_count=a.thread_count)
     modes = {
         "mem-s1": {"stage": 1},
-        "nvme-s1": {"stage": 1, "offload_optimizer": dict(nv)},
+        "nvme-s1": {"stage": 1, "offload_optimizer": dict(nvo)},
         "mem-s3": {"stage": 3},
-        "nvme-s3": {"stage": 3, "offload_optimizer": dict(nv), "offload_param": dict(nv)},
+        "nvme-s3": {"stage": 3, "offload_optimizer": dict(nvo), "offload_param": dict(nv)},
     }
+    for k in list(modes):
+        if k not in a.modes.split(","):
+            del modes[k]
+    if any("mem-" + k.split("-")[1] not in modes for k in modes):
+        sys.exit("--modes: each nvme-sN needs its mem-sN")
     cfgs = {}
     for k, z in modes.items():
         d = dict(base, zero_optimization=z, steps_per_print=1)
@@ -92,7 +109,10 @@ def main():
             json.dump(d, f)
     envs = [("default", {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}),
             ("Haswell", dict(os.environ, OPENBLAS_CORETYPE="Haswell"))]
-    print("zerotask offload_overlap: gpt2-124M shape, 1 rank, STARPU_NCPU=2, %d steps" % a.steps)
+    envs = [x for x in envs if x[0] in a.envs.split(",")]
+    print("zerotask offload_overlap: gpt2-124M shape, 1 rank, STARPU_NCPU=2, %d steps, "
+          "offload_optimizer.buffer_count %s, aio.thread_count %s"
+          % (a.steps, a.buffer_count or "4 (default)", a.thread_count or "1 (default)"))
     for ename, env in envs:
         env = dict(env, STARPU_NCPU="2", STARPU_SILENT="1")
         res = {k: [] for k in modes}

@@ -109,20 +109,26 @@ struct zt_engine {
     /* stage 3: the persistent parameters' blocks, all-gathered after the optimizer */
     struct zt_block_ref *prefs;
     int *powner, npb;
-    /* NVMe offload: optimizer state (file A: per local group [m | v]) and stage-3 parameter
-     * shards (file B: per local group [w]), each part padded to 4 KiB; nbuf slot buffers hold
-     * the groups being swapped (slot k: bm/bv/bw tensors of one block each) */
+    /* NVMe offload: each local group is cut into swap units of at most unit_elems elements
+     * (group-relative ranges; large row blocks span several units). Optimizer state: file A,
+     * per unit [m | v]; stage-3 parameter shards: file B, per local group [w] (a unit is a 4 KiB
+     * aligned range of it); each part padded to 4 KiB. nbuf slot buffers hold the units being
+     * swapped (slot k: bm/bv/bw tensors of one block each, unit_elems elements) */
     int opt_nvme, par_nvme;
     int swap_on;           /* holds a reference to the swap I/O service (zt_swap_init) */
     struct zt_swapdir dirA, dirB;
     struct zt_swapfile fA, fB;
-    int64_t *goffA, *goffB, *gbytes; /* [local groups] */
+    int64_t *goffB, *gbytes; /* [local groups] */
+    struct zt_unit { int li; int64_t lo, hi, offA; } *units; /* [nunits], in flat order */
+    int nunits;
+    int *ufirst;           /* [local groups + 1] first unit of each local group */
+    int64_t unit_elems;
     int *blk_group;        /* [nb] local group of each block, -1 when not this rank's */
     int nbuf;
-    int64_t buf_elems;     /* elements of one part of a slot buffer */
+    int64_t buf_elems;     /* elements of one part of a slot buffer (the largest unit) */
     void **bufmem;
     zt_tensor_t *bm, *bv, *bw;
-    zt_tensor_t fordA, fordB, pipe; /* file-order blocks (one per local group), pipeline token */
+    zt_tensor_t fordA, fordB, pipe; /* file-order blocks (one per unit), pipeline token */
     int64_t nvme_bytes;    /* both files */
 };
 
@@ -476,7 +482,18 @@ static int64_t fileB_off(const struct zt_engine *e, int b) {
     return e->goffB[li] + (e->babs[b] - e->babs[e->groups[e->g0 + li].first]) * 4;
 }
 
-/* Write this rank's blocks of the offloaded parameters to file B, group by group through one
+/* elements of parameter block b (its padding excluded) */
+static int64_t blk_elems(const struct zt_engine *e, int b) {
+    return zt_tensor_blk_rows(e->gblk[b].t, e->gblk[b].blk) * zt_tensor_cols(e->gblk[b].t);
+}
+
+/* byte length of unit u's part in a file (4 KiB padded; the last unit of a group ends at the
+ * group's padded end) */
+static int64_t unit_bytes(const struct zt_engine *e, int u) {
+    return pad4k((e->units[u].hi - e->units[u].lo) * 4);
+}
+
+/* Write this rank's blocks of the offloaded parameters to file B, unit by unit through one
  * aligned staging buffer: values from st, or (st NULL) the initializer's stream from rng, the
  * state finalize started from (finalize skipped the offloaded parameters' draws; here they are
  * drawn and every other parameter's are skipped, so each value is generated once). */
@@ -492,7 +509,7 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, 
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory for the parameter swap file");
     }
     enum zt_status rc = ZT_OK;
-    int cur = -1;
+    int cur = -1; /* unit in the staging buffer */
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
         int64_t n = p->rows * p->cols;
@@ -507,19 +524,29 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, 
             for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
         for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) {
             int b = p->first_blk + j, li = e->blk_group[b];
-            if (li != cur) {
-                if (cur >= 0)
-                    rc = zt_swap_write_sync(&e->fB, stage, e->gbytes[cur], e->goffB[cur]);
-                cur = li;
-                memset(stage, 0, (size_t)e->gbytes[li]);
+            int64_t s0 = e->babs[b] - e->babs[e->groups[e->g0 + li].first];
+            int64_t s1 = s0 + (blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols;
+            const float *src = tmp + blk_row0(p, j) * p->cols;
+            for (int u = e->ufirst[li] + (int)(s0 / e->unit_elems); u < e->ufirst[li + 1] &&
+                                                                   e->units[u].lo < s1 &&
+                                                                   rc == ZT_OK; u++) {
+                const struct zt_unit *un = &e->units[u];
+                if (u != cur) {
+                    if (cur >= 0)
+                        rc = zt_swap_write_sync(&e->fB, stage, unit_bytes(e, cur),
+                                                e->goffB[e->units[cur].li] + e->units[cur].lo * 4);
+                    cur = u;
+                    memset(stage, 0, (size_t)unit_bytes(e, u));
+                }
+                int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
+                memcpy((float *)stage + (x0 - un->lo), src + (x0 - s0),
+                       (size_t)(x1 - x0) * sizeof(float));
             }
-            int64_t at = e->babs[b] - e->babs[e->groups[e->g0 + li].first];
-            memcpy((float *)stage + at, tmp + blk_row0(p, j) * p->cols,
-                   (size_t)((blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols) * sizeof(float));
         }
     }
     if (rc == ZT_OK && cur >= 0)
-        rc = zt_swap_write_sync(&e->fB, stage, e->gbytes[cur], e->goffB[cur]);
+        rc = zt_swap_write_sync(&e->fB, stage, unit_bytes(e, cur),
+                                e->goffB[e->units[cur].li] + e->units[cur].lo * 4);
     free(tmp);
     free(stage);
     return rc;
@@ -539,24 +566,38 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
                             "offload_optimizer nvme too (the optimizer updates the swapped "
                             "parameter shards in its swap buffers)", c->path);
     const int nl = e->g1 - e->g0;
+    /* swap units: group-relative ranges of at most unit_elems elements (a multiple of 1024, so
+     * that every unit starts 4 KiB aligned in its file) */
+    e->unit_elems = (e->group_elems + 1023) / 1024 * 1024;
+    int nu = 0;
+    for (int li = 0; li < nl; li++)
+        nu += (int)((group_elems(e, e->g0 + li) + e->unit_elems - 1) / e->unit_elems);
     e->gbytes = calloc((size_t)nl + 1, sizeof *e->gbytes);
-    e->goffA = calloc((size_t)nl + 1, sizeof *e->goffA);
     e->goffB = calloc((size_t)nl + 1, sizeof *e->goffB);
+    e->ufirst = calloc((size_t)nl + 1, sizeof *e->ufirst);
+    e->units = calloc((size_t)nu + 1, sizeof *e->units);
     e->blk_group = malloc((size_t)e->nb * sizeof *e->blk_group);
-    if (!e->gbytes || !e->goffA || !e->goffB || !e->blk_group)
+    if (!e->gbytes || !e->goffB || !e->ufirst || !e->units || !e->blk_group)
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     for (int b = 0; b < e->nb; b++) e->blk_group[b] = -1;
-    int64_t maxg = 4096, offA = 0, offB = 0;
+    int64_t maxu = 1024, offA = 0, offB = 0;
     for (int li = 0; li < nl; li++) {
         const struct zt_group *gr = &e->groups[e->g0 + li];
         for (int b = gr->first; b < gr->first + gr->n; b++) e->blk_group[b] = li;
-        e->gbytes[li] = pad4k(group_elems(e, e->g0 + li) * 4);
-        e->goffA[li] = offA;
+        int64_t ge = group_elems(e, e->g0 + li);
+        e->gbytes[li] = pad4k(ge * 4);
         e->goffB[li] = offB;
-        offA += 2 * e->gbytes[li];
         if (e->par_nvme) offB += e->gbytes[li];
-        if (e->gbytes[li] > maxg) maxg = e->gbytes[li];
+        e->ufirst[li] = e->nunits;
+        for (int64_t lo = 0; lo < ge; lo += e->unit_elems) {
+            struct zt_unit *un = &e->units[e->nunits++];
+            *un = (struct zt_unit){li, lo, lo + e->unit_elems < ge ? lo + e->unit_elems : ge, offA};
+            offA += 2 * unit_bytes(e, e->nunits - 1);
+            if (un->hi - un->lo > maxu) maxu = un->hi - un->lo;
+        }
     }
+    e->ufirst[nl] = e->nunits;
+    const int64_t maxg = pad4k(maxu * 4); /* bytes of one part of a slot buffer */
     static const char *const engines[] = {"auto", "io_uring", "threads", NULL};
     const char *eng = "auto";
     ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", engines, &eng));
@@ -583,8 +624,9 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
         ZT_CHECK(zt_swapdir_file(d, "params.swp", offB > 0 ? offB : 4096, &e->fB));
     }
     e->nvme_bytes = offA + offB;
-    /* slot buffers: buffer_count groups in flight, each [m | v (| w)] of the largest group */
-    e->nbuf = c->offload_optimizer.buffer_count < nl ? c->offload_optimizer.buffer_count : nl;
+    /* slot buffers: buffer_count units in flight, each [m | v (| w)] of the largest unit */
+    e->nbuf = c->offload_optimizer.buffer_count < e->nunits ? c->offload_optimizer.buffer_count
+                                                            : e->nunits;
     e->buf_elems = maxg / 4;
     const int parts = 2 + e->par_nvme;
     e->bufmem = calloc((size_t)e->nbuf + 1, sizeof *e->bufmem);
@@ -606,10 +648,12 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
             ZT_CHECK(zt_tensor_init(&e->bw[k], "swap_params", b + 2 * maxg, e->buf_elems, 1, 4,
                                     1, NULL));
     }
-    if (nl > 0) {
-        ZT_CHECK(zt_tensor_init(&e->fordA, "swap_order_optim", NULL, nl, 1, 4, nl, NULL));
+    if (e->nunits > 0) {
+        ZT_CHECK(zt_tensor_init(&e->fordA, "swap_order_optim", NULL, e->nunits, 1, 4, e->nunits,
+                                NULL));
         if (e->par_nvme)
-            ZT_CHECK(zt_tensor_init(&e->fordB, "swap_order_params", NULL, nl, 1, 4, nl, NULL));
+            ZT_CHECK(zt_tensor_init(&e->fordB, "swap_order_params", NULL, e->nunits, 1, 4,
+                                    e->nunits, NULL));
     }
     if (!c->offload_optimizer.pipeline_read || !c->offload_optimizer.pipeline_write)
         ZT_CHECK(zt_tensor_init(&e->pipe, "swap_pipeline", NULL, 1, 1, 4, 1, NULL));
@@ -625,6 +669,7 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
 }
 
 static void offload_free(zt_engine_t e) {
+    if (e->swap_on) zt_swap_wait(); /* nothing still moves into the buffers freed here */
     for (int k = 0; k < e->nbuf; k++) {
         zt_tensor_free(e->bm[k]);
         zt_tensor_free(e->bv[k]);
@@ -644,8 +689,9 @@ static void offload_free(zt_engine_t e) {
     zt_swapdir_close(&e->dirA);
     zt_swapdir_close(&e->dirB);
     free(e->gbytes);
-    free(e->goffA);
     free(e->goffB);
+    free(e->ufirst);
+    free(e->units);
     free(e->blk_group);
 }
 
@@ -969,9 +1015,18 @@ static zt_tensor_t gather(struct zt_param *p) {
     pl->stamp[i] = ++e->clock;
     p->pslot = i;
     p->value = pl->t[i];
-    struct zt_block_ref refs[64], src[64], ord[64];
+    struct zt_block_ref refs[64], src[64], *ord = NULL;
     struct zt_swap_seg segs[64];
     int nord = 0;
+    if (p->offl && p->own1 > p->own0) { /* the file-order blocks of the units it spans */
+        int b0 = p->first_blk + p->own0, b1 = p->first_blk + p->own1 - 1;
+        int li0 = e->blk_group[b0], li1 = e->blk_group[b1];
+        ord = malloc((size_t)(e->ufirst[li1 + 1] - e->ufirst[li0]) * sizeof *ord);
+        if (!ord) {
+            zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+            return NULL;
+        }
+    }
     for (int j = 0; j < p->nblk; j++) {
         refs[j] = (struct zt_block_ref){p->value, j, 0};
         if (j < p->own0 || j >= p->own1) continue;
@@ -980,17 +1035,22 @@ static zt_tensor_t gather(struct zt_param *p) {
         /* offloaded: this rank's blocks are read from the swap file into their places in the
          * slot, after the optimizer's last write of their groups (file-order blocks) */
         int b = p->first_blk + j, li = e->blk_group[b];
-        segs[j - p->own0] = (struct zt_swap_seg){
-            p->value, j, 0, (blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols * 4, fileB_off(e, b)};
-        if (nord == 0 || ord[nord - 1].blk != li)
-            ord[nord++] = (struct zt_block_ref){e->fordB, li, 0};
+        int64_t n = (blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols;
+        segs[j - p->own0] = (struct zt_swap_seg){p->value, j, 0, n * 4, fileB_off(e, b)};
+        int64_t s0 = e->babs[b] - e->babs[e->groups[e->g0 + li].first];
+        for (int u = e->ufirst[li] + (int)(s0 / e->unit_elems);
+             u < e->ufirst[li + 1] && e->units[u].lo < s0 + n; u++)
+            if (nord == 0 || ord[nord - 1].blk != u)
+                ord[nord++] = (struct zt_block_ref){e->fordB, u, 0};
     }
     const int64_t *part = bucket_parts(e, p->first_blk, p->first_blk + p->nblk);
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_BACKWARD, e->cur_layer, e->cur_nlayer,
                                            e->cur_mb);
-    if (p->offl && p->own1 > p->own0 &&
-        zt_task_swap(&o, 0, &e->fB, segs, p->own1 - p->own0, ord, nord, NULL) != ZT_OK)
-        return NULL;
+    enum zt_status rc = ZT_OK;
+    if (p->offl && p->own1 > p->own0)
+        rc = zt_task_swap(&o, 0, &e->fB, segs, p->own1 - p->own0, ord, nord, NULL);
+    free(ord);
+    if (rc != ZT_OK) return NULL;
     if (zt_task_comm_allgather(&o, refs, p->nblk, part, p->offl ? NULL : src,
                                p->offl ? 0 : p->own1 - p->own0, sizeof(float), e->token) != ZT_OK)
         return NULL;
@@ -1093,28 +1153,42 @@ static enum zt_status allgather_persistent(zt_engine_t e, const struct zt_task_o
     return ZT_OK;
 }
 
-/* AdamW with the optimizer state (and stage-3 parameter shards) on NVMe: per group, swap its
- * state into slot buffer k = group mod buffer_count, update, swap it out. The slot's reuse waits
- * for the swap-out of its previous group (write after read), so buffer_count groups are in
- * flight: the reads of the next groups and the writes of the previous ones overlap the update.
- * pipeline_read/pipeline_write false serialize reads/writes with the updates (a token). */
+/* AdamW with the optimizer state (and stage-3 parameter shards) on NVMe: per swap unit, swap
+ * its state into slot buffer k = unit mod buffer_count, update the unit's window of its group,
+ * swap it out. The slot's reuse waits for the swap-out of its previous unit (write after read),
+ * so buffer_count units are in flight: the reads of the next units and the writes of the
+ * previous ones overlap the update, and the first units' reads start as soon as the previous
+ * step's writes let them (under this step's forward). pipeline_read/pipeline_write false
+ * serialize reads/writes with the updates (a token). */
 static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
-                                    const struct zt_adamw_hparams *hp) {
+                                    const struct zt_adamw_hparams *hp, zt_tensor_t coef) {
     const struct zt_offload_cfg *oc = &e->cfg.offload_optimizer;
     zt_tensor_t rpipe = oc->pipeline_read ? NULL : e->pipe;
     zt_tensor_t wpipe = oc->pipeline_write ? NULL : e->pipe;
-    for (int g = e->g0; g < e->g1; g++) {
-        int li = g - e->g0, k = li % e->nbuf;
-        int64_t len = e->gbytes[li];
-        struct zt_swap_seg mv[2] = {{e->bm[k], 0, 0, len, e->goffA[li]},
-                                    {e->bv[k], 0, 0, len, e->goffA[li] + len}};
-        struct zt_swap_seg w = {e->bw[k], 0, 0, len, e->par_nvme ? e->goffB[li] : 0};
-        struct zt_block_ref oa = {e->fordA, li, 0}, ob = {e->fordB, li, 0};
+    for (int i = 0; i < e->nunits; i++) {
+        /* with clipping every update waits for the global norm, and the next forward wants the
+         * parameters in flat order; without, a unit is ready once its gradients are final,
+         * which the backward makes them in reverse flat order */
+        int u = coef ? i : e->nunits - 1 - i;
+        const struct zt_unit *un = &e->units[u];
+        const struct zt_group *gr = &e->groups[e->g0 + un->li];
+        int k = i % e->nbuf;
+        int64_t len = unit_bytes(e, u);
+        struct zt_swap_seg mv[2] = {{e->bm[k], 0, 0, len, un->offA},
+                                    {e->bv[k], 0, 0, len, un->offA + len}};
+        struct zt_swap_seg w = {e->bw[k], 0, 0, len,
+                                e->par_nvme ? e->goffB[un->li] + un->lo * 4 : 0};
+        struct zt_block_ref oa = {e->fordA, u, 0}, ob = {e->fordB, u, 0};
+        /* the group's blocks with elements in the unit (padding after a block excluded) */
+        int b0 = gr->first, b1 = gr->first + gr->n;
+        while (b0 < b1 && e->pblk[b0].off + blk_elems(e, b0) <= un->lo) b0++;
+        while (b1 > b0 && e->pblk[b1 - 1].off >= un->hi) b1--;
+        if (b1 == b0) continue; /* padding only */
         ZT_CHECK(zt_task_swap(o, 0, &e->fA, mv, 2, &oa, 1, rpipe));
         if (e->par_nvme) ZT_CHECK(zt_task_swap(o, 0, &e->fB, &w, 1, &ob, 1, rpipe));
-        ZT_CHECK(zt_task_adamw_w(o, &e->pblk[e->groups[g].first], &e->gblk[e->groups[g].first],
-                                 e->groups[g].n, e->par_nvme ? e->bw[k] : NULL, e->bm[k],
-                                 e->bv[k], 0, e->clip, hp, e->pipe));
+        ZT_CHECK(zt_task_adamw_w(o, &e->pblk[b0], &e->gblk[b0], b1 - b0,
+                                 e->par_nvme ? e->bw[k] : NULL, e->bm[k], e->bv[k], 0, un->lo,
+                                 coef, hp, e->pipe));
         ZT_CHECK(zt_task_swap(o, 1, &e->fA, mv, 2, &oa, 1, wpipe));
         if (e->par_nvme) ZT_CHECK(zt_task_swap(o, 1, &e->fB, &w, 1, &ob, 1, wpipe));
     }
@@ -1152,17 +1226,20 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
         ZT_CHECK(rc);
     }
     ZT_CHECK(zt_task_grad_clip(&o, e->clip, e->partial, e->cfg.gradient_clipping));
+    /* without clipping the updates need no global norm (still computed, for the log): each
+     * group's AdamW (and its swaps) waits only for its own gradients */
+    zt_tensor_t coef = e->cfg.gradient_clipping > 0 ? e->clip : NULL;
     struct zt_adamw_hparams hp = {
         .lr = e->lr, .beta1 = e->cfg.beta1, .beta2 = e->cfg.beta2, .eps = e->cfg.eps,
         .weight_decay = e->cfg.weight_decay, .t = e->step,
         .decoupled = e->cfg.optim == ZT_OPTIM_ADAMW || e->cfg.adam_w_mode};
     if (e->opt_nvme) {
-        ZT_CHECK(adamw_swapped(e, &o, &hp));
+        ZT_CHECK(adamw_swapped(e, &o, &hp, coef));
     } else {
         for (int g = e->g0; g < e->g1; g++)
             ZT_CHECK(zt_task_adamw(&o, &e->pblk[e->groups[g].first],
                                    &e->gblk[e->groups[g].first], e->groups[g].n, e->m, e->v,
-                                   g - e->g0, e->clip, &hp));
+                                   g - e->g0, coef, &hp));
     }
     if (e->stage >= 3) { /* gathered values are stale; persistent ones to every rank */
         drop_gathered(e);
@@ -1194,7 +1271,10 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
 
 enum zt_status zt_engine_finish(zt_engine_t e) {
     ZT_CHECK(zt_runtime_wait_all());
-    if (e->opt_nvme) ZT_CHECK(zt_swap_status());
+    if (e->swap_on) {
+        zt_swap_wait(); /* the last swap-outs: no task waits for them */
+        ZT_CHECK(zt_swap_status());
+    }
     return ZT_OK;
 }
 
@@ -1251,7 +1331,10 @@ static enum zt_status consolidate(zt_engine_t e, int which, zt_tensor_t *out) {
                                        e->flat_n, 1, sizeof(float), e->nb, rows);
     free(rows);
     ZT_CHECK(rc);
-    if (!which && e->par_nvme) rc = zt_runtime_wait_all(); /* the file is current */
+    if (!which && e->par_nvme) { /* the file is current */
+        rc = zt_runtime_wait_all();
+        zt_swap_wait();
+    }
     if (rc == ZT_OK) rc = zt_tensor_acquire(*out, 1);
     float *dst = zt_tensor_data(*out);
     for (int i = 0; !which && e->par_nvme && i < e->np && rc == ZT_OK; i++) {

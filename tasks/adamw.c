@@ -17,6 +17,7 @@ struct zt_opt_args {
     int n;                 /* blocks in the group */
     float max_norm;
     struct zt_adamw_hparams hp;
+    int64_t lo, hi;        /* adamw: the group elements m/v/w hold (window; blocks are clipped) */
     int64_t off[];         /* [n] element offset of block i inside the group's m/v block,
                             * then (adamw) [n] index of its values in slot 0, -1: in w (slot 5) */
 };
@@ -53,17 +54,23 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
     float *m = zt_slot_ptr(buffers, &a->hdr, 2);
     float *v = zt_slot_ptr(buffers, &a->hdr, 3);
     const float *clip = zt_slot_ptr(buffers, &a->hdr, 4);
+    const float coef = clip ? clip[0] : 1.0f; /* no clip tensor: no clipping */
     const struct zt_adamw_hparams *hp = &a->hp;
     float bc1 = 1.0f - powf(hp->beta1, (float)hp->t);
     float bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
     float *w = zt_slot_ptr(buffers, &a->hdr, 5);
     for (int i = 0; i < a->n; i++) {
-        int64_t pi = a->off[a->n + i];
-        float *p = pi >= 0 ? zt_slot_buf_ptr(buffers, &a->hdr, 0, (int)pi) : w + a->off[i];
+        int64_t pi = a->off[a->n + i], b0 = a->off[i];
+        int64_t bn = zt_slot_buf_nx(buffers, &a->hdr, 1, i);
+        /* this block's part of the window, as an element range of the block */
+        int64_t s = a->lo > b0 ? a->lo - b0 : 0;
+        int64_t t = a->hi < b0 + bn ? a->hi - b0 : bn;
+        if (t <= s) continue;
+        float *p = pi >= 0 ? zt_slot_buf_ptr(buffers, &a->hdr, 0, (int)pi) : w + (b0 - a->lo);
         const float *g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
-        size_t n = (size_t)zt_slot_buf_nx(buffers, &a->hdr, 1, i);
-        zt_kern_adamw(p, m + a->off[i], v + a->off[i], g, n, hp->lr, hp->beta1, hp->beta2,
-                      hp->eps, hp->weight_decay, bc1, bc2, clip[0], hp->decoupled);
+        float *mb = m + (b0 - a->lo), *vb = v + (b0 - a->lo);
+        zt_kern_adamw(p + s, mb + s, vb + s, g + s, (size_t)(t - s), hp->lr, hp->beta1,
+                      hp->beta2, hp->eps, hp->weight_decay, bc1, bc2, coef, hp->decoupled);
     }
 }
 
@@ -103,16 +110,26 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
                              const struct zt_block_ref *grads, int n, zt_tensor_t m,
                              zt_tensor_t v, int g, zt_tensor_t clip,
                              const struct zt_adamw_hparams *hp) {
-    for (int i = 0; i < n; i++)
+    ZT_CHECK(zt_check_blk("zt_task_adamw", m, g));
+    int64_t gblk = zt_tensor_blk_rows(m, g) * zt_tensor_cols(m);
+    for (int i = 0; i < n; i++) {
         if (!params[i].t)
             return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: parameter block %d is NULL", i);
-    return zt_task_adamw_w(o, params, grads, n, NULL, m, v, g, clip, hp, NULL);
+        if (grads[i].t && (params[i].off < 0 ||
+                           params[i].off + zt_tensor_blk_rows(grads[i].t, grads[i].blk) *
+                                               zt_tensor_cols(grads[i].t) > gblk))
+            return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: block %d (offset %lld) is "
+                                "outside the group's %lld moments", i,
+                                (long long)params[i].off, (long long)gblk);
+    }
+    return zt_task_adamw_w(o, params, grads, n, NULL, m, v, g, 0, clip, hp, NULL);
 }
 
 enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
                                const struct zt_block_ref *grads, int n, zt_tensor_t w,
-                               zt_tensor_t m, zt_tensor_t v, int g, zt_tensor_t clip,
-                               const struct zt_adamw_hparams *hp, zt_tensor_t pipe) {
+                               zt_tensor_t m, zt_tensor_t v, int g, int64_t lo,
+                               zt_tensor_t clip, const struct zt_adamw_hparams *hp,
+                               zt_tensor_t pipe) {
     ZT_CHECK(zt_check_blk("zt_task_adamw", m, g));
     ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, v));
     if (w) ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, w));
@@ -126,10 +143,13 @@ enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_blo
     a->hp = *hp;
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, ZT_KIND_adamw, o, g);
+    int64_t gblk = zt_tensor_blk_rows(m, g) * zt_tensor_cols(m);
+    a->lo = lo;
+    a->hi = lo + gblk;
+    if (lo < 0) tb.bad = 1;
     /* slot 0: parameter blocks in memory, 1: gradient blocks, 2: m, 3: v, 4: clip, 5: w,
      * 6: pipe */
     int nin = 0;
-    int64_t gblk = zt_tensor_blk_rows(m, g) * zt_tensor_cols(m);
     for (int i = 0; i < n; i++) {
         int64_t gn = grads[i].t ? zt_tensor_blk_rows(grads[i].t, grads[i].blk) *
                                       zt_tensor_cols(grads[i].t) : -1;
@@ -140,10 +160,12 @@ enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_blo
             a->off[n + i] = nin;
             in[nin++] = params[i];
         } else {
-            if (!w || gn < 0 || params[i].off + gn > gblk) tb.bad = 1;
+            if (!w) tb.bad = 1;
             a->off[n + i] = -1;
         }
-        if (params[i].off < 0 || params[i].off + (gn < 0 ? 0 : gn) > gblk) tb.bad = 1;
+        /* every block has a part in the window */
+        if (params[i].off < 0 || gn < 0 || params[i].off >= a->hi || params[i].off + gn <= lo)
+            tb.bad = 1;
         a->off[i] = params[i].off;
     }
     zt_tb_add_list(&tb, in, nin, STARPU_RW);

@@ -127,25 +127,31 @@ struct zt_adamw_hparams {
     int decoupled; /* 1: AdamW decay; 0: Adam with L2 */
 };
 /* One AdamW step on the listed parameter blocks with their gradient blocks and group g of the
- * moment tensors m, v (one block per group); gradients scaled by clip[0]. */
+ * moment tensors m, v (one block per group); gradients scaled by clip[0], or not scaled when
+ * clip is NULL (no clipping: the task then waits only for its own gradients, so it can run
+ * during the rest of the backward). */
 enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block_ref *params,
                              const struct zt_block_ref *grads, int n, zt_tensor_t m,
                              zt_tensor_t v, int g, zt_tensor_t clip,
                              const struct zt_adamw_hparams *hp);
-/* Same, where the values of a parameter block whose params[i].t is NULL live in block g of w at
- * element offset params[i].off (w laid out like m and v: a swapped-in group of values). pipe:
- * an optional token accessed RW (serializes the task with swap tasks, zt_task_swap). */
+/* Same on a window of the group: block g of m, v (and w) holds the group's elements [lo, lo +
+ * block size), and each listed block (which must overlap the window) is updated on its part
+ * inside it, so a large group can be updated piece by piece in small buffers (AdamW is
+ * elementwise: the pieces give the same bits as the whole). The values of a parameter block whose
+ * params[i].t is NULL live in w, laid out like m and v. pipe: an optional token accessed RW
+ * (serializes the task with swap tasks, zt_task_swap). */
 enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
                                const struct zt_block_ref *grads, int n, zt_tensor_t w,
-                               zt_tensor_t m, zt_tensor_t v, int g, zt_tensor_t clip,
-                               const struct zt_adamw_hparams *hp, zt_tensor_t pipe);
+                               zt_tensor_t m, zt_tensor_t v, int g, int64_t lo,
+                               zt_tensor_t clip, const struct zt_adamw_hparams *hp,
+                               zt_tensor_t pipe);
 
-/* ---- swap (NVMe offload) ---- A swap task moves segments between tensor blocks and a swap
- * file (io/zt_swapdir.h) through the asynchronous I/O engine (io/zt_aio.h): the codelet hands
- * the transfer to an I/O thread and returns, and StarPU holds the task open (an end dependency)
- * until the bytes have moved, so the worker computes meanwhile and the task's successors start
- * only when the data is there. An I/O error is recorded (the first one, with file and offset);
- * later swaps are skipped and zt_swap_status() returns it after the tasks are waited for. */
+/* ---- swap (NVMe offload) ---- A swap moves segments between tensor blocks and a swap file
+ * (io/zt_swapdir.h) through the asynchronous I/O engine (io/zt_aio.h). It takes its place in the
+ * task graph like a task (its blocks are acquired asynchronously in submission order) but runs
+ * on an I/O thread, never on a worker: the bytes move while the workers compute, and the swap's
+ * successors start when its data is there. An I/O error is recorded (the first one, with file and
+ * offset); later swaps are skipped and zt_swap_status() returns it. */
 struct zt_swapfile;
 struct zt_aio_cfg;
 struct zt_swap_seg {
@@ -169,6 +175,9 @@ enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t
                                  int64_t off);
 /* The first swap error since zt_swap_init (its message set as the last error), or ZT_OK. */
 enum zt_status zt_swap_status(void);
+/* Block until every submitted swap has moved its bytes and released its blocks. Tasks waited
+ * for with zt_runtime_wait_all include the swaps they depend on, not a trailing swap_out. */
+void zt_swap_wait(void);
 /* out = 0: swap_in (file -> blocks, the blocks written), 1: swap_out (blocks -> file, read).
  * order: blocks accessed RW to order the file's regions across tasks (may be NULL); pipe: an
  * optional RW token serializing the task with others. Swap-outs must be 4096-aligned (memory,

@@ -130,14 +130,21 @@ cases = [  # (label, stage, ranks, offload_optimizer, offload_param, aio, env)
     ("s2_cpu", 2, 2, {"device": "cpu"}, None, None, None),
     ("s2_nvme", 2, 2, dict(nv, buffer_count=2, pipeline_write=False), None, None, None),
     ("s3_nvme", 3, 2, dict(nv), dict(nv, buffer_count=2), {"single_submit": True}, None),
+    # swap units of 1024 elements: the 4096-element row blocks are swapped and updated in four
+    # pieces (a unit boundary inside a block), compared with the same optimizer groups in memory
+    ("s1_nvme_units", 1, 1, dict(nv, buffer_count=3), None, None, {"ZT_OPT_GROUP_ELEMS": "1024"}),
+    ("s3_nvme_units", 3, 2, dict(nv), dict(nv, buffer_count=2), None,
+     {"ZT_OPT_GROUP_ELEMS": "1024"}),
 ]
 base = {}
 for label, stage, n, opt, par, aio, env in cases:
-    if (stage, n) not in base:
-        base[(stage, n)] = train("base_s%d_n%d" % (stage, n), ds(stage, n), n)
+    gel = (env or {}).get("ZT_OPT_GROUP_ELEMS")
+    if (stage, n, gel) not in base:
+        base[(stage, n, gel)] = train("base_s%d_n%d_%s" % (stage, n, gel), ds(stage, n), n,
+                                      {"ZT_OPT_GROUP_ELEMS": gel} if gel else None)
     cfg = ds(stage, n, opt, par, aio, tag="_" + label)
     losses, blob, p = train("%s_n%d" % (label, n), cfg, n, env)
-    bl, bb, _ = base[(stage, n)]
+    bl, bb, _ = base[(stage, n, gel)]
     check(losses == bl and blob == bb,
           "%s on %d rank(s): %d losses and exported weights bit-identical to no offload (last "
           "loss %.9g vs %.9g)" % (label, n, len(losses), losses[-1], bl[-1]))
@@ -198,7 +205,7 @@ if os.path.isdir("/dev/shm"):
     shm = os.path.join("/dev/shm", "zt-offload-test")
     os.makedirs(shm, exist_ok=True)
     losses, blob, p = train("tmpfs", ds(1, 1, dict(nv, nvme_path=shm), tag="_tmpfs"), 1)
-    check(losses == base[(1, 1)][0] and "is on tmpfs (memory)" in p.stderr and
+    check(losses == base[(1, 1, None)][0] and "is on tmpfs (memory)" in p.stderr and
           swapdirs(shm) == [], "tmpfs nvme_path: same losses, warning logged, cleaned up")
     shutil.rmtree(shm, ignore_errors=True)
 
