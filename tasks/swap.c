@@ -1,11 +1,12 @@
 /*
- * tasks/swap.c: swap_in / swap_out tasks (NVMe offload) and the I/O threads that serve them.
+ * tasks/swap.c: swap_in / swap_out (NVMe offload) and the I/O threads that serve them.
  *
- * Layer: tasks/. The codelet runs on a StarPU worker only long enough to queue a request: it adds
- * an end dependency to its task (starpu_task_end_dep_add) and returns; an I/O thread moves the
- * bytes with the aio engine and releases the dependency, which terminates the task and starts
- * its successors. So a worker never sleeps in I/O, and reads and writes overlap compute. The
- * request's buffers stay valid: the task still holds its data (successors wait for its end).
+ * Layer: tasks/. A swap is not a codelet: zt_task_swap acquires its data handles asynchronously
+ * (starpu_data_acquire_cb, in submission order like any task, so the graph's dependencies hold),
+ * and once all are held the request goes to an I/O thread, which moves the bytes with the aio
+ * engine and releases the handles; that starts the successors. No worker is involved at any
+ * point: a swap neither waits for a free worker (behind long matmuls) to start nor to end, and
+ * a worker never sleeps in I/O.
  */
 #include <pthread.h>       /* pthread_* */
 #include <stdlib.h>        /* calloc */
@@ -13,25 +14,20 @@
 #include "zt_aio.h"        /* zt_aio_read/write */
 #include "zt_sched.h"      /* zt_trace_record */
 #include "zt_swapdir.h"    /* struct zt_swapfile */
-#include "tasks_impl.h"    /* builder, slots */
+#include "tasks_impl.h"    /* zt_tensor_handle */
 
 #define MAX_IO_THREADS 64
 
-struct swap_args {
-    struct zt_task_hdr hdr;
-    const struct zt_swapfile *f;
-    int out, n;
-    int64_t seg[][3]; /* [n] {mem_off, len, file_off} */
-};
-
-/* a queued transfer: the task's segments resolved to host pointers */
+/* a transfer: its handles (each once), the segments, and how many acquisitions are pending */
 struct req {
-    struct starpu_task *task;
     const struct zt_swapfile *f;
-    int out, n, kind, layer, mb;
+    int out, n, nh, kind, layer, mb;
+    int pending;              /* acquisitions not yet granted, plus one while submitting */
     int64_t step;
-    char **ptr;
-    int64_t (*seg)[3];
+    starpu_data_handle_t *h;  /* [nh] */
+    enum starpu_data_access_mode *mode; /* [nh] */
+    int *segh;                /* [n] handle of each segment */
+    int64_t (*seg)[3];        /* [n] {mem_off, len, file_off} */
     struct req *next;
 };
 
@@ -42,11 +38,14 @@ static struct {
     int nth, stop, started;
     int users;             /* zt_swap_init calls not yet matched by zt_swap_free */
     struct req *head, *tail;
+    int64_t inflight;      /* requests submitted and not yet released */
+    pthread_cond_t idle;   /* signalled when inflight drops to 0 */
     zt_aio_t aio;
     int64_t bounce_bytes;
     enum zt_status err;    /* first failure */
     char msg[512];
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+       .idle = PTHREAD_COND_INITIALIZER};
 
 static void set_error(enum zt_status rc) {
     pthread_mutex_lock(&g.mu);
@@ -80,7 +79,7 @@ static enum zt_status read_bounce(const struct zt_swapfile *f, char *dst, int64_
 static enum zt_status move(const struct req *r, char *bounce) {
     const struct zt_swapfile *f = r->f;
     for (int i = 0; i < r->n; i++) {
-        char *p = r->ptr[i];
+        char *p = (char *)starpu_vector_get_local_ptr(r->h[r->segh[i]]) + r->seg[i][0];
         int64_t len = r->seg[i][1], off = r->seg[i][2];
         if (len == 0) continue;
         int aligned = is_aligned(p, len, off);
@@ -99,30 +98,13 @@ static enum zt_status move(const struct req *r, char *bounce) {
     return ZT_OK;
 }
 
-/* End the swap task. Its termination must run on a worker: the dmda policies' post-execution
- * hook asserts that it is called from one (StarPU 1.3), so the I/O thread submits a tiny task
- * that releases the end dependency there. */
-struct done_args {
-    struct zt_task_hdr hdr;
-    struct starpu_task *task;
-};
-
-void swap_done_cpu(void *buffers[], void *cl_arg) {
-    (void)buffers;
-    const struct done_args *a = cl_arg;
-    starpu_task_end_dep_release(a->task);
-}
-
-static void finish(struct starpu_task *task) {
-    struct done_args *a = calloc(1, sizeof *a);
-    if (a) {
-        struct zt_tb tb;
-        zt_tb_init(&tb, &a->hdr, ZT_KIND_swap_done, NULL, -1);
-        a->task = task;
-        if (zt_tb_submit(&tb, a, sizeof *a, STARPU_MAX_PRIO) == ZT_OK) return;
-    }
-    set_error(zt_error_set(ZT_ERR_RUNTIME, "swap: cannot submit the completion task"));
-    starpu_task_end_dep_release(task); /* last resort: end it from here */
+/* release the request's handles (its successors start) and forget it */
+static void finish(struct req *r) {
+    for (int i = 0; i < r->nh; i++) starpu_data_release(r->h[i]);
+    free(r);
+    pthread_mutex_lock(&g.mu);
+    if (--g.inflight == 0) pthread_cond_broadcast(&g.idle);
+    pthread_mutex_unlock(&g.mu);
 }
 
 static void *io_thread(void *arg) {
@@ -152,8 +134,7 @@ static void *io_thread(void *arg) {
                 zt_trace_record(&t);
             }
         }
-        finish(r->task);
-        free(r);
+        finish(r);
         pthread_mutex_lock(&g.mu);
     }
     pthread_mutex_unlock(&g.mu);
@@ -191,6 +172,7 @@ enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads) {
 
 void zt_swap_free(void) {
     if (!g.started || --g.users > 0) return;
+    zt_swap_wait();
     pthread_mutex_lock(&g.mu);
     g.stop = 1;
     pthread_cond_broadcast(&g.cv);
@@ -232,77 +214,103 @@ enum zt_status zt_swap_status(void) {
     return ZT_OK;
 }
 
-static void swap_body(void *buffers[], void *cl_arg) {
-    const struct swap_args *a = cl_arg;
-    struct starpu_task *task = starpu_task_get_current();
-    struct req *r = calloc(1, sizeof *r + (size_t)a->n * (sizeof(char *) + 3 * sizeof(int64_t)));
-    if (!r) {
-        zt_error_set(ZT_ERR_NOMEM, "swap file %s: out of memory for a request", a->f->path);
-        set_error(ZT_ERR_NOMEM);
-        return;
-    }
-    r->task = task;
-    r->f = a->f;
-    r->out = a->out;
-    r->n = a->n;
-    r->kind = a->hdr.kind;
-    r->layer = a->hdr.layer;
-    r->mb = a->hdr.mb;
-    r->step = a->hdr.step;
-    r->ptr = (char **)(r + 1);
-    r->seg = (int64_t(*)[3])(r->ptr + a->n);
-    for (int i = 0; i < a->n; i++) {
-        r->ptr[i] = (char *)zt_slot_buf_ptr(buffers, &a->hdr, 0, i) + a->seg[i][0];
-        memcpy(r->seg[i], a->seg[i], sizeof a->seg[i]);
-    }
-    starpu_task_end_dep_add(task, 1);
+void zt_swap_wait(void) {
     pthread_mutex_lock(&g.mu);
-    if (g.tail) g.tail->next = r;
-    else g.head = r;
-    g.tail = r;
-    pthread_cond_signal(&g.cv);
+    while (g.inflight > 0) pthread_cond_wait(&g.idle, &g.mu);
     pthread_mutex_unlock(&g.mu);
 }
 
-void swap_in_cpu(void *buffers[], void *cl_arg) { swap_body(buffers, cl_arg); }
-void swap_out_cpu(void *buffers[], void *cl_arg) { swap_body(buffers, cl_arg); }
+/* an acquisition granted (from whichever thread released the handle's previous user): the last
+ * one queues the request for an I/O thread */
+static void acquired(void *arg) {
+    struct req *r = arg;
+    pthread_mutex_lock(&g.mu);
+    if (--r->pending == 0) {
+        if (g.tail) g.tail->next = r;
+        else g.head = r;
+        g.tail = r;
+        pthread_cond_signal(&g.cv);
+    }
+    pthread_mutex_unlock(&g.mu);
+}
+
+/* add handle h with mode m to the request (once: a repeated handle gets the union of modes) */
+static int add_handle(struct req *r, starpu_data_handle_t h, enum starpu_data_access_mode m) {
+    for (int i = 0; i < r->nh; i++)
+        if (r->h[i] == h) {
+            r->mode[i] = (enum starpu_data_access_mode)(r->mode[i] | m);
+            return i;
+        }
+    r->h[r->nh] = h;
+    r->mode[r->nh] = m;
+    return r->nh++;
+}
+
+/* never run: swaps are served by the I/O threads, not by codelets; the kinds exist for traces */
+void swap_in_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
+void swap_out_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
 
 enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct zt_swapfile *f,
                             const struct zt_swap_seg *segs, int n,
                             const struct zt_block_ref *order, int norder, zt_tensor_t pipe) {
     if (!g.started) return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: zt_swap_init not called");
-    if (!f || n < 1 || !segs) return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: bad arguments");
-    size_t sz = sizeof(struct swap_args) + (size_t)n * sizeof(int64_t[3]);
-    struct swap_args *a = calloc(1, sz);
-    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
-    a->f = f;
-    a->out = out;
-    a->n = n;
-    struct zt_block_ref *refs = calloc((size_t)n, sizeof *refs);
-    if (!refs) {
-        free(a);
-        return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
-    }
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, out ? ZT_KIND_swap_out : ZT_KIND_swap_in, o, -1);
+    if (!f || n < 1 || !segs || norder < 0 || (norder > 0 && !order))
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: bad arguments");
+    int maxh = n + norder + 1;
+    struct req *r = calloc(1, sizeof *r + (size_t)maxh * (sizeof(starpu_data_handle_t) +
+                                                          sizeof(enum starpu_data_access_mode)) +
+                                  (size_t)n * (sizeof(int) + 3 * sizeof(int64_t)));
+    if (!r) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a swap request");
+    r->seg = (int64_t(*)[3])(r + 1);
+    r->h = (starpu_data_handle_t *)(r->seg + n);
+    r->mode = (enum starpu_data_access_mode *)(r->h + maxh);
+    r->segh = (int *)(r->mode + maxh);
+    r->f = f;
+    r->out = out;
+    r->n = n;
+    r->kind = out ? ZT_KIND_swap_out : ZT_KIND_swap_in;
+    r->layer = o ? o->layer : -1;
+    r->mb = o ? o->mb : -1;
+    r->step = o ? o->step : 0;
     for (int i = 0; i < n; i++) {
         const struct zt_swap_seg *s = &segs[i];
-        refs[i] = (struct zt_block_ref){s->t, s->blk, 0};
         int64_t bytes = s->t && s->blk >= 0 && s->blk < zt_tensor_nblk(s->t)
                             ? zt_tensor_blk_rows(s->t, s->blk) * zt_tensor_cols(s->t) *
                                   (int64_t)zt_tensor_elemsize(s->t)
                             : -1;
         if (bytes < 0 || s->mem_off < 0 || s->len < 0 || s->file_off < 0 ||
-            s->mem_off + s->len > bytes)
-            tb.bad = 1;
-        a->seg[i][0] = s->mem_off;
-        a->seg[i][1] = s->len;
-        a->seg[i][2] = s->file_off;
+            s->mem_off + s->len > bytes) {
+            free(r);
+            return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: segment %d (block %d, %lld bytes "
+                                "at %lld) is outside its tensor block", i, s->blk,
+                                (long long)s->len, (long long)s->mem_off);
+        }
+        r->segh[i] = add_handle(r, zt_tensor_handle(s->t, s->blk), out ? STARPU_R : STARPU_W);
+        r->seg[i][0] = s->mem_off;
+        r->seg[i][1] = s->len;
+        r->seg[i][2] = s->file_off;
     }
-    /* slot 0: the blocks, 1: the file-order blocks, 2: the pipeline token */
-    zt_tb_add_list(&tb, refs, n, out ? STARPU_R : STARPU_W);
-    free(refs);
-    zt_tb_add_list(&tb, order, order ? norder : 0, out ? STARPU_RW : STARPU_R);
-    zt_tb_add(&tb, pipe, -1, STARPU_RW);
-    return zt_tb_submit(&tb, a, sz, o ? o->priority : 0);
+    for (int i = 0; i < norder; i++) {
+        if (!order[i].t || order[i].blk < 0 || order[i].blk >= zt_tensor_nblk(order[i].t)) {
+            free(r);
+            return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: order block %d is invalid", i);
+        }
+        add_handle(r, zt_tensor_handle(order[i].t, order[i].blk), out ? STARPU_RW : STARPU_R);
+    }
+    if (pipe) add_handle(r, zt_tensor_handle(pipe, 0), STARPU_RW);
+    r->pending = r->nh + 1; /* the extra one: no I/O thread sees r before every call is made */
+    pthread_mutex_lock(&g.mu);
+    g.inflight++;
+    pthread_mutex_unlock(&g.mu);
+    for (int i = 0; i < r->nh; i++)
+        if (starpu_data_acquire_cb(r->h[i], r->mode[i], acquired, r) != 0) {
+            /* StarPU refuses only a handle it does not know, which zt_tensor_handle gave: a
+             * bug; the handles already asked for cannot be taken back */
+            set_error(zt_error_set(ZT_ERR_RUNTIME, "swap file %s: StarPU refused to acquire "
+                                   "a block", f->path));
+            r->nh = i;
+            break;
+        }
+    acquired(r);
+    return ZT_OK;
 }
