@@ -1,0 +1,365 @@
+/*
+ * io/ckpt.c: checkpoint shard files and CRC32C (see zt_ckpt.h).
+ */
+#include "zt_ckpt.h"
+#include <cjson/cJSON.h> /* header JSON */
+#include <errno.h>       /* errno */
+#include <fcntl.h>       /* open */
+#include <inttypes.h>    /* PRId64 */
+#include <stdio.h>       /* snprintf */
+#include <stdlib.h>      /* malloc, free */
+#include <string.h>      /* memcpy, strerror */
+#include <sys/stat.h>    /* fstat */
+#include <unistd.h>      /* pread, pwrite, close */
+
+#define MAGIC "ZTSHARD1"
+#define PRE 16           /* magic, header length, header CRC */
+#define ALIGN 4096
+#define CHUNK (4 << 20)  /* bytes per read when verifying */
+
+static const char *const roles[] = {"param", "exp_avg", "exp_avg_sq"};
+const char *zt_shard_role_name(int role) {
+    return role >= 0 && role < 3 ? roles[role] : "?";
+}
+
+/* ---- CRC32C: slicing-by-8 tables of the reflected polynomial 0x82F63B78 ---- */
+static uint32_t tab[8][256];
+static int tab_ready;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        tab[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) tab[t][i] = (tab[t - 1][i] >> 8) ^ tab[0][tab[t - 1][i] & 0xff];
+    __atomic_store_n(&tab_ready, 1, __ATOMIC_RELEASE);
+}
+
+uint32_t zt_crc32c(uint32_t crc, const void *p, size_t n) {
+    if (!__atomic_load_n(&tab_ready, __ATOMIC_ACQUIRE)) crc_init(); /* idempotent */
+    const unsigned char *b = p;
+    uint32_t c = ~crc;
+    while (n > 0 && ((uintptr_t)b & 7)) {
+        c = (c >> 8) ^ tab[0][(c ^ *b++) & 0xff];
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        w ^= c; /* little-endian */
+        c = tab[7][w & 0xff] ^ tab[6][(w >> 8) & 0xff] ^ tab[5][(w >> 16) & 0xff] ^
+            tab[4][(w >> 24) & 0xff] ^ tab[3][(w >> 32) & 0xff] ^ tab[2][(w >> 40) & 0xff] ^
+            tab[1][(w >> 48) & 0xff] ^ tab[0][(w >> 56) & 0xff];
+        b += 8;
+        n -= 8;
+    }
+    while (n-- > 0) c = (c >> 8) ^ tab[0][(c ^ *b++) & 0xff];
+    return ~c;
+}
+
+/* ---- header ---- */
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The header JSON. CRCs are printed as 10-digit numbers so the length does not depend on them. */
+static char *header_json(int rank, int world, const struct zt_shard_rec *r, int n) {
+    size_t cap = 256 + (size_t)n * (ZT_SHARD_MAX_NAME + 256), at = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    at += (size_t)snprintf(s + at, cap - at, "{\"format\": %d, \"rank\": %d, \"world_size\": %d, "
+                           "\"records\": [", ZT_SHARD_FORMAT, rank, world);
+    for (int i = 0; i < n; i++)
+        at += (size_t)snprintf(s + at, cap - at,
+                               "%s\n {\"name\": \"%s\", \"role\": \"%s\", \"rows\": %" PRId64
+                               ", \"cols\": %" PRId64 ", \"row0\": %" PRId64 ", \"row1\": %" PRId64
+                               ", \"offset\": %" PRId64 ", \"bytes\": %" PRId64
+                               ", \"crc32c\": %010" PRIu32 "}",
+                               i ? "," : "", r[i].name, zt_shard_role_name(r[i].role), r[i].rows,
+                               r[i].cols, r[i].row0, r[i].row1, r[i].offset, r[i].bytes, r[i].crc);
+    snprintf(s + at, cap - at, "]}\n");
+    return s;
+}
+
+static int64_t align_up(int64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
+
+enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int rank, int world,
+                               const struct zt_shard_rec *recs, int n) {
+    memset(w, 0, sizeof *w);
+    w->f.fd = -1;
+    w->rec = calloc((size_t)n + 1, sizeof *w->rec);
+    if (!w->rec) return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", path);
+    for (int i = 0; i < n; i++) {
+        w->rec[i] = recs[i];
+        const struct zt_shard_rec *r = &recs[i];
+        if (strchr(r->name, '"') || strchr(r->name, '\\') || r->row0 < 0 || r->row1 < r->row0 ||
+            r->row1 > r->rows || r->cols < 1 || r->role < 0 || r->role > 2) {
+            free(w->rec);
+            w->rec = NULL;
+            return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d (%s) is invalid",
+                                path, i, r->name);
+        }
+    }
+    w->n = n;
+    w->rank = rank;
+    w->world = world;
+    char *h = header_json(rank, world, w->rec, n);
+    if (!h) return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", path);
+    w->hdr_bytes = align_up(PRE + (int64_t)strlen(h));
+    free(h);
+    int64_t off = w->hdr_bytes;
+    for (int i = 0; i < n; i++) {
+        w->rec[i].offset = off;
+        w->rec[i].bytes = (w->rec[i].row1 - w->rec[i].row0) * w->rec[i].cols * 4;
+        w->rec[i].crc = 0;
+        off = align_up(off + w->rec[i].bytes);
+    }
+    enum zt_status rc = zt_afile_open(&w->f, "checkpoint shard", path);
+    if (rc != ZT_OK) {
+        free(w->rec);
+        w->rec = NULL;
+        return rc;
+    }
+    /* the data starts after the header's reserved space */
+    if (lseek(w->f.fd, w->hdr_bytes, SEEK_SET) < 0) {
+        w->f.what = "seek";
+        return zt_shard_abort(w, zt_afile_fail(&w->f));
+    }
+    return ZT_OK;
+}
+
+static enum zt_status pad_to(struct zt_shard_writer *w, int64_t off) {
+    static const char zero[ALIGN];
+    off_t at = lseek(w->f.fd, 0, SEEK_CUR);
+    if (at < 0) return zt_afile_fail(&w->f);
+    if (off > at && zt_afile_write(&w->f, zero, (size_t)(off - at)) != 0)
+        return zt_afile_fail(&w->f);
+    return ZT_OK;
+}
+
+enum zt_status zt_shard_append(struct zt_shard_writer *w, const float *data, int64_t nfloats) {
+    while (nfloats > 0) {
+        if (w->cur >= w->n)
+            return zt_shard_abort(w, zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: more data "
+                                                  "than its records", w->f.path));
+        struct zt_shard_rec *r = &w->rec[w->cur];
+        if (w->done == 0) {
+            enum zt_status rc = pad_to(w, r->offset);
+            if (rc != ZT_OK) return zt_shard_abort(w, rc);
+        }
+        int64_t take = (r->bytes - w->done) / 4;
+        if (take > nfloats) take = nfloats;
+        r->crc = zt_crc32c(r->crc, data, (size_t)take * 4);
+        if (zt_afile_write(&w->f, data, (size_t)take * 4) != 0)
+            return zt_shard_abort(w, zt_afile_fail(&w->f));
+        w->done += take * 4;
+        data += take;
+        nfloats -= take;
+        if (w->done == r->bytes) {
+            w->cur++;
+            w->done = 0;
+        }
+    }
+    while (w->cur < w->n && w->rec[w->cur].bytes == 0) w->cur++;
+    return ZT_OK;
+}
+
+enum zt_status zt_shard_commit(struct zt_shard_writer *w) {
+    while (w->cur < w->n && w->rec[w->cur].bytes == 0) w->cur++;
+    if (w->cur != w->n)
+        return zt_shard_abort(w, zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d "
+                                              "(%s) incomplete", w->f.path, w->cur,
+                                              w->rec[w->cur].name));
+    char *h = header_json(w->rank, w->world, w->rec, w->n);
+    if (!h) return zt_shard_abort(w, zt_error_set(ZT_ERR_NOMEM, "out of memory"));
+    size_t hl = strlen(h);
+    unsigned char *buf = calloc(1, (size_t)w->hdr_bytes);
+    if (!buf || PRE + (int64_t)hl > w->hdr_bytes) {
+        free(h);
+        free(buf);
+        return zt_shard_abort(w, zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: header",
+                                              w->f.path));
+    }
+    memcpy(buf, MAGIC, 8);
+    put_u32(buf + 8, (uint32_t)hl);
+    put_u32(buf + 12, zt_crc32c(0, h, hl));
+    memcpy(buf + PRE, h, hl);
+    free(h);
+    enum zt_status rc = ZT_OK;
+    /* the file ends where its last record does (an empty one after the data included) */
+    int64_t end = w->hdr_bytes;
+    for (int i = 0; i < w->n; i++)
+        if (w->rec[i].offset + w->rec[i].bytes > end) end = w->rec[i].offset + w->rec[i].bytes;
+    if (ftruncate(w->f.fd, end) != 0) {
+        w->f.what = "extend";
+        rc = zt_afile_fail(&w->f);
+    } else if (lseek(w->f.fd, 0, SEEK_SET) < 0 ||
+               zt_afile_write(&w->f, buf, (size_t)w->hdr_bytes) != 0) {
+        rc = zt_afile_fail(&w->f);
+    }
+    free(buf);
+    if (rc == ZT_OK) rc = zt_afile_commit(&w->f);
+    free(w->rec);
+    w->rec = NULL;
+    return rc;
+}
+
+enum zt_status zt_shard_abort(struct zt_shard_writer *w, enum zt_status rc) {
+    if (w->f.tmp) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", zt_error_last());
+        zt_afile_fail(&w->f); /* removes the temporary */
+        zt_error_set(rc, "%s", msg);
+    }
+    free(w->rec);
+    w->rec = NULL;
+    return rc;
+}
+
+/* ---- reading ---- */
+static enum zt_status bad(const struct zt_shard *s, const char *what) {
+    return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: %s", s->path, what);
+}
+
+static int get_i64(const cJSON *o, const char *k, int64_t *v) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!cJSON_IsNumber(x)) return -1;
+    *v = (int64_t)x->valuedouble;
+    return (double)*v == x->valuedouble ? 0 : -1;
+}
+
+enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
+    memset(s, 0, sizeof *s);
+    snprintf(s->path, sizeof s->path, "%s", path);
+    s->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (s->fd < 0)
+        return zt_error_set(ZT_ERR_IO, "checkpoint shard %s: cannot open (%s)", path,
+                            strerror(errno));
+    struct stat st;
+    unsigned char pre[PRE];
+    enum zt_status rc = ZT_OK;
+    if (fstat(s->fd, &st) != 0 || pread(s->fd, pre, PRE, 0) != PRE) rc = bad(s, "truncated "
+                                                                             "(no header)");
+    else if (memcmp(pre, MAGIC, 8) != 0)
+        rc = bad(s, "not a zerotask shard (bad magic)");
+    uint32_t hl = rc == ZT_OK ? get_u32(pre + 8) : 0;
+    char *h = NULL;
+    if (rc == ZT_OK && (int64_t)hl + PRE > (int64_t)st.st_size) rc = bad(s, "truncated header");
+    if (rc == ZT_OK && !(h = malloc((size_t)hl + 1))) rc = zt_error_set(ZT_ERR_NOMEM, "oom");
+    if (rc == ZT_OK && pread(s->fd, h, hl, PRE) != (ssize_t)hl) rc = bad(s, "truncated header");
+    if (rc == ZT_OK && zt_crc32c(0, h, hl) != get_u32(pre + 12))
+        rc = bad(s, "header checksum mismatch (corrupted)");
+    cJSON *j = NULL;
+    if (rc == ZT_OK) {
+        h[hl] = '\0';
+        j = cJSON_Parse(h);
+        if (!j) rc = bad(s, "header is not JSON");
+    }
+    int64_t fmt = 0, rank = 0, world = 0;
+    const cJSON *recs = j ? cJSON_GetObjectItemCaseSensitive(j, "records") : NULL;
+    if (rc == ZT_OK && (get_i64(j, "format", &fmt) || get_i64(j, "rank", &rank) ||
+                        get_i64(j, "world_size", &world) || !cJSON_IsArray(recs)))
+        rc = bad(s, "header lacks format, rank, world_size or records");
+    if (rc == ZT_OK && fmt != ZT_SHARD_FORMAT)
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: format %lld (this zerotask reads "
+                          "format %d)", path, (long long)fmt, ZT_SHARD_FORMAT);
+    if (rc == ZT_OK) {
+        s->rank = (int)rank;
+        s->world = (int)world;
+        s->n = cJSON_GetArraySize(recs);
+        s->rec = calloc((size_t)s->n + 1, sizeof *s->rec);
+        if (!s->rec) rc = zt_error_set(ZT_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; rc == ZT_OK && i < s->n; i++) {
+        const cJSON *o = cJSON_GetArrayItem(recs, i);
+        struct zt_shard_rec *r = &s->rec[i];
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+        const cJSON *ro = cJSON_GetObjectItemCaseSensitive(o, "role");
+        int64_t crc = -1;
+        r->role = -1;
+        for (int k = 0; k < 3 && cJSON_IsString(ro); k++)
+            if (strcmp(ro->valuestring, roles[k]) == 0) r->role = k;
+        if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= ZT_SHARD_MAX_NAME || r->role < 0 ||
+            get_i64(o, "rows", &r->rows) || get_i64(o, "cols", &r->cols) ||
+            get_i64(o, "row0", &r->row0) || get_i64(o, "row1", &r->row1) ||
+            get_i64(o, "offset", &r->offset) || get_i64(o, "bytes", &r->bytes) ||
+            get_i64(o, "crc32c", &crc) || crc < 0 || crc > 0xffffffffll) {
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: record %d is malformed", path,
+                              i);
+            break;
+        }
+        snprintf(r->name, sizeof r->name, "%s", nm->valuestring);
+        r->crc = (uint32_t)crc;
+        if (r->row0 < 0 || r->row1 < r->row0 || r->row1 > r->rows || r->cols < 1 ||
+            r->bytes != (r->row1 - r->row0) * r->cols * 4 || r->offset < PRE + (int64_t)hl)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: record %d (%s %s) has "
+                              "inconsistent rows/bytes", path, i, r->name, roles[r->role]);
+        else if (r->offset + r->bytes > (int64_t)st.st_size)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: truncated: tensor %s (%s) "
+                              "ends at byte %lld, the file has %lld", path, r->name,
+                              roles[r->role], (long long)(r->offset + r->bytes),
+                              (long long)st.st_size);
+    }
+    cJSON_Delete(j);
+    free(h);
+    if (rc != ZT_OK) zt_shard_close(s);
+    return rc;
+}
+
+static enum zt_status read_at(const struct zt_shard *s, void *dst, int64_t n, int64_t off) {
+    char *p = dst;
+    while (n > 0) {
+        ssize_t r = pread(s->fd, p, (size_t)(n > (1 << 30) ? (1 << 30) : n), off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0)
+            return zt_error_set(ZT_ERR_IO, "checkpoint shard %s: read at %lld failed (%s)",
+                                s->path, (long long)off, r < 0 ? strerror(errno) : "end of file");
+        p += r;
+        n -= r;
+        off += r;
+    }
+    return ZT_OK;
+}
+
+static enum zt_status crc_fail(const struct zt_shard *s, int i) {
+    return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s (%s, rows %lld-%lld) "
+                        "checksum mismatch (corrupted)", s->path, s->rec[i].name,
+                        roles[s->rec[i].role], (long long)s->rec[i].row0,
+                        (long long)s->rec[i].row1);
+}
+
+enum zt_status zt_shard_read(const struct zt_shard *s, int i, float *dst) {
+    const struct zt_shard_rec *r = &s->rec[i];
+    ZT_CHECK(read_at(s, dst, r->bytes, r->offset));
+    if (zt_crc32c(0, dst, (size_t)r->bytes) != r->crc) return crc_fail(s, i);
+    return ZT_OK;
+}
+
+enum zt_status zt_shard_verify(const struct zt_shard *s) {
+    char *buf = malloc(CHUNK);
+    if (!buf) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
+    enum zt_status rc = ZT_OK;
+    for (int i = 0; i < s->n && rc == ZT_OK; i++) {
+        uint32_t c = 0;
+        for (int64_t at = 0; at < s->rec[i].bytes && rc == ZT_OK; at += CHUNK) {
+            int64_t k = s->rec[i].bytes - at < CHUNK ? s->rec[i].bytes - at : CHUNK;
+            rc = read_at(s, buf, k, s->rec[i].offset + at);
+            if (rc == ZT_OK) c = zt_crc32c(c, buf, (size_t)k);
+        }
+        if (rc == ZT_OK && c != s->rec[i].crc) rc = crc_fail(s, i);
+    }
+    free(buf);
+    return rc;
+}
+
+void zt_shard_close(struct zt_shard *s) {
+    if (s->fd >= 0) close(s->fd);
+    s->fd = -1;
+    free(s->rec);
+    s->rec = NULL;
+}

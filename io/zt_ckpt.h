@@ -1,0 +1,87 @@
+/*
+ * io/zt_ckpt.h: checkpoint shard files (one per rank per tag) and CRC32C.
+ *
+ * Layer: io/. No StarPU, no engine: a shard is a list of fp32 records, each a row range of one
+ * named tensor in one role (parameter, exp_avg, exp_avg_sq). Layout (docs/checkpoints.md):
+ *
+ *   bytes 0..7    magic "ZTSHARD1"
+ *   bytes 8..11   header length H (little-endian u32)
+ *   bytes 12..15  CRC32C of the header
+ *   16..16+H      header JSON: {"format": 1, "rank": r, "world_size": n, "records": [{"name",
+ *                 "role", "rows", "cols", "row0", "row1", "offset", "bytes", "crc32c"}, ...]}
+ *   then, from the next 4096 boundary, each record's data (row-major fp32, little-endian) at
+ *   its offset (relative to the file start), each with its own CRC32C in the header.
+ *
+ * A writer is given every record up front (so the header's size is known), streams the data,
+ * then rewrites the header with the CRCs and commits the file atomically (io/zt_file.h): a
+ * crash or a full disk leaves no partial shard under the final name.
+ */
+#ifndef ZT_CKPT_H
+#define ZT_CKPT_H
+
+#include <stddef.h>    /* size_t */
+#include <stdint.h>    /* int64_t, uint32_t */
+#include "zt_file.h"   /* struct zt_afile */
+#include "zt_status.h" /* enum zt_status */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZT_SHARD_FORMAT 1
+#define ZT_SHARD_MAX_NAME 160
+
+enum zt_shard_role { ZT_ROLE_PARAM = 0, ZT_ROLE_EXP_AVG = 1, ZT_ROLE_EXP_AVG_SQ = 2 };
+const char *zt_shard_role_name(int role); /* "param", "exp_avg", "exp_avg_sq" */
+
+struct zt_shard_rec {
+    char name[ZT_SHARD_MAX_NAME];
+    int role;
+    int64_t rows, cols;   /* the whole tensor's shape (rows x cols) */
+    int64_t row0, row1;   /* the rows this record holds */
+    int64_t offset, bytes; /* in the file */
+    uint32_t crc;
+};
+
+/* CRC32C (Castagnoli), as in iSCSI/ext4: crc = zt_crc32c(0, p, n) for a whole buffer; chained
+ * by passing the previous value. */
+uint32_t zt_crc32c(uint32_t crc, const void *p, size_t n);
+
+struct zt_shard_writer {
+    struct zt_afile f;
+    int n, cur;
+    struct zt_shard_rec *rec; /* [n], owned */
+    int64_t done;             /* bytes of record cur written */
+    int rank, world;
+    int64_t hdr_bytes;        /* reserved for the header (data starts here) */
+};
+
+/* Create path's temporary and reserve the header for recs[0..n) (offsets are assigned here). */
+enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int rank, int world,
+                               const struct zt_shard_rec *recs, int n);
+/* Append nfloats of record w->cur's data (records in order; a record may come in pieces). */
+enum zt_status zt_shard_append(struct zt_shard_writer *w, const float *data, int64_t nfloats);
+/* Every record complete: write the header with the CRCs, fsync, rename into place. */
+enum zt_status zt_shard_commit(struct zt_shard_writer *w);
+/* Give up: remove the temporary (the error is already set). Returns the given status. */
+enum zt_status zt_shard_abort(struct zt_shard_writer *w, enum zt_status rc);
+
+struct zt_shard {
+    char path[512];
+    int fd;
+    int rank, world, n;
+    struct zt_shard_rec *rec; /* [n] */
+};
+
+/* Open and validate a shard: magic, format, header CRC, every record inside the file. */
+enum zt_status zt_shard_open(struct zt_shard *s, const char *path);
+/* Read record i (all of it) into dst, checking its CRC32C. */
+enum zt_status zt_shard_read(const struct zt_shard *s, int i, float *dst);
+/* Check every record's CRC32C without keeping the data (zt-ckpt verify). */
+enum zt_status zt_shard_verify(const struct zt_shard *s);
+void zt_shard_close(struct zt_shard *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_CKPT_H */

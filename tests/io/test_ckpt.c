@@ -1,0 +1,199 @@
+/*
+ * tests/io/test_ckpt.c: proves the checkpoint shard format keeps its contract:
+ * - CRC32C matches the published check values (RFC 3720 B.4: 32 zero bytes 0x8A9136AA, 32 0xFF
+ *   bytes 0x62A8AB43, 0..31 0x46DD794E; "123456789" 0xE3069283) at any alignment and when chained;
+ * - a shard written in pieces (records split across appends, an empty record) reads back exactly,
+ *   with its rank, world size, names, roles, shapes and row ranges, and verifies;
+ * - every damaged file is refused naming the file (and the tensor): a flipped data bit (read and
+ *   verify), a flipped header bit, truncation inside a tensor, a bad magic, a newer format;
+ * - a write that fails part-way (EFBIG under a file-size limit) leaves the previous shard intact
+ *   and no temporary behind; an incomplete record is refused at commit.
+ */
+#include <fcntl.h>        /* open */
+#include <signal.h>       /* signal, SIGXFSZ */
+#include <stdio.h>        /* snprintf */
+#include <stdlib.h>       /* getenv, malloc */
+#include <string.h>       /* memcmp, strstr */
+#include <sys/resource.h> /* setrlimit */
+#include <sys/stat.h>     /* mkdir */
+#include <sys/wait.h>     /* waitpid */
+#include <unistd.h>       /* fork, truncate, pread, pwrite */
+
+#include "zt_ckpt.h"      /* zt_shard_*, zt_crc32c */
+#include "zt_status.h"    /* zt_error_last */
+#include "zt_test.h"      /* ZT_TEST_TRUE, zt_test_finish */
+
+static const char *dir;
+
+static void check_crc(void) {
+    unsigned char buf[64 + 8];
+    memset(buf, 0, sizeof buf);
+    for (int a = 0; a < 8; a++) { /* every start alignment */
+        memset(buf + a, 0, 32);
+        ZT_TEST_TRUE(zt_crc32c(0, buf + a, 32) == 0x8A9136AAu, "crc32c of 32 zeros at +%d", a);
+        memset(buf + a, 0xff, 32);
+        ZT_TEST_TRUE(zt_crc32c(0, buf + a, 32) == 0x62A8AB43u, "crc32c of 32 0xFF at +%d", a);
+        for (int i = 0; i < 32; i++) buf[a + i] = (unsigned char)i;
+        ZT_TEST_TRUE(zt_crc32c(0, buf + a, 32) == 0x46DD794Eu, "crc32c of 0..31 at +%d", a);
+    }
+    ZT_TEST_TRUE(zt_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c check value");
+    uint32_t c = zt_crc32c(0, "1234", 4);
+    ZT_TEST_TRUE(zt_crc32c(c, "56789", 5) == 0xE3069283u, "crc32c chained");
+}
+
+static struct zt_shard_rec rec(const char *name, int role, int64_t rows, int64_t cols,
+                               int64_t r0, int64_t r1) {
+    struct zt_shard_rec r = {.role = role, .rows = rows, .cols = cols, .row0 = r0, .row1 = r1};
+    snprintf(r.name, sizeof r.name, "%s", name);
+    return r;
+}
+
+#define NREC 4
+static struct zt_shard_rec recs[NREC];
+static float *vals[NREC];
+
+static enum zt_status write_shard(const char *p) {
+    struct zt_shard_writer w;
+    ZT_CHECK(zt_shard_create(&w, p, 1, 3, recs, NREC));
+    for (int i = 0; i < NREC; i++) {
+        int64_t n = (recs[i].row1 - recs[i].row0) * recs[i].cols, h = n / 3;
+        ZT_CHECK(zt_shard_append(&w, vals[i], h)); /* in two pieces */
+        ZT_CHECK(zt_shard_append(&w, vals[i] + h, n - h));
+    }
+    return zt_shard_commit(&w);
+}
+
+static void flip(const char *p, int64_t off) {
+    int fd = open(p, O_RDWR);
+    unsigned char b = 0;
+    if (pread(fd, &b, 1, off) == 1) {
+        b ^= 0x10;
+        if (pwrite(fd, &b, 1, off) != 1) b = 0;
+    }
+    close(fd);
+}
+
+static void expect_open_fails(const char *p, const char *want, const char *what) {
+    struct zt_shard s;
+    enum zt_status rc = zt_shard_open(&s, p);
+    ZT_TEST_TRUE(rc == ZT_ERR_CKPT_CORRUPT && strstr(zt_error_last(), want) &&
+                     strstr(zt_error_last(), p),
+                 "%s: refused naming the file (%s)", what, zt_error_last());
+    if (rc == ZT_OK) zt_shard_close(&s);
+}
+
+int main(void) {
+    dir = getenv("ZT_IO_TEST_TMP");
+    if (!dir) dir = "/tmp/zt-test-ckpt";
+    mkdir(dir, 0755);
+    check_crc();
+
+    recs[0] = rec("wte.weight", ZT_ROLE_PARAM, 10, 7, 3, 8);
+    recs[1] = rec("wte.weight", ZT_ROLE_EXP_AVG, 10, 7, 3, 8);
+    recs[2] = rec("ln_f.bias", ZT_ROLE_EXP_AVG_SQ, 1, 5, 0, 1);
+    recs[3] = rec("empty", ZT_ROLE_PARAM, 4, 3, 2, 2);
+    for (int i = 0; i < NREC; i++) {
+        int64_t n = (recs[i].row1 - recs[i].row0) * recs[i].cols;
+        vals[i] = malloc((size_t)(n + 1) * sizeof(float));
+        for (int64_t k = 0; k < n; k++) vals[i][k] = (float)(i * 1000 + k) * 0.37f - 5.0f;
+    }
+    char p[1024], p2[1024];
+    snprintf(p, sizeof p, "%s/rank1.zts", dir);
+    ZT_TEST_TRUE(write_shard(p) == ZT_OK, "shard written (%s)", zt_error_last());
+    ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "no temporary left after commit");
+
+    struct zt_shard s;
+    if (zt_shard_open(&s, p) != ZT_OK) {
+        ZT_TEST_FAIL("shard opens (%s)", zt_error_last());
+        return zt_test_finish("test_ckpt");
+    }
+    ZT_TEST_TRUE(s.rank == 1 && s.world == 3 && s.n == NREC, "rank, world size, record count");
+    for (int i = 0; i < NREC && i < s.n; i++) {
+        const struct zt_shard_rec *r = &s.rec[i];
+        int64_t n = (r->row1 - r->row0) * r->cols;
+        ZT_TEST_TRUE(strcmp(r->name, recs[i].name) == 0 && r->role == recs[i].role &&
+                         r->rows == recs[i].rows && r->cols == recs[i].cols &&
+                         r->row0 == recs[i].row0 && r->row1 == recs[i].row1 && r->offset % 4096 == 0,
+                     "record %d: name, role, shape, rows, aligned offset", i);
+        float *got = malloc((size_t)(n + 1) * sizeof(float));
+        ZT_TEST_TRUE(zt_shard_read(&s, i, got) == ZT_OK && memcmp(got, vals[i], (size_t)n * 4) == 0,
+                     "record %d reads back exactly", i);
+        free(got);
+    }
+    ZT_TEST_TRUE(zt_shard_verify(&s) == ZT_OK, "verify passes");
+    int64_t off1 = s.rec[1].offset;
+    zt_shard_close(&s);
+
+    /* a flipped data bit: open succeeds (the header is fine), read and verify fail */
+    snprintf(p2, sizeof p2, "%s/flip.zts", dir);
+    ZT_TEST_TRUE(write_shard(p2) == ZT_OK, "second shard written");
+    flip(p2, off1 + 9);
+    ZT_TEST_TRUE(zt_shard_open(&s, p2) == ZT_OK, "damaged data: header still opens");
+    float tmp[64];
+    ZT_TEST_TRUE(zt_shard_read(&s, 1, tmp) == ZT_ERR_CKPT_CORRUPT &&
+                     strstr(zt_error_last(), "wte.weight") && strstr(zt_error_last(), "exp_avg") &&
+                     strstr(zt_error_last(), "checksum mismatch"),
+                 "flipped bit: read refused naming tensor and role (%s)", zt_error_last());
+    ZT_TEST_TRUE(zt_shard_verify(&s) == ZT_ERR_CKPT_CORRUPT, "flipped bit: verify refuses");
+    ZT_TEST_TRUE(zt_shard_read(&s, 0, tmp) == ZT_OK, "an intact record still reads");
+    zt_shard_close(&s);
+
+    ZT_TEST_TRUE(write_shard(p2) == ZT_OK, "rewritten");
+    flip(p2, 40);
+    expect_open_fails(p2, "header checksum mismatch", "flipped header bit");
+
+    ZT_TEST_TRUE(write_shard(p2) == ZT_OK, "rewritten");
+    ZT_TEST_TRUE(truncate(p2, off1 + 8) == 0, "truncated");
+    expect_open_fails(p2, "truncated: tensor wte.weight", "truncation inside a tensor");
+
+    ZT_TEST_TRUE(write_shard(p2) == ZT_OK, "rewritten");
+    flip(p2, 2);
+    expect_open_fails(p2, "bad magic", "bad magic");
+
+    /* a newer format: rewrite the header's "format": 1 as 2 with a valid CRC */
+    ZT_TEST_TRUE(write_shard(p2) == ZT_OK, "rewritten");
+    {
+        int fd = open(p2, O_RDWR);
+        unsigned char pre[16];
+        ZT_TEST_TRUE(pread(fd, pre, 16, 0) == 16, "read prefix");
+        uint32_t hl = pre[8] | pre[9] << 8 | pre[10] << 16 | (uint32_t)pre[11] << 24;
+        char *h = malloc(hl + 1);
+        ZT_TEST_TRUE(pread(fd, h, hl, 16) == (ssize_t)hl, "read header");
+        char *f = strstr(h, "\"format\": 1");
+        if (f) f[10] = '2';
+        uint32_t c = zt_crc32c(0, h, hl);
+        for (int i = 0; i < 4; i++) pre[12 + i] = (unsigned char)(c >> (8 * i));
+        ZT_TEST_TRUE(f && pwrite(fd, pre, 16, 0) == 16 && pwrite(fd, h, hl, 16) == (ssize_t)hl,
+                     "header rewritten as format 2");
+        free(h);
+        close(fd);
+    }
+    expect_open_fails(p2, "format 2 (this zerotask reads format 1)", "newer format");
+
+    /* a write that fails part-way keeps the previous file and leaves no temporary */
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {6000, 6000};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        _exit(write_shard(p) == ZT_ERR_IO && strstr(zt_error_last(), p) ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    ZT_TEST_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "EFBIG: the save fails with ZT_ERR_IO "
+                                                         "naming the shard");
+    ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "EFBIG: no temporary left");
+    ZT_TEST_TRUE(zt_shard_open(&s, p) == ZT_OK && zt_shard_verify(&s) == ZT_OK,
+                 "EFBIG: the previous shard is intact");
+    zt_shard_close(&s);
+
+    struct zt_shard_writer w;
+    snprintf(p2, sizeof p2, "%s/short.zts", dir);
+    ZT_TEST_TRUE(zt_shard_create(&w, p2, 0, 1, recs, NREC) == ZT_OK, "create");
+    ZT_TEST_TRUE(zt_shard_append(&w, vals[0], 3) == ZT_OK, "a partial record");
+    ZT_TEST_TRUE(zt_shard_commit(&w) == ZT_ERR_INVALID && strstr(zt_error_last(), "incomplete") &&
+                     access(p2, F_OK) != 0 && zt_test_count_tmp(dir) == 0,
+                 "incomplete records: commit refused, no file, no temporary (%s)", zt_error_last());
+    for (int i = 0; i < NREC; i++) free(vals[i]);
+    return zt_test_finish("test_ckpt");
+}
