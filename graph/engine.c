@@ -118,7 +118,7 @@ struct zt_engine {
     int swap_on;           /* holds a reference to the swap I/O service (zt_swap_init) */
     struct zt_swapdir dirA, dirB;
     struct zt_swapfile fA, fB;
-    int64_t *goffB, *gbytes; /* [local groups] */
+    int64_t *goffB;        /* [local groups] byte offset in file B */
     struct zt_unit { int li; int64_t lo, hi, offA; } *units; /* [nunits], in flat order */
     int nunits;
     int *ufirst;           /* [local groups + 1] first unit of each local group */
@@ -478,8 +478,7 @@ static int64_t group_elems(const struct zt_engine *e, int g) {
 }
 /* byte offset of block b (of this rank) in file B */
 static int64_t fileB_off(const struct zt_engine *e, int b) {
-    int li = e->blk_group[b];
-    return e->goffB[li] + (e->babs[b] - e->babs[e->groups[e->g0 + li].first]) * 4;
+    return e->goffB[e->blk_group[b]] + e->pblk[b].off * 4; /* off: element in its group */
 }
 
 /* elements of parameter block b (its padding excluded) */
@@ -491,6 +490,16 @@ static int64_t blk_elems(const struct zt_engine *e, int b) {
  * group's padded end) */
 static int64_t unit_bytes(const struct zt_engine *e, int u) {
     return pad4k((e->units[u].hi - e->units[u].lo) * 4);
+}
+
+/* byte offset of unit u's values in file B (its range of its group's part) */
+static int64_t unitB_off(const struct zt_engine *e, int u) {
+    return e->goffB[e->units[u].li] + e->units[u].lo * 4;
+}
+
+/* the unit of local group li that holds the group's element x */
+static int unit_at(const struct zt_engine *e, int li, int64_t x) {
+    return e->ufirst[li] + (int)(x / e->unit_elems);
 }
 
 /* Write this rank's blocks of the offloaded parameters to file B, unit by unit through one
@@ -524,17 +533,15 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, 
             for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
         for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) {
             int b = p->first_blk + j, li = e->blk_group[b];
-            int64_t s0 = e->babs[b] - e->babs[e->groups[e->g0 + li].first];
-            int64_t s1 = s0 + (blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols;
+            int64_t s0 = e->pblk[b].off, s1 = s0 + blk_elems(e, b);
             const float *src = tmp + blk_row0(p, j) * p->cols;
-            for (int u = e->ufirst[li] + (int)(s0 / e->unit_elems); u < e->ufirst[li + 1] &&
-                                                                   e->units[u].lo < s1 &&
-                                                                   rc == ZT_OK; u++) {
+            for (int u = unit_at(e, li, s0);
+                 u < e->ufirst[li + 1] && e->units[u].lo < s1 && rc == ZT_OK; u++) {
                 const struct zt_unit *un = &e->units[u];
                 if (u != cur) {
                     if (cur >= 0)
                         rc = zt_swap_write_sync(&e->fB, stage, unit_bytes(e, cur),
-                                                e->goffB[e->units[cur].li] + e->units[cur].lo * 4);
+                                                unitB_off(e, cur));
                     cur = u;
                     memset(stage, 0, (size_t)unit_bytes(e, u));
                 }
@@ -545,8 +552,7 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, 
         }
     }
     if (rc == ZT_OK && cur >= 0)
-        rc = zt_swap_write_sync(&e->fB, stage, unit_bytes(e, cur),
-                                e->goffB[e->units[cur].li] + e->units[cur].lo * 4);
+        rc = zt_swap_write_sync(&e->fB, stage, unit_bytes(e, cur), unitB_off(e, cur));
     free(tmp);
     free(stage);
     return rc;
@@ -572,12 +578,11 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
     int nu = 0;
     for (int li = 0; li < nl; li++)
         nu += (int)((group_elems(e, e->g0 + li) + e->unit_elems - 1) / e->unit_elems);
-    e->gbytes = calloc((size_t)nl + 1, sizeof *e->gbytes);
     e->goffB = calloc((size_t)nl + 1, sizeof *e->goffB);
     e->ufirst = calloc((size_t)nl + 1, sizeof *e->ufirst);
     e->units = calloc((size_t)nu + 1, sizeof *e->units);
     e->blk_group = malloc((size_t)e->nb * sizeof *e->blk_group);
-    if (!e->gbytes || !e->goffB || !e->ufirst || !e->units || !e->blk_group)
+    if (!e->goffB || !e->ufirst || !e->units || !e->blk_group)
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     for (int b = 0; b < e->nb; b++) e->blk_group[b] = -1;
     int64_t maxu = 1024, offA = 0, offB = 0;
@@ -585,9 +590,8 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
         const struct zt_group *gr = &e->groups[e->g0 + li];
         for (int b = gr->first; b < gr->first + gr->n; b++) e->blk_group[b] = li;
         int64_t ge = group_elems(e, e->g0 + li);
-        e->gbytes[li] = pad4k(ge * 4);
         e->goffB[li] = offB;
-        if (e->par_nvme) offB += e->gbytes[li];
+        if (e->par_nvme) offB += pad4k(ge * 4);
         e->ufirst[li] = e->nunits;
         for (int64_t lo = 0; lo < ge; lo += e->unit_elems) {
             struct zt_unit *un = &e->units[e->nunits++];
@@ -688,7 +692,6 @@ static void offload_free(zt_engine_t e) {
     if (e->fB.path[0]) zt_swapfile_close(&e->fB);
     zt_swapdir_close(&e->dirA);
     zt_swapdir_close(&e->dirB);
-    free(e->gbytes);
     free(e->goffB);
     free(e->ufirst);
     free(e->units);
@@ -1037,9 +1040,8 @@ static zt_tensor_t gather(struct zt_param *p) {
         int b = p->first_blk + j, li = e->blk_group[b];
         int64_t n = (blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols;
         segs[j - p->own0] = (struct zt_swap_seg){p->value, j, 0, n * 4, fileB_off(e, b)};
-        int64_t s0 = e->babs[b] - e->babs[e->groups[e->g0 + li].first];
-        for (int u = e->ufirst[li] + (int)(s0 / e->unit_elems);
-             u < e->ufirst[li + 1] && e->units[u].lo < s0 + n; u++)
+        for (int u = unit_at(e, li, e->pblk[b].off);
+             u < e->ufirst[li + 1] && e->units[u].lo < e->pblk[b].off + n; u++)
             if (nord == 0 || ord[nord - 1].blk != u)
                 ord[nord++] = (struct zt_block_ref){e->fordB, u, 0};
     }
@@ -1177,7 +1179,7 @@ static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
         struct zt_swap_seg mv[2] = {{e->bm[k], 0, 0, len, un->offA},
                                     {e->bv[k], 0, 0, len, un->offA + len}};
         struct zt_swap_seg w = {e->bw[k], 0, 0, len,
-                                e->par_nvme ? e->goffB[un->li] + un->lo * 4 : 0};
+                                e->par_nvme ? unitB_off(e, u) : 0};
         struct zt_block_ref oa = {e->fordA, u, 0}, ob = {e->fordB, u, 0};
         /* the group's blocks with elements in the unit (padding after a block excluded) */
         int b0 = gr->first, b1 = gr->first + gr->n;

@@ -98,18 +98,17 @@ enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int 
         w->rec[i] = recs[i];
         const struct zt_shard_rec *r = &recs[i];
         if (strchr(r->name, '"') || strchr(r->name, '\\') || r->row0 < 0 || r->row1 < r->row0 ||
-            r->row1 > r->rows || r->cols < 1 || r->role < 0 || r->role > 2) {
-            free(w->rec);
-            w->rec = NULL;
-            return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d (%s) is invalid",
-                                path, i, r->name);
-        }
+            r->row1 > r->rows || r->cols < 1 || r->role < 0 || r->role > 2)
+            return zt_shard_abort(w, zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record "
+                                                  "%d (%s) is invalid", path, i, r->name));
     }
     w->n = n;
     w->rank = rank;
     w->world = world;
     char *h = header_json(rank, world, w->rec, n);
-    if (!h) return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", path);
+    if (!h)
+        return zt_shard_abort(w, zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory",
+                                              path));
     w->hdr_bytes = align_up(PRE + (int64_t)strlen(h));
     free(h);
     int64_t off = w->hdr_bytes;
@@ -120,11 +119,7 @@ enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int 
         off = align_up(off + w->rec[i].bytes);
     }
     enum zt_status rc = zt_afile_open(&w->f, "checkpoint shard", path);
-    if (rc != ZT_OK) {
-        free(w->rec);
-        w->rec = NULL;
-        return rc;
-    }
+    if (rc != ZT_OK) return zt_shard_abort(w, rc); /* no temporary: frees the records */
     /* the data starts after the header's reserved space */
     if (lseek(w->f.fd, w->hdr_bytes, SEEK_SET) < 0) {
         w->f.what = "seek";
