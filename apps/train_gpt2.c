@@ -35,11 +35,19 @@ static const char *usage_text =
     "  --model F            model shape JSON: vocab_size, seq_len, n_embd, n_layer, n_head\n"
     "  --data F             token file in llm.c's format (zt-prepare makes one)\n"
     "options:\n"
-    "  --steps N            number of training steps (default 10)\n"
+    "  --steps N            total number of training steps (default 10); a resumed run stops at\n"
+    "                       the same step as an uninterrupted one\n"
     "  --seed S             seed for the initialisation (overrides the config's \"seed\")\n"
     "  --init-from W        start from these weights (safetensors, HF GPT-2 names; F32/BF16/F16)\n"
     "  --export OUT         write the weights after the last step (safetensors, F32)\n"
-    "  --log F              one JSON object per step: step, loss, lr, ms, tokens_per_s, grad_norm\n"
+    "  --save-dir D         save checkpoints in D (D/step<N>, D/latest; docs/checkpoints.md):\n"
+    "                       every --save-interval steps and after the last step\n"
+    "  --save-interval N    steps between checkpoints (0: only after the last step)\n"
+    "                       (defaults: the config's checkpoint {dir, save_interval, keep_last})\n"
+    "  --resume P           continue from checkpoint P: a directory (its latest tag) or D/<tag>;\n"
+    "                       any world size and ZeRO stage may have written it\n"
+    "  --log F              one JSON object per step run: step, loss, lr, ms, tokens_per_s,\n"
+    "                       grad_norm\n"
     "  --trace F            Chrome trace-event JSON of every task (open in ui.perfetto.dev)\n"
     "  --eval-only          print the loss of step 1's batch and exit, no update\n"
     "  --dump-grads F       write step 1's parameter gradients (safetensors) for inspection\n"
@@ -196,8 +204,8 @@ int main(int argc, char **argv) {
 
 static int train_main(int argc, char **argv) {
     const char *ds = NULL, *model = NULL, *data = NULL, *init = NULL, *export = NULL;
-    const char *logp = NULL, *tracep = NULL, *gradp = NULL;
-    int64_t steps = 10, seed = -1;
+    const char *logp = NULL, *tracep = NULL, *gradp = NULL, *save_dir = NULL, *resume = NULL;
+    int64_t steps = 10, seed = -1, save_every = -1;
     int eval_only = 0, quiet = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -212,14 +220,19 @@ static int train_main(int argc, char **argv) {
         else if (!strcmp(a, "--log")) dst = &logp;
         else if (!strcmp(a, "--trace")) dst = &tracep;
         else if (!strcmp(a, "--dump-grads")) dst = &gradp;
-        else if (!strcmp(a, "--steps") || !strcmp(a, "--seed")) {
+        else if (!strcmp(a, "--save-dir")) dst = &save_dir;
+        else if (!strcmp(a, "--resume")) dst = &resume;
+        else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--save-interval")) {
             if (i + 1 >= argc) return usage_error("option %s needs a value", a);
             int64_t v;
             if (parse_i64(argv[i + 1], !strcmp(a, "--steps") ? 1 : 0, &v))
-                return usage_error(!strcmp(a, "--steps") ? "--steps %s: expected an integer >= 1"
-                                                         : "--seed %s: expected an integer >= 0",
+                return usage_error(!strcmp(a, "--steps")   ? "--steps %s: expected an integer >= 1"
+                                   : !strcmp(a, "--seed") ? "--seed %s: expected an integer >= 0"
+                                        : "--save-interval %s: expected an integer >= 0",
                                    argv[i + 1]);
-            if (!strcmp(a, "--steps")) steps = v; else seed = v;
+            if (!strcmp(a, "--steps")) steps = v;
+            else if (!strcmp(a, "--seed")) seed = v;
+            else save_every = v;
             i++;
             continue;
         } else
@@ -230,6 +243,9 @@ static int train_main(int argc, char **argv) {
     if (!ds) return usage_error("missing %s", "--ds-config");
     if (!model) return usage_error("missing %s", "--model");
     if (!data) return usage_error("missing %s", "--data");
+    if (resume && init) return usage_error("%s: --resume and --init-from exclude each other", resume);
+    if (resume && eval_only) return usage_error("%s: --resume and --eval-only exclude each other",
+                                                resume);
 
     /* ---- validate every input before touching the runtime or any output file ---- */
     const int world = zt_comm_size(), rank = zt_comm_rank();
@@ -251,6 +267,19 @@ static int train_main(int argc, char **argv) {
             code = fail(1);
         }
     }
+    if (!code && !save_dir && cfg.ckpt_dir[0]) save_dir = cfg.ckpt_dir;
+    if (save_every < 0) save_every = cfg.ckpt_save_interval;
+    if (!code && save_every > 0 && !save_dir) {
+        zt_error_set(ZT_ERR_USAGE, "--save-interval %lld: no checkpoint directory (--save-dir or "
+                     "the config's checkpoint.dir)", (long long)save_every);
+        code = fail(2);
+    }
+    char tagdir[1024] = "";
+    struct zt_ckpt_info ck = {0};
+    if (!code && resume && /* the checkpoint's metadata before building anything */
+        (zt_checkpoint_resolve(resume, tagdir, sizeof tagdir) != ZT_OK ||
+         zt_checkpoint_info(tagdir, &ck) != ZT_OK))
+        code = fail(1);
     if (!code && init) { /* check the file before building anything: a bad header fails here */
         struct zt_safetensors st;
         if (zt_st_open(&st, init) != ZT_OK)
@@ -262,9 +291,11 @@ static int train_main(int argc, char **argv) {
     if (!code && world > 1) {
         /* every rank must run the same job: same config, model, steps, seed and mode */
         uint64_t h = hash_file(hash_file(0, ds), model);
-        int64_t knobs[4] = {steps, seed, eval_only, (int64_t)(init != NULL)};
+        int64_t knobs[6] = {steps, seed, eval_only, (int64_t)(init != NULL),
+                            (int64_t)(resume != NULL), save_every};
         h = zt_hash_bytes(h, knobs, sizeof knobs);
-        if (zt_comm_check_same(h, "config, model file, --steps, --seed or --eval-only") != ZT_OK)
+        if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume or "
+                                  "--save-interval") != ZT_OK)
             code = fail(2);
     }
     if (code) {
@@ -279,6 +310,7 @@ static int train_main(int argc, char **argv) {
     if (zt_engine_init(&e, &cfg) != ZT_OK) goto out;
     if (zt_gpt2_init(&m, e, &shape) != ZT_OK) goto out;
     if (init && zt_engine_load_safetensors(e, init) != ZT_OK) goto out;
+    if (resume && zt_checkpoint_load(e, tagdir, &ck) != ZT_OK) goto out;
     zt_knobs_log_effective();
     if (tracep) zt_trace_enable(1);
 
@@ -328,18 +360,23 @@ static int train_main(int argc, char **argv) {
     double flops = zt_gpt2_step_flops(m);
     int64_t tokens = (int64_t)cfg.train_batch_size * shape.seq_len;
     int every = cfg.steps_per_print > 0 ? cfg.steps_per_print : 1;
-    for (int64_t s = 1; s <= steps; s++) {
+    const int64_t first = resume ? ck.step + 1 : 1;
+    if (talk && resume)
+        printf("resumed from %s: step %lld done (written by %d rank(s) at ZeRO stage %d)%s\n",
+               tagdir, (long long)ck.step, ck.world_size, ck.zero_stage,
+               first > steps ? "; nothing left to train (--steps)" : "");
+    for (int64_t s = first; s <= steps; s++) {
         double t0 = now_ms(), loss;
         struct zt_step_info info;
         if (zt_gpt2_step_submit(m, &tok, s, 1) != ZT_OK) goto out;
         if (zt_gpt2_step_wait(m, &loss, &info) != ZT_OK) goto out;
         double ms = now_ms() - t0;
-        if (s == 1 && cfg.zero_stage >= 2) { /* the gradient window grew to its size */
+        if (s == first && cfg.zero_stage >= 2) { /* the gradient window grew to its size */
             zt_engine_memory(e, &mem);
             if (check_budget(&mem, rank) != ZT_OK) goto out;
         }
         if (s == 1 && gradp && zt_engine_save_grads_safetensors(e, gradp) != ZT_OK) goto out;
-        if (talk && (s == 1 || s == steps || s % every == 0)) {
+        if (talk && (s == first || s == steps || s % every == 0)) {
             printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.1f ms | %8.0f tok/s | %6.1f GFLOP/s "
                    "| grad norm %.4f\n", (long long)s, (long long)steps, loss, info.lr, ms,
                    tokens / (ms / 1e3), flops / (ms * 1e6), info.grad_norm);
@@ -349,6 +386,21 @@ static int train_main(int argc, char **argv) {
             fprintf(logf, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"ms\": %.3f, "
                           "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
                     info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
+        if (save_dir && (s == steps || (save_every > 0 && s % save_every == 0))) {
+            char extra[1024];
+            double t1 = now_ms();
+            snprintf(extra, sizeof extra, "{\"model\": {\"vocab_size\": %d, \"seq_len\": %d, "
+                     "\"n_embd\": %d, \"n_layer\": %d, \"n_head\": %d}, \"data\": {\"next_step\": "
+                     "%lld, \"tokens_per_step\": %lld, \"tokens_consumed\": %lld}}",
+                     shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer, shape.n_head,
+                     (long long)(s + 1), (long long)tokens, (long long)(s * tokens));
+            if (zt_checkpoint_save(e, save_dir, s, extra, cfg.ckpt_keep_last) != ZT_OK) goto out;
+            if (talk) {
+                printf("checkpoint %s/step%lld saved (%.0f ms)\n", save_dir, (long long)s,
+                       now_ms() - t1);
+                fflush(stdout);
+            }
+        }
     }
     if (zt_engine_finish(e) != ZT_OK) goto out; /* the last swap-outs, their errors */
     /* every rank's peak resident memory */

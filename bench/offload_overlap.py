@@ -16,7 +16,7 @@ Usage: python3 bench/offload_overlap.py [--build build] [--dir /work/.bench_offl
        [--steps 4] [--reps 1] [--data data/fortunes.bin] [--envs default,Haswell]
        [--modes mem-s1,nvme-s1,mem-s3,nvme-s3] [--buffer-count N] [--thread-count N]
 --buffer-count sets offload_optimizer.buffer_count and --thread-count aio.thread_count (else
-the config defaults: 4 and 1, DeepSpeed's).
+the config defaults: "auto" (as many buffers as ZT_SWAP_BUFFER_MEM, 512M, holds) and 1).
 """
 import argparse
 import json
@@ -112,7 +112,7 @@ def main():
     envs = [x for x in envs if x[0] in a.envs.split(",")]
     print("zerotask offload_overlap: gpt2-124M shape, 1 rank, STARPU_NCPU=2, %d steps, "
           "offload_optimizer.buffer_count %s, aio.thread_count %s"
-          % (a.steps, a.buffer_count or "4 (default)", a.thread_count or "1 (default)"))
+          % (a.steps, a.buffer_count or "auto (default)", a.thread_count or "1 (default)"))
     for ename, env in envs:
         env = dict(env, STARPU_NCPU="2", STARPU_SILENT="1")
         res = {k: [] for k in modes}

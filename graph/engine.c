@@ -12,6 +12,7 @@
 #include "zt_log.h"          /* ZT_LOG_I */
 #include "zt_safetensors.h"  /* zt_st_* */
 #include "zt_aio.h"          /* struct zt_aio_cfg */
+#include "zt_ckpt.h"         /* checkpoint shard files */
 #include "zt_swapdir.h"      /* swap directories and files */
 
 #define ZT_ALIGN_ELEMS 16 /* 64-byte alignment of every parameter slice */
@@ -502,11 +503,54 @@ static int unit_at(const struct zt_engine *e, int li, int64_t x) {
     return e->ufirst[li] + (int)(x / e->unit_elems);
 }
 
+/* Rows [r0, r1) of a tensor in one role, gathered from checkpoint shards' records (any world
+ * size wrote them): the record last read is kept, since callers walk the rows in order. */
+struct ck_src {
+    struct zt_shard *sh;
+    int nsh;
+    int ck, ci;   /* shard and record in buf, -1 when none */
+    float *buf;
+    int64_t cap;  /* floats */
+};
+
+/* elements [x0, x1) of p's role (row-major) into dst; the loader checked beforehand that the
+ * records cover every row exactly once */
+static enum zt_status ck_elems(struct ck_src *s, const struct zt_param *p, int role, int64_t x0,
+                               int64_t x1, float *dst) {
+    for (int k = 0; k < s->nsh; k++)
+        for (int i = 0; i < s->sh[k].n; i++) {
+            const struct zt_shard_rec *r = &s->sh[k].rec[i];
+            int64_t lo = r->row0 * p->cols, hi = r->row1 * p->cols;
+            lo = lo > x0 ? lo : x0;
+            hi = hi < x1 ? hi : x1;
+            if (r->role != role || lo >= hi || strcmp(r->name, p->name) != 0) continue;
+            if (s->ck != k || s->ci != i) {
+                int64_t n = (r->row1 - r->row0) * r->cols;
+                if (n > s->cap) {
+                    float *b = realloc(s->buf, (size_t)n * sizeof(float));
+                    if (!b) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory for "
+                                                "tensor %s", s->sh[k].path, r->name);
+                    s->buf = b;
+                    s->cap = n;
+                }
+                s->ck = -1;
+                ZT_CHECK(zt_shard_read(&s->sh[k], i, s->buf));
+                s->ck = k;
+                s->ci = i;
+            }
+            memcpy(dst + (lo - x0), s->buf + (lo - r->row0 * p->cols),
+                   (size_t)(hi - lo) * sizeof(float));
+        }
+    return ZT_OK;
+}
+
 /* Write this rank's blocks of the offloaded parameters to file B, unit by unit through one
- * aligned staging buffer: values from st, or (st NULL) the initializer's stream from rng, the
- * state finalize started from (finalize skipped the offloaded parameters' draws; here they are
- * drawn and every other parameter's are skipped, so each value is generated once). */
-static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, uint64_t rng) {
+ * aligned staging buffer: values from st, from checkpoint shards ck, or (both NULL) the
+ * initializer's stream from rng, the state finalize started from (finalize skipped the
+ * offloaded parameters' draws; here they are drawn and every other parameter's are skipped, so
+ * each value is generated once). */
+static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
+                                      struct ck_src *ck, uint64_t rng) {
     int64_t maxn = 0;
     for (int i = 0; i < e->np; i++)
         if (e->params[i]->rows * e->params[i]->cols > maxn)
@@ -523,12 +567,15 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st, 
         struct zt_param *p = e->params[i];
         int64_t n = p->rows * p->cols;
         int need = p->offl && p->own1 > p->own0;
-        if (!st && p->init == ZT_INIT_NORMAL) {
+        if (!st && !ck && p->init == ZT_INIT_NORMAL) {
             if (need) fill_normal(tmp, n, p->std, &rng);
             else skip_normal(n, &rng);
         }
         if (!need) continue;
         if (st) rc = zt_st_read_f32(st, p->name, p->ndim, p->shape, tmp);
+        else if (ck) /* its own rows only */
+            rc = ck_elems(ck, p, ZT_ROLE_PARAM, blk_row0(p, p->own0) * p->cols,
+                          blk_row0(p, p->own1) * p->cols, tmp + blk_row0(p, p->own0) * p->cols);
         else if (p->init != ZT_INIT_NORMAL)
             for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
         for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) {
@@ -628,11 +675,21 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
         ZT_CHECK(zt_swapdir_file(d, "params.swp", offB > 0 ? offB : 4096, &e->fB));
     }
     e->nvme_bytes = offA + offB;
-    /* slot buffers: buffer_count units in flight, each [m | v (| w)] of the largest unit */
-    e->nbuf = c->offload_optimizer.buffer_count < e->nunits ? c->offload_optimizer.buffer_count
-                                                            : e->nunits;
-    e->buf_elems = maxg / 4;
+    /* slot buffers: buffer_count units in flight, each [m | v (| w)] of the largest unit;
+     * "auto" (0): as many as ZT_SWAP_BUFFER_MEM holds (at most 1/8 of ZT_HOST_MEM_LIMIT), at
+     * least 4 (DeepSpeed's default count) */
     const int parts = 2 + e->par_nvme;
+    int64_t nbuf = c->offload_optimizer.buffer_count;
+    if (nbuf == 0) {
+        int64_t mem = 0, limit = 0;
+        ZT_CHECK(zt_knob_size("ZT_SWAP_BUFFER_MEM", &mem));
+        ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
+        if (limit > 0 && limit / 8 < mem) mem = limit / 8;
+        nbuf = mem / (parts * maxg);
+        if (nbuf < 4) nbuf = 4;
+    }
+    e->nbuf = nbuf < e->nunits ? (int)nbuf : e->nunits;
+    e->buf_elems = maxg / 4;
     e->bufmem = calloc((size_t)e->nbuf + 1, sizeof *e->bufmem);
     e->bm = calloc((size_t)e->nbuf + 1, sizeof *e->bm);
     e->bv = calloc((size_t)e->nbuf + 1, sizeof *e->bv);
@@ -661,10 +718,11 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
     }
     if (!c->offload_optimizer.pipeline_read || !c->offload_optimizer.pipeline_write)
         ZT_CHECK(zt_tensor_init(&e->pipe, "swap_pipeline", NULL, 1, 1, 4, 1, NULL));
-    if (e->par_nvme) ZT_CHECK(write_offloaded(e, NULL, rng0));
-    ZT_LOG_I("offload: rank %d swaps %.1f MiB of %s through %d buffers of %.1f MiB (%s, %s%s%s)",
-             e->rank, e->nvme_bytes / 1048576.0,
+    if (e->par_nvme) ZT_CHECK(write_offloaded(e, NULL, NULL, rng0));
+    ZT_LOG_I("offload: rank %d swaps %.1f MiB of %s through %d buffers%s of %.1f MiB (%s, "
+             "%s%s%s)", e->rank, e->nvme_bytes / 1048576.0,
              e->par_nvme ? "optimizer state and parameter shards" : "optimizer state", e->nbuf,
+             c->offload_optimizer.buffer_count == 0 ? " (auto)" : "",
              parts * maxg / 1048576.0, zt_swap_engine_name(),
              c->offload_optimizer.pipeline_read ? "reads pipelined" : "reads not pipelined",
              c->offload_optimizer.pipeline_write ? ", writes pipelined" : ", writes not pipelined",
@@ -1312,7 +1370,7 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
     }
     if (rc == ZT_OK && e->par_nvme) { /* offloaded shards go to the swap file */
         rc = zt_runtime_wait_all();
-        if (rc == ZT_OK) rc = write_offloaded(e, &st, 0);
+        if (rc == ZT_OK) rc = write_offloaded(e, &st, NULL, 0);
     }
     free(tmp);
     zt_st_close(&st);
@@ -1435,6 +1493,239 @@ enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path)
     return save_tensors(e, path, 1);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * checkpoint shards: each rank keeps the rows of its ZeRO shard's blocks (at every stage, so a
+ * stage-0 job splits its checkpoint like a stage-1 one) */
+static int64_t own_row0(const struct zt_param *p) { return blk_row0(p, p->own0); }
+static int64_t own_row1(const struct zt_param *p) { return blk_row0(p, p->own1); }
+
+/* elements [s0, s1) of local group li's exp_avg (v = 0) or exp_avg_sq (v = 1) in file A <-> buf
+ * (read = 1: file to buf), unit by unit */
+static enum zt_status fileA_range(zt_engine_t e, int li, int64_t s0, int64_t s1, int v,
+                                  float *buf) {
+    for (int u = unit_at(e, li, s0); u < e->ufirst[li + 1] && e->units[u].lo < s1; u++) {
+        const struct zt_unit *un = &e->units[u];
+        int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
+        ZT_CHECK(zt_swap_read_sync(&e->fA, buf + (x0 - s0), (x1 - x0) * 4,
+                                   un->offA + (v ? unit_bytes(e, u) : 0) + (x0 - un->lo) * 4));
+    }
+    return ZT_OK;
+}
+
+enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path) {
+    ZT_CHECK(zt_engine_finish(e)); /* every update and swap-out done */
+    int nrec = 0;
+    int64_t maxblk = 1;
+    for (int i = 0; i < e->np; i++) {
+        const struct zt_param *p = e->params[i];
+        nrec += p->own1 > p->own0 ? 3 : 0;
+        for (int j = p->own0; j < p->own1; j++)
+            if (blk_elems(e, p->first_blk + j) > maxblk) maxblk = blk_elems(e, p->first_blk + j);
+    }
+    struct zt_shard_rec *recs = calloc((size_t)nrec + 1, sizeof *recs);
+    float *tmp = e->opt_nvme ? malloc((size_t)maxblk * sizeof(float)) : NULL;
+    if (!recs || (e->opt_nvme && !tmp)) {
+        free(recs);
+        free(tmp);
+        return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", path);
+    }
+    for (int i = 0, k = 0; i < e->np; i++) {
+        const struct zt_param *p = e->params[i];
+        for (int role = 0; p->own1 > p->own0 && role < 3; role++, k++) {
+            snprintf(recs[k].name, sizeof recs[k].name, "%s", p->name);
+            recs[k].role = role;
+            recs[k].rows = p->rows;
+            recs[k].cols = p->cols;
+            recs[k].row0 = own_row0(p);
+            recs[k].row1 = own_row1(p);
+        }
+    }
+    struct zt_shard_writer w;
+    enum zt_status rc = zt_shard_create(&w, path, e->rank, e->size, recs, nrec);
+    free(recs);
+    if (rc != ZT_OK) {
+        free(tmp);
+        return rc;
+    }
+    const float *mv[2] = {NULL, NULL};
+    int64_t mbase = e->m ? e->babs[e->groups[e->g0].first] : 0;
+    if (e->m && (rc = zt_tensor_acquire(e->m, 0)) == ZT_OK) {
+        mv[0] = zt_tensor_data(e->m);
+        if ((rc = zt_tensor_acquire(e->v, 0)) == ZT_OK) mv[1] = zt_tensor_data(e->v);
+    }
+    for (int i = 0; i < e->np && rc == ZT_OK; i++) {
+        const struct zt_param *p = e->params[i];
+        if (p->own1 <= p->own0) continue;
+        int64_t n = (own_row1(p) - own_row0(p)) * p->cols;
+        if (p->offl) { /* its shard is in file B */
+            for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) {
+                int b = p->first_blk + j;
+                rc = zt_swap_read_sync(&e->fB, tmp, blk_elems(e, b) * 4, fileB_off(e, b));
+                if (rc == ZT_OK) rc = zt_shard_append(&w, tmp, blk_elems(e, b));
+            }
+        } else if ((rc = zt_tensor_acquire(p->home, 0)) == ZT_OK) {
+            const float *h = zt_tensor_data(p->home);
+            rc = zt_shard_append(&w, h + (partial_home(e, p) ? 0 : own_row0(p) * p->cols), n);
+            zt_tensor_release(p->home);
+        }
+        for (int v = 0; v < 2 && rc == ZT_OK; v++) {
+            if (e->m) {
+                rc = zt_shard_append(&w, mv[v] + e->babs[p->first_blk + p->own0] - mbase, n);
+                continue;
+            }
+            for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) { /* file A, per block */
+                int b = p->first_blk + j;
+                rc = fileA_range(e, e->blk_group[b], e->pblk[b].off,
+                                 e->pblk[b].off + blk_elems(e, b), v, tmp);
+                if (rc == ZT_OK) rc = zt_shard_append(&w, tmp, blk_elems(e, b));
+            }
+        }
+    }
+    if (mv[0]) zt_tensor_release(e->m);
+    if (mv[1]) zt_tensor_release(e->v);
+    free(tmp);
+    return rc == ZT_OK ? zt_shard_commit(&w) : zt_shard_abort(&w, rc);
+}
+
+/* every record names a tensor of this model with its shape, and per tensor and role the
+ * records cover each row exactly once */
+static enum zt_status ck_check(zt_engine_t e, const struct ck_src *s) {
+    for (int k = 0; k < s->nsh; k++)
+        for (int i = 0; i < s->sh[k].n; i++) {
+            const struct zt_shard_rec *r = &s->sh[k].rec[i];
+            const struct zt_param *p = zt_engine_param_find(e, r->name);
+            if (!p)
+                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s is not "
+                                    "in this model (another model's checkpoint?)",
+                                    s->sh[k].path, r->name);
+            if (r->rows != p->rows || r->cols != p->cols)
+                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s is "
+                                    "%lld x %lld, this model's is %lld x %lld (model shape "
+                                    "mismatch)", s->sh[k].path, r->name, (long long)r->rows,
+                                    (long long)r->cols, (long long)p->rows, (long long)p->cols);
+            for (int k2 = 0; k2 < s->nsh; k2++) /* no row twice */
+                for (int i2 = 0; i2 < s->sh[k2].n; i2++) {
+                    const struct zt_shard_rec *q = &s->sh[k2].rec[i2];
+                    if ((k2 != k || i2 != i) && q->role == r->role && q->row0 < r->row1 &&
+                        r->row0 < q->row1 && strcmp(q->name, r->name) == 0)
+                        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shards %s and %s "
+                                            "both hold rows of tensor %s (%s)", s->sh[k].path,
+                                            s->sh[k2].path, r->name,
+                                            zt_shard_role_name(r->role));
+                }
+        }
+    for (int i = 0; i < e->np; i++)
+        for (int role = 0; role < 3; role++) {
+            const struct zt_param *p = e->params[i];
+            int64_t rows = 0;
+            for (int k = 0; k < s->nsh; k++)
+                for (int j = 0; j < s->sh[k].n; j++) {
+                    const struct zt_shard_rec *r = &s->sh[k].rec[j];
+                    if (r->role == role && strcmp(r->name, p->name) == 0)
+                        rows += r->row1 - r->row0;
+                }
+            if (rows != p->rows)
+                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: its shards hold %lld of "
+                                    "the %lld rows of tensor %s (%s); a rank's shard file is "
+                                    "missing or from another checkpoint", s->sh[0].path,
+                                    (long long)rows, (long long)p->rows, p->name,
+                                    zt_shard_role_name(role));
+        }
+    return ZT_OK;
+}
+
+/* exp_avg and exp_avg_sq of this rank's groups, in memory or (unit by unit) in file A */
+static enum zt_status ck_load_moments(zt_engine_t e, struct ck_src *s) {
+    if (e->g1 <= e->g0) return ZT_OK;
+    const int blo = e->groups[e->g0].first;
+    const int bhi = e->groups[e->g1 - 1].first + e->groups[e->g1 - 1].n;
+    if (e->m) {
+        ZT_CHECK(zt_tensor_acquire(e->m, 1));
+        enum zt_status rc = zt_tensor_acquire(e->v, 1);
+        if (rc != ZT_OK) {
+            zt_tensor_release(e->m);
+            return rc;
+        }
+        float *mv[2] = {zt_tensor_data(e->m), zt_tensor_data(e->v)};
+        const int64_t mbase = e->babs[blo];
+        for (int i = 0; i < e->np && rc == ZT_OK; i++) {
+            const struct zt_param *p = e->params[i];
+            int j0 = blo - p->first_blk, j1 = bhi - p->first_blk; /* its blocks in the range */
+            j0 = j0 < 0 ? 0 : j0;
+            j1 = j1 > p->nblk ? p->nblk : j1;
+            for (int v = 0; v < 2 && j1 > j0 && rc == ZT_OK; v++)
+                rc = ck_elems(s, p, v ? ZT_ROLE_EXP_AVG_SQ : ZT_ROLE_EXP_AVG,
+                              blk_row0(p, j0) * p->cols, blk_row0(p, j1) * p->cols,
+                              mv[v] + e->babs[p->first_blk + j0] - mbase);
+        }
+        zt_tensor_release(e->m);
+        zt_tensor_release(e->v);
+        return rc;
+    }
+    /* file A: each unit [m | v] staged whole (O_DIRECT wants aligned writes) */
+    const struct zt_param **bp = malloc((size_t)e->nb * sizeof *bp);
+    void *stage = NULL;
+    if (!bp || posix_memalign(&stage, 4096, (size_t)(2 * pad4k(e->buf_elems * 4)))) {
+        free(bp);
+        return zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory for the swap staging");
+    }
+    for (int i = 0; i < e->np; i++)
+        for (int j = 0; j < e->params[i]->nblk; j++) bp[e->params[i]->first_blk + j] = e->params[i];
+    enum zt_status rc = ZT_OK;
+    for (int u = 0; u < e->nunits && rc == ZT_OK; u++) {
+        const struct zt_unit *un = &e->units[u];
+        const struct zt_group *gr = &e->groups[e->g0 + un->li];
+        const int64_t len = unit_bytes(e, u);
+        memset(stage, 0, (size_t)(2 * len));
+        for (int b = gr->first; b < gr->first + gr->n && rc == ZT_OK; b++) {
+            const struct zt_param *p = bp[b];
+            int64_t s0 = e->pblk[b].off, s1 = s0 + blk_elems(e, b);
+            int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
+            if (x1 <= x0) continue;
+            int64_t pe = blk_row0(p, b - p->first_blk) * p->cols - s0; /* param element - group's */
+            for (int v = 0; v < 2 && rc == ZT_OK; v++)
+                rc = ck_elems(s, p, v ? ZT_ROLE_EXP_AVG_SQ : ZT_ROLE_EXP_AVG, pe + x0, pe + x1,
+                              (float *)((char *)stage + v * len) + (x0 - un->lo));
+        }
+        if (rc == ZT_OK) rc = zt_swap_write_sync(&e->fA, stage, 2 * len, un->offA);
+    }
+    free(stage);
+    free(bp);
+    return rc;
+}
+
+enum zt_status zt_engine_load_shards(zt_engine_t e, const char *const *paths, int n) {
+    ZT_CHECK(zt_engine_finish(e));
+    struct ck_src s = {.ck = -1, .ci = -1};
+    s.sh = calloc((size_t)n + 1, sizeof *s.sh);
+    if (!s.sh) return zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory");
+    enum zt_status rc = ZT_OK;
+    for (; s.nsh < n && rc == ZT_OK; s.nsh++) {
+        if ((rc = zt_shard_open(&s.sh[s.nsh], paths[s.nsh])) != ZT_OK) break;
+        if (s.sh[s.nsh].rank != s.nsh || s.sh[s.nsh].world != n)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: written by rank %d of "
+                              "%d, expected rank %d of %d", paths[s.nsh], s.sh[s.nsh].rank,
+                              s.sh[s.nsh].world, s.nsh, n);
+    }
+    if (rc == ZT_OK) rc = ck_check(e, &s);
+    /* values: whole where this rank keeps them whole, else its own rows */
+    for (int i = 0; i < e->np && rc == ZT_OK; i++) {
+        struct zt_param *p = e->params[i];
+        if (p->offl || !p->home) continue;
+        int part = partial_home(e, p);
+        if ((rc = zt_tensor_acquire(p->home, 1)) != ZT_OK) break;
+        rc = ck_elems(&s, p, ZT_ROLE_PARAM, part ? own_row0(p) * p->cols : 0,
+                      part ? own_row1(p) * p->cols : p->rows * p->cols, zt_tensor_data(p->home));
+        zt_tensor_release(p->home);
+    }
+    if (rc == ZT_OK) rc = ck_load_moments(e, &s);
+    if (rc == ZT_OK && e->par_nvme) rc = write_offloaded(e, NULL, &s, 0);
+    for (int k = 0; k < s.nsh; k++) zt_shard_close(&s.sh[k]);
+    free(s.sh);
+    free(s.buf);
+    return rc;
+}
+
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
     m->param_window = pool_bytes(e->ppool, e->ncls);
     m->grad_window = pool_bytes(e->gpool, e->ncls);
@@ -1444,6 +1735,11 @@ void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
     m->optim = (e->m ? 2 * zt_tensor_numel(e->m) * (int64_t)sizeof(float) : 0) + m->swap_buffers;
     m->nvme = e->nvme_bytes;
     m->acts = e->act_bytes;
+}
+
+void zt_engine_shard_range(zt_engine_t e, int r, int64_t *lo, int64_t *hi) {
+    *lo = e->babs[e->shard_blk[r]];
+    *hi = e->babs[e->shard_blk[r + 1]];
 }
 
 int zt_engine_rank(zt_engine_t e) { return e->rank; }

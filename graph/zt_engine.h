@@ -130,6 +130,18 @@ enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path);
  * into a temporary whole copy first. Collective: every rank calls it; rank 0 writes. */
 enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path);
 
+/* Checkpoint shards (io/zt_ckpt.h, docs/checkpoints.md). Save: waits for every task and swap,
+ * then writes this rank's rows (the row blocks of its ZeRO shard, at every stage) of each
+ * parameter's fp32 value, exp_avg and exp_avg_sq to path (atomic), reading offloaded state from
+ * the swap files. Load: replaces the engine's state with the shards paths[0..n) (rank k's at
+ * paths[k]) written by any world size and ZeRO stage: all are opened and checked (names, shapes,
+ * every row present once) before anything changes, and each record's CRC32C is checked as it is
+ * read. Not collective; call between steps. */
+enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path);
+enum zt_status zt_engine_load_shards(zt_engine_t e, const char *const *paths, int n);
+/* The flat-layout elements [lo, hi) of rank r's ZeRO shard (padding included). */
+void zt_engine_shard_range(zt_engine_t e, int r, int64_t *lo, int64_t *hi);
+
 /* Rank and world size of the data-parallel job (MPI). */
 int zt_engine_rank(zt_engine_t e);
 int zt_engine_world_size(zt_engine_t e);

@@ -67,7 +67,8 @@ static uint32_t get_u32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* The header JSON. CRCs are printed as 10-digit numbers so the length does not depend on them. */
+/* The header JSON. CRCs are printed right-aligned in 10 characters (leading blanks: still valid
+ * JSON) so the length does not depend on them. */
 static char *header_json(int rank, int world, const struct zt_shard_rec *r, int n) {
     size_t cap = 256 + (size_t)n * (ZT_SHARD_MAX_NAME + 256), at = 0;
     char *s = malloc(cap);
@@ -79,7 +80,7 @@ static char *header_json(int rank, int world, const struct zt_shard_rec *r, int 
                                "%s\n {\"name\": \"%s\", \"role\": \"%s\", \"rows\": %" PRId64
                                ", \"cols\": %" PRId64 ", \"row0\": %" PRId64 ", \"row1\": %" PRId64
                                ", \"offset\": %" PRId64 ", \"bytes\": %" PRId64
-                               ", \"crc32c\": %010" PRIu32 "}",
+                               ", \"crc32c\": %10" PRIu32 "}",
                                i ? "," : "", r[i].name, zt_shard_role_name(r[i].role), r[i].rows,
                                r[i].cols, r[i].row0, r[i].row1, r[i].offset, r[i].bytes, r[i].crc);
     snprintf(s + at, cap - at, "]}\n");

@@ -320,13 +320,13 @@ static const char *const top_impl[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed", "zero_optimization",
     /* accepted only as {"enabled": false}: zerotask trains in fp32 */
-    "fp16", "bf16", "bfloat16", "amp", "aio", NULL};
+    "fp16", "bf16", "bfloat16", "amp", "aio", "checkpoint", NULL};
 
 static const char *const top_notimpl[] = {
     "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
     "wall_clock_breakdown", "memory_breakdown", "dump_state", "prescale_gradients",
     "gradient_predivide_factor", "sparse_gradients", "communication_data_type",
-    "seq_parallel_communication_data_type", "checkpoint", "data_types", "elasticity",
+    "seq_parallel_communication_data_type", "data_types", "elasticity",
     "pipeline", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
     "disable_allgather", "fp32_allreduce", "allreduce_always_fp32", "sparse_attention",
     "autotuning", "compression_training", "data_efficiency", "curriculum_learning",
@@ -454,7 +454,10 @@ static enum zt_status parse_offload(const struct ctx *c, const cJSON *v, int whi
     long long n = 0;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "buffer_count"))) {
         path_key(p, path, "buffer_count");
-        ZT_CHECK(get_int(c, x, p, 1, 1 << 16, &n));
+        if (!which && cJSON_IsString(x) && strcmp(x->valuestring, "auto") == 0)
+            n = 0; /* the engine sizes it (ZT_SWAP_BUFFER_MEM) */
+        else
+            ZT_CHECK(get_int(c, x, p, 1, 1 << 16, &n));
         o->buffer_count = (int)n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "buffer_size"))) {
@@ -466,6 +469,37 @@ static enum zt_status parse_offload(const struct ctx *c, const cJSON *v, int whi
         path_key(p, path, "max_in_cpu");
         ZT_CHECK(get_int(c, x, p, 0, INT64_MAX / 8, &n));
         o->max_in_cpu = n;
+    }
+    return ZT_OK;
+}
+
+/* checkpoint: zerotask's keys (save_interval, keep_last, dir); DeepSpeed's own are refused */
+static const char *const ckpt_impl[] = {"save_interval", "keep_last", "dir", NULL};
+static const char *const ckpt_notimpl[] = {"tag_validation", "load_universal",
+                                           "use_node_local_storage", "parallel_write", "writer",
+                                           NULL};
+
+static enum zt_status parse_checkpoint(const struct ctx *c, const cJSON *v,
+                                       struct zt_config *cfg) {
+    ZT_CHECK(get_object(c, v, "checkpoint"));
+    ZT_CHECK(check_keys(c, v, "checkpoint", ckpt_impl, ckpt_notimpl));
+    const cJSON *x;
+    long long n = 0;
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "save_interval"))) {
+        ZT_CHECK(get_int(c, x, "checkpoint.save_interval", 0, INT64_MAX / 2, &n));
+        cfg->ckpt_save_interval = n;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "keep_last"))) {
+        ZT_CHECK(get_int(c, x, "checkpoint.keep_last", 0, 1 << 20, &n));
+        cfg->ckpt_keep_last = (int)n;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "dir"))) {
+        const char *d = NULL;
+        ZT_CHECK(get_string(c, x, "checkpoint.dir", &d));
+        if (strlen(d) == 0 || strlen(d) >= sizeof cfg->ckpt_dir - 64)
+            return cfg_err(c, "checkpoint.dir", "expected a directory path of 1 to %d bytes",
+                           (int)sizeof cfg->ckpt_dir - 65);
+        snprintf(cfg->ckpt_dir, sizeof cfg->ckpt_dir, "%s", d);
     }
     return ZT_OK;
 }
@@ -799,7 +833,7 @@ void zt_config_defaults(struct zt_config *cfg) {
     struct zt_offload_cfg *o[2] = {&cfg->offload_optimizer, &cfg->offload_param};
     for (int i = 0; i < 2; i++) {
         snprintf(o[i]->nvme_path, sizeof o[i]->nvme_path, "/local_nvme");
-        o[i]->buffer_count = i ? 5 : 4;
+        o[i]->buffer_count = i ? 5 : 0; /* optimizer: auto (engine), parameters: DeepSpeed's */
         o[i]->pipeline_read = o[i]->pipeline_write = 1;
         o[i]->buffer_size = 100000000;
         o[i]->max_in_cpu = 1000000000;
@@ -860,6 +894,8 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
         rc = parse_zero(&c, x, &cfg);
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "aio")))
         rc = parse_aio(&c, x, &cfg);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "checkpoint")))
+        rc = parse_checkpoint(&c, x, &cfg);
     static const char *const prec[] = {"fp16", "bf16", "bfloat16", "amp"};
     for (int i = 0; i < 4 && rc == ZT_OK; i++)
         if ((x = cJSON_GetObjectItemCaseSensitive(root, prec[i]))) rc = parse_precision(&c, x, prec[i]);

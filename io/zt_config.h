@@ -73,11 +73,17 @@ struct zt_config {
         enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME } device;
         char nvme_path[512];     /* default "/local_nvme" (DeepSpeed's) */
         int pin_memory;          /* accepted; pinning matters only with a GPU (issue 8) */
-        int buffer_count;        /* optimizer: 4, parameters: 5 (DeepSpeed's defaults) */
+        int buffer_count;        /* optimizer: 0 = "auto" (default; the engine fills
+                                  * ZT_SWAP_BUFFER_MEM), parameters: 5 (DeepSpeed's default) */
         int pipeline_read, pipeline_write; /* optimizer only */
         int64_t buffer_size;     /* parameters only: elements per buffer (1e8) */
         int64_t max_in_cpu;      /* parameters only: elements kept in host memory (1e9) */
     } offload_optimizer, offload_param;
+    /* checkpoint (zerotask's section; docs/checkpoints.md): save every save_interval steps (0:
+     * never) into dir, keeping the newest keep_last tags (0: all) */
+    int64_t ckpt_save_interval;
+    int ckpt_keep_last;
+    char ckpt_dir[512];
     /* "aio" (DeepSpeed's keys and defaults): the NVMe swap engine */
     int64_t aio_block_size;      /* bytes per request, 1048576 */
     int aio_queue_depth;         /* 8 */

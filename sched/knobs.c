@@ -31,6 +31,10 @@ static const struct zt_knob g_knobs[] = {
      "host memory budget per rank (bytes, or with K, M, G suffix; 0: none): the plan printed "
      "before step 1 must fit under it or the run stops; offload with zero_optimization."
      "offload_optimizer / offload_param nvme to fit"},
+    {"ZT_SWAP_BUFFER_MEM", ZT_KNOB_SIZE, "512M",
+     "host bytes of swap buffers that zero_optimization.offload_optimizer buffer_count \"auto\" "
+     "(the default) fills, at least 4 buffers, at most one per swap unit; under "
+     "ZT_HOST_MEM_LIMIT at most 1/8 of the limit. More buffers read further ahead"},
     {"ZT_TEST_SKIP_COLLECTIVE", ZT_KNOB_STR, "",
      "test only: RANK:SEQ makes that rank skip its collective number SEQ (proves the "
      "ZT_COMM_TIMEOUT report)"},

@@ -134,14 +134,21 @@ static void test_valid(void) {
                      c.stage3_prefetch_bucket_size == 50000000 &&
                      c.stage3_param_persistence_threshold == 100000, "stage 3 defaults (DeepSpeed's)");
     ZT_TEST_TRUE(c.offload_optimizer.device == ZT_OFFLOAD_NONE &&
-                     c.offload_optimizer.buffer_count == 4 && c.offload_param.buffer_count == 5 &&
+                     c.offload_optimizer.buffer_count == 0 && c.offload_param.buffer_count == 5 &&
                      c.offload_optimizer.pipeline_read && c.offload_optimizer.pipeline_write &&
                      c.offload_param.buffer_size == 100000000 &&
                      c.offload_param.max_in_cpu == 1000000000 &&
                      strcmp(c.offload_optimizer.nvme_path, "/local_nvme") == 0 &&
                      c.aio_block_size == 1048576 && c.aio_queue_depth == 8 &&
                      !c.aio_single_submit && c.aio_overlap_events && c.aio_thread_count == 1,
-                 "offload and aio defaults (DeepSpeed's, pipelining on)");
+                 "offload and aio defaults (DeepSpeed's, pipelining on, optimizer buffers auto)");
+    c = OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, "
+           "\"offload_optimizer\": {\"device\": \"nvme\", \"buffer_count\": \"auto\"}}}", 1);
+    ZT_TEST_TRUE(c.offload_optimizer.buffer_count == 0, "offload_optimizer.buffer_count \"auto\"");
+    c = OK("{\"train_batch_size\": 8, \"checkpoint\": {\"dir\": \"ck\", \"save_interval\": 100, "
+           "\"keep_last\": 3}}", 1);
+    ZT_TEST_TRUE(strcmp(c.ckpt_dir, "ck") == 0 && c.ckpt_save_interval == 100 &&
+                     c.ckpt_keep_last == 3, "checkpoint {dir, save_interval, keep_last}");
     c = OK("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
            "\"offload_optimizer\": {\"device\": \"nvme\", \"nvme_path\": \"/mnt/a\", "
            "\"buffer_count\": 2, \"pin_memory\": true, \"pipeline_read\": false}, "
@@ -235,7 +242,7 @@ static void test_not_implemented(void) {
     static const char *const keys[] = {
         "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor",
         "wall_clock_breakdown", "dump_state", "prescale_gradients", "gradient_predivide_factor",
-        "sparse_gradients", "communication_data_type", "checkpoint", "data_types",
+        "sparse_gradients", "communication_data_type", "data_types",
         "elasticity", "pipeline", "zero_allow_untested_optimizer", NULL};
     for (int i = 0; keys[i]; i++) {
         char json[256], want[128];
@@ -243,6 +250,12 @@ static void test_not_implemented(void) {
         snprintf(want, sizeof want, "case.json: %s: %s", keys[i], ni);
         expect_err_(__LINE__, json, 1, ZT_ERR_CONFIG, want, NULL);
     }
+    EXPECT_ERR("{\"train_batch_size\": 8, \"checkpoint\": {\"tag_validation\": \"Warn\"}}",
+               "checkpoint.tag_validation:", ni);
+    EXPECT_ERR("{\"train_batch_size\": 8, \"checkpoint\": {\"keep_last\": -1}}",
+               "checkpoint.keep_last:", "expected an integer in [0, 1048576]");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"checkpoint\": {\"dir\": 3}}", "checkpoint.dir:",
+               "expected a string");
     EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
                "\"stage3_max_live_parameters\": 0}}",
                "zero_optimization.stage3_max_live_parameters", "expected an integer >= 1");
@@ -268,6 +281,9 @@ static void test_not_implemented(void) {
     EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 1, "
                "\"offload_optimizer\": {\"buffer_cont\": 2}}}",
                "zero_optimization.offload_optimizer.buffer_cont:", "did you mean 'buffer_count'?");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
+               "\"offload_param\": {\"buffer_count\": \"auto\"}}}",
+               "zero_optimization.offload_param.buffer_count:", "expected an integer");
     EXPECT_ERR("{\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3, "
                "\"offload_param\": {\"buffer_count\": 0}}}",
                "zero_optimization.offload_param.buffer_count:", "expected an integer in [1, 65536]");

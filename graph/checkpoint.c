@@ -1,0 +1,438 @@
+/*
+ * graph/checkpoint.c: checkpoint directories (zt_checkpoint.h): meta.json, the save protocol
+ * (partial directory, every rank's shard, meta, rename, `latest`, keep_last) and loading.
+ *
+ * Layer: graph/. The shards themselves: zt_engine_save_shard / zt_engine_load_shards
+ * (graph/engine.c) on io/ckpt.c. Ranks agree after each phase (zt_comm_sum_double), so all
+ * succeed or all fail together and no rank waits in a collective for one that gave up.
+ */
+#include "zt_checkpoint.h"
+#include <cjson/cJSON.h> /* meta.json */
+#include <dirent.h>      /* opendir */
+#include <errno.h>       /* errno */
+#include <fcntl.h>       /* open */
+#include <stdio.h>       /* snprintf, fopen */
+#include <stdlib.h>      /* malloc, qsort */
+#include <string.h>      /* strcmp, strerror */
+#include <sys/stat.h>    /* mkdir, stat */
+#include <unistd.h>      /* fsync, rmdir, unlink */
+#include "zt_comm.h"     /* zt_comm_sum_double */
+#include "zt_file.h"     /* zt_afile */
+#include "zt_log.h"      /* ZT_LOG_I */
+
+#define PATH_BYTES 1024
+
+/* all ranks learn whether any failed; a rank that did not fail reports the other's failure */
+static enum zt_status agree(enum zt_status rc, const char *what, const char *path) {
+    if (zt_comm_size() == 1) return rc;
+    double bad = rc != ZT_OK;
+    enum zt_status crc = zt_comm_sum_double(&bad);
+    if (rc != ZT_OK) return rc;
+    if (crc != ZT_OK) return crc;
+    if (bad > 0)
+        return zt_error_set(ZT_ERR_IO, "checkpoint %s: %s failed on another rank (see its "
+                            "message)", path, what);
+    return ZT_OK;
+}
+
+static enum zt_status fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0 || fsync(fd) != 0) {
+        enum zt_status rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot sync the directory "
+                                         "(%s)", dir, strerror(errno));
+        if (fd >= 0) close(fd);
+        return rc;
+    }
+    close(fd);
+    return ZT_OK;
+}
+
+/* remove a tag directory (files only inside) */
+static void remove_tag_dir(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return;
+    struct dirent *de;
+    char p[PATH_BYTES];
+    while ((de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", path, de->d_name);
+            unlink(p);
+        }
+    closedir(d);
+    rmdir(path);
+}
+
+static enum zt_status write_text(const char *kind, const char *path, const char *text) {
+    struct zt_afile f;
+    ZT_CHECK(zt_afile_open(&f, kind, path));
+    if (zt_afile_write(&f, text, strlen(text)) != 0) return zt_afile_fail(&f);
+    return zt_afile_commit(&f);
+}
+
+static char *read_text(const char *path, enum zt_status *rc, const char *kind) {
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+        buf[n] = '\0';
+        fclose(f);
+        *rc = ZT_OK;
+        return buf;
+    }
+    *rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot read the %s (%s)", path, kind,
+                       f ? "read error" : strerror(errno));
+    if (f) fclose(f);
+    free(buf);
+    return NULL;
+}
+
+static const char *sched_name(enum zt_lr_sched_type t) {
+    switch (t) {
+    case ZT_LR_WARMUP: return "WarmupLR";
+    case ZT_LR_WARMUP_DECAY: return "WarmupDecayLR";
+    case ZT_LR_WARMUP_COSINE: return "WarmupCosineLR";
+    default: return "constant";
+    }
+}
+
+/* meta.json's text (caller frees) */
+static char *meta_json(zt_engine_t e, const char *tag, int64_t step, const char *extra) {
+    const struct zt_config *c = zt_engine_config(e);
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "format", ZT_CKPT_FORMAT);
+    cJSON_AddStringToObject(m, "tag", tag);
+    cJSON_AddNumberToObject(m, "step", (double)step);
+    cJSON_AddNumberToObject(m, "world_size", zt_engine_world_size(e));
+    cJSON_AddNumberToObject(m, "zero_stage", c->zero_stage);
+    static const char *const dev[] = {"none", "cpu", "nvme"};
+    cJSON *off = cJSON_AddObjectToObject(m, "offload");
+    cJSON_AddStringToObject(off, "optimizer", dev[c->offload_optimizer.device]);
+    cJSON_AddStringToObject(off, "param", dev[c->offload_param.device]);
+    cJSON *ts = cJSON_AddArrayToObject(m, "tensors");
+    for (int i = 0; i < zt_engine_nparams(e); i++) {
+        zt_param_t p = zt_engine_param_at(e, i);
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "name", zt_param_name(p));
+        cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+        for (int d = 0; d < zt_param_ndim(p); d++)
+            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)zt_param_shape(p)[d]));
+        cJSON_AddItemToArray(ts, t);
+    }
+    cJSON *part = cJSON_AddArrayToObject(m, "partition");
+    for (int r = 0; r < zt_engine_world_size(e); r++) {
+        int64_t lo, hi;
+        zt_engine_shard_range(e, r, &lo, &hi);
+        char file[32];
+        snprintf(file, sizeof file, "rank%d.zts", r);
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "rank", r);
+        cJSON_AddStringToObject(p, "file", file);
+        cJSON *el = cJSON_AddArrayToObject(p, "flat_elements");
+        cJSON_AddItemToArray(el, cJSON_CreateNumber((double)lo));
+        cJSON_AddItemToArray(el, cJSON_CreateNumber((double)hi));
+        cJSON_AddItemToArray(part, p);
+    }
+    cJSON *opt = cJSON_AddObjectToObject(m, "optimizer");
+    cJSON_AddStringToObject(opt, "type", "AdamW");
+    cJSON_AddNumberToObject(opt, "step", (double)step);
+    cJSON *ls = cJSON_AddObjectToObject(m, "lr_scheduler");
+    cJSON_AddStringToObject(ls, "type", sched_name(c->sched));
+    cJSON_AddNumberToObject(ls, "last_batch_iteration", (double)(step - 1));
+    cJSON_AddNumberToObject(ls, "lr", zt_config_lr(c, step));
+    cJSON *rng = cJSON_AddObjectToObject(m, "rng");
+    cJSON_AddNumberToObject(rng, "seed", (double)c->seed);
+    cJSON_AddStringToObject(rng, "note", "the generator is used only for the initial weights "
+                                         "(no dropout): nothing else to restore");
+    enum zt_status rc;
+    char *cfgtext = c->path[0] ? read_text(c->path, &rc, "config") : NULL;
+    cJSON *cj = cfgtext ? cJSON_Parse(cfgtext) : NULL;
+    free(cfgtext);
+    cJSON_AddItemToObject(m, "config", cj ? cj : cJSON_CreateNull());
+    cJSON *ex = extra ? cJSON_Parse(extra) : NULL;
+    for (cJSON *it = ex ? ex->child : NULL; it; it = it->next)
+        cJSON_AddItemToObject(m, it->string, cJSON_Duplicate(it, 1));
+    cJSON_Delete(ex);
+    char *s = cJSON_Print(m);
+    cJSON_Delete(m);
+    return s;
+}
+
+/* a tag's meta.json parsed (path: its name, for messages); NULL with the error set */
+static cJSON *read_meta(const char *tagdir, char *path, size_t n) {
+    snprintf(path, n, "%s/meta.json", tagdir);
+    enum zt_status rc;
+    char *text = read_text(path, &rc, "metadata");
+    if (!text) return NULL;
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(m)) {
+        cJSON_Delete(m);
+        zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: not valid JSON", path);
+        return NULL;
+    }
+    return m;
+}
+
+enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info) {
+    memset(info, 0, sizeof *info);
+    char path[PATH_BYTES];
+    cJSON *m = read_meta(tagdir, path, sizeof path);
+    if (!m) return zt_error_last_code();
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(m, "format");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(m, "step");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "world_size");
+    const cJSON *z = cJSON_GetObjectItemCaseSensitive(m, "zero_stage");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "tag");
+    if (!cJSON_IsNumber(f) || !cJSON_IsNumber(st) || !cJSON_IsNumber(w) || !cJSON_IsNumber(z) ||
+        !cJSON_IsString(t) || st->valuedouble < 0 || w->valuedouble < 1 ||
+        w->valuedouble > 1 << 20) {
+        cJSON_Delete(m);
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: not a zerotask checkpoint's "
+                            "metadata (expected format, tag, step, world_size, zero_stage)",
+                            path);
+    }
+    info->format = f->valueint;
+    info->step = (int64_t)st->valuedouble;
+    info->world_size = w->valueint;
+    info->zero_stage = z->valueint;
+    snprintf(info->tag, sizeof info->tag, "%s", t->valuestring);
+    cJSON_Delete(m);
+    if (info->format > ZT_CKPT_FORMAT || info->format < 1)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: format %d, this zerotask "
+                            "reads format %d (written by a newer version?)", path, info->format,
+                            ZT_CKPT_FORMAT);
+    return ZT_OK;
+}
+
+/* the model's tensors against meta.json's table: a clear message before any shard is read */
+static enum zt_status check_tensors(zt_engine_t e, const char *tagdir) {
+    char path[PATH_BYTES];
+    cJSON *m = read_meta(tagdir, path, sizeof path);
+    if (!m) return zt_error_last_code();
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(m, "tensors");
+    enum zt_status rc = ZT_OK;
+    if (!cJSON_IsArray(ts))
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: no \"tensors\" table", path);
+    for (int i = 0; rc == ZT_OK && i < zt_engine_nparams(e); i++) {
+        zt_param_t p = zt_engine_param_at(e, i);
+        const cJSON *t = NULL, *it;
+        cJSON_ArrayForEach(it, ts) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+            if (cJSON_IsString(nm) && strcmp(nm->valuestring, zt_param_name(p)) == 0) t = it;
+        }
+        if (!t) {
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: this model's tensor %s is not "
+                              "in the checkpoint (another model's?)", path, zt_param_name(p));
+            break;
+        }
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
+        char have[96] = "", want[96] = "";
+        int at = 0, at2 = 0;
+        cJSON_ArrayForEach(it, sh) at += snprintf(have + at, sizeof have - (size_t)at, "%s%.0f",
+                                                  at ? "x" : "", it->valuedouble);
+        for (int d = 0; d < zt_param_ndim(p); d++)
+            at2 += snprintf(want + at2, sizeof want - (size_t)at2, "%s%lld", d ? "x" : "",
+                            (long long)zt_param_shape(p)[d]);
+        if (strcmp(have, want) != 0)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %s is %s, this model's "
+                              "is %s (model shape mismatch)", path, zt_param_name(p), have, want);
+    }
+    if (rc == ZT_OK && cJSON_GetArraySize(ts) != zt_engine_nparams(e))
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: %d tensors, this model has %d "
+                          "(model shape mismatch)", path, cJSON_GetArraySize(ts),
+                          zt_engine_nparams(e));
+    cJSON_Delete(m);
+    return rc;
+}
+
+enum zt_status zt_checkpoint_resolve(const char *path, char *tagdir, size_t n) {
+    char p[PATH_BYTES];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/meta.json", path);
+    if (stat(p, &sb) == 0) {
+        snprintf(tagdir, n, "%s", path);
+        return ZT_OK;
+    }
+    snprintf(p, sizeof p, "%s/latest", path);
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return zt_error_set(ZT_ERR_IO, "checkpoint %s: no such directory", path);
+    if (stat(p, &sb) != 0)
+        return zt_error_set(ZT_ERR_IO, "checkpoint %s: neither a tag (no meta.json) nor a "
+                            "checkpoint directory (no latest)", path);
+    enum zt_status rc;
+    char *text = read_text(p, &rc, "latest tag");
+    if (!text) return rc;
+    size_t len = strcspn(text, "\r\n");
+    text[len] = '\0';
+    if (len == 0 || strchr(text, '/') || text[0] == '.') {
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: does not name a tag (expected "
+                          "one line like step100)", p);
+        free(text);
+        return rc;
+    }
+    snprintf(tagdir, n, "%s/%s", path, text);
+    snprintf(p, sizeof p, "%s/meta.json", tagdir);
+    if (stat(p, &sb) != 0) { /* a re-save of this tag stopped between its two renames */
+        char old[PATH_BYTES];
+        snprintf(old, sizeof old, "%s/.%s.old/meta.json", path, text);
+        if (stat(old, &sb) == 0) {
+            ZT_LOG_I("checkpoint %s: tag %s was being replaced; using its previous copy", path,
+                     text);
+            snprintf(tagdir, n, "%s/.%s.old", path, text);
+            free(text);
+            return ZT_OK;
+        }
+    }
+    if (stat(p, &sb) != 0)
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/latest names tag '%s', but %s "
+                          "does not exist", path, text, p);
+    free(text);
+    return rc;
+}
+
+enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_ckpt_info *info) {
+    enum zt_status rc = zt_checkpoint_info(tagdir, info);
+    if (rc == ZT_OK) rc = check_tensors(e, tagdir);
+    char **paths = NULL;
+    if (rc == ZT_OK && !(paths = calloc((size_t)info->world_size, sizeof *paths)))
+        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", tagdir);
+    for (int r = 0; rc == ZT_OK && r < info->world_size; r++) {
+        struct stat sb;
+        if (!(paths[r] = malloc(PATH_BYTES))) {
+            rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", tagdir);
+            break;
+        }
+        snprintf(paths[r], PATH_BYTES, "%s/rank%d.zts", tagdir, r);
+        if (stat(paths[r], &sb) != 0)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: rank %d's shard is missing "
+                              "(meta.json says %d ranks wrote it)", paths[r], r,
+                              info->world_size);
+    }
+    if (rc == ZT_OK)
+        rc = zt_engine_load_shards(e, (const char *const *)paths, info->world_size);
+    for (int r = 0; paths && r < info->world_size; r++) free(paths[r]);
+    free(paths);
+    return agree(rc, "loading", tagdir);
+}
+
+struct tag_ent {
+    int64_t step;
+    char name[256];
+};
+static int by_step_desc(const void *a, const void *b) {
+    int64_t x = ((const struct tag_ent *)a)->step, y = ((const struct tag_ent *)b)->step;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* rank 0: keep the newest keep_last complete tags (never `keep`), remove stale temporaries */
+static void prune(const char *dir, const char *keep, int keep_last) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct tag_ent *t = NULL;
+    int n = 0, cap = 0;
+    struct dirent *de;
+    char p[PATH_BYTES];
+    while ((de = readdir(d))) {
+        struct zt_ckpt_info info;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        size_t len = strlen(de->d_name);
+        if (de->d_name[0] == '.' && len > 9 && strcmp(de->d_name + len - 8, ".partial") == 0)
+            remove_tag_dir(p); /* a save that crashed */
+        if (strncmp(de->d_name, "latest.tmp-", 11) == 0) unlink(p);
+        if (de->d_name[0] == '.' || strcmp(de->d_name, keep) == 0 || strlen(de->d_name) >= 256)
+            continue;
+        if (zt_checkpoint_info(p, &info) != ZT_OK) continue; /* not a tag: left alone */
+        if (n == cap) {
+            struct tag_ent *nt = realloc(t, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *t);
+            if (!nt) break;
+            t = nt;
+        }
+        t[n].step = info.step;
+        snprintf(t[n].name, sizeof t[n].name, "%s", de->d_name);
+        n++;
+    }
+    closedir(d);
+    if (keep_last > 0 && n > keep_last - 1) {
+        qsort(t, (size_t)n, sizeof *t, by_step_desc);
+        for (int i = keep_last - 1; i < n; i++) {
+            snprintf(p, sizeof p, "%s/%s", dir, t[i].name);
+            remove_tag_dir(p);
+            ZT_LOG_I("checkpoint %s: removed tag %s (keep_last %d)", dir, t[i].name, keep_last);
+        }
+    }
+    free(t);
+}
+
+/* rank 0, after every shard is in DIR/.<tag>.partial: meta, rename, sync, latest */
+static enum zt_status publish(zt_engine_t e, const char *dir, const char *tag,
+                              const char *partial, int64_t step, const char *extra) {
+    char p[PATH_BYTES + 16], fin[PATH_BYTES], old[PATH_BYTES];
+    char *meta = meta_json(e, tag, step, extra);
+    if (!meta) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
+    snprintf(p, sizeof p, "%s/meta.json", partial);
+    enum zt_status rc = write_text("checkpoint metadata", p, meta);
+    free(meta);
+    ZT_CHECK(rc);
+    snprintf(fin, sizeof fin, "%s/%s", dir, tag);
+    snprintf(old, sizeof old, "%s/.%s.old", dir, tag);
+    struct stat sb;
+    int had = stat(fin, &sb) == 0;
+    if (had) { /* the same tag saved again (e.g. after a resume): the old one goes last */
+        remove_tag_dir(old);
+        if (rename(fin, old) != 0)
+            return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot move the previous %s aside "
+                                "(%s)", dir, tag, strerror(errno));
+    }
+    if (rename(partial, fin) != 0) {
+        rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot rename %s into place (%s)", dir,
+                          partial, strerror(errno));
+        if (had) rename(old, fin);
+        return rc;
+    }
+    ZT_CHECK(fsync_dir(dir));
+    snprintf(p, sizeof p, "%s/latest", dir);
+    char line[160];
+    snprintf(line, sizeof line, "%s\n", tag);
+    ZT_CHECK(write_text("checkpoint latest", p, line));
+    if (had) remove_tag_dir(old);
+    return ZT_OK;
+}
+
+enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
+                                  const char *extra, int keep_last) {
+    char tag[64], partial[PATH_BYTES], shard[PATH_BYTES + 32];
+    snprintf(tag, sizeof tag, "step%lld", (long long)step);
+    if (strlen(dir) + 80 > PATH_BYTES)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
+    snprintf(partial, sizeof partial, "%s/.%s.partial", dir, tag);
+    const int rank = zt_engine_rank(e);
+    enum zt_status rc = ZT_OK;
+    if (rank == 0) { /* a fresh partial directory (a crashed save's is stale) */
+        struct stat sb;
+        char up[PATH_BYTES];
+        snprintf(up, sizeof up, "%s", dir);
+        for (char *s = strchr(up + 1, '/'); s; s = strchr(s + 1, '/')) { /* mkdir -p */
+            *s = '\0';
+            mkdir(up, 0755);
+            *s = '/';
+        }
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create the directory (%s)", dir,
+                              strerror(errno));
+        else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+            rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: not a directory", dir);
+        remove_tag_dir(partial);
+        if (rc == ZT_OK && mkdir(partial, 0755) != 0)
+            rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create %s (%s)", dir, partial,
+                              strerror(errno));
+    }
+    ZT_CHECK(agree(rc, "creating the directory", dir));
+    snprintf(shard, sizeof shard, "%s/rank%d.zts", partial, rank);
+    rc = agree(zt_engine_save_shard(e, shard), "writing a shard", dir);
+    if (rc == ZT_OK && rank == 0) rc = publish(e, dir, tag, partial, step, extra);
+    if (rank == 0 && rc != ZT_OK) remove_tag_dir(partial);
+    rc = agree(rc, "publishing", dir);
+    if (rc == ZT_OK && rank == 0) prune(dir, tag, keep_last);
+    return rc;
+}

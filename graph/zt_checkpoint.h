@@ -1,0 +1,54 @@
+/*
+ * graph/zt_checkpoint.h: training checkpoints: a directory of tags, each one meta.json plus one
+ * shard file per rank (io/zt_ckpt.h), and `latest` naming the newest complete tag.
+ *
+ * Layer: graph/. Layout and guarantees: docs/checkpoints.md.
+ *
+ *   DIR/latest            the newest complete tag's name (replaced atomically, last)
+ *   DIR/<tag>/meta.json   format, step, world size, stage, tensors, partition, config, ...
+ *   DIR/<tag>/rank<R>.zts rank R's rows of every fp32 value, exp_avg and exp_avg_sq
+ *
+ * A save writes into DIR/.<tag>.partial, every rank its shard, then rank 0 writes meta.json,
+ * renames the directory into place, fsyncs DIR and only then replaces `latest`; older tags go
+ * (keep_last) only after that. A failure anywhere (disk full included) leaves the previous tags
+ * and `latest` as they were. A checkpoint loads into any world size and ZeRO stage.
+ */
+#ifndef ZT_CHECKPOINT_H
+#define ZT_CHECKPOINT_H
+
+#include <stddef.h>     /* size_t */
+#include <stdint.h>     /* int64_t */
+#include "zt_engine.h"  /* zt_engine_t */
+#include "zt_status.h"  /* enum zt_status */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZT_CKPT_FORMAT 1
+
+struct zt_ckpt_info { /* from meta.json */
+    int format;
+    int64_t step;           /* optimizer steps done; training resumes at step + 1 */
+    int world_size, zero_stage;
+    char tag[128];
+};
+
+/* Collective: every rank calls it between steps. Saves the engine's state after step `step` as
+ * DIR/step<step> (an existing tag of that name is replaced only once the new one is complete).
+ * extra: the text of a JSON object whose members are added to meta.json (e.g. "model", "data"),
+ * or NULL. keep_last > 0: then removes the oldest tags beyond the newest keep_last. */
+enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
+                                  const char *extra, int keep_last);
+/* A checkpoint directory (its `latest` is followed) or a tag directory -> the tag directory. */
+enum zt_status zt_checkpoint_resolve(const char *path, char *tagdir, size_t n);
+/* Read and check a tag's meta.json (a newer format is refused). */
+enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info);
+/* Replace the engine's state with a tag's (written by any world size and stage). Every rank
+ * calls it; all succeed or all fail. */
+enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_ckpt_info *info);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ZT_CHECKPOINT_H */

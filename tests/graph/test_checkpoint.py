@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""tests/graph/test_checkpoint.py: checkpoints resume exactly, reshard, and refuse bad input.
+
+Exact resume: for ZeRO stages 0-3 on 1 and 2 ranks (and with optimizer state / parameters on
+NVMe), 20 steps in one process vs 10 steps + save + a new process resuming for 10 more: the
+resumed run's losses (its --log holds steps 11-20 only) and final exported weights are
+bit-identical to the uninterrupted run's. The config has gradient accumulation and a
+WarmupDecayLR schedule. Reshard: a checkpoint written by 2 ranks at stage 3 resumes on 1 rank at
+stage 0 and on 3 ranks at stage 2, and the reverse directions; the losses continue the
+uninterrupted run's to 1e-5 relative. keep_last keeps the newest tags; `latest` names the last.
+
+Bad input, each a one-line error naming the file (and tensor), exit 1, nothing loaded: a
+truncated shard, a flipped bit, a missing rank file, meta.json from a newer format, another
+model's shape, `latest` naming a missing tag, a directory that is not a checkpoint. Disk full
+during a save (a loop-mounted ext4 image, root only): the save fails naming the shard, exit 1,
+and the previous checkpoint stays `latest` and resumes.
+
+Usage: test_checkpoint.py ZT_TRAIN MPIEXEC WORKDIR
+"""
+import json
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "ref"))
+sys.path.insert(0, HERE)
+from gpt2_torch import write_tokens  # noqa: E402  (llm.c token files)
+from trainlib import Runner  # noqa: E402
+
+R = Runner(sys.argv[1], sys.argv[2], sys.argv[3],
+           {"ZT_OPT_GROUP_ELEMS": "4096", "STARPU_SILENT": "1"})
+STEPS, HALF = 20, 10
+NVME = R.path("nvme")
+shutil.rmtree(NVME, ignore_errors=True)
+os.makedirs(NVME)
+nv = {"device": "nvme", "nvme_path": NVME}
+
+MODEL = {"vocab_size": 96, "seq_len": 16, "n_embd": 64, "n_layer": 2, "n_head": 4}
+model = R.write("model.json", MODEL)
+data = R.path("tokens.bin")
+rng = random.Random(4)
+write_tokens(data, [(i * 5 + (rng.randrange(96) if rng.random() < 0.3 else 0)) % 96
+                    for i in range(6000)])
+
+
+def ds(stage, n, opt=None, par=None, tag=""):
+    # batch 12 = micro x 2 x n for n = 1, 2, 3; WarmupDecayLR: warmup then decay within the run
+    d = {"train_batch_size": 12, "train_micro_batch_size_per_gpu": 6 // n,
+         "gradient_accumulation_steps": 2, "gradient_clipping": 0.5, "seed": 5,
+         "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.05}},
+         "scheduler": {"type": "WarmupDecayLR",
+                       "params": {"warmup_num_steps": 4, "total_num_steps": 24}}}
+    z = {"stage": stage, "reduce_bucket_size": 5000}
+    if stage == 3:
+        z.update({"stage3_param_persistence_threshold": 300, "stage3_prefetch_bucket_size": 20000})
+    if opt:
+        z["offload_optimizer"] = opt
+    if par:
+        z["offload_param"] = par
+    d["zero_optimization"] = z
+    return R.write("ds_s%d_n%d%s.json" % (stage, n, tag), d)
+
+
+def run(label, cfg, n, steps, extra=(), env=None):
+    """train; returns (losses by step, exported weights, process)"""
+    log, out = R.path(label + ".jsonl"), R.path(label + ".safetensors")
+    p = R.launch(n, ["--ds-config", cfg, "--model", model, "--data", data, "--steps", str(steps),
+                     "--log", log, "--export", out] + list(extra), env)
+    if p.returncode != 0:
+        print("FAIL %s: exit %d\n%s%s" % (label, p.returncode, p.stdout[-2000:], p.stderr[-3000:]))
+        sys.exit(1)
+    with open(log) as f:
+        losses = {json.loads(l)["step"]: json.loads(l)["loss"] for l in f}
+    with open(out, "rb") as f:
+        return losses, f.read(), p
+
+
+def rel(a, b):
+    return max(abs(a[s] - b[s]) / abs(b[s]) for s in a)
+
+
+# ---- exact resume ----------------------------------------------------------------------------
+straight = {}
+cases = [  # (label, stage, ranks, offload_optimizer, offload_param)
+    ("s0", 0, 1, None, None), ("s1", 1, 1, None, None), ("s2", 2, 1, None, None),
+    ("s3", 3, 1, None, None), ("s0", 0, 2, None, None), ("s1", 1, 2, None, None),
+    ("s2", 2, 2, None, None), ("s3", 3, 2, None, None),
+    ("s1_nvme", 1, 1, dict(nv), None), ("s2_nvme", 2, 2, dict(nv, buffer_count=2), None),
+    ("s3_nvme", 3, 1, dict(nv), dict(nv)), ("s3_nvme", 3, 2, dict(nv), dict(nv, buffer_count=2)),
+]
+saved = {}
+for label, stage, n, opt, par in cases:
+    if (stage, n) not in straight:
+        straight[(stage, n)] = run("straight_s%d_n%d" % (stage, n), ds(stage, n), n, STEPS)
+    cfg = ds(stage, n, opt, par, tag="_" + label)
+    ck = R.path("ck_%s_n%d" % (label, n))
+    shutil.rmtree(ck, ignore_errors=True)
+    first, _, p1 = run("first_%s_n%d" % (label, n), cfg, n, HALF, ["--save-dir", ck])
+    second, blob, p2 = run("resumed_%s_n%d" % (label, n), cfg, n, STEPS, ["--resume", ck])
+    saved[(label, n)] = ck
+    sl, sb, _ = straight[(stage, n)]
+    R.check(sorted(first) == list(range(1, HALF + 1)) and
+            sorted(second) == list(range(HALF + 1, STEPS + 1)) and
+            all(first[s] == sl[s] for s in first) and all(second[s] == sl[s] for s in second)
+            and blob == sb,
+            "%s on %d rank(s): 10 + save + resume 10 = 20 straight, losses and weights "
+            "bit-identical (last loss %.9g vs %.9g)" % (label, n, second.get(STEPS, -1),
+                                                        sl[STEPS]))
+    if n == 1 and label == "s1":
+        R.check("checkpoint %s/step10 saved" % ck in p1.stdout and
+                "resumed from %s/step10: step 10 done" % ck in p2.stdout and
+                open(os.path.join(ck, "latest")).read() == "step10\n",
+                "progress lines name the saved and resumed tag; latest names step10")
+        with open(os.path.join(ck, "step10", "meta.json")) as f:
+            meta = json.load(f)
+        R.check(meta["format"] == 1 and meta["step"] == 10 and meta["world_size"] == 1 and
+                meta["zero_stage"] == 1 and meta["model"] == MODEL and
+                meta["data"]["next_step"] == 11 and meta["lr_scheduler"]["type"] ==
+                "WarmupDecayLR" and len(meta["tensors"]) == 2 + 2 * 12 + 2 and
+                meta["config"]["zero_optimization"]["stage"] == 1,
+                "meta.json: format, step, world, stage, model, data position, scheduler, "
+                "tensors, config")
+
+# ---- reshard ---------------------------------------------------------------------------------
+def reshard(src, dst_stage, dst_n, ref, what, opt=None, par=None):
+    label = "reshard_%s_to_s%d_n%d" % (os.path.basename(src), dst_stage, dst_n)
+    cfg = ds(dst_stage, dst_n, opt, par, tag="_" + label)
+    got, _, _ = run(label, cfg, dst_n, STEPS, ["--resume", src])
+    r = rel(got, ref)
+    R.check(sorted(got) == list(range(HALF + 1, STEPS + 1)) and r < 1e-5,
+            "reshard %s: steps 11-20 match the uninterrupted run to %.2e relative" % (what, r))
+
+
+ref23 = straight[(3, 2)][0]
+reshard(saved[("s3", 2)], 0, 1, ref23, "2 ranks stage 3 -> 1 rank stage 0")
+reshard(saved[("s3", 2)], 2, 3, ref23, "2 ranks stage 3 -> 3 ranks stage 2")
+reshard(saved[("s0", 1)], 3, 2, straight[(0, 1)][0], "1 rank stage 0 -> 2 ranks stage 3")
+ck3 = R.path("ck_s2_n3")
+shutil.rmtree(ck3, ignore_errors=True)
+ref32, _, _ = run("straight_s2_n3", ds(2, 3), 3, STEPS)
+run("first_s2_n3", ds(2, 3), 3, HALF, ["--save-dir", ck3])
+reshard(ck3, 3, 2, ref32, "3 ranks stage 2 -> 2 ranks stage 3")
+reshard(saved[("s3_nvme", 2)], 1, 1, ref23,
+        "2 ranks stage 3 with NVMe offload -> 1 rank stage 1 with optimizer NVMe", dict(nv))
+reshard(saved[("s1", 2)], 3, 1, straight[(1, 2)][0],
+        "2 ranks stage 1 -> 1 rank stage 3 with parameters on NVMe", dict(nv), dict(nv))
+
+# ---- keep_last, interval, latest -------------------------------------------------------------
+kl = R.path("ck_keep")
+shutil.rmtree(kl, ignore_errors=True)
+cfg = R.write("ds_keep.json", dict(json.load(open(ds(1, 1))),
+                                   checkpoint={"dir": kl, "save_interval": 3, "keep_last": 2}))
+run("keep", cfg, 1, 10)
+R.check(sorted(os.listdir(kl)) == ["latest", "step10", "step9"] and
+        open(os.path.join(kl, "latest")).read() == "step10\n",
+        "checkpoint {save_interval 3, keep_last 2}, 10 steps: step9 and step10 kept, latest "
+        "step10 (%s)" % sorted(os.listdir(kl)))
+
+
+# ---- bad input -------------------------------------------------------------------------------
+def fails(label, args, want, code=1, n=1, mdl=None, cfg=None):
+    p = R.launch(n, ["--ds-config", cfg or ds(1, 1), "--model", mdl or model, "--data", data,
+                     "--steps", str(STEPS)] + args)
+    err = [l for l in p.stderr.splitlines() if "error:" in l]
+    ok = p.returncode == code and len(err) >= 1 and any(all(w in l for w in want) for l in err)
+    R.check(ok, "%s: exit %d, %s" % (label, p.returncode, err[0] if err else p.stderr[-500:]))
+
+
+good = saved[("s1", 2)]  # two shards
+
+
+def copy_ck(name):
+    d = R.path(name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(good, d)
+    return d, os.path.join(d, "step10")
+
+
+def records(shard):
+    with open(shard, "rb") as f:
+        head = f.read(16)
+        hlen = struct.unpack("<I", head[8:12])[0]
+        return json.loads(f.read(hlen))["records"]
+
+
+d, t = copy_ck("bad_trunc")
+sh = os.path.join(t, "rank1.zts")
+os.truncate(sh, os.path.getsize(sh) - 5000)
+fails("truncated shard", ["--resume", d], [sh, "truncated", "tensor"])
+d, t = copy_ck("bad_flip")
+sh = os.path.join(t, "rank0.zts")
+rec = records(sh)[4]
+with open(sh, "r+b") as f:
+    f.seek(rec["offset"] + rec["bytes"] // 2)
+    b = f.read(1)
+    f.seek(rec["offset"] + rec["bytes"] // 2)
+    f.write(bytes([b[0] ^ 0x10]))
+fails("flipped bit", ["--resume", d], [sh, rec["name"], rec["role"], "checksum mismatch"])
+d, t = copy_ck("bad_missing")
+os.unlink(os.path.join(t, "rank1.zts"))
+fails("missing rank file", ["--resume", d], ["rank1.zts", "rank 1's shard is missing"])
+d, t = copy_ck("bad_format")
+meta = json.load(open(os.path.join(t, "meta.json")))
+meta["format"] = 2
+json.dump(meta, open(os.path.join(t, "meta.json"), "w"))
+fails("meta.json from a newer format", ["--resume", d], ["meta.json", "format 2", "format 1"])
+other = R.write("model_other.json", dict(MODEL, n_embd=32))
+fails("model shape mismatch", ["--resume", good], ["meta.json", "wte.weight", "96x64",
+                                                    "96x32", "model shape mismatch"], mdl=other)
+d, t = copy_ck("bad_latest")
+open(os.path.join(d, "latest"), "w").write("step99\n")
+fails("latest naming a missing tag", ["--resume", d], ["latest names tag 'step99'"])
+fails("not a checkpoint", ["--resume", R.work], ["neither a tag", "no latest"])
+fails("--save-interval without a directory", ["--save-interval", "5"],
+      ["--save-interval 5", "no checkpoint directory"], code=2)
+fails("--resume with --init-from", ["--resume", good, "--init-from", "x.safetensors"],
+      ["exclude each other"], code=2)
+
+# ---- disk full during a save (root: loop-mounted ext4) ---------------------------------------
+if os.geteuid() == 0 and shutil.which("mkfs.ext4"):
+    img, mnt = R.path("small.img"), R.path("small")
+    os.makedirs(mnt, exist_ok=True)
+    subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL)
+    with open(img, "wb") as f:
+        f.truncate(16 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", img], check=True)
+    if subprocess.run(["mount", "-o", "loop", img, mnt]).returncode == 0:
+        try:
+            size = sum(os.path.getsize(os.path.join(good, "step10", f))
+                       for f in os.listdir(os.path.join(good, "step10")))
+            st = os.statvfs(mnt)
+            with open(os.path.join(mnt, "filler"), "wb") as f:  # room for 1.5 checkpoints
+                os.posix_fallocate(f.fileno(), 0, int(st.f_bavail * st.f_frsize - 1.5 * size))
+            ckd = os.path.join(mnt, "ck")
+            fails("disk full during the second save", ["--save-dir", ckd, "--save-interval", "5"],
+                  ["rank0.zts", "No space left on device"], cfg=ds(1, 1))
+            R.check(open(os.path.join(ckd, "latest")).read() == "step5\n" and
+                    sorted(os.listdir(ckd)) == ["latest", "step5"],
+                    "after the failed save: latest still names step5, no partial tag (%s)"
+                    % sorted(os.listdir(ckd)))
+            os.unlink(os.path.join(mnt, "filler"))
+            got, _, _ = run("after_full", ds(1, 1), 1, STEPS, ["--resume", ckd])
+            R.check(all(got[s] == straight[(1, 1)][0][s] for s in got) and len(got) == 15,
+                    "the step5 checkpoint resumes to the uninterrupted losses")
+        finally:
+            subprocess.run(["umount", mnt])
+else:
+    print("skip: disk full needs root and mkfs.ext4")
+
+sys.exit(R.finish("test_checkpoint"))

@@ -1,0 +1,49 @@
+"""tests/graph/trainlib.py: what the zt-train script tests share: JSON inputs in a work
+directory, launching one rank (directly) or several (mpirun), and ok/FAIL bookkeeping."""
+import json
+import os
+import subprocess
+
+
+class Runner:
+    def __init__(self, zt, mpiexec, work, env=None):
+        self.zt, self.mpiexec, self.work = zt, mpiexec, work
+        self.env = dict(env or {})
+        self.bad = []
+        os.makedirs(work, exist_ok=True)
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def write(self, name, obj):
+        """obj as JSON into WORK/name; returns the path"""
+        p = self.path(name)
+        with open(p, "w") as f:
+            json.dump(obj, f)
+        return p
+
+    def launch(self, n, args, env=None, timeout=240):
+        """zt-train ARGS on n ranks (STARPU_NCPU=1 each under mpirun)"""
+        e = dict(self.env, **(env or {}))
+        if n == 1:
+            return subprocess.run([self.zt] + args, capture_output=True, text=True,
+                                  timeout=timeout, env=dict(os.environ, **e))
+        cmd = [self.mpiexec, "--allow-run-as-root", "--oversubscribe", "-np", str(n),
+               "-x", "STARPU_NCPU=1"]
+        for k, v in e.items():
+            cmd += ["-x", "%s=%s" % (k, v)]
+        return subprocess.run(cmd + [self.zt] + args, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def check(self, cond, what):
+        print("%s %s" % ("ok  " if cond else "FAIL", what), flush=True)
+        if not cond:
+            self.bad.append(what)
+        return cond
+
+    def finish(self, name):
+        if self.bad:
+            print("%s: %d check(s) failed:\n  %s" % (name, len(self.bad), "\n  ".join(self.bad)))
+            return 1
+        print("%s: all checks passed" % name)
+        return 0
