@@ -19,6 +19,7 @@
 #include "zt_comm.h"     /* zt_comm_sum_double */
 #include "zt_file.h"     /* zt_afile */
 #include "zt_log.h"      /* ZT_LOG_I */
+#include "zt_safetensors.h" /* import */
 
 #define PATH_BYTES 1024
 
@@ -97,27 +98,39 @@ static const char *sched_name(enum zt_lr_sched_type t) {
 }
 
 /* meta.json's text (caller frees) */
-static char *meta_json(zt_engine_t e, const char *tag, int64_t step, const char *extra) {
-    const struct zt_config *c = zt_engine_config(e);
+/* the fields every meta.json starts with; tensors[] is filled by the caller */
+static cJSON *meta_head(const char *tag, int64_t step, int world, int stage, const char *optdev,
+                        const char *pardev, cJSON **tensors) {
     cJSON *m = cJSON_CreateObject();
     cJSON_AddNumberToObject(m, "format", ZT_CKPT_FORMAT);
     cJSON_AddStringToObject(m, "tag", tag);
     cJSON_AddNumberToObject(m, "step", (double)step);
-    cJSON_AddNumberToObject(m, "world_size", zt_engine_world_size(e));
-    cJSON_AddNumberToObject(m, "zero_stage", c->zero_stage);
-    static const char *const dev[] = {"none", "cpu", "nvme"};
+    cJSON_AddNumberToObject(m, "world_size", world);
+    cJSON_AddNumberToObject(m, "zero_stage", stage);
     cJSON *off = cJSON_AddObjectToObject(m, "offload");
-    cJSON_AddStringToObject(off, "optimizer", dev[c->offload_optimizer.device]);
-    cJSON_AddStringToObject(off, "param", dev[c->offload_param.device]);
-    cJSON *ts = cJSON_AddArrayToObject(m, "tensors");
+    cJSON_AddStringToObject(off, "optimizer", optdev);
+    cJSON_AddStringToObject(off, "param", pardev);
+    *tensors = cJSON_AddArrayToObject(m, "tensors");
+    return m;
+}
+
+static void add_tensor(cJSON *ts, const char *name, int ndim, const int64_t *shape) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", name);
+    cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+    for (int d = 0; d < ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)shape[d]));
+    cJSON_AddItemToArray(ts, t);
+}
+
+static char *meta_json(zt_engine_t e, const char *tag, int64_t step, const char *extra) {
+    const struct zt_config *c = zt_engine_config(e);
+    static const char *const dev[] = {"none", "cpu", "nvme"};
+    cJSON *ts;
+    cJSON *m = meta_head(tag, step, zt_engine_world_size(e), c->zero_stage,
+                         dev[c->offload_optimizer.device], dev[c->offload_param.device], &ts);
     for (int i = 0; i < zt_engine_nparams(e); i++) {
         zt_param_t p = zt_engine_param_at(e, i);
-        cJSON *t = cJSON_CreateObject();
-        cJSON_AddStringToObject(t, "name", zt_param_name(p));
-        cJSON *sh = cJSON_AddArrayToObject(t, "shape");
-        for (int d = 0; d < zt_param_ndim(p); d++)
-            cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)zt_param_shape(p)[d]));
-        cJSON_AddItemToArray(ts, t);
+        add_tensor(ts, zt_param_name(p), zt_param_ndim(p), zt_param_shape(p));
     }
     cJSON *part = cJSON_AddArrayToObject(m, "partition");
     for (int r = 0; r < zt_engine_world_size(e); r++) {
@@ -205,44 +218,122 @@ enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info)
     return ZT_OK;
 }
 
-/* the model's tensors against meta.json's table: a clear message before any shard is read */
-static enum zt_status check_tensors(zt_engine_t e, const char *tagdir) {
+enum zt_status zt_checkpoint_tensors(const char *tagdir, struct zt_ckpt_tensor **out, int *n) {
+    *out = NULL;
+    *n = 0;
     char path[PATH_BYTES];
     cJSON *m = read_meta(tagdir, path, sizeof path);
     if (!m) return zt_error_last_code();
-    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(m, "tensors");
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(m, "tensors"), *it;
+    int cnt = cJSON_GetArraySize(ts);
+    struct zt_ckpt_tensor *t = calloc((size_t)cnt + 1, sizeof *t);
     enum zt_status rc = ZT_OK;
-    if (!cJSON_IsArray(ts))
+    if (!cJSON_IsArray(ts) || cnt < 1)
         rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: no \"tensors\" table", path);
-    for (int i = 0; rc == ZT_OK && i < zt_engine_nparams(e); i++) {
-        zt_param_t p = zt_engine_param_at(e, i);
-        const cJSON *t = NULL, *it;
-        cJSON_ArrayForEach(it, ts) {
-            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
-            if (cJSON_IsString(nm) && strcmp(nm->valuestring, zt_param_name(p)) == 0) t = it;
-        }
-        if (!t) {
-            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: this model's tensor %s is not "
-                              "in the checkpoint (another model's?)", path, zt_param_name(p));
+    else if (!t)
+        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", path);
+    int i = 0;
+    cJSON_ArrayForEach(it, ts) {
+        if (rc != ZT_OK) break;
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape"), *d;
+        int nd = cJSON_GetArraySize(sh);
+        if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= sizeof t[i].name ||
+            !cJSON_IsArray(sh) || nd < 1 || nd > ZT_CKPT_MAX_DIMS) {
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %d of the table is "
+                              "malformed (expected name and shape)", path, i);
             break;
         }
-        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
-        char have[96] = "", want[96] = "";
-        int at = 0, at2 = 0;
-        cJSON_ArrayForEach(it, sh) at += snprintf(have + at, sizeof have - (size_t)at, "%s%.0f",
-                                                  at ? "x" : "", it->valuedouble);
-        for (int d = 0; d < zt_param_ndim(p); d++)
-            at2 += snprintf(want + at2, sizeof want - (size_t)at2, "%s%lld", d ? "x" : "",
-                            (long long)zt_param_shape(p)[d]);
-        if (strcmp(have, want) != 0)
-            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %s is %s, this model's "
-                              "is %s (model shape mismatch)", path, zt_param_name(p), have, want);
+        snprintf(t[i].name, sizeof t[i].name, "%s", nm->valuestring);
+        cJSON_ArrayForEach(d, sh) {
+            if (!cJSON_IsNumber(d) || d->valuedouble < 1) {
+                rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %s has a bad "
+                                  "shape", path, t[i].name);
+                break;
+            }
+            t[i].shape[t[i].ndim++] = (int64_t)d->valuedouble;
+        }
+        i++;
     }
-    if (rc == ZT_OK && cJSON_GetArraySize(ts) != zt_engine_nparams(e))
-        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: %d tensors, this model has %d "
-                          "(model shape mismatch)", path, cJSON_GetArraySize(ts),
-                          zt_engine_nparams(e));
     cJSON_Delete(m);
+    if (rc != ZT_OK) {
+        free(t);
+        return rc;
+    }
+    *out = t;
+    *n = cnt;
+    return ZT_OK;
+}
+
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && at < n; d++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%lld", d ? "x" : "", (long long)shape[d]);
+}
+
+/* the model's tensors against meta.json's table: a clear message before any shard is read */
+static enum zt_status check_tensors(zt_engine_t e, const char *tagdir) {
+    struct zt_ckpt_tensor *t;
+    int n;
+    ZT_CHECK(zt_checkpoint_tensors(tagdir, &t, &n));
+    enum zt_status rc = ZT_OK;
+    for (int i = 0; rc == ZT_OK && i < zt_engine_nparams(e); i++) {
+        zt_param_t p = zt_engine_param_at(e, i);
+        int k = 0;
+        while (k < n && strcmp(t[k].name, zt_param_name(p)) != 0) k++;
+        char have[128], want[128];
+        if (k < n) {
+            shape_text(have, sizeof have, t[k].ndim, t[k].shape);
+            shape_text(want, sizeof want, zt_param_ndim(p), zt_param_shape(p));
+        }
+        if (k == n)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/meta.json: this model's tensor "
+                              "%s is not in the checkpoint (another model's?)", tagdir,
+                              zt_param_name(p));
+        else if (strcmp(have, want) != 0)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/meta.json: tensor %s is %s, "
+                              "this model's is %s (model shape mismatch)", tagdir,
+                              zt_param_name(p), have, want);
+    }
+    if (rc == ZT_OK && n != zt_engine_nparams(e))
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/meta.json: %d tensors, this model "
+                          "has %d (model shape mismatch)", tagdir, n, zt_engine_nparams(e));
+    free(t);
+    return rc;
+}
+
+/* the tag's rank files per meta.json (each must exist); *paths: n strings and the array */
+static enum zt_status shard_paths(const char *tagdir, int n, char ***out) {
+    char **paths = calloc((size_t)n + 1, sizeof *paths);
+    if (!paths) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", tagdir);
+    enum zt_status rc = ZT_OK;
+    for (int r = 0; rc == ZT_OK && r < n; r++) {
+        struct stat sb;
+        if (!(paths[r] = malloc(PATH_BYTES))) {
+            rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", tagdir);
+            break;
+        }
+        snprintf(paths[r], PATH_BYTES, "%s/rank%d.zts", tagdir, r);
+        if (stat(paths[r], &sb) != 0)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: rank %d's shard is missing "
+                              "(meta.json says %d ranks wrote it)", paths[r], r, n);
+    }
+    *out = paths;
+    return rc;
+}
+
+static void free_paths(char **paths, int n) {
+    for (int r = 0; paths && r < n; r++) free(paths[r]);
+    free(paths);
+}
+
+enum zt_status zt_checkpoint_open_shards(const char *tagdir, const struct zt_ckpt_info *info,
+                                         struct zt_shard_set *s) {
+    char **paths = NULL;
+    enum zt_status rc = shard_paths(tagdir, info->world_size, &paths);
+    if (rc == ZT_OK) rc = zt_shard_set_open(s, (const char *const *)paths, info->world_size);
+    free_paths(paths, info->world_size);
     return rc;
 }
 
@@ -295,24 +386,10 @@ enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_c
     enum zt_status rc = zt_checkpoint_info(tagdir, info);
     if (rc == ZT_OK) rc = check_tensors(e, tagdir);
     char **paths = NULL;
-    if (rc == ZT_OK && !(paths = calloc((size_t)info->world_size, sizeof *paths)))
-        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", tagdir);
-    for (int r = 0; rc == ZT_OK && r < info->world_size; r++) {
-        struct stat sb;
-        if (!(paths[r] = malloc(PATH_BYTES))) {
-            rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", tagdir);
-            break;
-        }
-        snprintf(paths[r], PATH_BYTES, "%s/rank%d.zts", tagdir, r);
-        if (stat(paths[r], &sb) != 0)
-            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: rank %d's shard is missing "
-                              "(meta.json says %d ranks wrote it)", paths[r], r,
-                              info->world_size);
-    }
+    if (rc == ZT_OK) rc = shard_paths(tagdir, info->world_size, &paths);
     if (rc == ZT_OK)
         rc = zt_engine_load_shards(e, (const char *const *)paths, info->world_size);
-    for (int r = 0; paths && r < info->world_size; r++) free(paths[r]);
-    free(paths);
+    free_paths(paths, info->world_size);
     return agree(rc, "loading", tagdir);
 }
 
@@ -365,10 +442,9 @@ static void prune(const char *dir, const char *keep, int keep_last) {
 }
 
 /* rank 0, after every shard is in DIR/.<tag>.partial: meta, rename, sync, latest */
-static enum zt_status publish(zt_engine_t e, const char *dir, const char *tag,
-                              const char *partial, int64_t step, const char *extra) {
+static enum zt_status publish(const char *dir, const char *tag, const char *partial,
+                              char *meta) {
     char p[PATH_BYTES + 16], fin[PATH_BYTES], old[PATH_BYTES];
-    char *meta = meta_json(e, tag, step, extra);
     if (!meta) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
     snprintf(p, sizeof p, "%s/meta.json", partial);
     enum zt_status rc = write_text("checkpoint metadata", p, meta);
@@ -399,6 +475,28 @@ static enum zt_status publish(zt_engine_t e, const char *dir, const char *tag,
     return ZT_OK;
 }
 
+/* DIR (and its parents) and a fresh DIR/.<tag>.partial (a crashed save's is stale) */
+static enum zt_status make_partial(const char *dir, const char *partial) {
+    struct stat sb;
+    char up[PATH_BYTES];
+    snprintf(up, sizeof up, "%s", dir);
+    for (char *s = strchr(up + 1, '/'); s; s = strchr(s + 1, '/')) { /* mkdir -p */
+        *s = '\0';
+        mkdir(up, 0755);
+        *s = '/';
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create the directory (%s)", dir,
+                            strerror(errno));
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return zt_error_set(ZT_ERR_IO, "checkpoint %s: not a directory", dir);
+    remove_tag_dir(partial);
+    if (mkdir(partial, 0755) != 0)
+        return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create %s (%s)", dir, partial,
+                            strerror(errno));
+    return ZT_OK;
+}
+
 enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
                                   const char *extra, int keep_last) {
     char tag[64], partial[PATH_BYTES], shard[PATH_BYTES + 32];
@@ -408,31 +506,89 @@ enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
     snprintf(partial, sizeof partial, "%s/.%s.partial", dir, tag);
     const int rank = zt_engine_rank(e);
     enum zt_status rc = ZT_OK;
-    if (rank == 0) { /* a fresh partial directory (a crashed save's is stale) */
-        struct stat sb;
-        char up[PATH_BYTES];
-        snprintf(up, sizeof up, "%s", dir);
-        for (char *s = strchr(up + 1, '/'); s; s = strchr(s + 1, '/')) { /* mkdir -p */
-            *s = '\0';
-            mkdir(up, 0755);
-            *s = '/';
-        }
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-            rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create the directory (%s)", dir,
-                              strerror(errno));
-        else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-            rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: not a directory", dir);
-        remove_tag_dir(partial);
-        if (rc == ZT_OK && mkdir(partial, 0755) != 0)
-            rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create %s (%s)", dir, partial,
-                              strerror(errno));
-    }
+    if (rank == 0) rc = make_partial(dir, partial);
     ZT_CHECK(agree(rc, "creating the directory", dir));
     snprintf(shard, sizeof shard, "%s/rank%d.zts", partial, rank);
     rc = agree(zt_engine_save_shard(e, shard), "writing a shard", dir);
-    if (rc == ZT_OK && rank == 0) rc = publish(e, dir, tag, partial, step, extra);
+    if (rc == ZT_OK && rank == 0)
+        rc = publish(dir, tag, partial, meta_json(e, tag, step, extra));
     if (rank == 0 && rc != ZT_OK) remove_tag_dir(partial);
     rc = agree(rc, "publishing", dir);
     if (rc == ZT_OK && rank == 0) prune(dir, tag, keep_last);
+    return rc;
+}
+
+/* ---- import: weights -> a step-0 checkpoint ---- */
+enum zt_status zt_checkpoint_import(const char *path, const char *dir) {
+    if (strlen(dir) + 80 > PATH_BYTES)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
+    struct zt_safetensors st;
+    ZT_CHECK(zt_st_open(&st, path));
+    char partial[PATH_BYTES], shard[PATH_BYTES + 32];
+    snprintf(partial, sizeof partial, "%s/.step0.partial", dir);
+    struct zt_shard_rec *rec = calloc((size_t)st.n * 3 + 1, sizeof *rec);
+    float *buf = NULL, *zero = NULL;
+    int64_t maxn = 1;
+    for (int i = 0; i < st.n; i++) {
+        int64_t n = 1;
+        for (int d = 0; d < st.t[i].ndim; d++) n *= st.t[i].shape[d];
+        maxn = n > maxn ? n : maxn;
+    }
+    enum zt_status rc = ZT_OK;
+    if (!rec || !(buf = malloc((size_t)maxn * 4)) || !(zero = calloc((size_t)maxn, 4)))
+        rc = zt_error_set(ZT_ERR_NOMEM, "import %s: out of memory", path);
+    cJSON *ts = NULL;
+    cJSON *m = rc == ZT_OK ? meta_head("step0", 0, 1, 0, "none", "none", &ts) : NULL;
+    for (int i = 0; rc == ZT_OK && i < st.n; i++) {
+        const struct zt_st_tensor *t = &st.t[i];
+        if (t->ndim < 1 || strlen(t->name) >= ZT_SHARD_MAX_NAME) {
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "import %s: tensor %s: a scalar or too long a "
+                              "name", path, t->name);
+            break;
+        }
+        int64_t rows = t->ndim == 1 ? 1 : t->shape[0], n = 1;
+        for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+        for (int role = 0; role < 3; role++) {
+            struct zt_shard_rec *r = &rec[3 * i + role];
+            snprintf(r->name, sizeof r->name, "%s", t->name);
+            r->role = role;
+            r->rows = r->row1 = rows;
+            r->cols = n / rows;
+        }
+        add_tensor(ts, t->name, t->ndim, t->shape);
+    }
+    if (rc == ZT_OK) {
+        cJSON *part = cJSON_AddArrayToObject(m, "partition"), *p0 = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p0, "rank", 0);
+        cJSON_AddStringToObject(p0, "file", "rank0.zts");
+        cJSON_AddItemToArray(part, p0);
+        cJSON *opt = cJSON_AddObjectToObject(m, "optimizer");
+        cJSON_AddStringToObject(opt, "type", "AdamW");
+        cJSON_AddNumberToObject(opt, "step", 0);
+        cJSON_AddStringToObject(m, "imported_from", path);
+        rc = make_partial(dir, partial);
+    }
+    struct zt_shard_writer w;
+    snprintf(shard, sizeof shard, "%s/rank0.zts", partial);
+    if (rc == ZT_OK) rc = zt_shard_create(&w, shard, 0, 1, rec, 3 * st.n);
+    for (int i = 0; rc == ZT_OK && i < st.n; i++) {
+        const struct zt_st_tensor *t = &st.t[i];
+        int64_t n = rec[3 * i].rows * rec[3 * i].cols;
+        rc = zt_st_read_f32(&st, t->name, t->ndim, t->shape, buf);
+        if (rc == ZT_OK) rc = zt_shard_append(&w, buf, n);
+        for (int k = 0; k < 2 && rc == ZT_OK; k++) rc = zt_shard_append(&w, zero, n);
+        if (rc != ZT_OK) zt_shard_abort(&w, rc);
+    }
+    if (rc == ZT_OK) rc = zt_shard_commit(&w);
+    if (rc == ZT_OK) {
+        char *text = cJSON_Print(m);
+        rc = publish(dir, "step0", partial, text);
+    }
+    if (rc != ZT_OK) remove_tag_dir(partial);
+    cJSON_Delete(m);
+    free(rec);
+    free(buf);
+    free(zero);
+    zt_st_close(&st);
     return rc;
 }

@@ -503,45 +503,10 @@ static int unit_at(const struct zt_engine *e, int li, int64_t x) {
     return e->ufirst[li] + (int)(x / e->unit_elems);
 }
 
-/* Rows [r0, r1) of a tensor in one role, gathered from checkpoint shards' records (any world
- * size wrote them): the record last read is kept, since callers walk the rows in order. */
-struct ck_src {
-    struct zt_shard *sh;
-    int nsh;
-    int ck, ci;   /* shard and record in buf, -1 when none */
-    float *buf;
-    int64_t cap;  /* floats */
-};
-
-/* elements [x0, x1) of p's role (row-major) into dst; the loader checked beforehand that the
- * records cover every row exactly once */
-static enum zt_status ck_elems(struct ck_src *s, const struct zt_param *p, int role, int64_t x0,
-                               int64_t x1, float *dst) {
-    for (int k = 0; k < s->nsh; k++)
-        for (int i = 0; i < s->sh[k].n; i++) {
-            const struct zt_shard_rec *r = &s->sh[k].rec[i];
-            int64_t lo = r->row0 * p->cols, hi = r->row1 * p->cols;
-            lo = lo > x0 ? lo : x0;
-            hi = hi < x1 ? hi : x1;
-            if (r->role != role || lo >= hi || strcmp(r->name, p->name) != 0) continue;
-            if (s->ck != k || s->ci != i) {
-                int64_t n = (r->row1 - r->row0) * r->cols;
-                if (n > s->cap) {
-                    float *b = realloc(s->buf, (size_t)n * sizeof(float));
-                    if (!b) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory for "
-                                                "tensor %s", s->sh[k].path, r->name);
-                    s->buf = b;
-                    s->cap = n;
-                }
-                s->ck = -1;
-                ZT_CHECK(zt_shard_read(&s->sh[k], i, s->buf));
-                s->ck = k;
-                s->ci = i;
-            }
-            memcpy(dst + (lo - x0), s->buf + (lo - r->row0 * p->cols),
-                   (size_t)(hi - lo) * sizeof(float));
-        }
-    return ZT_OK;
+/* elements [x0, x1) of p's values or moments from a checkpoint (io/zt_ckpt.h) */
+static enum zt_status ck_elems(struct zt_shard_set *s, const struct zt_param *p, int role,
+                               int64_t x0, int64_t x1, float *dst) {
+    return zt_shard_set_read(s, p->name, role, p->cols, x0, x1, dst);
 }
 
 /* Write this rank's blocks of the offloaded parameters to file B, unit by unit through one
@@ -550,7 +515,7 @@ static enum zt_status ck_elems(struct ck_src *s, const struct zt_param *p, int r
  * offloaded parameters' draws; here they are drawn and every other parameter's are skipped, so
  * each value is generated once). */
 static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
-                                      struct ck_src *ck, uint64_t rng) {
+                                      struct zt_shard_set *ck, uint64_t rng) {
     int64_t maxn = 0;
     for (int i = 0; i < e->np; i++)
         if (e->params[i]->rows * e->params[i]->cols > maxn)
@@ -1587,55 +1552,24 @@ enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path) {
     return rc == ZT_OK ? zt_shard_commit(&w) : zt_shard_abort(&w, rc);
 }
 
-/* every record names a tensor of this model with its shape, and per tensor and role the
- * records cover each row exactly once */
-static enum zt_status ck_check(zt_engine_t e, const struct ck_src *s) {
-    for (int k = 0; k < s->nsh; k++)
-        for (int i = 0; i < s->sh[k].n; i++) {
-            const struct zt_shard_rec *r = &s->sh[k].rec[i];
-            const struct zt_param *p = zt_engine_param_find(e, r->name);
-            if (!p)
+/* every record names a tensor of this model, and per tensor and role the records have its
+ * shape and cover each row exactly once */
+static enum zt_status ck_check(zt_engine_t e, const struct zt_shard_set *s) {
+    for (int k = 0; k < s->n; k++)
+        for (int i = 0; i < s->sh[k].n; i++)
+            if (!zt_engine_param_find(e, s->sh[k].rec[i].name))
                 return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s is not "
                                     "in this model (another model's checkpoint?)",
-                                    s->sh[k].path, r->name);
-            if (r->rows != p->rows || r->cols != p->cols)
-                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s is "
-                                    "%lld x %lld, this model's is %lld x %lld (model shape "
-                                    "mismatch)", s->sh[k].path, r->name, (long long)r->rows,
-                                    (long long)r->cols, (long long)p->rows, (long long)p->cols);
-            for (int k2 = 0; k2 < s->nsh; k2++) /* no row twice */
-                for (int i2 = 0; i2 < s->sh[k2].n; i2++) {
-                    const struct zt_shard_rec *q = &s->sh[k2].rec[i2];
-                    if ((k2 != k || i2 != i) && q->role == r->role && q->row0 < r->row1 &&
-                        r->row0 < q->row1 && strcmp(q->name, r->name) == 0)
-                        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shards %s and %s "
-                                            "both hold rows of tensor %s (%s)", s->sh[k].path,
-                                            s->sh[k2].path, r->name,
-                                            zt_shard_role_name(r->role));
-                }
-        }
+                                    s->sh[k].path, s->sh[k].rec[i].name);
     for (int i = 0; i < e->np; i++)
-        for (int role = 0; role < 3; role++) {
-            const struct zt_param *p = e->params[i];
-            int64_t rows = 0;
-            for (int k = 0; k < s->nsh; k++)
-                for (int j = 0; j < s->sh[k].n; j++) {
-                    const struct zt_shard_rec *r = &s->sh[k].rec[j];
-                    if (r->role == role && strcmp(r->name, p->name) == 0)
-                        rows += r->row1 - r->row0;
-                }
-            if (rows != p->rows)
-                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: its shards hold %lld of "
-                                    "the %lld rows of tensor %s (%s); a rank's shard file is "
-                                    "missing or from another checkpoint", s->sh[0].path,
-                                    (long long)rows, (long long)p->rows, p->name,
-                                    zt_shard_role_name(role));
-        }
+        for (int role = 0; role < 3; role++)
+            ZT_CHECK(zt_shard_set_cover(s, e->params[i]->name, role, e->params[i]->rows,
+                                        e->params[i]->cols));
     return ZT_OK;
 }
 
 /* exp_avg and exp_avg_sq of this rank's groups, in memory or (unit by unit) in file A */
-static enum zt_status ck_load_moments(zt_engine_t e, struct ck_src *s) {
+static enum zt_status ck_load_moments(zt_engine_t e, struct zt_shard_set *s) {
     if (e->g1 <= e->g0) return ZT_OK;
     const int blo = e->groups[e->g0].first;
     const int bhi = e->groups[e->g1 - 1].first + e->groups[e->g1 - 1].n;
@@ -1696,17 +1630,9 @@ static enum zt_status ck_load_moments(zt_engine_t e, struct ck_src *s) {
 
 enum zt_status zt_engine_load_shards(zt_engine_t e, const char *const *paths, int n) {
     ZT_CHECK(zt_engine_finish(e));
-    struct ck_src s = {.ck = -1, .ci = -1};
-    s.sh = calloc((size_t)n + 1, sizeof *s.sh);
-    if (!s.sh) return zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory");
+    struct zt_shard_set s;
+    ZT_CHECK(zt_shard_set_open(&s, paths, n));
     enum zt_status rc = ZT_OK;
-    for (; s.nsh < n && rc == ZT_OK; s.nsh++) {
-        if ((rc = zt_shard_open(&s.sh[s.nsh], paths[s.nsh])) != ZT_OK) break;
-        if (s.sh[s.nsh].rank != s.nsh || s.sh[s.nsh].world != n)
-            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: written by rank %d of "
-                              "%d, expected rank %d of %d", paths[s.nsh], s.sh[s.nsh].rank,
-                              s.sh[s.nsh].world, s.nsh, n);
-    }
     if (rc == ZT_OK) rc = ck_check(e, &s);
     /* values: whole where this rank keeps them whole, else its own rows */
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
@@ -1720,9 +1646,7 @@ enum zt_status zt_engine_load_shards(zt_engine_t e, const char *const *paths, in
     }
     if (rc == ZT_OK) rc = ck_load_moments(e, &s);
     if (rc == ZT_OK && e->par_nvme) rc = write_offloaded(e, NULL, &s, 0);
-    for (int k = 0; k < s.nsh; k++) zt_shard_close(&s.sh[k]);
-    free(s.sh);
-    free(s.buf);
+    zt_shard_set_close(&s);
     return rc;
 }
 

@@ -18,6 +18,7 @@
 
 #include <stddef.h>     /* size_t */
 #include <stdint.h>     /* int64_t */
+#include "zt_ckpt.h"    /* struct zt_shard_set */
 #include "zt_engine.h"  /* zt_engine_t */
 #include "zt_status.h"  /* enum zt_status */
 
@@ -47,6 +48,21 @@ enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info)
 /* Replace the engine's state with a tag's (written by any world size and stage). Every rank
  * calls it; all succeed or all fail. */
 enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_ckpt_info *info);
+
+/* meta.json's tensor table, in the model's declaration order (*t: caller frees). */
+#define ZT_CKPT_MAX_DIMS 8
+struct zt_ckpt_tensor {
+    char name[160];
+    int ndim;
+    int64_t shape[ZT_CKPT_MAX_DIMS];
+};
+enum zt_status zt_checkpoint_tensors(const char *tagdir, struct zt_ckpt_tensor **t, int *n);
+/* Open the tag's rank files (every one must exist) as one set (io/zt_ckpt.h). */
+enum zt_status zt_checkpoint_open_shards(const char *tagdir, const struct zt_ckpt_info *info,
+                                         struct zt_shard_set *s);
+/* A checkpoint to start training from given weights: DIR/step0 (one rank, stage 0, step 0,
+ * the weights of a safetensors file in F32/BF16/F16, zero moments) and DIR/latest. */
+enum zt_status zt_checkpoint_import(const char *safetensors, const char *dir);
 
 #ifdef __cplusplus
 }

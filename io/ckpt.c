@@ -359,3 +359,92 @@ void zt_shard_close(struct zt_shard *s) {
     free(s->rec);
     s->rec = NULL;
 }
+
+/* ---- a checkpoint's shards as tensors ---- */
+enum zt_status zt_shard_set_open(struct zt_shard_set *s, const char *const *paths, int n) {
+    memset(s, 0, sizeof *s);
+    s->ck = s->ci = -1;
+    if (!(s->sh = calloc((size_t)n + 1, sizeof *s->sh)))
+        return zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory");
+    for (; s->n < n; s->n++) {
+        enum zt_status rc = zt_shard_open(&s->sh[s->n], paths[s->n]);
+        if (rc == ZT_OK && (s->sh[s->n].rank != s->n || s->sh[s->n].world != n)) {
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: written by rank %d of "
+                              "%d, expected rank %d of %d", paths[s->n], s->sh[s->n].rank,
+                              s->sh[s->n].world, s->n, n);
+            zt_shard_close(&s->sh[s->n]);
+        }
+        if (rc != ZT_OK) {
+            zt_shard_set_close(s);
+            return rc;
+        }
+    }
+    return ZT_OK;
+}
+
+enum zt_status zt_shard_set_cover(const struct zt_shard_set *s, const char *name, int role,
+                                  int64_t rows, int64_t cols) {
+    int64_t have = 0;
+    for (int k = 0; k < s->n; k++)
+        for (int i = 0; i < s->sh[k].n; i++) {
+            const struct zt_shard_rec *r = &s->sh[k].rec[i];
+            if (r->role != role || strcmp(r->name, name) != 0) continue;
+            if (r->rows != rows || r->cols != cols)
+                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s is %lld "
+                                    "x %lld, expected %lld x %lld (model shape mismatch)",
+                                    s->sh[k].path, name, (long long)r->rows, (long long)r->cols,
+                                    (long long)rows, (long long)cols);
+            for (int k2 = 0; k2 < s->n; k2++) /* no row twice */
+                for (int i2 = 0; i2 < s->sh[k2].n; i2++) {
+                    const struct zt_shard_rec *q = &s->sh[k2].rec[i2];
+                    if ((k2 != k || i2 != i) && q->role == role && q->row0 < r->row1 &&
+                        r->row0 < q->row1 && strcmp(q->name, name) == 0)
+                        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shards %s and %s "
+                                            "both hold rows of tensor %s (%s)", s->sh[k].path,
+                                            s->sh[k2].path, name, roles[role]);
+                }
+            have += r->row1 - r->row0;
+        }
+    if (have != rows)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: its shards hold %lld of the "
+                            "%lld rows of tensor %s (%s); a rank's shard is missing or from "
+                            "another checkpoint", s->n ? s->sh[0].path : "(no shards)",
+                            (long long)have, (long long)rows, name, roles[role]);
+    return ZT_OK;
+}
+
+enum zt_status zt_shard_set_read(struct zt_shard_set *s, const char *name, int role,
+                                 int64_t cols, int64_t x0, int64_t x1, float *dst) {
+    for (int k = 0; k < s->n; k++)
+        for (int i = 0; i < s->sh[k].n; i++) {
+            const struct zt_shard_rec *r = &s->sh[k].rec[i];
+            int64_t lo = r->row0 * cols, hi = r->row1 * cols;
+            lo = lo > x0 ? lo : x0;
+            hi = hi < x1 ? hi : x1;
+            if (r->role != role || lo >= hi || strcmp(r->name, name) != 0) continue;
+            if (s->ck != k || s->ci != i) {
+                int64_t nf = (r->row1 - r->row0) * r->cols;
+                if (nf > s->cap) {
+                    float *b = realloc(s->buf, (size_t)nf * sizeof(float));
+                    if (!b) return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of "
+                                                "memory for tensor %s", s->sh[k].path, name);
+                    s->buf = b;
+                    s->cap = nf;
+                }
+                s->ck = -1;
+                ZT_CHECK(zt_shard_read(&s->sh[k], i, s->buf));
+                s->ck = k;
+                s->ci = i;
+            }
+            memcpy(dst + (lo - x0), s->buf + (lo - r->row0 * cols),
+                   (size_t)(hi - lo) * sizeof(float));
+        }
+    return ZT_OK;
+}
+
+void zt_shard_set_close(struct zt_shard_set *s) {
+    for (int k = 0; s->sh && k < s->n; k++) zt_shard_close(&s->sh[k]);
+    free(s->sh);
+    free(s->buf);
+    memset(s, 0, sizeof *s);
+}

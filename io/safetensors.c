@@ -451,9 +451,6 @@ static enum zt_status build_header(const char *path, const struct zt_st_entry *e
     for (int i = 0; i < n; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < e[i].ndim; d++) numel *= (uint64_t)e[i].shape[d];
-        if (numel && !e[i].data)
-            return zt_error_set(ZT_ERR_INVALID, "safetensors %s: tensor '%s': NULL data", path,
-                                e[i].name);
         char num[64];
         if (!first) sb_str(b, ",");
         first = 0;
@@ -478,6 +475,11 @@ static enum zt_status build_header(const char *path, const struct zt_st_entry *e
 
 enum zt_status zt_st_write_f32(const char *path, const struct zt_st_entry *e, int n,
                                const char *metadata_json) {
+    return zt_st_write_f32_stream(path, e, n, metadata_json, NULL, NULL);
+}
+
+enum zt_status zt_st_write_f32_stream(const char *path, const struct zt_st_entry *e, int n,
+                                      const char *metadata_json, zt_st_fill_fn fill, void *ctx) {
     if (!path || n < 0 || (n && !e))
         return zt_error_set(ZT_ERR_INVALID, "zt_st_write_f32: bad argument");
     struct sbuf hb = {0};
@@ -494,11 +496,39 @@ enum zt_status zt_st_write_f32(const char *path, const struct zt_st_entry *e, in
     }
     uint64_t hlen = hb.len;
     int bad = zt_afile_write(&f, &hlen, 8) != 0 || zt_afile_write(&f, hb.p, hb.len) != 0;
+    free(hb.p);
+    float *buf = NULL;
+    uint64_t cap = 0;
     for (int i = 0; i < n && !bad; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < e[i].ndim; d++) numel *= (uint64_t)e[i].shape[d];
-        if (numel && zt_afile_write(&f, e[i].data, 4 * numel) != 0) bad = 1;
+        const float *src = e[i].data;
+        if (!src && numel) { /* streamed: one tensor at a time */
+            if (numel > cap) {
+                float *nb = realloc(buf, numel * sizeof(float));
+                if (!nb) {
+                    free(buf);
+                    zt_afile_fail(&f);
+                    return zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory for %s",
+                                        path, e[i].name);
+                }
+                buf = nb;
+                cap = numel;
+            }
+            rc = fill ? fill(ctx, i, buf)
+                      : zt_error_set(ZT_ERR_INVALID, "safetensors %s: %s has no data", path,
+                                     e[i].name);
+            if (rc != ZT_OK) { /* the fill's error stands; the temporary goes */
+                char msg[1024];
+                snprintf(msg, sizeof msg, "%s", zt_error_last());
+                free(buf);
+                zt_afile_fail(&f);
+                return zt_error_set(rc, "%s", msg);
+            }
+            src = buf;
+        }
+        if (numel && zt_afile_write(&f, src, 4 * numel) != 0) bad = 1;
     }
-    free(hb.p);
+    free(buf);
     return bad ? zt_afile_fail(&f) : zt_afile_commit(&f);
 }

@@ -81,6 +81,27 @@ enum zt_status zt_shard_read(const struct zt_shard *s, int i, float *dst);
 enum zt_status zt_shard_verify(const struct zt_shard *s);
 void zt_shard_close(struct zt_shard *s);
 
+/* The shards of one checkpoint (rank k's at paths[k], written by n ranks), read as tensors: a
+ * tensor's role is the union of its records' row ranges across the shards. */
+struct zt_shard_set {
+    struct zt_shard *sh; /* [n] */
+    int n;
+    int ck, ci;          /* shard and record in buf (-1: none): callers read rows in order */
+    float *buf;
+    int64_t cap;         /* floats in buf */
+};
+/* Open every shard (header checks) and check that shard k says rank k of n. */
+enum zt_status zt_shard_set_open(struct zt_shard_set *s, const char *const *paths, int n);
+/* Tensor `name` in `role` must be rows x cols in every record that holds it, and its records
+ * must hold each row exactly once (else ZT_ERR_CKPT_CORRUPT naming the file or the tensor). */
+enum zt_status zt_shard_set_cover(const struct zt_shard_set *s, const char *name, int role,
+                                  int64_t rows, int64_t cols);
+/* Elements [x0, x1) (row-major, cols per row) of tensor `name` in `role` into dst; each record
+ * touched is read whole and its CRC32C checked. Call zt_shard_set_cover first. */
+enum zt_status zt_shard_set_read(struct zt_shard_set *s, const char *name, int role,
+                                 int64_t cols, int64_t x0, int64_t x1, float *dst);
+void zt_shard_set_close(struct zt_shard_set *s);
+
 #ifdef __cplusplus
 }
 #endif

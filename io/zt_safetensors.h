@@ -64,6 +64,13 @@ struct zt_st_entry {
 enum zt_status zt_st_write_f32(const char *path, const struct zt_st_entry *e, int n,
                                const char *metadata_json);
 
+/* As zt_st_write_f32, but an entry with data NULL gets its values from fill(ctx, i, dst) (dst:
+ * the tensor's element count of floats), one tensor at a time, so only the largest tensor is in
+ * memory. A fill's error stops the write (no file is left). */
+typedef enum zt_status (*zt_st_fill_fn)(void *ctx, int i, float *dst);
+enum zt_status zt_st_write_f32_stream(const char *path, const struct zt_st_entry *e, int n,
+                                      const char *metadata_json, zt_st_fill_fn fill, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

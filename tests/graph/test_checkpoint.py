@@ -15,7 +15,12 @@ model's shape, `latest` naming a missing tag, a directory that is not a checkpoi
 during a save (a loop-mounted ext4 image, root only): the save fails naming the shard, exit 1,
 and the previous checkpoint stays `latest` and resumes.
 
-Usage: test_checkpoint.py ZT_TRAIN MPIEXEC WORKDIR
+zt-ckpt: ls marks latest, inspect lists records, verify checks everything and names the damage,
+export gives the weights that zt-train exported at that step byte for byte (and the moments),
+whose held-out loss in PyTorch (float64) matches zerotask's to 1e-5; import makes a step-0
+checkpoint that trains exactly like --init-from; bad command lines exit 2.
+
+Usage: test_checkpoint.py ZT_TRAIN MPIEXEC WORKDIR ZT_CKPT
 """
 import json
 import os
@@ -33,6 +38,7 @@ from trainlib import Runner  # noqa: E402
 
 R = Runner(sys.argv[1], sys.argv[2], sys.argv[3],
            {"ZT_OPT_GROUP_ELEMS": "4096", "STARPU_SILENT": "1"})
+ZCK = sys.argv[4]
 STEPS, HALF = 20, 10
 NVME = R.path("nvme")
 shutil.rmtree(NVME, ignore_errors=True)
@@ -161,6 +167,75 @@ R.check(sorted(os.listdir(kl)) == ["latest", "step10", "step9"] and
         "step10 (%s)" % sorted(os.listdir(kl)))
 
 
+good = saved[("s1", 2)]  # two shards
+
+
+# ---- zt-ckpt: ls, inspect, verify, export, import --------------------------------------------
+def tool(*args):
+    return subprocess.run([ZCK] + list(args), capture_output=True, text=True, timeout=120)
+
+
+p = tool("ls", kl)
+lines = p.stdout.splitlines()
+R.check(p.returncode == 0 and len(lines) == 3 and lines[1].split()[:2] == ["step9", "9"] and
+        lines[2].split()[:3] == ["*", "step10", "10"],
+        "zt-ckpt ls: tags by step with ranks, stage, bytes; * marks latest\n%s" % p.stdout)
+p = tool("inspect", saved[("s3", 2)])
+R.check(p.returncode == 0 and "written by 2 rank(s) at ZeRO stage 3" in p.stdout and
+        p.stdout.count("exp_avg_sq") >= 26 and "rank1.zts: rank 1 of 2" in p.stdout,
+        "zt-ckpt inspect: meta summary and each shard's records")
+p = tool("verify", saved[("s3_nvme", 2)])
+R.check(p.returncode == 0 and p.stdout.startswith("ok: ") and "2 shard(s)" in p.stdout,
+        "zt-ckpt verify of a good checkpoint: %s" % p.stdout.strip())
+ex, mom = R.path("export.safetensors"), R.path("moments.safetensors")
+p = tool("export", saved[("s2", 2)], "--safetensors", ex, "--moments", mom)
+R.check(p.returncode == 0 and open(ex, "rb").read() ==
+        open(R.path("first_s2_n2.safetensors"), "rb").read(),
+        "zt-ckpt export of step10 (2 shards) = the weights that run exported after step 10, "
+        "byte for byte")
+sys.path.insert(0, os.path.join(HERE, "..", "ref"))
+import gpt2_torch as G  # noqa: E402
+import torch  # noqa: E402
+mst = G.st_read(mom)
+R.check(sorted(mst) == sorted(n + s for n, _ in G.param_specs(MODEL)
+                              for s in (".exp_avg", ".exp_avg_sq")) and
+        float(abs(mst["transformer.wte.weight.exp_avg_sq"]).max()) > 0,
+        "zt-ckpt export --moments: <name>.exp_avg and <name>.exp_avg_sq of every tensor")
+# the exported weights in PyTorch (float64) and in zerotask give the same loss on held-out data
+held = R.path("heldout.bin")
+hr = random.Random(99)
+write_tokens(held, [hr.randrange(96) for _ in range(2000)])
+evcfg = R.write("ds_eval.json", {"train_batch_size": 12, "train_micro_batch_size_per_gpu": 12,
+                                 "gradient_accumulation_steps": 1})
+p = R.launch(1, ["--ds-config", evcfg, "--model", model, "--data", held, "--init-from", ex,
+                 "--eval-only"])
+ours = float(p.stdout.split("eval loss")[1].split()[0]) if "eval loss" in p.stdout else None
+P = {n: t.double() for n, t in G.load_weights(ex, MODEL)}
+idx, tgt = G.step_batch(G.load_tokens(held, 96), 1, 12, MODEL["seq_len"])
+mask = torch.tril(torch.ones(MODEL["seq_len"], MODEL["seq_len"])).bool()
+theirs = float(G.gpt2_loss(P, MODEL, idx, tgt, mask))
+R.check(ours is not None and abs(ours - theirs) / theirs < 1e-5,
+        "exported weights: held-out loss zerotask %s vs PyTorch float64 %.9f" % (ours, theirs))
+imp = R.path("ck_import")
+shutil.rmtree(imp, ignore_errors=True)
+p = tool("import", "--safetensors", ex, "--out", imp)
+a, wa, _ = run("from_import", ds(1, 2), 2, 5, ["--resume", imp])
+b, wb, _ = run("from_init", ds(1, 2), 2, 5, ["--init-from", ex])
+R.check(p.returncode == 0 and a == b and wa == wb and sorted(a) == [1, 2, 3, 4, 5],
+        "zt-ckpt import: resuming the imported step0 trains like --init-from (bit-identical)")
+for args, code, want in [(("verify", R.path("bad_flip")), 1, "checksum mismatch"),
+                         (("verify", R.path("bad_missing")), 1, "rank 1's shard is missing"),
+                         (("export", good), 2, "expected export PATH --safetensors OUT"),
+                         (("frobnicate", good), 2, "unknown command 'frobnicate'"),
+                         (("import", "--safetensors", R.path("nope.safetensors"), "--out", imp),
+                          1, "nope.safetensors")]:
+    p = tool(*args)
+    err = p.stderr.strip().splitlines()
+    R.check(p.returncode == code and len(err) == 1 and want in err[0] and
+            err[0].startswith("zt-ckpt: error: "),
+            "zt-ckpt %s: exit %d, %s" % (" ".join(args[:1]), p.returncode, err))
+
+
 # ---- bad input -------------------------------------------------------------------------------
 def fails(label, args, want, code=1, n=1, mdl=None, cfg=None):
     p = R.launch(n, ["--ds-config", cfg or ds(1, 1), "--model", mdl or model, "--data", data,
@@ -168,9 +243,6 @@ def fails(label, args, want, code=1, n=1, mdl=None, cfg=None):
     err = [l for l in p.stderr.splitlines() if "error:" in l]
     ok = p.returncode == code and len(err) >= 1 and any(all(w in l for w in want) for l in err)
     R.check(ok, "%s: exit %d, %s" % (label, p.returncode, err[0] if err else p.stderr[-500:]))
-
-
-good = saved[("s1", 2)]  # two shards
 
 
 def copy_ck(name):
