@@ -414,8 +414,10 @@ static void prune(const char *dir, const char *keep, int keep_last) {
         struct zt_ckpt_info info;
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
         size_t len = strlen(de->d_name);
-        if (de->d_name[0] == '.' && len > 9 && strcmp(de->d_name + len - 8, ".partial") == 0)
-            remove_tag_dir(p); /* a save that crashed */
+        if (de->d_name[0] == '.' &&
+            ((len > 9 && strcmp(de->d_name + len - 8, ".partial") == 0) ||
+             (len > 6 && strcmp(de->d_name + len - 5, ".dead") == 0)))
+            remove_tag_dir(p); /* a save or a removal that crashed */
         if (strncmp(de->d_name, "latest.tmp-", 11) == 0) unlink(p);
         if (de->d_name[0] == '.' || strcmp(de->d_name, keep) == 0 || strlen(de->d_name) >= 256)
             continue;
@@ -433,8 +435,13 @@ static void prune(const char *dir, const char *keep, int keep_last) {
     if (keep_last > 0 && n > keep_last - 1) {
         qsort(t, (size_t)n, sizeof *t, by_step_desc);
         for (int i = keep_last - 1; i < n; i++) {
+            /* out of sight first (one rename), then emptied: a crash in between leaves a
+             * hidden .dead directory for the next save, never a tag without its files */
+            char dead[PATH_BYTES + 300];
             snprintf(p, sizeof p, "%s/%s", dir, t[i].name);
-            remove_tag_dir(p);
+            snprintf(dead, sizeof dead, "%s/.%s.dead", dir, t[i].name);
+            if (rename(p, dead) != 0) continue;
+            remove_tag_dir(dead);
             ZT_LOG_I("checkpoint %s: removed tag %s (keep_last %d)", dir, t[i].name, keep_last);
         }
     }
