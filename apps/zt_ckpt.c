@@ -7,7 +7,7 @@
  */
 #include <dirent.h>     /* opendir */
 #include <stdio.h>      /* printf */
-#include <stdlib.h>     /* qsort */
+#include <stdlib.h>     /* free */
 #include <string.h>     /* strcmp */
 #include <sys/stat.h>   /* stat */
 #include "zerotask.h"   /* everything public */
@@ -59,54 +59,21 @@ static long long dir_bytes(const char *dir) {
     return n;
 }
 
-struct row {
-    struct zt_ckpt_info info;
-    char name[256];
-    long long bytes;
-};
-static int by_step(const void *a, const void *b) {
-    int64_t x = ((const struct row *)a)->info.step, y = ((const struct row *)b)->info.step;
-    return x < y ? -1 : x > y;
-}
-
 static int cmd_ls(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) {
-        zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot open the directory", dir);
-        return fail();
-    }
-    char latest[1024] = "";
+    struct zt_ckpt_tag *t;
+    int n;
+    if (zt_checkpoint_list(dir, &t, &n) != ZT_OK) return fail();
+    char latest[1024] = "", p[1300];
     zt_checkpoint_resolve(dir, latest, sizeof latest); /* none yet: no mark */
-    struct row *r = NULL;
-    int n = 0, cap = 0;
-    struct dirent *de;
-    char p[2400];
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.' || strlen(de->d_name) >= 256) continue;
-        snprintf(p, sizeof p, "%.1024s/%.255s", dir, de->d_name);
-        struct zt_ckpt_info info;
-        if (zt_checkpoint_info(p, &info) != ZT_OK) continue; /* not a tag */
-        if (n == cap) {
-            struct row *nr = realloc(r, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *r);
-            if (!nr) break;
-            r = nr;
-        }
-        r[n].info = info;
-        snprintf(r[n].name, sizeof r[n].name, "%s", de->d_name);
-        r[n].bytes = dir_bytes(p);
-        n++;
-    }
-    closedir(d);
-    qsort(r, (size_t)n, sizeof *r, by_step);
     printf("%-2s %-16s %10s %6s %6s %14s\n", "", "tag", "step", "ranks", "stage", "bytes");
     for (int i = 0; i < n; i++) {
-        snprintf(p, sizeof p, "%.1024s/%.255s", dir, r[i].name);
+        snprintf(p, sizeof p, "%.1024s/%.255s", dir, t[i].name);
         printf("%-2s %-16s %10lld %6d %6d %14lld\n", strcmp(p, latest) == 0 ? "*" : "",
-               r[i].name, (long long)r[i].info.step, r[i].info.world_size, r[i].info.zero_stage,
-               r[i].bytes);
+               t[i].name, (long long)t[i].info.step, t[i].info.world_size,
+               t[i].info.zero_stage, dir_bytes(p));
     }
     if (n == 0) printf("(no tags in %s)\n", dir);
-    free(r);
+    free(t);
     return 0;
 }
 
@@ -141,20 +108,14 @@ static int64_t numel_of(const struct zt_ckpt_tensor *t) {
 
 /* every record names a tensor of the table; every tensor and role is covered exactly once */
 static enum zt_status ck_check(const struct ck *c) {
-    for (int k = 0; k < c->set.n; k++)
-        for (int i = 0; i < c->set.sh[k].n; i++) {
-            int j = 0;
-            while (j < c->nt && strcmp(c->t[j].name, c->set.sh[k].rec[i].name) != 0) j++;
-            if (j == c->nt)
-                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s is not "
-                                    "in meta.json's table", c->set.sh[k].path,
-                                    c->set.sh[k].rec[i].name);
-        }
+    struct zt_shard_tensor *t = calloc((size_t)c->nt + 1, sizeof *t);
+    if (!t) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
     for (int j = 0; j < c->nt; j++)
-        for (int role = 0; role < 3; role++)
-            ZT_CHECK(zt_shard_set_cover(&c->set, c->t[j].name, role, rows_of(&c->t[j]),
-                                        numel_of(&c->t[j]) / rows_of(&c->t[j])));
-    return ZT_OK;
+        t[j] = (struct zt_shard_tensor){c->t[j].name, rows_of(&c->t[j]),
+                                        numel_of(&c->t[j]) / rows_of(&c->t[j])};
+    enum zt_status rc = zt_shard_set_check(&c->set, t, c->nt);
+    free(t);
+    return rc;
 }
 
 static int cmd_inspect(const char *path) {

@@ -393,57 +393,84 @@ enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_c
     return agree(rc, "loading", tagdir);
 }
 
-struct tag_ent {
-    int64_t step;
-    char name[256];
-};
-static int by_step_desc(const void *a, const void *b) {
-    int64_t x = ((const struct tag_ent *)a)->step, y = ((const struct tag_ent *)b)->step;
-    return x < y ? 1 : x > y ? -1 : 0;
+static int by_step(const void *a, const void *b) {
+    int64_t x = ((const struct zt_ckpt_tag *)a)->info.step;
+    int64_t y = ((const struct zt_ckpt_tag *)b)->info.step;
+    return x < y ? -1 : x > y;
 }
 
-/* rank 0: keep the newest keep_last complete tags (never `keep`), remove stale temporaries */
+enum zt_status zt_checkpoint_list(const char *dir, struct zt_ckpt_tag **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot open the directory (%s)", dir,
+                                strerror(errno));
+    struct zt_ckpt_tag *t = NULL;
+    int cap = 0;
+    struct dirent *de;
+    char p[PATH_BYTES + 300];
+    enum zt_status rc = ZT_OK;
+    while ((de = readdir(d))) {
+        struct zt_ckpt_info info;
+        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof t->name) continue;
+        snprintf(p, sizeof p, "%.1023s/%s", dir, de->d_name);
+        if (zt_checkpoint_info(p, &info) != ZT_OK) continue; /* not a tag: left alone */
+        if (*n == cap) {
+            struct zt_ckpt_tag *nt = realloc(t, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *t);
+            if (!nt) {
+                rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
+                break;
+            }
+            t = nt;
+        }
+        t[*n].info = info;
+        snprintf(t[*n].name, sizeof t[*n].name, "%s", de->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    if (rc != ZT_OK) {
+        free(t);
+        *n = 0;
+        return rc;
+    }
+    if (*n > 1) qsort(t, (size_t)*n, sizeof *t, by_step);
+    *out = t;
+    return ZT_OK;
+}
+
+/* rank 0: keep the newest keep_last complete tags (`keep` among them), remove the leftovers of
+ * saves and removals that crashed */
 static void prune(const char *dir, const char *keep, int keep_last) {
     DIR *d = opendir(dir);
     if (!d) return;
-    struct tag_ent *t = NULL;
-    int n = 0, cap = 0;
     struct dirent *de;
-    char p[PATH_BYTES];
+    char p[PATH_BYTES + 300];
     while ((de = readdir(d))) {
-        struct zt_ckpt_info info;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        snprintf(p, sizeof p, "%.1023s/%s", dir, de->d_name);
         size_t len = strlen(de->d_name);
         if (de->d_name[0] == '.' &&
             ((len > 9 && strcmp(de->d_name + len - 8, ".partial") == 0) ||
              (len > 6 && strcmp(de->d_name + len - 5, ".dead") == 0)))
-            remove_tag_dir(p); /* a save or a removal that crashed */
+            remove_tag_dir(p);
         if (strncmp(de->d_name, "latest.tmp-", 11) == 0) unlink(p);
-        if (de->d_name[0] == '.' || strcmp(de->d_name, keep) == 0 || strlen(de->d_name) >= 256)
-            continue;
-        if (zt_checkpoint_info(p, &info) != ZT_OK) continue; /* not a tag: left alone */
-        if (n == cap) {
-            struct tag_ent *nt = realloc(t, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *t);
-            if (!nt) break;
-            t = nt;
-        }
-        t[n].step = info.step;
-        snprintf(t[n].name, sizeof t[n].name, "%s", de->d_name);
-        n++;
     }
     closedir(d);
-    if (keep_last > 0 && n > keep_last - 1) {
-        qsort(t, (size_t)n, sizeof *t, by_step_desc);
-        for (int i = keep_last - 1; i < n; i++) {
-            /* out of sight first (one rename), then emptied: a crash in between leaves a
-             * hidden .dead directory for the next save, never a tag without its files */
-            char dead[PATH_BYTES + 300];
-            snprintf(p, sizeof p, "%s/%s", dir, t[i].name);
-            snprintf(dead, sizeof dead, "%s/.%s.dead", dir, t[i].name);
-            if (rename(p, dead) != 0) continue;
-            remove_tag_dir(dead);
-            ZT_LOG_I("checkpoint %s: removed tag %s (keep_last %d)", dir, t[i].name, keep_last);
+    struct zt_ckpt_tag *t;
+    int n;
+    if (keep_last <= 0 || zt_checkpoint_list(dir, &t, &n) != ZT_OK) return;
+    for (int i = n - 1, kept = 0; i >= 0; i--) { /* newest first; `keep` always stays */
+        if (strcmp(t[i].name, keep) == 0 || kept < keep_last - 1) {
+            kept += strcmp(t[i].name, keep) != 0;
+            continue;
         }
+        /* out of sight first (one rename), then emptied: a crash in between leaves a
+         * hidden .dead directory for the next save, never a tag without its files */
+        char dead[PATH_BYTES + 300];
+        snprintf(p, sizeof p, "%.1023s/%s", dir, t[i].name);
+        snprintf(dead, sizeof dead, "%.1023s/.%s.dead", dir, t[i].name);
+        if (rename(p, dead) != 0) continue;
+        remove_tag_dir(dead);
+        ZT_LOG_I("checkpoint %s: removed tag %s (keep_last %d)", dir, t[i].name, keep_last);
     }
     free(t);
 }

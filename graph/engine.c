@@ -1555,17 +1555,14 @@ enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path) {
 /* every record names a tensor of this model, and per tensor and role the records have its
  * shape and cover each row exactly once */
 static enum zt_status ck_check(zt_engine_t e, const struct zt_shard_set *s) {
-    for (int k = 0; k < s->n; k++)
-        for (int i = 0; i < s->sh[k].n; i++)
-            if (!zt_engine_param_find(e, s->sh[k].rec[i].name))
-                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s is not "
-                                    "in this model (another model's checkpoint?)",
-                                    s->sh[k].path, s->sh[k].rec[i].name);
+    struct zt_shard_tensor *t = calloc((size_t)e->np + 1, sizeof *t);
+    if (!t) return zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory");
     for (int i = 0; i < e->np; i++)
-        for (int role = 0; role < 3; role++)
-            ZT_CHECK(zt_shard_set_cover(s, e->params[i]->name, role, e->params[i]->rows,
-                                        e->params[i]->cols));
-    return ZT_OK;
+        t[i] = (struct zt_shard_tensor){e->params[i]->name, e->params[i]->rows,
+                                        e->params[i]->cols};
+    enum zt_status rc = zt_shard_set_check(s, t, e->np);
+    free(t);
+    return rc;
 }
 
 /* exp_avg and exp_avg_sq of this rank's groups, in memory or (unit by unit) in file A */

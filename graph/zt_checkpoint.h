@@ -49,6 +49,14 @@ enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info)
  * calls it; all succeed or all fail. */
 enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_ckpt_info *info);
 
+/* The complete tags in DIR (subdirectories with a readable meta.json), by ascending step
+ * (*t: caller frees). */
+struct zt_ckpt_tag {
+    char name[256];
+    struct zt_ckpt_info info;
+};
+enum zt_status zt_checkpoint_list(const char *dir, struct zt_ckpt_tag **t, int *n);
+
 /* meta.json's tensor table, in the model's declaration order (*t: caller frees). */
 #define ZT_CKPT_MAX_DIMS 8
 struct zt_ckpt_tensor {

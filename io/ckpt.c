@@ -413,6 +413,23 @@ enum zt_status zt_shard_set_cover(const struct zt_shard_set *s, const char *name
     return ZT_OK;
 }
 
+enum zt_status zt_shard_set_check(const struct zt_shard_set *s, const struct zt_shard_tensor *t,
+                                  int n) {
+    for (int k = 0; k < s->n; k++)
+        for (int i = 0; i < s->sh[k].n; i++) {
+            int j = 0;
+            while (j < n && strcmp(t[j].name, s->sh[k].rec[i].name) != 0) j++;
+            if (j == n)
+                return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: tensor %s is not "
+                                    "one of the model's (another model's checkpoint?)",
+                                    s->sh[k].path, s->sh[k].rec[i].name);
+        }
+    for (int j = 0; j < n; j++)
+        for (int role = 0; role < 3; role++)
+            ZT_CHECK(zt_shard_set_cover(s, t[j].name, role, t[j].rows, t[j].cols));
+    return ZT_OK;
+}
+
 enum zt_status zt_shard_set_read(struct zt_shard_set *s, const char *name, int role,
                                  int64_t cols, int64_t x0, int64_t x1, float *dst) {
     for (int k = 0; k < s->n; k++)

@@ -96,6 +96,14 @@ enum zt_status zt_shard_set_open(struct zt_shard_set *s, const char *const *path
  * must hold each row exactly once (else ZT_ERR_CKPT_CORRUPT naming the file or the tensor). */
 enum zt_status zt_shard_set_cover(const struct zt_shard_set *s, const char *name, int role,
                                   int64_t rows, int64_t cols);
+/* Every record names one of the tensors t[0..n), and each of them is covered in each role
+ * (zt_shard_set_cover). */
+struct zt_shard_tensor {
+    const char *name;
+    int64_t rows, cols;
+};
+enum zt_status zt_shard_set_check(const struct zt_shard_set *s, const struct zt_shard_tensor *t,
+                                  int n);
 /* Elements [x0, x1) (row-major, cols per row) of tensor `name` in `role` into dst; each record
  * touched is read whole and its CRC32C checked. Call zt_shard_set_cover first. */
 enum zt_status zt_shard_set_read(struct zt_shard_set *s, const char *name, int role,

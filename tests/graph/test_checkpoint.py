@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 sys.path.insert(0, HERE)
 from gpt2_torch import write_tokens  # noqa: E402  (llm.c token files)
-from trainlib import Runner  # noqa: E402
+from trainlib import Runner, zero_section  # noqa: E402
 
 R = Runner(sys.argv[1], sys.argv[2], sys.argv[3],
            {"ZT_OPT_GROUP_ELEMS": "4096", "STARPU_SILENT": "1"})
@@ -60,14 +60,7 @@ def ds(stage, n, opt=None, par=None, tag=""):
          "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.05}},
          "scheduler": {"type": "WarmupDecayLR",
                        "params": {"warmup_num_steps": 4, "total_num_steps": 24}}}
-    z = {"stage": stage, "reduce_bucket_size": 5000}
-    if stage == 3:
-        z.update({"stage3_param_persistence_threshold": 300, "stage3_prefetch_bucket_size": 20000})
-    if opt:
-        z["offload_optimizer"] = opt
-    if par:
-        z["offload_param"] = par
-    d["zero_optimization"] = z
+    d["zero_optimization"] = zero_section(stage, opt, par)
     return R.write("ds_s%d_n%d%s.json" % (stage, n, tag), d)
 
 

@@ -11,7 +11,6 @@
 
 Usage: test_mpi_failures.py ZT_TRAIN MPIEXEC WORKDIR
 """
-import json
 import os
 import re
 import signal
@@ -20,6 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainlib import Runner  # noqa: E402
 from gpt2_torch import write_tokens  # noqa: E402  (llm.c token files)
 
 ZT, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -28,11 +29,7 @@ MPI = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-x", "STARPU_NCPU=1",
        "-x", "STARPU_SILENT=1"]
 
 
-def write(name, obj):
-    path = os.path.join(WORK, name)
-    with open(path, "w") as f:
-        json.dump(obj, f)
-    return path
+write = Runner(ZT, MPIEXEC, WORK).write  # JSON inputs in WORK
 
 
 model = write("model.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 64, "n_layer": 2,

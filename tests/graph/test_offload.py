@@ -28,10 +28,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpt2_torch import write_tokens  # noqa: E402  (llm.c token files)
+from trainlib import Runner, zero_section  # noqa: E402
 
 ZT, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
-os.makedirs(WORK, exist_ok=True)
 NVME = os.path.join(WORK, "nvme")
 STEPS = 4
 
@@ -40,14 +41,8 @@ BASE = {"train_batch_size": 8, "gradient_accumulation_steps": 2, "gradient_clipp
         "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.05}},
         "seed": 5}
 # small optimizer groups: many more groups than buffers, so slots are reused
-ENV = {"ZT_OPT_GROUP_ELEMS": "4096", "STARPU_SILENT": "1"}
-
-
-def write(name, obj):
-    path = os.path.join(WORK, name)
-    with open(path, "w") as f:
-        json.dump(obj, f)
-    return path
+R = Runner(ZT, MPIEXEC, WORK, {"ZT_OPT_GROUP_ELEMS": "4096", "STARPU_SILENT": "1"})
+write, launch, check = R.write, R.launch, R.check
 
 
 model = write("model.json", MODEL)
@@ -60,39 +55,10 @@ write_tokens(data, toks)
 def ds(stage, n, opt=None, par=None, aio=None, tag=""):
     d = json.loads(json.dumps(BASE))
     d["train_micro_batch_size_per_gpu"] = BASE["train_batch_size"] // (2 * n)
-    z = {"stage": stage, "reduce_bucket_size": 5000}
-    if stage == 3:
-        z.update({"stage3_param_persistence_threshold": 300, "stage3_prefetch_bucket_size": 20000})
-    if opt:
-        z["offload_optimizer"] = opt
-    if par:
-        z["offload_param"] = par
-    d["zero_optimization"] = z
+    d["zero_optimization"] = zero_section(stage, opt, par)
     if aio:
         d["aio"] = aio
     return write("ds_s%d_n%d%s.json" % (stage, n, tag), d)
-
-
-def launch(n, args, env=None, timeout=240):
-    e = dict(ENV, **(env or {}))
-    if n == 1:
-        full = dict(os.environ, **e)
-        return subprocess.run([ZT] + args, capture_output=True, text=True, timeout=timeout,
-                              env=full)
-    cmd = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", str(n),
-           "-x", "STARPU_NCPU=1"]
-    for k, v in e.items():
-        cmd += ["-x", "%s=%s" % (k, v)]
-    return subprocess.run(cmd + [ZT] + args, capture_output=True, text=True, timeout=timeout)
-
-
-bad = []
-
-
-def check(cond, what):
-    print("%s %s" % ("ok  " if cond else "FAIL", what))
-    if not cond:
-        bad.append(what)
 
 
 def train(label, cfg, n, env=None):
@@ -303,7 +269,4 @@ check(p.returncode == 0 and len(peaks) == 2 and
                                          p.returncode))
 check(swapdirs() == [], "budget: swap directories removed at exit")
 
-if bad:
-    print("%d check(s) failed" % len(bad))
-    sys.exit(1)
-print("offload: all checks passed")
+sys.exit(R.finish("offload"))

@@ -32,6 +32,8 @@ import numpy as np
 
 ZT, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainlib import Runner  # noqa: E402
 from gpt2_torch import st_read, write_tokens  # noqa: E402  (a plain safetensors reader)
 
 STEPS = 5
@@ -47,11 +49,7 @@ BASE = {"train_batch_size": 12, "gradient_clipping": 0.5,
         "seed": 21}
 
 
-def write(name, obj):
-    path = os.path.join(WORK, name)
-    with open(path, "w") as f:
-        json.dump(obj, f)
-    return path
+write = Runner(ZT, MPIEXEC, WORK).write  # JSON inputs in WORK
 
 
 model = write("model.json", MODEL)

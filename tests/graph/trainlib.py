@@ -5,6 +5,19 @@ import os
 import subprocess
 
 
+def zero_section(stage, opt=None, par=None):
+    """zero_optimization for the small test models: small reduce buckets; at stage 3 vectors
+    of <= 300 elements persistent and a small prefetch window; offload sections if given"""
+    z = {"stage": stage, "reduce_bucket_size": 5000}
+    if stage == 3:
+        z.update({"stage3_param_persistence_threshold": 300, "stage3_prefetch_bucket_size": 20000})
+    if opt:
+        z["offload_optimizer"] = opt
+    if par:
+        z["offload_param"] = par
+    return z
+
+
 class Runner:
     def __init__(self, zt, mpiexec, work, env=None):
         self.zt, self.mpiexec, self.work = zt, mpiexec, work
