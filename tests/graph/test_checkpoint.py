@@ -216,19 +216,6 @@ a, wa, _ = run("from_import", ds(1, 2), 2, 5, ["--resume", imp])
 b, wb, _ = run("from_init", ds(1, 2), 2, 5, ["--init-from", ex])
 R.check(p.returncode == 0 and a == b and wa == wb and sorted(a) == [1, 2, 3, 4, 5],
         "zt-ckpt import: resuming the imported step0 trains like --init-from (bit-identical)")
-for args, code, want in [(("verify", R.path("bad_flip")), 1, "checksum mismatch"),
-                         (("verify", R.path("bad_missing")), 1, "rank 1's shard is missing"),
-                         (("export", good), 2, "expected export PATH --safetensors OUT"),
-                         (("frobnicate", good), 2, "unknown command 'frobnicate'"),
-                         (("import", "--safetensors", R.path("nope.safetensors"), "--out", imp),
-                          1, "nope.safetensors")]:
-    p = tool(*args)
-    err = p.stderr.strip().splitlines()
-    R.check(p.returncode == code and len(err) == 1 and want in err[0] and
-            err[0].startswith("zt-ckpt: error: "),
-            "zt-ckpt %s: exit %d, %s" % (" ".join(args[:1]), p.returncode, err))
-
-
 # ---- bad input -------------------------------------------------------------------------------
 def fails(label, args, want, code=1, n=1, mdl=None, cfg=None):
     p = R.launch(n, ["--ds-config", cfg or ds(1, 1), "--model", mdl or model, "--data", data,
@@ -279,6 +266,18 @@ fails("model shape mismatch", ["--resume", good], ["meta.json", "wte.weight", "9
 d, t = copy_ck("bad_latest")
 open(os.path.join(d, "latest"), "w").write("step99\n")
 fails("latest naming a missing tag", ["--resume", d], ["latest names tag 'step99'"])
+# zt-ckpt on the damaged copies above and on bad command lines
+for args, code, want in [(("verify", R.path("bad_flip")), 1, "checksum mismatch"),
+                         (("verify", R.path("bad_missing")), 1, "rank 1's shard is missing"),
+                         (("export", good), 2, "expected export PATH --safetensors OUT"),
+                         (("frobnicate", good), 2, "unknown command 'frobnicate'"),
+                         (("import", "--safetensors", R.path("nope.safetensors"), "--out", imp),
+                          1, "nope.safetensors")]:
+    p = tool(*args)
+    err = p.stderr.strip().splitlines()
+    R.check(p.returncode == code and len(err) == 1 and want in err[0] and
+            err[0].startswith("zt-ckpt: error: "),
+            "zt-ckpt %s: exit %d, %s" % (" ".join(args[:1]), p.returncode, err))
 fails("not a checkpoint", ["--resume", R.work], ["neither a tag", "no latest"])
 fails("--save-interval without a directory", ["--save-interval", "5"],
       ["--save-interval 5", "no checkpoint directory"], code=2)

@@ -2,6 +2,7 @@
 directory, launching one rank (directly) or several (mpirun), and ok/FAIL bookkeeping."""
 import json
 import os
+import shutil
 import subprocess
 
 
@@ -23,6 +24,11 @@ class Runner:
         self.zt, self.mpiexec, self.work = zt, mpiexec, work
         self.env = dict(env or {})
         self.bad = []
+        # a fresh WORK each run: nothing a previous run left can make a check pass
+        for dirpath, _, _ in os.walk(work):
+            if os.path.ismount(dirpath):
+                subprocess.run(["umount", dirpath], stderr=subprocess.DEVNULL)
+        shutil.rmtree(work, ignore_errors=True)
         os.makedirs(work, exist_ok=True)
 
     def path(self, name):
