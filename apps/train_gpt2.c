@@ -138,6 +138,31 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* a checkpoint being written in the background (zt_checkpoint_save_begin) */
+struct pending_save {
+    int64_t step;
+    double t_begin, begin_ms; /* when it began, how long beginning held the loop */
+    const char *dir;
+};
+
+/* publish the save begun after the step before (collective) and say what it cost: the shard's
+ * bytes and write time (rank 0's) and how long the training loop was held by it */
+static enum zt_status finish_save(struct zt_ckpt_save **saving, const struct pending_save *ps,
+                                  int talk) {
+    struct zt_save_info si = {0};
+    double t = now_ms();
+    enum zt_status rc = zt_checkpoint_save_end(*saving, &si);
+    *saving = NULL;
+    if (rc != ZT_OK || !talk) return rc;
+    double held = ps->begin_ms + (now_ms() - t);
+    printf("checkpoint %s/step%lld saved: %.1f MiB per rank written in %.0f ms (%.0f MB/s) "
+           "alongside training, which it held %.1f ms\n", ps->dir, (long long)ps->step,
+           si.bytes / 1048576.0, si.write_ms, si.write_ms > 0 ? si.bytes / (si.write_ms * 1e3) : 0.0,
+           held);
+    fflush(stdout);
+    return ZT_OK;
+}
+
 /* peak resident set of this process in KiB (VmHWM), -1 when /proc does not say */
 static long long peak_rss_kib(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -207,6 +232,8 @@ static int train_main(int argc, char **argv) {
     const char *logp = NULL, *tracep = NULL, *gradp = NULL, *save_dir = NULL, *resume = NULL;
     int64_t steps = 10, seed = -1, save_every = -1;
     int eval_only = 0, quiet = 0;
+    struct zt_ckpt_save *saving = NULL;
+    struct pending_save saved = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -370,7 +397,25 @@ static int train_main(int argc, char **argv) {
         struct zt_step_info info;
         if (zt_gpt2_step_submit(m, &tok, s, 1) != ZT_OK) goto out;
         if (zt_gpt2_step_wait(m, &loss, &info) != ZT_OK) goto out;
-        double ms = now_ms() - t0;
+        /* the save begun after the step before was written during this one: publish it */
+        if (saving && finish_save(&saving, &saved, talk) != ZT_OK) goto out;
+        int save_now = save_dir && (s == steps || (save_every > 0 && s % save_every == 0));
+        if (save_now) { /* its shards are written in the background, during the next step */
+            char extra[1024];
+            snprintf(extra, sizeof extra, "{\"model\": {\"vocab_size\": %d, \"seq_len\": %d, "
+                     "\"n_embd\": %d, \"n_layer\": %d, \"n_head\": %d}, \"data\": {\"next_step\": "
+                     "%lld, \"tokens_per_step\": %lld, \"tokens_consumed\": %lld}}",
+                     shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer, shape.n_head,
+                     (long long)(s + 1), (long long)tokens, (long long)(s * tokens));
+            saved.t_begin = now_ms();
+            if (zt_checkpoint_save_begin(e, save_dir, s, extra, cfg.ckpt_keep_last, &saving) !=
+                ZT_OK)
+                goto out;
+            saved.step = s;
+            saved.dir = save_dir;
+            saved.begin_ms = now_ms() - saved.t_begin;
+        }
+        double ms = now_ms() - t0; /* a save's share of the loop's time included */
         if (s == first && cfg.zero_stage >= 2) { /* the gradient window grew to its size */
             zt_engine_memory(e, &mem);
             if (check_budget(&mem, rank) != ZT_OK) goto out;
@@ -386,22 +431,9 @@ static int train_main(int argc, char **argv) {
             fprintf(logf, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"ms\": %.3f, "
                           "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
                     info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
-        if (save_dir && (s == steps || (save_every > 0 && s % save_every == 0))) {
-            char extra[1024];
-            double t1 = now_ms();
-            snprintf(extra, sizeof extra, "{\"model\": {\"vocab_size\": %d, \"seq_len\": %d, "
-                     "\"n_embd\": %d, \"n_layer\": %d, \"n_head\": %d}, \"data\": {\"next_step\": "
-                     "%lld, \"tokens_per_step\": %lld, \"tokens_consumed\": %lld}}",
-                     shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer, shape.n_head,
-                     (long long)(s + 1), (long long)tokens, (long long)(s * tokens));
-            if (zt_checkpoint_save(e, save_dir, s, extra, cfg.ckpt_keep_last) != ZT_OK) goto out;
-            if (talk) {
-                printf("checkpoint %s/step%lld saved (%.0f ms)\n", save_dir, (long long)s,
-                       now_ms() - t1);
-                fflush(stdout);
-            }
-        }
     }
+    /* the last save: nothing left to overlap it with */
+    if (saving && finish_save(&saving, &saved, talk) != ZT_OK) goto out;
     if (zt_engine_finish(e) != ZT_OK) goto out; /* the last swap-outs, their errors */
     /* every rank's peak resident memory */
     zt_engine_memory(e, &mem); /* the gradient window grows on demand during the steps */
@@ -431,6 +463,7 @@ out:
         if (!cfgerr && world > 1) zt_comm_abort(rc);
     }
     if (logf) fclose(logf);
+    zt_checkpoint_save_abandon(saving);
     zt_gpt2_free(m);
     zt_engine_free(e);
     zt_tokens_close(&tok);

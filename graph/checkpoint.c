@@ -531,25 +531,75 @@ static enum zt_status make_partial(const char *dir, const char *partial) {
     return ZT_OK;
 }
 
-enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
-                                  const char *extra, int keep_last) {
-    char tag[64], partial[PATH_BYTES], shard[PATH_BYTES + 32];
-    snprintf(tag, sizeof tag, "step%lld", (long long)step);
+struct zt_ckpt_save {
+    zt_engine_t e;
+    char dir[PATH_BYTES], tag[64], partial[PATH_BYTES];
+    int keep_last;
+    char *meta;         /* rank 0: meta.json's text, taken at the step boundary */
+    enum zt_status rc;  /* this rank's shard could not be started (message in msg) */
+    char msg[1024];
+};
+
+enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t step,
+                                        const char *extra, int keep_last,
+                                        struct zt_ckpt_save **out) {
+    *out = NULL;
     if (strlen(dir) + 80 > PATH_BYTES)
         return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
-    snprintf(partial, sizeof partial, "%s/.%s.partial", dir, tag);
+    struct zt_ckpt_save *s = calloc(1, sizeof *s);
+    if (!s) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
+    s->e = e;
+    s->keep_last = keep_last;
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    snprintf(s->tag, sizeof s->tag, "step%lld", (long long)step);
+    snprintf(s->partial, sizeof s->partial, "%s/.%s.partial", dir, s->tag);
     const int rank = zt_engine_rank(e);
-    enum zt_status rc = ZT_OK;
-    if (rank == 0) rc = make_partial(dir, partial);
-    ZT_CHECK(agree(rc, "creating the directory", dir));
-    snprintf(shard, sizeof shard, "%s/rank%d.zts", partial, rank);
-    rc = agree(zt_engine_save_shard(e, shard), "writing a shard", dir);
-    if (rc == ZT_OK && rank == 0)
-        rc = publish(dir, tag, partial, meta_json(e, tag, step, extra));
-    if (rank == 0 && rc != ZT_OK) remove_tag_dir(partial);
-    rc = agree(rc, "publishing", dir);
-    if (rc == ZT_OK && rank == 0) prune(dir, tag, keep_last);
+    enum zt_status rc = rank == 0 ? make_partial(dir, s->partial) : ZT_OK;
+    if ((rc = agree(rc, "creating the directory", dir)) != ZT_OK) {
+        free(s);
+        return rc;
+    }
+    char shard[PATH_BYTES + 32];
+    snprintf(shard, sizeof shard, "%s/rank%d.zts", s->partial, rank);
+    /* a failure here is agreed on with the others' in zt_checkpoint_save_end */
+    if ((s->rc = zt_engine_save_begin(e, shard)) != ZT_OK)
+        snprintf(s->msg, sizeof s->msg, "%s", zt_error_last());
+    if (rank == 0) s->meta = meta_json(e, s->tag, step, extra);
+    *out = s;
+    return ZT_OK;
+}
+
+enum zt_status zt_checkpoint_save_end(struct zt_ckpt_save *s, struct zt_save_info *info) {
+    if (!s) return ZT_OK;
+    const int rank = zt_engine_rank(s->e);
+    enum zt_status rc = s->rc;
+    if (rc == ZT_OK) rc = zt_engine_save_end(s->e, info);
+    else zt_error_set(rc, "%s", s->msg);
+    rc = agree(rc, "writing a shard", s->dir);
+    if (rc == ZT_OK && rank == 0) {
+        rc = publish(s->dir, s->tag, s->partial, s->meta);
+        s->meta = NULL; /* publish frees it */
+    }
+    if (rank == 0 && rc != ZT_OK) remove_tag_dir(s->partial);
+    rc = agree(rc, "publishing", s->dir);
+    if (rc == ZT_OK && rank == 0) prune(s->dir, s->tag, s->keep_last);
+    free(s->meta);
+    free(s);
     return rc;
+}
+
+void zt_checkpoint_save_abandon(struct zt_ckpt_save *s) {
+    if (!s) return;
+    if (s->rc == ZT_OK) zt_engine_save_end(s->e, NULL);
+    free(s->meta);
+    free(s);
+}
+
+enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
+                                  const char *extra, int keep_last) {
+    struct zt_ckpt_save *s;
+    ZT_CHECK(zt_checkpoint_save_begin(e, dir, step, extra, keep_last, &s));
+    return zt_checkpoint_save_end(s, NULL);
 }
 
 /* ---- import: weights -> a step-0 checkpoint ---- */

@@ -5,6 +5,8 @@
  * Layer: graph/. No starpu_* call here: everything goes through tasks/ (zt_task_*, zt_tensor_*).
  */
 #include <math.h>            /* sqrt, log, cos */
+#include <pthread.h>         /* the background save's lock */
+#include <time.h>            /* clock_gettime */
 #include <stdlib.h>          /* calloc, posix_memalign */
 #include <string.h>          /* strcmp, memset */
 #include "zt_comm.h"         /* ranks */
@@ -131,6 +133,7 @@ struct zt_engine {
     zt_tensor_t *bm, *bv, *bw;
     zt_tensor_t fordA, fordB, pipe; /* file-order blocks (one per unit), pipeline token */
     int64_t nvme_bytes;    /* both files */
+    struct save_job *save; /* the shard being written in the background, or NULL */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -208,6 +211,7 @@ static void offload_free(zt_engine_t e);
 
 void zt_engine_free(zt_engine_t e) {
     if (!e) return;
+    if (e->save) zt_engine_save_end(e, NULL); /* its tasks hold blocks freed here */
     zt_runtime_wait_all();
     offload_free(e);
     for (int i = 0; i < e->np; i++) {
@@ -570,6 +574,24 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
     return rc;
 }
 
+/* the swap I/O service (its threads serve swaps and checkpoint writes), once per engine */
+static enum zt_status swap_start(zt_engine_t e) {
+    if (e->swap_on) return ZT_OK;
+    const struct zt_config *c = &e->cfg;
+    static const char *const engines[] = {"auto", "io_uring", "threads", NULL};
+    const char *eng = "auto";
+    ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", engines, &eng));
+    struct zt_aio_cfg ac = {.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
+                            .single_submit = c->aio_single_submit,
+                            .overlap_events = c->aio_overlap_events,
+                            .engine = strcmp(eng, "io_uring") == 0 ? ZT_AIO_URING
+                                    : strcmp(eng, "threads") == 0  ? ZT_AIO_THREADS
+                                                                   : ZT_AIO_AUTO};
+    ZT_CHECK(zt_swap_init(&ac, c->aio_thread_count));
+    e->swap_on = 1;
+    return ZT_OK;
+}
+
 static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
     const struct zt_config *c = &e->cfg;
     if (c->offload_optimizer.device == ZT_OFFLOAD_CPU || c->offload_param.device == ZT_OFFLOAD_CPU)
@@ -614,17 +636,7 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
     }
     e->ufirst[nl] = e->nunits;
     const int64_t maxg = pad4k(maxu * 4); /* bytes of one part of a slot buffer */
-    static const char *const engines[] = {"auto", "io_uring", "threads", NULL};
-    const char *eng = "auto";
-    ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", engines, &eng));
-    struct zt_aio_cfg ac = {.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
-                            .single_submit = c->aio_single_submit,
-                            .overlap_events = c->aio_overlap_events,
-                            .engine = strcmp(eng, "io_uring") == 0 ? ZT_AIO_URING
-                                    : strcmp(eng, "threads") == 0  ? ZT_AIO_THREADS
-                                                                   : ZT_AIO_AUTO};
-    ZT_CHECK(zt_swap_init(&ac, c->aio_thread_count));
-    e->swap_on = 1;
+    ZT_CHECK(swap_start(e));
     int same = strcmp(c->offload_optimizer.nvme_path, c->offload_param.nvme_path) == 0;
     ZT_CHECK(zt_swapdir_open(&e->dirA, c->offload_optimizer.nvme_path,
                              "zero_optimization.offload_optimizer.nvme_path",
@@ -1477,21 +1489,130 @@ static enum zt_status fileA_range(zt_engine_t e, int li, int64_t s0, int64_t s1,
     return ZT_OK;
 }
 
-enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path) {
-    ZT_CHECK(zt_engine_finish(e)); /* every update and swap-out done */
-    int nrec = 0;
-    int64_t maxblk = 1;
-    for (int i = 0; i < e->np; i++) {
-        const struct zt_param *p = e->params[i];
-        nrec += p->own1 > p->own0 ? 3 : 0;
-        for (int j = p->own0; j < p->own1; j++)
-            if (blk_elems(e, p->first_blk + j) > maxblk) maxblk = blk_elems(e, p->first_blk + j);
+/* ---------------------------------------------------------------------------------------------
+ * background shard save: one host task (zt_task_io) per parameter reads the state through the
+ * blocks that hold it (values and moments in memory, or the swap files' order blocks), so it
+ * sees exactly what the step before it left there and the next update of that state waits for
+ * it; the next forward and backward only read the values and run alongside */
+struct save_req {
+    struct save_job *job;
+    const struct zt_param *p;
+    int rec0;                  /* its first record (value, exp_avg, exp_avg_sq follow) */
+    int mv0;                   /* where the m and v blocks start among its task's pointers */
+};
+
+struct save_job {
+    zt_engine_t e;
+    struct zt_shard_writer w;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int left;                  /* parameter tasks not yet run, plus one until all are submitted */
+    enum zt_status rc;         /* first failure (its message in msg) */
+    char msg[1024];
+    int64_t bytes;
+    double t0, t1;             /* submitted, shard committed (ms) */
+    struct save_req *req;      /* [np] */
+    char path[1024];           /* the shard (the writer borrows it) */
+};
+
+static double ms_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* the local group holding block b of this rank */
+static int local_group(const struct zt_engine *e, int b) {
+    for (int g = e->g0; g < e->g1; g++)
+        if (b >= e->groups[g].first && b < e->groups[g].first + e->groups[g].n) return g - e->g0;
+    return -1;
+}
+
+/* a parameter task is done: the last one commits the shard (header, fsync, rename) */
+static void save_done(struct save_job *j, enum zt_status rc) {
+    pthread_mutex_lock(&j->mu);
+    if (rc != ZT_OK && j->rc == ZT_OK) {
+        j->rc = rc;
+        snprintf(j->msg, sizeof j->msg, "%s", zt_error_last());
     }
+    int last = --j->left == 0;
+    pthread_mutex_unlock(&j->mu);
+    if (!last) return;
+    if (j->rc == ZT_OK) rc = zt_shard_commit(&j->w);
+    else rc = zt_shard_abort(&j->w, j->rc);
+    pthread_mutex_lock(&j->mu);
+    if (rc != ZT_OK && j->rc == ZT_OK) {
+        j->rc = rc;
+        snprintf(j->msg, sizeof j->msg, "%s", zt_error_last());
+    }
+    j->t1 = ms_now();
+    j->left = -1; /* finished */
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+/* on an I/O thread: parameter p's value, exp_avg and exp_avg_sq rows into their records. ptrs:
+ * p's own value blocks (unless offloaded), then the m and v blocks of their groups (in memory) */
+static void save_param(void *ctx, void *const *ptrs) {
+    struct save_req *q = ctx;
+    struct save_job *j = q->job;
+    zt_engine_t e = j->e;
+    const struct zt_param *p = q->p;
+    int nown = p->own1 - p->own0;
+    enum zt_status rc = ZT_OK;
+    pthread_mutex_lock(&j->mu);
+    int failed = j->rc != ZT_OK; /* another part failed: the shard is lost anyway */
+    pthread_mutex_unlock(&j->mu);
+    float *tmp = NULL;
+    if (!failed && (p->offl || !e->m)) {
+        int64_t maxb = 1;
+        for (int k = p->own0; k < p->own1; k++)
+            if (blk_elems(e, p->first_blk + k) > maxb) maxb = blk_elems(e, p->first_blk + k);
+        if (posix_memalign((void **)&tmp, 4096, (size_t)pad4k(maxb * 4)) != 0) {
+            tmp = NULL;
+            rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->w.f.path);
+        }
+    }
+    for (int role = 0; !failed && rc == ZT_OK && role < 3; role++)
+        for (int k = 0; rc == ZT_OK && k < nown; k++) {
+            int b = p->first_blk + p->own0 + k;
+            int64_t n = blk_elems(e, b);
+            const float *src = tmp;
+            if (role == 0 && !p->offl) {
+                src = ptrs[k];
+            } else if (role == 0) { /* its shard is in file B */
+                rc = zt_swap_read_sync(&e->fB, tmp, n * 4, fileB_off(e, b));
+            } else if (e->m) { /* m and v blocks follow the value blocks, in block order */
+                src = (const float *)ptrs[q->mv0 + 2 * k + role - 1] + e->pblk[b].off;
+            } else { /* file A */
+                rc = fileA_range(e, e->blk_group[b], e->pblk[b].off, e->pblk[b].off + n,
+                                 role - 1, tmp);
+            }
+            if (rc == ZT_OK) rc = zt_shard_put(&j->w, q->rec0 + role, src, n);
+        }
+    free(tmp);
+    save_done(j, rc);
+}
+
+enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path) {
+    if (e->save)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: a save is still in progress",
+                            path);
+    if (!e->finalized)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: the engine is not finalized",
+                            path);
+    ZT_CHECK(swap_start(e));
+    int nrec = 0;
+    for (int i = 0; i < e->np; i++) nrec += e->params[i]->own1 > e->params[i]->own0 ? 3 : 0;
+    struct save_job *j = calloc(1, sizeof *j);
     struct zt_shard_rec *recs = calloc((size_t)nrec + 1, sizeof *recs);
-    float *tmp = e->opt_nvme ? malloc((size_t)maxblk * sizeof(float)) : NULL;
-    if (!recs || (e->opt_nvme && !tmp)) {
+    struct zt_block_ref *refs = calloc((size_t)(3 * e->nb + 2 * e->nunits + 1), sizeof *refs);
+    if (j) j->req = calloc((size_t)e->np + 1, sizeof *j->req);
+    if (!j || !recs || !refs || !j->req) {
+        if (j) free(j->req);
+        free(j);
         free(recs);
-        free(tmp);
+        free(refs);
         return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", path);
     }
     for (int i = 0, k = 0; i < e->np; i++) {
@@ -1503,53 +1624,99 @@ enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path) {
             recs[k].cols = p->cols;
             recs[k].row0 = own_row0(p);
             recs[k].row1 = own_row1(p);
+            j->bytes += (recs[k].row1 - recs[k].row0) * p->cols * 4;
         }
     }
-    struct zt_shard_writer w;
-    enum zt_status rc = zt_shard_create(&w, path, e->rank, e->size, recs, nrec);
+    snprintf(j->path, sizeof j->path, "%s", path);
+    enum zt_status rc = strlen(path) >= sizeof j->path
+                            ? zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: path too long",
+                                           path)
+                            : zt_shard_create(&j->w, j->path, e->rank, e->size, recs, nrec);
     free(recs);
     if (rc != ZT_OK) {
-        free(tmp);
+        free(j->req);
+        free(j);
+        free(refs);
         return rc;
     }
-    const float *mv[2] = {NULL, NULL};
-    int64_t mbase = e->m ? e->babs[e->groups[e->g0].first] : 0;
-    if (e->m && (rc = zt_tensor_acquire(e->m, 0)) == ZT_OK) {
-        mv[0] = zt_tensor_data(e->m);
-        if ((rc = zt_tensor_acquire(e->v, 0)) == ZT_OK) mv[1] = zt_tensor_data(e->v);
-    }
-    for (int i = 0; i < e->np && rc == ZT_OK; i++) {
+    j->e = e;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->left = 1;
+    j->t0 = ms_now();
+    e->save = j;
+    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_OPTIMIZER, -1, 0, -1);
+    for (int i = 0, rec = 0; i < e->np && rc == ZT_OK; i++) {
         const struct zt_param *p = e->params[i];
-        if (p->own1 <= p->own0) continue;
-        int64_t n = (own_row1(p) - own_row0(p)) * p->cols;
-        if (p->offl) { /* its shard is in file B */
-            for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) {
-                int b = p->first_blk + j;
-                rc = zt_swap_read_sync(&e->fB, tmp, blk_elems(e, b) * 4, fileB_off(e, b));
-                if (rc == ZT_OK) rc = zt_shard_append(&w, tmp, blk_elems(e, b));
+        int nown = p->own1 - p->own0, n = 0;
+        if (nown <= 0) continue;
+        struct save_req *q = &j->req[i];
+        *q = (struct save_req){.job = j, .p = p, .rec0 = rec};
+        rec += 3;
+        int64_t bytes = (own_row1(p) - own_row0(p)) * p->cols * 12;
+        int hi_unit = -1; /* file-order blocks of the units the state lies in, each once */
+        for (int pass = 0; pass < 2; pass++) {
+            if (pass == 0 ? p->offl : !e->m) { /* in a swap file: its units' order blocks */
+                zt_tensor_t ford = pass == 0 ? e->fordB : e->fordA;
+                for (int k = 0; k < nown; k++) {
+                    int b = p->first_blk + p->own0 + k, li = e->blk_group[b];
+                    int u0 = unit_at(e, li, e->pblk[b].off);
+                    int u1 = unit_at(e, li, e->pblk[b].off + blk_elems(e, b) - 1);
+                    for (int u = u0 > hi_unit ? u0 : hi_unit + 1; u <= u1; u++)
+                        refs[n++] = (struct zt_block_ref){ford, u, 0};
+                    if (u1 > hi_unit) hi_unit = u1;
+                }
+                hi_unit = -1;
+            } else if (pass == 0) { /* value blocks */
+                for (int k = 0; k < nown; k++) refs[n++] = e->pblk[p->first_blk + p->own0 + k];
+            } else { /* m and v blocks of each value block's group */
+                q->mv0 = n;
+                for (int k = 0; k < nown; k++) {
+                    int g = local_group(e, p->first_blk + p->own0 + k);
+                    refs[n++] = (struct zt_block_ref){e->m, g, 0};
+                    refs[n++] = (struct zt_block_ref){e->v, g, 0};
+                }
             }
-        } else if ((rc = zt_tensor_acquire(p->home, 0)) == ZT_OK) {
-            const float *h = zt_tensor_data(p->home);
-            rc = zt_shard_append(&w, h + (partial_home(e, p) ? 0 : own_row0(p) * p->cols), n);
-            zt_tensor_release(p->home);
         }
-        for (int v = 0; v < 2 && rc == ZT_OK; v++) {
-            if (e->m) {
-                rc = zt_shard_append(&w, mv[v] + e->babs[p->first_blk + p->own0] - mbase, n);
-                continue;
-            }
-            for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) { /* file A, per block */
-                int b = p->first_blk + j;
-                rc = fileA_range(e, e->blk_group[b], e->pblk[b].off,
-                                 e->pblk[b].off + blk_elems(e, b), v, tmp);
-                if (rc == ZT_OK) rc = zt_shard_append(&w, tmp, blk_elems(e, b));
-            }
+        pthread_mutex_lock(&j->mu);
+        j->left++;
+        pthread_mutex_unlock(&j->mu);
+        if ((rc = zt_task_io(&o, refs, n, bytes, save_param, q)) != ZT_OK) {
+            pthread_mutex_lock(&j->mu);
+            j->left--;
+            pthread_mutex_unlock(&j->mu);
         }
     }
-    if (mv[0]) zt_tensor_release(e->m);
-    if (mv[1]) zt_tensor_release(e->v);
-    free(tmp);
-    return rc == ZT_OK ? zt_shard_commit(&w) : zt_shard_abort(&w, rc);
+    free(refs);
+    save_done(j, rc); /* the extra count: every task submitted (or a failure) */
+    return ZT_OK;     /* failures are reported by zt_engine_save_end */
+}
+
+enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info) {
+    struct save_job *j = e->save;
+    if (!j) return zt_error_set(ZT_ERR_INVALID, "checkpoint shard: no save in progress");
+    double t = ms_now();
+    pthread_mutex_lock(&j->mu);
+    while (j->left >= 0) pthread_cond_wait(&j->cv, &j->mu);
+    pthread_mutex_unlock(&j->mu);
+    if (info) {
+        info->bytes = j->bytes;
+        info->write_ms = j->t1 - j->t0;
+        info->wait_ms = ms_now() - t;
+    }
+    enum zt_status rc = j->rc;
+    if (rc != ZT_OK) zt_error_set(rc, "%s", j->msg);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j->req);
+    free(j);
+    e->save = NULL;
+    return rc;
+}
+
+enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path) {
+    ZT_CHECK(zt_engine_save_begin(e, path));
+    return zt_engine_save_end(e, NULL);
 }
 
 /* every record names a tensor of this model, and per tensor and role the records have its

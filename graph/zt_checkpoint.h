@@ -41,6 +41,21 @@ struct zt_ckpt_info { /* from meta.json */
  * or NULL. keep_last > 0: then removes the oldest tags beyond the newest keep_last. */
 enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
                                   const char *extra, int keep_last);
+/* The same in two halves, so the shards are written while training goes on (the trainer's
+ * way). _begin: at the step boundary right after step `step` (zt_engine_step_wait returned, the
+ * next step not submitted): prepares DIR/.<tag>.partial, starts this rank's shard in the
+ * background (zt_engine_save_begin) and takes meta.json's content. _end: any time later (the
+ * trainer: after the next step): waits for the shard, then all ranks agree, rank 0 publishes
+ * (meta.json, rename, latest) and prunes as zt_checkpoint_save does. Both collective; info
+ * (may be NULL) gets this rank's shard figures. _end frees s whatever happens. */
+struct zt_ckpt_save;
+enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t step,
+                                        const char *extra, int keep_last,
+                                        struct zt_ckpt_save **s);
+enum zt_status zt_checkpoint_save_end(struct zt_ckpt_save *s, struct zt_save_info *info);
+/* Not collective, for a failing run: waits for this rank's shard and forgets the save (the
+ * hidden DIR/.<tag>.partial stays; the next save of that tag clears it). */
+void zt_checkpoint_save_abandon(struct zt_ckpt_save *s);
 /* A checkpoint directory (its `latest` is followed) or a tag directory -> the tag directory. */
 enum zt_status zt_checkpoint_resolve(const char *path, char *tagdir, size_t n);
 /* Read and check a tag's meta.json (a newer format is refused). */

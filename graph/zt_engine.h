@@ -130,13 +130,28 @@ enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path);
  * into a temporary whole copy first. Collective: every rank calls it; rank 0 writes. */
 enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path);
 
-/* Checkpoint shards (io/zt_ckpt.h, docs/checkpoints.md). Save: waits for every task and swap,
- * then writes this rank's rows (the row blocks of its ZeRO shard, at every stage) of each
- * parameter's fp32 value, exp_avg and exp_avg_sq to path (atomic), reading offloaded state from
- * the swap files. Load: replaces the engine's state with the shards paths[0..n) (rank k's at
- * paths[k]) written by any world size and ZeRO stage: all are opened and checked (names, shapes,
- * every row present once) before anything changes, and each record's CRC32C is checked as it is
- * read. Not collective; call between steps. */
+/* Checkpoint shards (io/zt_ckpt.h, docs/checkpoints.md). A shard holds this rank's rows (the row
+ * blocks of its ZeRO shard, at every stage) of each parameter's fp32 value, exp_avg and
+ * exp_avg_sq, written atomically to path.
+ * zt_engine_save_begin: call at a step boundary (after zt_engine_step_end, before the next
+ * step's tasks are submitted). It returns at once; the state is written in the background by
+ * host tasks on the I/O threads (one per parameter), each holding the blocks it reads (values
+ * and moments in memory, or the swap files' regions of offloaded state) so it sees the state
+ * after that step, while the next steps' forward and backward run; only their updates of that
+ * state wait for it. zt_engine_save_end waits for the shard (written, fsynced, renamed into
+ * place) and reports its first failure; info (may be NULL) gets its bytes, the time from begin to
+ * the shard being complete, and how long save_end waited. One save at a time.
+ * zt_engine_save_shard: both at once.
+ * Load: replaces the engine's state with the shards paths[0..n) (rank k's at paths[k]) written
+ * by any world size and ZeRO stage: all are opened and checked (names, shapes, every row present
+ * once) before anything changes, and each record's CRC32C is checked as it is read. Not
+ * collective; call between steps. */
+struct zt_save_info {
+    int64_t bytes;
+    double write_ms, wait_ms;
+};
+enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path);
+enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info);
 enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path);
 enum zt_status zt_engine_load_shards(zt_engine_t e, const char *const *paths, int n);
 /* The flat-layout elements [lo, hi) of rank r's ZeRO shard (padding included). */

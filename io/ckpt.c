@@ -94,7 +94,14 @@ enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int 
     memset(w, 0, sizeof *w);
     w->f.fd = -1;
     w->rec = calloc((size_t)n + 1, sizeof *w->rec);
-    if (!w->rec) return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", path);
+    w->rdone = calloc((size_t)n + 1, sizeof *w->rdone);
+    if (!w->rec || !w->rdone) {
+        free(w->rec);
+        free(w->rdone);
+        w->rec = NULL;
+        w->rdone = NULL;
+        return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", path);
+    }
     for (int i = 0; i < n; i++) {
         w->rec[i] = recs[i];
         const struct zt_shard_rec *r = &recs[i];
@@ -165,7 +172,37 @@ enum zt_status zt_shard_append(struct zt_shard_writer *w, const float *data, int
     return ZT_OK;
 }
 
+enum zt_status zt_shard_put(struct zt_shard_writer *w, int i, const float *data, int64_t nfloats) {
+    if (i < 0 || i >= w->n || w->rdone[i] + nfloats * 4 > w->rec[i].bytes)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: more data than record %d",
+                            w->f.path, i);
+    struct zt_shard_rec *r = &w->rec[i];
+    r->crc = zt_crc32c(r->crc, data, (size_t)nfloats * 4);
+    const char *p = (const char *)data;
+    int64_t left = nfloats * 4, at = r->offset + w->rdone[i];
+    while (left > 0) {
+        ssize_t k = pwrite(w->f.fd, p, (size_t)left, at);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            return zt_error_set(ZT_ERR_IO, "checkpoint shard %s: write failed (%s)", w->f.path,
+                                k < 0 ? strerror(errno) : "no progress");
+        p += k;
+        at += k;
+        left -= k;
+    }
+    w->rdone[i] += nfloats * 4;
+    return ZT_OK;
+}
+
 enum zt_status zt_shard_commit(struct zt_shard_writer *w) {
+    int put = 0; /* written with zt_shard_put: every record must be whole */
+    for (int i = 0; i < w->n; i++) put |= w->rdone[i] > 0;
+    for (int i = 0; put && i < w->n; i++)
+        if (w->rdone[i] != w->rec[i].bytes)
+            return zt_shard_abort(w, zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record "
+                                                  "%d (%s) incomplete", w->f.path, i,
+                                                  w->rec[i].name));
+    if (put) w->cur = w->n;
     while (w->cur < w->n && w->rec[w->cur].bytes == 0) w->cur++;
     if (w->cur != w->n)
         return zt_shard_abort(w, zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d "
@@ -201,7 +238,9 @@ enum zt_status zt_shard_commit(struct zt_shard_writer *w) {
     free(buf);
     if (rc == ZT_OK) rc = zt_afile_commit(&w->f);
     free(w->rec);
+    free(w->rdone);
     w->rec = NULL;
+    w->rdone = NULL;
     return rc;
 }
 
@@ -213,7 +252,9 @@ enum zt_status zt_shard_abort(struct zt_shard_writer *w, enum zt_status rc) {
         zt_error_set(rc, "%s", msg);
     }
     free(w->rec);
+    free(w->rdone);
     w->rec = NULL;
+    w->rdone = NULL;
     return rc;
 }
 

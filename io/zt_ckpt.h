@@ -54,6 +54,7 @@ struct zt_shard_writer {
     int64_t done;             /* bytes of record cur written */
     int rank, world;
     int64_t hdr_bytes;        /* reserved for the header (data starts here) */
+    int64_t *rdone;           /* [n] bytes of each record written by zt_shard_put */
 };
 
 /* Create path's temporary and reserve the header for recs[0..n) (offsets are assigned here). */
@@ -61,6 +62,11 @@ enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int 
                                const struct zt_shard_rec *recs, int n);
 /* Append nfloats of record w->cur's data (records in order; a record may come in pieces). */
 enum zt_status zt_shard_append(struct zt_shard_writer *w, const float *data, int64_t nfloats);
+/* Write the next nfloats of record i at its place in the file (pwrite): a record's pieces come in
+ * order, from one thread at a time; different records may be written from different threads at
+ * once. Either this or zt_shard_append for one writer. On failure the error is set (this thread)
+ * and the writer must be aborted by its owner. */
+enum zt_status zt_shard_put(struct zt_shard_writer *w, int i, const float *data, int64_t nfloats);
 /* Every record complete: write the header with the CRCs, fsync, rename into place. */
 enum zt_status zt_shard_commit(struct zt_shard_writer *w);
 /* Give up: remove the temporary (the error is already set). Returns the given status. */

@@ -28,6 +28,9 @@ struct req {
     enum starpu_data_access_mode *mode; /* [nh] */
     int *segh;                /* [n] handle of each segment */
     int64_t (*seg)[3];        /* [n] {mem_off, len, file_off} */
+    zt_io_fn fn;              /* a host task (zt_task_io) instead of a transfer */
+    void *ctx;
+    int64_t bytes;            /* a host task's bytes, for traces */
     struct req *next;
 };
 
@@ -120,7 +123,20 @@ static void *io_thread(void *arg) {
         if (!g.head) g.tail = NULL;
         int failed = g.err != ZT_OK;
         pthread_mutex_unlock(&g.mu);
-        if (!failed) { /* after a failure the step is lost: skip the rest, end quickly */
+        if (r->fn) { /* a host task: always runs (its owner counts on it), reports its own errors */
+            double t0 = starpu_timing_now();
+            void **ptrs = (void **)r->seg; /* room for n pointers, see zt_task_io */
+            for (int i = 0; i < r->n; i++)
+                ptrs[i] = (void *)starpu_vector_get_local_ptr(r->h[r->segh[i]]);
+            r->fn(r->ctx, ptrs);
+            if (zt_trace_enabled()) {
+                struct zt_trace_rec t = {.kind = r->kind, .layer = r->layer, .mb = r->mb,
+                                         .blk = -1, .worker = ZT_TRACE_IO_WORKER + id,
+                                         .step = r->step, .start_us = t0,
+                                         .end_us = starpu_timing_now(), .bytes = r->bytes};
+                zt_trace_record(&t);
+            }
+        } else if (!failed) { /* after a failure the step is lost: skip the rest, end quickly */
             double t0 = starpu_timing_now();
             enum zt_status rc = bounce ? move(r, bounce)
                                        : zt_error_set(ZT_ERR_NOMEM, "swap: no bounce buffer");
@@ -246,9 +262,63 @@ static int add_handle(struct req *r, starpu_data_handle_t h, enum starpu_data_ac
     return r->nh++;
 }
 
-/* never run: swaps are served by the I/O threads, not by codelets; the kinds exist for traces */
+/* never run: swaps and host tasks are served by the I/O threads, not by codelets; the kinds
+ * exist for traces */
 void swap_in_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
 void swap_out_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
+void ckpt_write_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
+
+/* queue r once every handle is acquired (the pending count as in zt_task_swap) */
+static void submit(struct req *r, const char *what) {
+    r->pending = r->nh + 1; /* the extra one: no I/O thread sees r before every call is made */
+    pthread_mutex_lock(&g.mu);
+    g.inflight++;
+    pthread_mutex_unlock(&g.mu);
+    for (int i = 0; i < r->nh; i++)
+        if (starpu_data_acquire_cb(r->h[i], r->mode[i], acquired, r) != 0) {
+            /* StarPU refuses only a handle it does not know, which zt_tensor_handle gave: a
+             * bug; the handles already asked for cannot be taken back */
+            set_error(zt_error_set(ZT_ERR_RUNTIME, "%s: StarPU refused to acquire a block",
+                                   what));
+            r->nh = i;
+            break;
+        }
+    acquired(r);
+}
+
+enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_ref *refs, int n,
+                          int64_t bytes, zt_io_fn fn, void *ctx) {
+    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "zt_task_io: zt_swap_init not called");
+    if (!fn || n < 0 || (n > 0 && !refs))
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_io: bad arguments");
+    /* seg's room holds the pointers handed to fn */
+    struct req *r = calloc(1, sizeof *r + (size_t)(n + 1) * (sizeof(void *) +
+                                                             sizeof(starpu_data_handle_t) +
+                                                             sizeof(enum starpu_data_access_mode) +
+                                                             sizeof(int)));
+    if (!r) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a host task");
+    r->seg = (int64_t(*)[3])(r + 1);
+    r->h = (starpu_data_handle_t *)((void **)(r + 1) + n + 1);
+    r->mode = (enum starpu_data_access_mode *)(r->h + n + 1);
+    r->segh = (int *)(r->mode + n + 1);
+    for (int i = 0; i < n; i++) {
+        if (!refs[i].t || refs[i].blk < 0 || refs[i].blk >= zt_tensor_nblk(refs[i].t)) {
+            free(r);
+            return zt_error_set(ZT_ERR_INVALID, "zt_task_io: block %d is invalid", i);
+        }
+        r->segh[i] = add_handle(r, zt_tensor_handle(refs[i].t, refs[i].blk), STARPU_R);
+    }
+    r->n = n;
+    r->fn = fn;
+    r->ctx = ctx;
+    r->bytes = bytes;
+    r->kind = ZT_KIND_ckpt_write;
+    r->layer = o ? o->layer : -1;
+    r->mb = o ? o->mb : -1;
+    r->step = o ? o->step : 0;
+    submit(r, "host task");
+    return ZT_OK;
+}
 
 enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct zt_swapfile *f,
                             const struct zt_swap_seg *segs, int n,
@@ -298,19 +368,8 @@ enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct 
         add_handle(r, zt_tensor_handle(order[i].t, order[i].blk), out ? STARPU_RW : STARPU_R);
     }
     if (pipe) add_handle(r, zt_tensor_handle(pipe, 0), STARPU_RW);
-    r->pending = r->nh + 1; /* the extra one: no I/O thread sees r before every call is made */
-    pthread_mutex_lock(&g.mu);
-    g.inflight++;
-    pthread_mutex_unlock(&g.mu);
-    for (int i = 0; i < r->nh; i++)
-        if (starpu_data_acquire_cb(r->h[i], r->mode[i], acquired, r) != 0) {
-            /* StarPU refuses only a handle it does not know, which zt_tensor_handle gave: a
-             * bug; the handles already asked for cannot be taken back */
-            set_error(zt_error_set(ZT_ERR_RUNTIME, "swap file %s: StarPU refused to acquire "
-                                   "a block", f->path));
-            r->nh = i;
-            break;
-        }
-    acquired(r);
+    char what[800];
+    snprintf(what, sizeof what, "swap file %s", f->path);
+    submit(r, what);
     return ZT_OK;
 }

@@ -41,7 +41,8 @@ extern "C" {
     X(comm_reduce_scatter)                                                                       \
     X(comm_allgather)                                                                            \
     X(swap_in)                                                                                   \
-    X(swap_out)
+    X(swap_out)                                                                                  \
+    X(ckpt_write)
 
 enum zt_task_kind {
 #define ZT_KIND_ENUM_(k) ZT_KIND_##k,

@@ -178,6 +178,15 @@ enum zt_status zt_swap_status(void);
 /* Block until every submitted swap has moved its bytes and released its blocks. Tasks waited
  * for with zt_runtime_wait_all include the swaps they depend on, not a trailing swap_out. */
 void zt_swap_wait(void);
+/* A host task served by an I/O thread (checkpoint writes): once each listed block is held for
+ * reading (acquired in submission order, so it sees what the tasks submitted before wrote, and
+ * tasks submitted after that write a block wait for it), fn(ctx, ptrs) runs on an I/O thread with
+ * the blocks' host pointers (ptrs[i] for refs[i]), then the blocks are released. No worker is
+ * used. fn always runs, even after a swap failed, and reports its own errors through ctx. bytes:
+ * for the trace record (kind ckpt_write). */
+typedef void (*zt_io_fn)(void *ctx, void *const *ptrs);
+enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_ref *refs, int n,
+                          int64_t bytes, zt_io_fn fn, void *ctx);
 /* out = 0: swap_in (file -> blocks, the blocks written), 1: swap_out (blocks -> file, read).
  * order: blocks accessed RW to order the file's regions across tasks (may be NULL); pipe: an
  * optional RW token serializing the task with others. Swap-outs must be 4096-aligned (memory,

@@ -23,6 +23,7 @@ checkpoint that trains exactly like --init-from; bad command lines exit 2.
 Usage: test_checkpoint.py ZT_TRAIN MPIEXEC WORKDIR ZT_CKPT
 """
 import json
+import math
 import os
 import random
 import shutil
@@ -123,6 +124,45 @@ for label, stage, n, opt, par in cases:
                 meta["config"]["zero_optimization"]["stage"] == 1,
                 "meta.json: format, step, world, stage, model, data position, scheduler, "
                 "tensors, config")
+
+# ---- saving overlaps training -----------------------------------------------------------------
+# 20 steps saving every 5: each save is written by host tasks while the next step runs; training
+# is unchanged by it (bit-identical to the straight run) and every save is the state after its
+# step (resuming step10 gives the straight run's steps 11-20). The trace shows the writes
+# (ckpt_write, on I/O-thread rows) running while the next step's tasks run.
+for label, stage, n, opt, par in [("s3", 3, 2, None, None), ("s1_nvme", 1, 1, dict(nv), None),
+                                  ("s3_nvme", 3, 2, dict(nv), dict(nv, buffer_count=2))]:
+    cfg = ds(stage, n, opt, par, tag="_" + label)
+    ck = R.path("ck_every5_%s_n%d" % (label, n))
+    shutil.rmtree(ck, ignore_errors=True)
+    tr = R.path("every5_%s_n%d.trace.json" % (label, n))
+    got, blob, p = run("every5_%s_n%d" % (label, n), cfg, n, STEPS,
+                       ["--save-dir", ck, "--save-interval", "5", "--trace", tr])
+    again, blob2, _ = run("every5_resumed_%s_n%d" % (label, n), cfg, n, STEPS,
+                          ["--resume", os.path.join(ck, "step10")])
+    sl, sb, _ = straight[(stage, n)]
+    R.check(got == sl and blob == sb and all(again[s] == sl[s] for s in again) and
+            sorted(again) == list(range(HALF + 1, STEPS + 1)) and blob2 == sb and
+            all("checkpoint %s/step%d saved" % (ck, k) in p.stdout for k in (5, 10, 15, 20)),
+            "%s on %d rank(s), saving every 5 steps: training bit-identical to the straight "
+            "run, and step10 resumes to it bit for bit" % (label, n))
+    ev = [x for x in json.load(open(tr))["traceEvents"] if x.get("ph") == "X"]
+    writes = [x for x in ev if x["name"] == "ckpt_write"]
+    nparams = sum(math.prod(t["shape"]) for t in json.load(open(os.path.join(ck, "step10", "meta.json")))["tensors"])
+    per_save = {k: sum(x["args"]["bytes"] for x in writes if x["args"]["step"] == k)
+                for k in (5, 10, 15, 20)}
+    overlapped = 0
+    for k in (5, 10, 15):
+        for r in range(n):
+            wend = max((x["ts"] + x["dur"] for x in writes
+                        if x["args"]["step"] == k and x["args"]["rank"] == r), default=-1)
+            overlapped += any(x["args"]["step"] == k + 1 and x["args"]["rank"] == r and
+                              x["name"] not in ("ckpt_write", "swap_in", "swap_out") and
+                              x["ts"] < wend for x in ev)
+    R.check(all(v == 12 * nparams for v in per_save.values()) and overlapped >= 1,
+            "%s on %d rank(s): the trace has each save's ckpt_write tasks (%s bytes, 12 per "
+            "parameter) and step k+1's tasks started before step k's save was written in %d of "
+            "%d cases" % (label, n, sorted(set(per_save.values())), overlapped, 3 * n))
 
 # ---- reshard ---------------------------------------------------------------------------------
 def reshard(src, dst_stage, dst_n, ref, what, opt=None, par=None):
