@@ -575,19 +575,27 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
 }
 
 /* the swap I/O service (its threads serve swaps and checkpoint writes), once per engine */
-static enum zt_status swap_start(zt_engine_t e) {
-    if (e->swap_on) return ZT_OK;
+/* the aio engine's settings (the config's aio section, ZT_AIO_ENGINE) */
+static enum zt_status aio_cfg(const struct zt_engine *e, struct zt_aio_cfg *ac) {
     const struct zt_config *c = &e->cfg;
     static const char *const engines[] = {"auto", "io_uring", "threads", NULL};
     const char *eng = "auto";
     ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", engines, &eng));
-    struct zt_aio_cfg ac = {.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
-                            .single_submit = c->aio_single_submit,
-                            .overlap_events = c->aio_overlap_events,
-                            .engine = strcmp(eng, "io_uring") == 0 ? ZT_AIO_URING
-                                    : strcmp(eng, "threads") == 0  ? ZT_AIO_THREADS
-                                                                   : ZT_AIO_AUTO};
-    ZT_CHECK(zt_swap_init(&ac, c->aio_thread_count));
+    *ac = (struct zt_aio_cfg){.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
+                             .single_submit = c->aio_single_submit,
+                             .overlap_events = c->aio_overlap_events,
+                             .engine = strcmp(eng, "io_uring") == 0 ? ZT_AIO_URING
+                                     : strcmp(eng, "threads") == 0  ? ZT_AIO_THREADS
+                                                                    : ZT_AIO_AUTO};
+    return ZT_OK;
+}
+
+/* the swap I/O service (its threads serve swaps and checkpoint writes), once per engine */
+static enum zt_status swap_start(zt_engine_t e) {
+    if (e->swap_on) return ZT_OK;
+    struct zt_aio_cfg ac;
+    ZT_CHECK(aio_cfg(e, &ac));
+    ZT_CHECK(zt_swap_init(&ac, e->cfg.aio_thread_count));
     e->swap_on = 1;
     return ZT_OK;
 }
@@ -1513,7 +1521,100 @@ struct save_job {
     double t0, t1;             /* submitted, shard committed (ms) */
     struct save_req *req;      /* [np] */
     char path[1024];           /* the shard (the writer borrows it) */
+    zt_aio_t aio;              /* its direct writes (NULL: buffered) */
+    char *stage[8];            /* staging buffers not in use */
+    int nstage, nalloc;        /* free ones, all of them */
+    /* direct writes: staged buffers go to a writer thread, so the next buffer is checksummed and
+     * copied while the previous one is on its way to the disk */
+    pthread_t writer;
+    int writer_on, stop;
+    struct chunk { char *buf; int64_t len, off; } q[8];
+    int qn, busy;              /* queued chunks, one being written */
 };
+
+#define SAVE_STAGE_BYTES (8 << 20)
+#define SAVE_STAGES 4 /* staging buffers per save: 32 MiB */
+
+/* a free staging buffer (waits for the writer to return one when all are in use) */
+static char *stage_get(struct save_job *j) {
+    char *b = NULL;
+    pthread_mutex_lock(&j->mu);
+    while (j->nstage == 0 && j->nalloc >= SAVE_STAGES) pthread_cond_wait(&j->cv, &j->mu);
+    if (j->nstage > 0) b = j->stage[--j->nstage];
+    else j->nalloc++;
+    pthread_mutex_unlock(&j->mu);
+    if (!b && posix_memalign((void **)&b, 4096, SAVE_STAGE_BYTES) != 0) {
+        b = NULL;
+        pthread_mutex_lock(&j->mu);
+        j->nalloc--;
+        pthread_mutex_unlock(&j->mu);
+    }
+    return b;
+}
+
+static void stage_put(struct save_job *j, char *b) {
+    if (!b) return;
+    pthread_mutex_lock(&j->mu);
+    j->stage[j->nstage++] = b;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void save_fail(struct save_job *j, enum zt_status rc) {
+    pthread_mutex_lock(&j->mu);
+    if (j->rc == ZT_OK) {
+        j->rc = rc;
+        snprintf(j->msg, sizeof j->msg, "%s", zt_error_last());
+    }
+    pthread_mutex_unlock(&j->mu);
+}
+
+static void *save_writer(void *arg) {
+    struct save_job *j = arg;
+    pthread_mutex_lock(&j->mu);
+    for (;;) {
+        while (j->qn == 0 && !j->stop) pthread_cond_wait(&j->cv, &j->mu);
+        if (j->qn == 0) break;
+        struct chunk c = j->q[0];
+        memmove(j->q, j->q + 1, (size_t)(--j->qn) * sizeof *j->q);
+        j->busy = 1;
+        int failed = j->rc != ZT_OK;
+        pthread_mutex_unlock(&j->mu);
+        enum zt_status rc = failed ? ZT_OK
+                                   : zt_aio_write(j->aio, j->w.dfd, j->w.f.path, c.buf,
+                                                  (size_t)c.len, c.off);
+        if (rc != ZT_OK) save_fail(j, rc);
+        pthread_mutex_lock(&j->mu);
+        j->stage[j->nstage++] = c.buf;
+        j->busy = 0;
+        pthread_cond_broadcast(&j->cv);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return NULL;
+}
+
+/* zt_shard_stream's flush: queue the full buffer for the writer, continue in a free one */
+static enum zt_status save_flush(void *ctx, char **buf, int64_t len, int64_t off) {
+    struct save_job *j = ctx;
+    pthread_mutex_lock(&j->mu);
+    j->q[j->qn++] = (struct chunk){*buf, len, off}; /* qn < SAVE_STAGES: one buffer is ours */
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    *buf = stage_get(j);
+    if (!*buf) return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->path);
+    return ZT_OK;
+}
+
+/* every queued chunk written; the writer stopped */
+static void writer_drain(struct save_job *j) {
+    if (!j->writer_on) return;
+    pthread_mutex_lock(&j->mu);
+    j->stop = 1;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    pthread_join(j->writer, NULL);
+    j->writer_on = 0;
+}
 
 static double ms_now(void) {
     struct timespec ts;
@@ -1538,6 +1639,7 @@ static void save_done(struct save_job *j, enum zt_status rc) {
     int last = --j->left == 0;
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
+    writer_drain(j);
     if (j->rc == ZT_OK) rc = zt_shard_commit(&j->w);
     else rc = zt_shard_abort(&j->w, j->rc);
     pthread_mutex_lock(&j->mu);
@@ -1564,7 +1666,10 @@ static void save_param(void *ctx, void *const *ptrs) {
     int failed = j->rc != ZT_OK; /* another part failed: the shard is lost anyway */
     pthread_mutex_unlock(&j->mu);
     float *tmp = NULL;
-    if (!failed && (p->offl || !e->m)) {
+    char *stage = failed ? NULL : stage_get(j);
+    if (!failed && !stage)
+        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->w.f.path);
+    if (!failed && rc == ZT_OK && (p->offl || !e->m)) {
         int64_t maxb = 1;
         for (int k = p->own0; k < p->own1; k++)
             if (blk_elems(e, p->first_blk + k) > maxb) maxb = blk_elems(e, p->first_blk + k);
@@ -1573,7 +1678,13 @@ static void save_param(void *ctx, void *const *ptrs) {
             rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->w.f.path);
         }
     }
-    for (int role = 0; !failed && rc == ZT_OK && role < 3; role++)
+    for (int role = 0; !failed && rc == ZT_OK && role < 3; role++) {
+        struct zt_shard_stream st;
+        zt_shard_stream_begin(&st, &j->w, q->rec0 + role, stage, SAVE_STAGE_BYTES);
+        if (j->writer_on) {
+            st.flush = save_flush;
+            st.ctx = j;
+        }
         for (int k = 0; rc == ZT_OK && k < nown; k++) {
             int b = p->first_blk + p->own0 + k;
             int64_t n = blk_elems(e, b);
@@ -1582,15 +1693,19 @@ static void save_param(void *ctx, void *const *ptrs) {
                 src = ptrs[k];
             } else if (role == 0) { /* its shard is in file B */
                 rc = zt_swap_read_sync(&e->fB, tmp, n * 4, fileB_off(e, b));
-            } else if (e->m) { /* m and v blocks follow the value blocks, in block order */
+            } else if (e->m) { /* m and v blocks of each value block's group */
                 src = (const float *)ptrs[q->mv0 + 2 * k + role - 1] + e->pblk[b].off;
             } else { /* file A */
                 rc = fileA_range(e, e->blk_group[b], e->pblk[b].off, e->pblk[b].off + n,
                                  role - 1, tmp);
             }
-            if (rc == ZT_OK) rc = zt_shard_put(&j->w, q->rec0 + role, src, n);
+            if (rc == ZT_OK) rc = zt_shard_stream_add(&st, src, n);
         }
+        if (rc == ZT_OK) rc = zt_shard_stream_end(&st);
+        stage = st.buf; /* after a flush, another buffer */
+    }
     free(tmp);
+    stage_put(j, stage);
     save_done(j, rc);
 }
 
@@ -1639,9 +1754,16 @@ enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path) {
         free(refs);
         return rc;
     }
+    struct zt_aio_cfg ac;
+    if (aio_cfg(e, &ac) == ZT_OK && zt_aio_init(&j->aio, &ac) == ZT_OK &&
+        !zt_shard_direct(&j->w, j->aio)) {
+        zt_aio_free(j->aio); /* the file system refuses O_DIRECT: buffered writes */
+        j->aio = NULL;
+    }
     j->e = e;
     pthread_mutex_init(&j->mu, NULL);
     pthread_cond_init(&j->cv, NULL);
+    if (j->aio && pthread_create(&j->writer, NULL, save_writer, j) == 0) j->writer_on = 1;
     j->left = 1;
     j->t0 = ms_now();
     e->save = j;
@@ -1697,8 +1819,14 @@ enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info) {
     if (!j) return zt_error_set(ZT_ERR_INVALID, "checkpoint shard: no save in progress");
     double t = ms_now();
     pthread_mutex_lock(&j->mu);
+    int done = j->left < 0;
+    pthread_mutex_unlock(&j->mu);
+    /* idle StarPU workers poll for work: while only the writers run, let them sleep */
+    int paused = !done && zt_runtime_pause_if_idle();
+    pthread_mutex_lock(&j->mu);
     while (j->left >= 0) pthread_cond_wait(&j->cv, &j->mu);
     pthread_mutex_unlock(&j->mu);
+    if (paused) zt_runtime_resume();
     if (info) {
         info->bytes = j->bytes;
         info->write_ms = j->t1 - j->t0;
@@ -1708,6 +1836,8 @@ enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info) {
     if (rc != ZT_OK) zt_error_set(rc, "%s", j->msg);
     pthread_mutex_destroy(&j->mu);
     pthread_cond_destroy(&j->cv);
+    if (j->aio) zt_aio_free(j->aio);
+    for (int i = 0; i < j->nstage; i++) free(j->stage[i]);
     free(j->req);
     free(j);
     e->save = NULL;

@@ -1,6 +1,7 @@
 /*
  * io/ckpt.c: checkpoint shard files and CRC32C (see zt_ckpt.h).
  */
+#define _GNU_SOURCE      /* O_DIRECT */
 #include "zt_ckpt.h"
 #include <cjson/cJSON.h> /* header JSON */
 #include <errno.h>       /* errno */
@@ -11,6 +12,7 @@
 #include <string.h>      /* memcpy, strerror */
 #include <sys/stat.h>    /* fstat */
 #include <unistd.h>      /* pread, pwrite, close */
+#include "zt_aio.h"      /* zt_aio_write (direct record writes) */
 
 #define MAGIC "ZTSHARD1"
 #define PRE 16           /* magic, header length, header CRC */
@@ -37,7 +39,7 @@ static void crc_init(void) {
     __atomic_store_n(&tab_ready, 1, __ATOMIC_RELEASE);
 }
 
-uint32_t zt_crc32c(uint32_t crc, const void *p, size_t n) {
+uint32_t zt_crc32c_portable(uint32_t crc, const void *p, size_t n) {
     if (!__atomic_load_n(&tab_ready, __ATOMIC_ACQUIRE)) crc_init(); /* idempotent */
     const unsigned char *b = p;
     uint32_t c = ~crc;
@@ -59,6 +61,40 @@ uint32_t zt_crc32c(uint32_t crc, const void *p, size_t n) {
     return ~c;
 }
 
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* SSE4.2's crc32 instruction computes the same CRC32C, 8 bytes per instruction (~8 GB/s against
+ * ~1.4 GB/s for the tables): a checkpoint's checksums then cost little next to its writes */
+__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const void *p,
+                                                               size_t n) {
+    const unsigned char *b = p;
+    uint64_t c = ~crc & 0xffffffffu;
+    while (n > 0 && ((uintptr_t)b & 7)) {
+        c = __builtin_ia32_crc32qi((uint32_t)c, *b++);
+        n--;
+    }
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, b, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        b += 8;
+        n -= 8;
+    }
+    while (n-- > 0) c = __builtin_ia32_crc32qi((uint32_t)c, *b++);
+    return ~(uint32_t)c;
+}
+#define HAVE_CRC_HW 1
+#endif
+
+uint32_t zt_crc32c(uint32_t crc, const void *p, size_t n) {
+#ifdef HAVE_CRC_HW
+    static int hw = -1; /* racy but idempotent: every thread computes the same answer */
+    if (hw < 0) hw = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    if (hw) return crc_sse42(crc, p, n);
+#endif
+    return zt_crc32c_portable(crc, p, n);
+}
+
 /* ---- header ---- */
 static void put_u32(unsigned char *p, uint32_t v) {
     for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -67,8 +103,9 @@ static uint32_t get_u32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* The header JSON. CRCs are printed right-aligned in 10 characters (leading blanks: still valid
- * JSON) so the length does not depend on them. */
+/* The header JSON. Offsets, lengths and CRCs are printed right-aligned in fixed widths (leading
+ * blanks: still valid JSON) so its length does not depend on them: the space reserved for it
+ * when the shard is created (offsets not assigned yet) holds it at commit. */
 static char *header_json(int rank, int world, const struct zt_shard_rec *r, int n) {
     size_t cap = 256 + (size_t)n * (ZT_SHARD_MAX_NAME + 256), at = 0;
     char *s = malloc(cap);
@@ -79,7 +116,7 @@ static char *header_json(int rank, int world, const struct zt_shard_rec *r, int 
         at += (size_t)snprintf(s + at, cap - at,
                                "%s\n {\"name\": \"%s\", \"role\": \"%s\", \"rows\": %" PRId64
                                ", \"cols\": %" PRId64 ", \"row0\": %" PRId64 ", \"row1\": %" PRId64
-                               ", \"offset\": %" PRId64 ", \"bytes\": %" PRId64
+                               ", \"offset\": %15" PRId64 ", \"bytes\": %15" PRId64
                                ", \"crc32c\": %10" PRIu32 "}",
                                i ? "," : "", r[i].name, zt_shard_role_name(r[i].role), r[i].rows,
                                r[i].cols, r[i].row0, r[i].row1, r[i].offset, r[i].bytes, r[i].crc);
@@ -93,6 +130,7 @@ enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int 
                                const struct zt_shard_rec *recs, int n) {
     memset(w, 0, sizeof *w);
     w->f.fd = -1;
+    w->dfd = -1;
     w->rec = calloc((size_t)n + 1, sizeof *w->rec);
     w->rdone = calloc((size_t)n + 1, sizeof *w->rdone);
     if (!w->rec || !w->rdone) {
@@ -194,7 +232,81 @@ enum zt_status zt_shard_put(struct zt_shard_writer *w, int i, const float *data,
     return ZT_OK;
 }
 
+/* ---- direct writes of whole records (zt_shard_stream_*) ---- */
+int zt_shard_direct(struct zt_shard_writer *w, struct zt_aio *aio) {
+    if (!aio || !w->f.tmp) return 0;
+    w->dfd = open(w->f.tmp, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (w->dfd < 0) return 0; /* e.g. tmpfs: the buffered path it is */
+    w->aio = aio;
+    return 1;
+}
+
+static void close_direct(struct zt_shard_writer *w) {
+    if (w->dfd >= 0) close(w->dfd);
+    w->dfd = -1;
+}
+
+static enum zt_status stream_flush(struct zt_shard_stream *st, int64_t n) {
+    struct zt_shard_writer *w = st->w;
+    if (n == 0) return ZT_OK;
+    int64_t len = align_up(n);
+    if (len > n) memset(st->buf + n, 0, (size_t)(len - n)); /* the padding after the record */
+    if (st->flush)
+        ZT_CHECK(st->flush(st->ctx, &st->buf, len, w->rec[st->i].offset + st->at));
+    else
+        ZT_CHECK(zt_aio_write(w->aio, w->dfd, w->f.path, st->buf, (size_t)len,
+                              w->rec[st->i].offset + st->at));
+    st->at += n;
+    st->fill = 0;
+    return ZT_OK;
+}
+
+void zt_shard_stream_begin(struct zt_shard_stream *st, struct zt_shard_writer *w, int i,
+                           char *buf, int64_t cap) {
+    *st = (struct zt_shard_stream){.w = w, .i = i, .buf = buf, .cap = cap / ALIGN * ALIGN};
+}
+
+enum zt_status zt_shard_stream_add(struct zt_shard_stream *st, const float *data,
+                                   int64_t nfloats) {
+    struct zt_shard_writer *w = st->w;
+    struct zt_shard_rec *r = &w->rec[st->i];
+    int64_t left = nfloats * 4;
+    if (st->at + st->fill + left > r->bytes)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: more data than record %d",
+                            w->f.path, st->i);
+    if (w->dfd < 0) {
+        ZT_CHECK(zt_shard_put(w, st->i, data, nfloats));
+        st->at += left;
+        return ZT_OK;
+    }
+    const char *p = (const char *)data;
+    while (left > 0) { /* checksum and stage in cache-sized pieces, write whole buffers */
+        int64_t k = st->cap - st->fill;
+        if (k > left) k = left;
+        if (k > 256 << 10) k = 256 << 10;
+        r->crc = zt_crc32c(r->crc, p, (size_t)k);
+        memcpy(st->buf + st->fill, p, (size_t)k);
+        st->fill += k;
+        p += k;
+        left -= k;
+        if (st->fill == st->cap) ZT_CHECK(stream_flush(st, st->fill));
+    }
+    return ZT_OK;
+}
+
+enum zt_status zt_shard_stream_end(struct zt_shard_stream *st) {
+    struct zt_shard_writer *w = st->w;
+    if (w->dfd >= 0) ZT_CHECK(stream_flush(st, st->fill));
+    if (st->at != w->rec[st->i].bytes)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d (%s) got %lld of "
+                            "%lld bytes", w->f.path, st->i, w->rec[st->i].name,
+                            (long long)st->at, (long long)w->rec[st->i].bytes);
+    if (w->dfd >= 0) w->rdone[st->i] = st->at;
+    return ZT_OK;
+}
+
 enum zt_status zt_shard_commit(struct zt_shard_writer *w) {
+    close_direct(w); /* its data reached the device; fsync below covers the inode */
     int put = 0; /* written with zt_shard_put: every record must be whole */
     for (int i = 0; i < w->n; i++) put |= w->rdone[i] > 0;
     for (int i = 0; put && i < w->n; i++)
@@ -215,7 +327,8 @@ enum zt_status zt_shard_commit(struct zt_shard_writer *w) {
     if (!buf || PRE + (int64_t)hl > w->hdr_bytes) {
         free(h);
         free(buf);
-        return zt_shard_abort(w, zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: header",
+        return zt_shard_abort(w, zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory "
+                                              "or the header outgrew its space",
                                               w->f.path));
     }
     memcpy(buf, MAGIC, 8);
@@ -245,6 +358,7 @@ enum zt_status zt_shard_commit(struct zt_shard_writer *w) {
 }
 
 enum zt_status zt_shard_abort(struct zt_shard_writer *w, enum zt_status rc) {
+    close_direct(w);
     if (w->f.tmp) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", zt_error_last());

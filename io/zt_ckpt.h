@@ -24,6 +24,8 @@
 #include "zt_file.h"   /* struct zt_afile */
 #include "zt_status.h" /* enum zt_status */
 
+struct zt_aio; /* io/zt_aio.h */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -46,6 +48,8 @@ struct zt_shard_rec {
 /* CRC32C (Castagnoli), as in iSCSI/ext4: crc = zt_crc32c(0, p, n) for a whole buffer; chained
  * by passing the previous value. */
 uint32_t zt_crc32c(uint32_t crc, const void *p, size_t n);
+/* The same with tables only (the reference the SSE4.2 path is tested against). */
+uint32_t zt_crc32c_portable(uint32_t crc, const void *p, size_t n);
 
 struct zt_shard_writer {
     struct zt_afile f;
@@ -55,6 +59,23 @@ struct zt_shard_writer {
     int rank, world;
     int64_t hdr_bytes;        /* reserved for the header (data starts here) */
     int64_t *rdone;           /* [n] bytes of each record written by zt_shard_put */
+    int dfd;                  /* the temporary opened O_DIRECT (zt_shard_direct), or -1 */
+    struct zt_aio *aio;       /* borrowed (io/zt_aio.h): moves the direct writes */
+};
+
+/* Whole records streamed through an aligned staging buffer: checksummed while copied, written
+ * with O_DIRECT through aio (the page cache is bypassed: no dirty-page throttling, and the copy
+ * is the only CPU work besides the CRC), or with zt_shard_put when the file system refuses
+ * O_DIRECT. One stream per record, records from different threads at once. */
+struct zt_shard_stream {
+    struct zt_shard_writer *w;
+    int i;                    /* the record */
+    char *buf;                /* 4096-aligned staging buffer of cap bytes */
+    int64_t cap, fill, at;    /* fill: staged bytes; at: record bytes already written */
+    /* optional: takes a full buffer (len bytes, 4096-padded, for file offset off) to write
+     * later and puts an empty one of the same size in *buf; NULL: written here and now */
+    enum zt_status (*flush)(void *ctx, char **buf, int64_t len, int64_t off);
+    void *ctx;
 };
 
 /* Create path's temporary and reserve the header for recs[0..n) (offsets are assigned here). */
@@ -67,6 +88,16 @@ enum zt_status zt_shard_append(struct zt_shard_writer *w, const float *data, int
  * once. Either this or zt_shard_append for one writer. On failure the error is set (this thread)
  * and the writer must be aborted by its owner. */
 enum zt_status zt_shard_put(struct zt_shard_writer *w, int i, const float *data, int64_t nfloats);
+/* Writes go O_DIRECT through aio from now on (1), or stay buffered (0: no aio, or the file
+ * system refuses O_DIRECT). */
+int zt_shard_direct(struct zt_shard_writer *w, struct zt_aio *aio);
+/* Stream record i: begin with a 4096-aligned buffer of cap (>= 4096) bytes, add its data in
+ * order, end (writes the rest; the record must be complete). Errors are set on this thread. */
+void zt_shard_stream_begin(struct zt_shard_stream *st, struct zt_shard_writer *w, int i,
+                           char *buf, int64_t cap);
+enum zt_status zt_shard_stream_add(struct zt_shard_stream *st, const float *data,
+                                   int64_t nfloats);
+enum zt_status zt_shard_stream_end(struct zt_shard_stream *st);
 /* Every record complete: write the header with the CRCs, fsync, rename into place. */
 enum zt_status zt_shard_commit(struct zt_shard_writer *w);
 /* Give up: remove the temporary (the error is already set). Returns the given status. */

@@ -130,6 +130,14 @@ enum zt_status zt_runtime_wait_all(void) {
     return ZT_OK;
 }
 
+int zt_runtime_pause_if_idle(void) {
+    if (starpu_task_nsubmitted() != 0) return 0;
+    starpu_pause();
+    return 1;
+}
+
+void zt_runtime_resume(void) { starpu_resume(); }
+
 int zt_runtime_nworkers(void) { return (int)starpu_worker_get_count(); }
 
 const char *zt_runtime_sched_name(void) { return g_sched_name; }

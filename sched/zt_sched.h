@@ -22,6 +22,11 @@ enum zt_status zt_runtime_init(void);
 void zt_runtime_free(void);
 /* Wait for every submitted task. */
 enum zt_status zt_runtime_wait_all(void);
+/* With no task submitted and unfinished, park the workers (starpu_pause: they sleep instead of
+ * polling for work, leaving the cores to host threads such as a checkpoint's writers) and
+ * return 1; else 0. A 1 must be followed by zt_runtime_resume before tasks are submitted. */
+int zt_runtime_pause_if_idle(void);
+void zt_runtime_resume(void);
 int zt_runtime_nworkers(void);
 /* Name of the scheduling policy in use ("lws", ...). */
 const char *zt_runtime_sched_name(void);
