@@ -141,7 +141,7 @@ static double now_ms(void) {
 /* a checkpoint being written in the background (zt_checkpoint_save_begin) */
 struct pending_save {
     int64_t step;
-    double t_begin, begin_ms; /* when it began, how long beginning held the loop */
+    double begin_ms; /* how long beginning it held the loop */
     const char *dir;
 };
 
@@ -407,13 +407,13 @@ static int train_main(int argc, char **argv) {
                      "%lld, \"tokens_per_step\": %lld, \"tokens_consumed\": %lld}}",
                      shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer, shape.n_head,
                      (long long)(s + 1), (long long)tokens, (long long)(s * tokens));
-            saved.t_begin = now_ms();
+            double tb = now_ms();
             if (zt_checkpoint_save_begin(e, save_dir, s, extra, cfg.ckpt_keep_last, &saving) !=
                 ZT_OK)
                 goto out;
             saved.step = s;
             saved.dir = save_dir;
-            saved.begin_ms = now_ms() - saved.t_begin;
+            saved.begin_ms = now_ms() - tb;
         }
         double ms = now_ms() - t0; /* a save's share of the loop's time included */
         if (s == first && cfg.zero_stage >= 2) { /* the gradient window grew to its size */

@@ -31,6 +31,8 @@ import statistics
 import subprocess
 import sys
 
+from benchlib import openblas_envs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SAVED = re.compile(r"checkpoint (\S+)/step(\d+) saved: ([0-9.]+) MiB per rank written in "
@@ -95,9 +97,7 @@ def main():
         cfgs[k] = os.path.join(a.dir, k + "_ds.json")
         with open(cfgs[k], "w") as f:
             json.dump(c, f)
-    envs = [("default", {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}),
-            ("Haswell", dict(os.environ, OPENBLAS_CORETYPE="Haswell"))]
-    envs = [x for x in envs if x[0] in a.envs.split(",")]
+    envs = openblas_envs(a.envs)
     fs = subprocess.run(["df", "-T", a.dir], capture_output=True, text=True).stdout.split("\n")
     print("zerotask ckpt_vs_fio: gpt2-124M shape, 1 rank, STARPU_NCPU=2, %d steps, a save after "
           "every step; fio %s in %s (%s)" % (a.steps, run([a.fio, "--version"], "fio").strip(),

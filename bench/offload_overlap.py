@@ -26,6 +26,8 @@ import statistics
 import subprocess
 import sys
 
+from benchlib import openblas_envs
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -107,9 +109,7 @@ def main():
         cfgs[k] = os.path.join(a.dir, k + "_ds.json")
         with open(cfgs[k], "w") as f:
             json.dump(d, f)
-    envs = [("default", {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}),
-            ("Haswell", dict(os.environ, OPENBLAS_CORETYPE="Haswell"))]
-    envs = [x for x in envs if x[0] in a.envs.split(",")]
+    envs = openblas_envs(a.envs)
     print("zerotask offload_overlap: gpt2-124M shape, 1 rank, STARPU_NCPU=2, %d steps, "
           "offload_optimizer.buffer_count %s, aio.thread_count %s"
           % (a.steps, a.buffer_count or "auto (default)", a.thread_count or "1 (default)"))

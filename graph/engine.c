@@ -252,6 +252,7 @@ void zt_engine_free(zt_engine_t e) {
     free(e->pblk);
     free(e->gblk);
     free(e->groups);
+    free(e->blk_group);
     free(e->blk_seqs);
     free(e);
 }
@@ -574,7 +575,6 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
     return rc;
 }
 
-/* the swap I/O service (its threads serve swaps and checkpoint writes), once per engine */
 /* the aio engine's settings (the config's aio section, ZT_AIO_ENGINE) */
 static enum zt_status aio_cfg(const struct zt_engine *e, struct zt_aio_cfg *ac) {
     const struct zt_config *c = &e->cfg;
@@ -623,14 +623,10 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
     e->goffB = calloc((size_t)nl + 1, sizeof *e->goffB);
     e->ufirst = calloc((size_t)nl + 1, sizeof *e->ufirst);
     e->units = calloc((size_t)nu + 1, sizeof *e->units);
-    e->blk_group = malloc((size_t)e->nb * sizeof *e->blk_group);
-    if (!e->goffB || !e->ufirst || !e->units || !e->blk_group)
+    if (!e->goffB || !e->ufirst || !e->units)
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    for (int b = 0; b < e->nb; b++) e->blk_group[b] = -1;
     int64_t maxu = 1024, offA = 0, offB = 0;
     for (int li = 0; li < nl; li++) {
-        const struct zt_group *gr = &e->groups[e->g0 + li];
-        for (int b = gr->first; b < gr->first + gr->n; b++) e->blk_group[b] = li;
         int64_t ge = group_elems(e, e->g0 + li);
         e->goffB[li] = offB;
         if (e->par_nvme) offB += pad4k(ge * 4);
@@ -738,7 +734,6 @@ static void offload_free(zt_engine_t e) {
     free(e->goffB);
     free(e->ufirst);
     free(e->units);
-    free(e->blk_group);
 }
 
 enum zt_status zt_engine_finalize(zt_engine_t e) {
@@ -892,6 +887,14 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     /* stage 0: every rank updates every group; stage >= 1: only its own (optimizer state 1/N) */
     e->g0 = e->stage >= 1 ? e->gfirst[e->rank] : 0;
     e->g1 = e->stage >= 1 ? e->gfirst[e->rank + 1] : e->ng;
+    if (!(e->blk_group = malloc(((size_t)e->nb + 1) * sizeof *e->blk_group))) {
+        free(grows);
+        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    }
+    for (int b = 0; b < e->nb; b++) e->blk_group[b] = -1;
+    for (int gi = e->g0; gi < e->g1; gi++)
+        for (int b = e->groups[gi].first; b < e->groups[gi].first + e->groups[gi].n; b++)
+            e->blk_group[b] = gi - e->g0;
     rc = ZT_OK;
     if (e->g1 > e->g0 && e->cfg.offload_optimizer.device != ZT_OFFLOAD_NVME) {
         int64_t mrows = 0;
@@ -1509,6 +1512,9 @@ struct save_req {
     int mv0;                   /* where the m and v blocks start among its task's pointers */
 };
 
+#define SAVE_STAGE_BYTES (8 << 20)
+#define SAVE_STAGES 4 /* staging buffers per save: 32 MiB */
+
 struct save_job {
     zt_engine_t e;
     struct zt_shard_writer w;
@@ -1522,18 +1528,15 @@ struct save_job {
     struct save_req *req;      /* [np] */
     char path[1024];           /* the shard (the writer borrows it) */
     zt_aio_t aio;              /* its direct writes (NULL: buffered) */
-    char *stage[8];            /* staging buffers not in use */
+    char *stage[SAVE_STAGES];  /* staging buffers not in use */
     int nstage, nalloc;        /* free ones, all of them */
     /* direct writes: staged buffers go to a writer thread, so the next buffer is checksummed and
      * copied while the previous one is on its way to the disk */
     pthread_t writer;
     int writer_on, stop;
-    struct chunk { char *buf; int64_t len, off; } q[8];
-    int qn, busy;              /* queued chunks, one being written */
+    struct chunk { char *buf; int64_t len, off; } q[SAVE_STAGES];
+    int qn;                    /* queued chunks */
 };
-
-#define SAVE_STAGE_BYTES (8 << 20)
-#define SAVE_STAGES 4 /* staging buffers per save: 32 MiB */
 
 /* a free staging buffer (waits for the writer to return one when all are in use) */
 static char *stage_get(struct save_job *j) {
@@ -1577,7 +1580,6 @@ static void *save_writer(void *arg) {
         if (j->qn == 0) break;
         struct chunk c = j->q[0];
         memmove(j->q, j->q + 1, (size_t)(--j->qn) * sizeof *j->q);
-        j->busy = 1;
         int failed = j->rc != ZT_OK;
         pthread_mutex_unlock(&j->mu);
         enum zt_status rc = failed ? ZT_OK
@@ -1586,7 +1588,6 @@ static void *save_writer(void *arg) {
         if (rc != ZT_OK) save_fail(j, rc);
         pthread_mutex_lock(&j->mu);
         j->stage[j->nstage++] = c.buf;
-        j->busy = 0;
         pthread_cond_broadcast(&j->cv);
     }
     pthread_mutex_unlock(&j->mu);
@@ -1622,31 +1623,17 @@ static double ms_now(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* the local group holding block b of this rank */
-static int local_group(const struct zt_engine *e, int b) {
-    for (int g = e->g0; g < e->g1; g++)
-        if (b >= e->groups[g].first && b < e->groups[g].first + e->groups[g].n) return g - e->g0;
-    return -1;
-}
-
 /* a parameter task is done: the last one commits the shard (header, fsync, rename) */
 static void save_done(struct save_job *j, enum zt_status rc) {
+    if (rc != ZT_OK) save_fail(j, rc);
     pthread_mutex_lock(&j->mu);
-    if (rc != ZT_OK && j->rc == ZT_OK) {
-        j->rc = rc;
-        snprintf(j->msg, sizeof j->msg, "%s", zt_error_last());
-    }
     int last = --j->left == 0;
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
     writer_drain(j);
-    if (j->rc == ZT_OK) rc = zt_shard_commit(&j->w);
-    else rc = zt_shard_abort(&j->w, j->rc);
+    rc = j->rc == ZT_OK ? zt_shard_commit(&j->w) : zt_shard_abort(&j->w, j->rc);
+    if (rc != ZT_OK) save_fail(j, rc);
     pthread_mutex_lock(&j->mu);
-    if (rc != ZT_OK && j->rc == ZT_OK) {
-        j->rc = rc;
-        snprintf(j->msg, sizeof j->msg, "%s", zt_error_last());
-    }
     j->t1 = ms_now();
     j->left = -1; /* finished */
     pthread_cond_broadcast(&j->cv);
@@ -1794,7 +1781,7 @@ enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path) {
             } else { /* m and v blocks of each value block's group */
                 q->mv0 = n;
                 for (int k = 0; k < nown; k++) {
-                    int g = local_group(e, p->first_blk + p->own0 + k);
+                    int g = e->blk_group[p->first_blk + p->own0 + k];
                     refs[n++] = (struct zt_block_ref){e->m, g, 0};
                     refs[n++] = (struct zt_block_ref){e->v, g, 0};
                 }
@@ -1817,7 +1804,6 @@ enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path) {
 enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info) {
     struct save_job *j = e->save;
     if (!j) return zt_error_set(ZT_ERR_INVALID, "checkpoint shard: no save in progress");
-    double t = ms_now();
     pthread_mutex_lock(&j->mu);
     int done = j->left < 0;
     pthread_mutex_unlock(&j->mu);
@@ -1830,7 +1816,6 @@ enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info) {
     if (info) {
         info->bytes = j->bytes;
         info->write_ms = j->t1 - j->t0;
-        info->wait_ms = ms_now() - t;
     }
     enum zt_status rc = j->rc;
     if (rc != ZT_OK) zt_error_set(rc, "%s", j->msg);

@@ -139,8 +139,8 @@ enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path)
  * and moments in memory, or the swap files' regions of offloaded state) so it sees the state
  * after that step, while the next steps' forward and backward run; only their updates of that
  * state wait for it. zt_engine_save_end waits for the shard (written, fsynced, renamed into
- * place) and reports its first failure; info (may be NULL) gets its bytes, the time from begin to
- * the shard being complete, and how long save_end waited. One save at a time.
+ * place) and reports its first failure; info (may be NULL) gets its bytes and the time from
+ * begin to the shard being complete. One save at a time.
  * zt_engine_save_shard: both at once.
  * Load: replaces the engine's state with the shards paths[0..n) (rank k's at paths[k]) written
  * by any world size and ZeRO stage: all are opened and checked (names, shapes, every row present
@@ -148,7 +148,7 @@ enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path)
  * collective; call between steps. */
 struct zt_save_info {
     int64_t bytes;
-    double write_ms, wait_ms;
+    double write_ms;
 };
 enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path);
 enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info);

@@ -123,32 +123,24 @@ static void *io_thread(void *arg) {
         if (!g.head) g.tail = NULL;
         int failed = g.err != ZT_OK;
         pthread_mutex_unlock(&g.mu);
+        double t0 = starpu_timing_now();
         if (r->fn) { /* a host task: always runs (its owner counts on it), reports its own errors */
-            double t0 = starpu_timing_now();
             void **ptrs = (void **)r->seg; /* room for n pointers, see zt_task_io */
             for (int i = 0; i < r->n; i++)
                 ptrs[i] = (void *)starpu_vector_get_local_ptr(r->h[r->segh[i]]);
             r->fn(r->ctx, ptrs);
-            if (zt_trace_enabled()) {
-                struct zt_trace_rec t = {.kind = r->kind, .layer = r->layer, .mb = r->mb,
-                                         .blk = -1, .worker = ZT_TRACE_IO_WORKER + id,
-                                         .step = r->step, .start_us = t0,
-                                         .end_us = starpu_timing_now(), .bytes = r->bytes};
-                zt_trace_record(&t);
-            }
         } else if (!failed) { /* after a failure the step is lost: skip the rest, end quickly */
-            double t0 = starpu_timing_now();
             enum zt_status rc = bounce ? move(r, bounce)
                                        : zt_error_set(ZT_ERR_NOMEM, "swap: no bounce buffer");
             if (rc != ZT_OK) set_error(rc);
-            if (zt_trace_enabled()) {
-                struct zt_trace_rec t = {.kind = r->kind, .layer = r->layer, .mb = r->mb,
-                                         .blk = -1, .worker = ZT_TRACE_IO_WORKER + id,
-                                         .step = r->step, .start_us = t0,
-                                         .end_us = starpu_timing_now()};
-                for (int i = 0; i < r->n; i++) t.bytes += r->seg[i][1];
-                zt_trace_record(&t);
-            }
+        }
+        if ((r->fn || !failed) && zt_trace_enabled()) {
+            struct zt_trace_rec t = {.kind = r->kind, .layer = r->layer, .mb = r->mb,
+                                     .blk = -1, .worker = ZT_TRACE_IO_WORKER + id,
+                                     .step = r->step, .start_us = t0,
+                                     .end_us = starpu_timing_now(), .bytes = r->bytes};
+            for (int i = 0; !r->fn && i < r->n; i++) t.bytes += r->seg[i][1];
+            zt_trace_record(&t);
         }
         finish(r);
         pthread_mutex_lock(&g.mu);

@@ -67,16 +67,10 @@ def ds(stage, n, opt=None, par=None, tag=""):
 
 def run(label, cfg, n, steps, extra=(), env=None):
     """train; returns (losses by step, exported weights, process)"""
-    log, out = R.path(label + ".jsonl"), R.path(label + ".safetensors")
-    p = R.launch(n, ["--ds-config", cfg, "--model", model, "--data", data, "--steps", str(steps),
-                     "--log", log, "--export", out] + list(extra), env)
-    if p.returncode != 0:
-        print("FAIL %s: exit %d\n%s%s" % (label, p.returncode, p.stdout[-2000:], p.stderr[-3000:]))
-        sys.exit(1)
-    with open(log) as f:
-        losses = {json.loads(l)["step"]: json.loads(l)["loss"] for l in f}
+    recs, out, p = R.train(label, n, ["--ds-config", cfg, "--model", model, "--data", data,
+                                      "--steps", str(steps)] + list(extra), env)
     with open(out, "rb") as f:
-        return losses, f.read(), p
+        return {r["step"]: r["loss"] for r in recs}, f.read(), p
 
 
 def rel(a, b):
@@ -326,14 +320,8 @@ fails("--resume with --init-from", ["--resume", good, "--init-from", "x.safetens
 
 # ---- disk full during a save (root: loop-mounted ext4) ---------------------------------------
 if os.geteuid() == 0 and shutil.which("mkfs.ext4"):
-    img, mnt = R.path("small.img"), R.path("small")
-    os.makedirs(mnt, exist_ok=True)
-    subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL)
-    with open(img, "wb") as f:
-        f.truncate(16 << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", img], check=True)
-    if subprocess.run(["mount", "-o", "loop", img, mnt]).returncode == 0:
-        try:
+    with R.small_ext4("small") as mnt:
+        if mnt:
             size = sum(os.path.getsize(os.path.join(good, "step10", f))
                        for f in os.listdir(os.path.join(good, "step10")))
             st = os.statvfs(mnt)
@@ -350,8 +338,6 @@ if os.geteuid() == 0 and shutil.which("mkfs.ext4"):
             got, _, _ = run("after_full", ds(1, 1), 1, STEPS, ["--resume", ckd])
             R.check(all(got[s] == straight[(1, 1)][0][s] for s in got) and len(got) == 15,
                     "the step5 checkpoint resumes to the uninterrupted losses")
-        finally:
-            subprocess.run(["umount", mnt])
 else:
     print("skip: disk full needs root and mkfs.ext4")
 

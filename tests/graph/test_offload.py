@@ -62,16 +62,10 @@ def ds(stage, n, opt=None, par=None, aio=None, tag=""):
 
 
 def train(label, cfg, n, env=None):
-    log, out = (os.path.join(WORK, label + s) for s in (".jsonl", ".safetensors"))
-    p = launch(n, ["--ds-config", cfg, "--model", model, "--data", data, "--steps", str(STEPS),
-                   "--log", log, "--export", out], env)
-    if p.returncode != 0:
-        print("FAIL %s: exit %d\n%s%s" % (label, p.returncode, p.stdout[-2000:], p.stderr[-3000:]))
-        sys.exit(1)
-    with open(log) as f:
-        losses = [json.loads(l)["loss"] for l in f]
+    recs, out, p = R.train(label, n, ["--ds-config", cfg, "--model", model, "--data", data,
+                                      "--steps", str(STEPS)], env)
     with open(out, "rb") as f:
-        return losses, f.read(), p
+        return [r["loss"] for r in recs], f.read(), p
 
 
 def swapdirs(path=NVME):
@@ -184,14 +178,8 @@ if os.geteuid() == 0 and shutil.which("mkfs.ext4"):
               ["nvme_path " + ro, "cannot create a directory there", "Read-only"], code=2)
         subprocess.run(["umount", ro])
 
-    img, mnt = os.path.join(WORK, "small.img"), os.path.join(WORK, "small")
-    os.makedirs(mnt, exist_ok=True)
-    subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL)
-    with open(img, "wb") as f:
-        f.truncate(16 << 20)
-    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", img], check=True)
-    if subprocess.run(["mount", "-o", "loop", img, mnt]).returncode == 0:
-        try:
+    with R.small_ext4("small") as mnt:
+        if mnt:
             # each rank's optimizer swap file: 2 x 4 KiB-padded groups of m and v
             need = None
             p = launch(1, ["--ds-config", ds(1, 1, dict(nv, nvme_path=mnt), tag="_full0"),
@@ -228,8 +216,6 @@ if os.geteuid() == 0 and shutil.which("mkfs.ext4"):
             check(p.returncode == 0 and swapdirs(mnt) == [],
                   "after the failure, the next run starts and leaves no swap directory (exit %d, "
                   "left %s) %s" % (p.returncode, swapdirs(mnt), p.stderr[-300:]))
-        finally:
-            subprocess.run(["umount", mnt])
 else:
     print("skip: read-only and full filesystems need root and mkfs.ext4")
 

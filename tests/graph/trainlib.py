@@ -1,9 +1,11 @@
 """tests/graph/trainlib.py: what the zt-train script tests share: JSON inputs in a work
 directory, launching one rank (directly) or several (mpirun), and ok/FAIL bookkeeping."""
+import contextlib
 import json
 import os
 import shutil
 import subprocess
+import sys
 
 
 def zero_section(stage, opt=None, par=None):
@@ -53,6 +55,37 @@ class Runner:
             cmd += ["-x", "%s=%s" % (k, v)]
         return subprocess.run(cmd + [self.zt] + args, capture_output=True, text=True,
                               timeout=timeout)
+
+    def train(self, label, n, args, env=None):
+        """zt-train ARGS on n ranks, logging to WORK/label.jsonl and exporting the weights to
+        WORK/label.safetensors; a failed run ends the test. Returns (the log's records, the
+        export's path, the process)"""
+        log, out = self.path(label + ".jsonl"), self.path(label + ".safetensors")
+        p = self.launch(n, list(args) + ["--log", log, "--export", out], env)
+        if p.returncode != 0:
+            print("FAIL %s: exit %d\n%s%s" % (label, p.returncode, p.stdout[-2000:],
+                                             p.stderr[-3000:]))
+            sys.exit(1)
+        with open(log) as f:
+            return [json.loads(l) for l in f], out, p
+
+    @contextlib.contextmanager
+    def small_ext4(self, name, mib=16):
+        """a fresh ext4 image of mib MiB loop-mounted at WORK/name (needs root and mkfs.ext4),
+        unmounted afterwards; yields the mount point, or None when the mount fails"""
+        img, mnt = self.path(name + ".img"), self.path(name)
+        os.makedirs(mnt, exist_ok=True)
+        subprocess.run(["umount", mnt], stderr=subprocess.DEVNULL)
+        with open(img, "wb") as f:
+            f.truncate(mib << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", img], check=True)
+        if subprocess.run(["mount", "-o", "loop", img, mnt]).returncode != 0:
+            yield None
+            return
+        try:
+            yield mnt
+        finally:
+            subprocess.run(["umount", mnt])
 
     def check(self, cond, what):
         print("%s %s" % ("ok  " if cond else "FAIL", what), flush=True)
