@@ -427,10 +427,12 @@ static int train_main(int argc, char **argv) {
                    tokens / (ms / 1e3), flops / (ms * 1e6), info.grad_norm);
             fflush(stdout);
         }
-        if (logf)
+        if (logf) { /* a line per step as it ends (tail -f, benches), errors checked at exit */
             fprintf(logf, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"ms\": %.3f, "
                           "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
                     info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
+            fflush(logf);
+        }
     }
     /* the last save: nothing left to overlap it with */
     if (saving && finish_save(&saving, &saved, talk) != ZT_OK) goto out;

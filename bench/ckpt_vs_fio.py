@@ -2,24 +2,28 @@
 """bench/ckpt_vs_fio.py: checkpoint write bandwidth against fio, and how long a save holds training.
 
 One rank trains a gpt2-124M-shaped model (bench/configs/gpt2-124M_*.json, ~1.5 GB of fp32
-weights + exp_avg + exp_avg_sq per checkpoint) twice in the same run, under each OpenBLAS
-environment (default and OPENBLAS_CORETYPE=Haswell):
-  plain   --steps S, no checkpoint
+weights + exp_avg + exp_avg_sq per checkpoint) under each OpenBLAS environment (default and
+OPENBLAS_CORETYPE=Haswell), --reps times in turn:
+  plain   --steps S, no checkpoint (the step time everything is compared with)
+  fio     the same run, and once its first step is logged fio writes a file of the checkpoint's
+          size sequentially in the same directory while it trains (bs 1M, a final fsync as a
+          checkpoint's: O_DIRECT io_uring iodepth 8, then buffered)
   saving  --steps S --save-dir DIR/ck --save-interval 1 (keep_last 2): a save after every step,
-          written in the background while the next step trains (the last one has no step after
-          it to overlap)
-and fio writes a file of the checkpoint's size sequentially in the same directory before and
-after (bs 1M: buffered with a final fsync, as the checkpoint writes; and O_DIRECT io_uring
-iodepth 8, the device's raw rate). From the trainer's progress lines ("checkpoint ... saved: X MiB
-per rank written in Y ms (Z MB/s) alongside training, which it held H ms"):
-  bandwidth  checkpoint MB/s (median over the saves) / fio MB/s (median of before and after),
-             target >= 0.80 against the buffered fio (the same write path) and reported against
-             O_DIRECT too;
-  stall      the time a save held the training loop / the median step of the plain run, target
-             < 5%; and the median step time of the saving run against the plain run's.
+          written in the background while the next step trains; the last one has no step after
+          it to overlap
+  alone   the same two fio writes with nothing else running.
+This VM's disk moves from ~0.6 to ~1.8 GB/s within minutes, so each condition is compared with
+fio under the same condition, in the same repetition:
+  bandwidth  checkpoint MB/s / the better fio MB/s, target >= 0.80: saves alongside training
+             against fio alongside training, the last save against fio alone (medians over the
+             repetitions);
+  stall      the time a save held the training loop / the plain run's median step, target
+             < 5%; and how much slower the steps are while a save, or fio, writes.
+From the trainer's progress lines ("checkpoint ... saved: X MiB per rank written in Y ms (Z MB/s)
+alongside training, which it held H ms") and --log.
 
-Usage: python3 bench/ckpt_vs_fio.py [--build build] [--dir /work/.bench_ckpt] [--steps 4]
-       [--envs default,Haswell] [--data data/fortunes.bin] [--fio /usr/bin/fio]
+Usage: python3 bench/ckpt_vs_fio.py [--build build] [--dir /work/.bench_ckpt] [--steps 3]
+       [--reps 2] [--envs default,Haswell] [--data data/fortunes.bin] [--fio /usr/bin/fio]
 DIR is removed at the end. Needs fio and a Release build (cmake --build build).
 """
 import argparse
@@ -30,6 +34,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import time
 
 from benchlib import openblas_envs
 
@@ -49,12 +54,14 @@ def run(cmd, what, env=None):
 
 
 def fio_write(fio, d, nbytes):
-    """MB/s of a sequential 1M write of nbytes: buffered + final fsync, and O_DIRECT io_uring"""
+    """MB/s of a sequential 1M write of nbytes, durable as a checkpoint's (a final fsync): O_DIRECT
+    io_uring, and buffered"""
     path = os.path.join(d, "fio_ckpt.%d" % os.getpid())
     out = {}
     try:
-        for mode, extra in (("buffered", ["--direct=0", "--ioengine=psync", "--end_fsync=1"]),
-                            ("direct", ["--direct=1", "--ioengine=io_uring", "--iodepth=8"])):
+        for mode, extra in (("direct", ["--direct=1", "--ioengine=io_uring", "--iodepth=8",
+                                       "--end_fsync=1"]),
+                            ("buffered", ["--direct=0", "--ioengine=psync", "--end_fsync=1"])):
             cmd = [fio, "--name=zt-ckpt-vs-fio", "--filename=" + path, "--rw=write", "--bs=1M",
                    "--size=%d" % nbytes, "--numjobs=1", "--fallocate=none",
                    "--output-format=json"] + extra
@@ -69,11 +76,36 @@ def fio_write(fio, d, nbytes):
     return out
 
 
+def train(cmd, env, log, fio=None):
+    """run the trainer; with fio=(fio, dir, nbytes), fio writes once its first step is logged.
+    Returns (stdout, step ms list, fio MB/s or None, the steps fio overlapped)"""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    bw, during = None, []
+    if fio:
+        while p.poll() is None and not (os.path.exists(log) and open(log).read().count("\n")):
+            time.sleep(0.05)
+        if p.poll() is None:
+            n0 = open(log).read().count("\n")
+            bw = fio_write(*fio)
+            n1 = open(log).read().count("\n")
+            if p.poll() is not None:
+                sys.exit("ckpt_vs_fio: training ended before fio did: raise --steps")
+            during = list(range(n0, n1 + 1))  # steps (0-based) that ran while fio wrote
+    out, err = p.communicate()
+    if p.returncode != 0:
+        sys.exit("ckpt_vs_fio: zt-train failed (exit %d): %s" % (p.returncode,
+                                                                 (err or out)[-2000:]))
+    with open(log) as f:
+        ms = [json.loads(l)["ms"] for l in f]
+    return out, ms, bw, during
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--dir", default="/work/.bench_ckpt")
-    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--envs", default="default,Haswell")
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "fortunes.bin"))
     ap.add_argument("--fio", default=shutil.which("fio") or "/usr/bin/fio")
@@ -103,56 +135,70 @@ def main():
           "every step; fio %s in %s (%s)" % (a.steps, run([a.fio, "--version"], "fio").strip(),
                                              a.dir, fs[1].split()[1] if len(fs) > 1 else "?"))
     rows = []
+    med = statistics.median
     for ename, env in envs:
         env = dict(env, STARPU_NCPU="2", STARPU_SILENT="1")
-        ms, saves = {}, []
-        for k in ("plain", "saving"):
-            log = os.path.join(a.dir, k + ".jsonl")
-            cmd = [zt, "--ds-config", cfgs[k], "--model", model, "--data", a.data, "--steps",
-                   str(a.steps), "--log", log]
-            if k == "saving":
-                shutil.rmtree(ck, ignore_errors=True)
-                cmd += ["--save-dir", ck, "--save-interval", "1"]
-            out = run(cmd, "zt-train " + k, env)
-            with open(log) as f:
-                ms[k] = [json.loads(l)["ms"] for l in f]
-            if k == "saving":
-                saves = [(int(m.group(2)), float(m.group(3)) * 1048576, float(m.group(4)),
-                          float(m.group(6))) for m in SAVED.finditer(out)]
-        if len(saves) != a.steps:
-            sys.exit("ckpt_vs_fio: expected %d saves, the trainer reported %d" % (a.steps,
-                                                                                len(saves)))
-        nbytes = int(saves[0][1])
-        fio = [fio_write(a.fio, a.dir, nbytes) for _ in range(2)]
-        fio = {m: statistics.median(x[m] for x in fio) for m in fio[0]}
-        bw = [b / (w * 1e3) for _, b, w, _ in saves]
-        step = statistics.median(ms["plain"][1:])  # the first step warms up
-        held = [h for _, _, _, h in saves[:-1]]     # saves with a step after them
-        print("\nOpenBLAS env: %s" % ename)
-        print("| save | MiB | write ms | MB/s | held the loop ms |")
-        print("|---|---|---|---|---|")
-        for (s, b, w, h), x in zip(saves, bw):
-            print("| step%d%s | %.0f | %.0f | %.0f | %.1f |" % (
-                s, " (last: nothing to overlap)" if s == a.steps else "", b / 1048576, w, x, h))
-        mbw = statistics.median(bw)
-        print("fio sequential write of %.0f MiB: buffered+fsync %.0f MB/s, O_DIRECT io_uring "
-              "%.0f MB/s" % (nbytes / 1048576, fio["buffered"], fio["direct"]))
-        print("checkpoint bandwidth: median %.0f MB/s = %.2f of fio buffered, %.2f of fio O_DIRECT "
-              "(target >= 0.80 of the better)" % (mbw, mbw / fio["buffered"],
-                                                 mbw / fio["direct"]))
-        mh = statistics.median(held)
-        sstep = statistics.median(ms["saving"][1:])
-        print("stall: a save held the loop %.1f ms (median of %d) = %.2f%% of a %.0f ms step "
-              "(target < 5%%); but the step it ran alongside took %.0f ms vs %.0f ms without "
-              "saves: %.1f%% slower (its writes share the cores and the disk with training)"
-              % (mh, len(held), 100 * mh / step, step, sstep, step, 100 * (sstep / step - 1)))
-        best = max(fio.values())
-        rows.append((ename, mbw / best, 100 * mh / step, 100 * (sstep / step - 1)))
-    print("\n| OpenBLAS env | checkpoint / best fio write | loop held, % of a step | step "
-          "slowdown while a save runs |")
-    print("|---|---|---|---|")
-    for e, r, s, d in rows:
-        print("| %s | %.2f | %.2f%% | %.1f%% |" % (e, r, s, d))
+        r = {k: [] for k in ("step", "fio_step", "save_step", "fio_train", "fio_alone",
+                             "save_train", "save_last", "held")}
+        for rep in range(a.reps):
+            def cmd(k, steps):
+                log = os.path.join(a.dir, k + ".jsonl")
+                if os.path.exists(log):
+                    os.unlink(log)
+                return [zt, "--ds-config", cfgs["saving" if k == "saving" else "plain"],
+                        "--model", model, "--data", a.data, "--steps", str(steps), "--log",
+                        log], log
+            c, log = cmd("plain", a.steps)
+            _, ms, _, _ = train(c, env, log)
+            r["step"] += ms[1:]  # the first step warms up
+            shutil.rmtree(ck, ignore_errors=True)
+            c, log = cmd("saving", a.steps)
+            out, ms, _, _ = train(c + ["--save-dir", ck, "--save-interval", "1"], env, log)
+            saves = [(int(m.group(2)), float(m.group(3)) * 1048576, float(m.group(4)),
+                      float(m.group(6))) for m in SAVED.finditer(out)]
+            if len(saves) != a.steps:
+                sys.exit("ckpt_vs_fio: expected %d saves, the trainer reported %d" % (
+                    a.steps, len(saves)))
+            shutil.rmtree(ck, ignore_errors=True)
+            nbytes = int(saves[0][1])
+            bw = [b / (w * 1e3) for _, b, w, _ in saves]
+            r["save_train"] += bw[:-1]
+            r["save_last"].append(bw[-1])
+            r["held"] += [h for _, _, _, h in saves[:-1]]
+            r["save_step"] += ms[1:]
+            c, log = cmd("fio", a.steps + 3)
+            _, ms, fbw, during = train(c, env, log, (a.fio, a.dir, nbytes))
+            r["fio_train"].append(max(fbw.values()))
+            r["fio_step"] += [ms[i] for i in during if 0 < i < len(ms)]
+            r["fio_alone"].append(max(fio_write(a.fio, a.dir, nbytes).values()))
+            print("%s, repetition %d: saves %s MB/s (the last alone); fio %.0f MB/s alongside "
+                  "training, %.0f alone (the better of O_DIRECT and buffered)" % (
+                      ename, rep + 1, ", ".join("%.0f" % x for x in bw), r["fio_train"][-1],
+                      r["fio_alone"][-1]), flush=True)
+        m = {k: med(v) for k, v in r.items()}
+        step = m["step"]
+        print("\nOpenBLAS env: %s (%.0f MiB per checkpoint, medians of %d repetitions)" % (
+            ename, nbytes / 1048576, a.reps))
+        print("| while | checkpoint MB/s | fio MB/s | ratio (target >= 0.80) |")
+        print("|---|---|---|---|")
+        print("| the next step trains | %.0f | %.0f | %.2f |" % (
+            m["save_train"], m["fio_train"], m["save_train"] / m["fio_train"]))
+        print("| nothing else runs (the last save) | %.0f | %.0f | %.2f |" % (
+            m["save_last"], m["fio_alone"], m["save_last"] / m["fio_alone"]))
+        print("stall: a save held the loop %.1f ms = %.2f%% of a %.0f ms step (target < 5%%); "
+              "steps with a save writing took %.0f ms (+%.1f%%), with fio writing %.0f ms "
+              "(+%.1f%%): the writes share the cores and the disk with training" % (
+                  m["held"], 100 * m["held"] / step, step, m["save_step"],
+                  100 * (m["save_step"] / step - 1), m["fio_step"],
+                  100 * (m["fio_step"] / step - 1)))
+        rows.append((ename, m["save_train"] / m["fio_train"], m["save_last"] / m["fio_alone"],
+                     100 * m["held"] / step, 100 * (m["save_step"] / step - 1),
+                     100 * (m["fio_step"] / step - 1)))
+    print("\n| OpenBLAS env | save / fio, while training | last save / fio alone | loop held, "
+          "% of a step | step slowdown: save | step slowdown: fio |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print("| %s | %.2f | %.2f | %.2f%% | %.1f%% | %.1f%% |" % row)
     shutil.rmtree(a.dir, ignore_errors=True)
 
 

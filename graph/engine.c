@@ -1513,7 +1513,7 @@ struct save_req {
 };
 
 #define SAVE_STAGE_BYTES (8 << 20)
-#define SAVE_STAGES 4 /* staging buffers per save: 32 MiB */
+#define SAVE_STAGES 8 /* staging buffers per save: 64 MiB */
 
 struct save_job {
     zt_engine_t e;
@@ -1536,6 +1536,10 @@ struct save_job {
     int writer_on, stop;
     struct chunk { char *buf; int64_t len, off; } q[SAVE_STAGES];
     int qn;                    /* queued chunks */
+    /* one stream for every record: parameter tasks stage in turn (smu), so records that follow
+     * each other in the file (most tasks run in file order) share buffers and writes */
+    pthread_mutex_t smu;
+    struct zt_shard_stream st;
 };
 
 /* a free staging buffer (waits for the writer to return one when all are in use) */
@@ -1578,16 +1582,20 @@ static void *save_writer(void *arg) {
     for (;;) {
         while (j->qn == 0 && !j->stop) pthread_cond_wait(&j->cv, &j->mu);
         if (j->qn == 0) break;
-        struct chunk c = j->q[0];
-        memmove(j->q, j->q + 1, (size_t)(--j->qn) * sizeof *j->q);
+        /* every queued buffer in one call: the device queue stays full across them */
+        struct chunk c[SAVE_STAGES];
+        struct zt_aio_seg seg[SAVE_STAGES];
+        int n = j->qn;
+        memcpy(c, j->q, (size_t)n * sizeof *c);
+        j->qn = 0;
         int failed = j->rc != ZT_OK;
         pthread_mutex_unlock(&j->mu);
-        enum zt_status rc = failed ? ZT_OK
-                                   : zt_aio_write(j->aio, j->w.dfd, j->w.f.path, c.buf,
-                                                  (size_t)c.len, c.off);
+        for (int k = 0; k < n; k++)
+            seg[k] = (struct zt_aio_seg){c[k].buf, (size_t)c[k].len, c[k].off};
+        enum zt_status rc = failed ? ZT_OK : zt_aio_writev(j->aio, j->w.dfd, j->w.f.path, seg, n);
         if (rc != ZT_OK) save_fail(j, rc);
         pthread_mutex_lock(&j->mu);
-        j->stage[j->nstage++] = c.buf;
+        for (int k = 0; k < n; k++) j->stage[j->nstage++] = c[k].buf;
         pthread_cond_broadcast(&j->cv);
     }
     pthread_mutex_unlock(&j->mu);
@@ -1630,6 +1638,9 @@ static void save_done(struct save_job *j, enum zt_status rc) {
     int last = --j->left == 0;
     pthread_mutex_unlock(&j->mu);
     if (!last) return;
+    if (j->rc == ZT_OK && (rc = zt_shard_stream_end(&j->st)) != ZT_OK) save_fail(j, rc);
+    stage_put(j, j->st.buf);
+    j->st.buf = NULL;
     writer_drain(j);
     rc = j->rc == ZT_OK ? zt_shard_commit(&j->w) : zt_shard_abort(&j->w, j->rc);
     if (rc != ZT_OK) save_fail(j, rc);
@@ -1653,10 +1664,7 @@ static void save_param(void *ctx, void *const *ptrs) {
     int failed = j->rc != ZT_OK; /* another part failed: the shard is lost anyway */
     pthread_mutex_unlock(&j->mu);
     float *tmp = NULL;
-    char *stage = failed ? NULL : stage_get(j);
-    if (!failed && !stage)
-        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->w.f.path);
-    if (!failed && rc == ZT_OK && (p->offl || !e->m)) {
+    if (!failed && (p->offl || !e->m)) {
         int64_t maxb = 1;
         for (int k = p->own0; k < p->own1; k++)
             if (blk_elems(e, p->first_blk + k) > maxb) maxb = blk_elems(e, p->first_blk + k);
@@ -1665,13 +1673,12 @@ static void save_param(void *ctx, void *const *ptrs) {
             rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->w.f.path);
         }
     }
+    if (!failed) pthread_mutex_lock(&j->smu);
+    struct zt_shard_stream *st = &j->st;
+    if (!failed && rc == ZT_OK && !st->buf && j->w.dfd >= 0 && !(st->buf = stage_get(j)))
+        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->w.f.path);
     for (int role = 0; !failed && rc == ZT_OK && role < 3; role++) {
-        struct zt_shard_stream st;
-        zt_shard_stream_begin(&st, &j->w, q->rec0 + role, stage, SAVE_STAGE_BYTES);
-        if (j->writer_on) {
-            st.flush = save_flush;
-            st.ctx = j;
-        }
+        rc = zt_shard_stream_record(st, q->rec0 + role);
         for (int k = 0; rc == ZT_OK && k < nown; k++) {
             int b = p->first_blk + p->own0 + k;
             int64_t n = blk_elems(e, b);
@@ -1686,13 +1693,15 @@ static void save_param(void *ctx, void *const *ptrs) {
                 rc = fileA_range(e, e->blk_group[b], e->pblk[b].off, e->pblk[b].off + n,
                                  role - 1, tmp);
             }
-            if (rc == ZT_OK) rc = zt_shard_stream_add(&st, src, n);
+            if (rc == ZT_OK) rc = zt_shard_stream_add(st, src, n);
         }
-        if (rc == ZT_OK) rc = zt_shard_stream_end(&st);
-        stage = st.buf; /* after a flush, another buffer */
+        if (rc == ZT_OK) rc = zt_shard_stream_done(st);
+    }
+    if (!failed) {
+        if (rc != ZT_OK) st->i = -1; /* the shard is lost: nothing more is staged */
+        pthread_mutex_unlock(&j->smu);
     }
     free(tmp);
-    stage_put(j, stage);
     save_done(j, rc);
 }
 
@@ -1749,8 +1758,14 @@ enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path) {
     }
     j->e = e;
     pthread_mutex_init(&j->mu, NULL);
+    pthread_mutex_init(&j->smu, NULL);
     pthread_cond_init(&j->cv, NULL);
+    zt_shard_stream_begin(&j->st, &j->w, NULL, SAVE_STAGE_BYTES);
     if (j->aio && pthread_create(&j->writer, NULL, save_writer, j) == 0) j->writer_on = 1;
+    if (j->writer_on) {
+        j->st.flush = save_flush;
+        j->st.ctx = j;
+    }
     j->left = 1;
     j->t0 = ms_now();
     e->save = j;
@@ -1820,6 +1835,7 @@ enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info) {
     enum zt_status rc = j->rc;
     if (rc != ZT_OK) zt_error_set(rc, "%s", j->msg);
     pthread_mutex_destroy(&j->mu);
+    pthread_mutex_destroy(&j->smu);
     pthread_cond_destroy(&j->cv);
     if (j->aio) zt_aio_free(j->aio);
     for (int i = 0; i < j->nstage; i++) free(j->stage[i]);

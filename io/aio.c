@@ -308,23 +308,27 @@ void zt_aio_free(zt_aio_t a) {
     free(a);
 }
 
-static enum zt_status io(zt_aio_t a, int fd, const char *path, char *buf, size_t len,
-                         int64_t off, int write) {
+static enum zt_status io(zt_aio_t a, int fd, const char *path, const struct zt_aio_seg *seg,
+                         int nseg, int write) {
     const char *op = write ? "write" : "read";
-    if (((uintptr_t)buf | len | (uint64_t)off) % ZT_AIO_ALIGN)
-        return zt_error_set(ZT_ERR_INVALID, "%s: %s of %zu bytes at offset %lld: buffer, length "
-                                            "and offset must be multiples of %d (O_DIRECT)",
-                            path, op, len, (long long)off, ZT_AIO_ALIGN);
-    if (len == 0) return ZT_OK;
     size_t bs = (size_t)a->cfg.block_size;
-    int n = (int)((len + bs - 1) / bs);
+    int n = 0;
+    for (int k = 0; k < nseg; k++) {
+        if (((uintptr_t)seg[k].buf | seg[k].len | (uint64_t)seg[k].off) % ZT_AIO_ALIGN)
+            return zt_error_set(ZT_ERR_INVALID, "%s: %s of %zu bytes at offset %lld: buffer, "
+                                "length and offset must be multiples of %d (O_DIRECT)", path, op,
+                                seg[k].len, (long long)seg[k].off, ZT_AIO_ALIGN);
+        n += (int)((seg[k].len + bs - 1) / bs);
+    }
+    if (n == 0) return ZT_OK;
     struct chunk *c = calloc((size_t)n, sizeof *c);
     if (!c) return zt_error_set(ZT_ERR_NOMEM, "%s: out of memory for a %s", path, op);
-    for (int i = 0; i < n; i++)
-        c[i] = (struct chunk){buf + (size_t)i * bs, len - (size_t)i * bs < bs ? len - (size_t)i * bs
-                                                                               : bs,
-                              0, off + (int64_t)i * (int64_t)bs};
-    int64_t err_off = off;
+    for (int k = 0, i = 0; k < nseg; k++)
+        for (size_t at = 0; at < seg[k].len; at += bs, i++)
+            c[i] = (struct chunk){(char *)seg[k].buf + at,
+                                  seg[k].len - at < bs ? seg[k].len - at : bs, 0,
+                                  seg[k].off + (int64_t)at};
+    int64_t err_off = c[0].off;
     int err = a->uring ? uring_io(a, fd, write, c, n, &err_off)
                        : threads_io(a, fd, write, c, n, &err_off);
     free(c);
@@ -336,12 +340,19 @@ static enum zt_status io(zt_aio_t a, int fd, const char *path, char *buf, size_t
                         (long long)err_off, strerror(err));
 }
 
+enum zt_status zt_aio_writev(zt_aio_t a, int fd, const char *path, const struct zt_aio_seg *seg,
+                             int nseg) {
+    return io(a, fd, path, seg, nseg, 1);
+}
+
 enum zt_status zt_aio_read(zt_aio_t a, int fd, const char *path, void *buf, size_t len,
                            int64_t off) {
-    return io(a, fd, path, buf, len, off, 0);
+    struct zt_aio_seg seg = {buf, len, off};
+    return io(a, fd, path, &seg, 1, 0);
 }
 
 enum zt_status zt_aio_write(zt_aio_t a, int fd, const char *path, const void *buf, size_t len,
                             int64_t off) {
-    return io(a, fd, path, (char *)buf, len, off, 1);
+    struct zt_aio_seg seg = {(void *)buf, len, off};
+    return io(a, fd, path, &seg, 1, 1);
 }

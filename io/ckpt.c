@@ -246,32 +246,55 @@ static void close_direct(struct zt_shard_writer *w) {
     w->dfd = -1;
 }
 
-static enum zt_status stream_flush(struct zt_shard_stream *st, int64_t n) {
+/* write the staged bytes (padded to 4096 with zeros) at the buffer's file offset */
+static enum zt_status stream_flush(struct zt_shard_stream *st) {
     struct zt_shard_writer *w = st->w;
-    if (n == 0) return ZT_OK;
-    int64_t len = align_up(n);
-    if (len > n) memset(st->buf + n, 0, (size_t)(len - n)); /* the padding after the record */
+    if (st->fill == 0) return ZT_OK;
+    int64_t len = align_up(st->fill);
+    if (len > st->fill) memset(st->buf + st->fill, 0, (size_t)(len - st->fill));
     if (st->flush)
-        ZT_CHECK(st->flush(st->ctx, &st->buf, len, w->rec[st->i].offset + st->at));
+        ZT_CHECK(st->flush(st->ctx, &st->buf, len, st->base));
     else
-        ZT_CHECK(zt_aio_write(w->aio, w->dfd, w->f.path, st->buf, (size_t)len,
-                              w->rec[st->i].offset + st->at));
-    st->at += n;
+        ZT_CHECK(zt_aio_write(w->aio, w->dfd, w->f.path, st->buf, (size_t)len, st->base));
+    st->base += len;
     st->fill = 0;
     return ZT_OK;
 }
 
-void zt_shard_stream_begin(struct zt_shard_stream *st, struct zt_shard_writer *w, int i,
-                           char *buf, int64_t cap) {
-    *st = (struct zt_shard_stream){.w = w, .i = i, .buf = buf, .cap = cap / ALIGN * ALIGN};
+void zt_shard_stream_begin(struct zt_shard_stream *st, struct zt_shard_writer *w, char *buf,
+                           int64_t cap) {
+    *st = (struct zt_shard_stream){.w = w, .i = -1, .buf = buf, .cap = cap / ALIGN * ALIGN};
+}
+
+enum zt_status zt_shard_stream_record(struct zt_shard_stream *st, int i) {
+    struct zt_shard_writer *w = st->w;
+    if (i < 0 || i >= w->n || st->i >= 0)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d started while "
+                            "record %d is open", w->f.path, i, st->i);
+    st->i = i;
+    st->at = 0;
+    if (w->dfd < 0) return ZT_OK;
+    int64_t off = w->rec[i].offset, pad = off - st->base - st->fill;
+    if (st->fill > 0 && (pad < 0 || pad >= ALIGN || off - st->base >= st->cap))
+        ZT_CHECK(stream_flush(st)); /* it does not follow the staged bytes in the buffer */
+    if (st->fill == 0) {
+        st->base = off;
+    } else {
+        memset(st->buf + st->fill, 0, (size_t)pad);
+        st->fill += pad;
+    }
+    return ZT_OK;
 }
 
 enum zt_status zt_shard_stream_add(struct zt_shard_stream *st, const float *data,
                                    int64_t nfloats) {
     struct zt_shard_writer *w = st->w;
+    if (st->i < 0)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: data outside a record",
+                            w->f.path);
     struct zt_shard_rec *r = &w->rec[st->i];
     int64_t left = nfloats * 4;
-    if (st->at + st->fill + left > r->bytes)
+    if (st->at + left > r->bytes)
         return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: more data than record %d",
                             w->f.path, st->i);
     if (w->dfd < 0) {
@@ -287,22 +310,31 @@ enum zt_status zt_shard_stream_add(struct zt_shard_stream *st, const float *data
         r->crc = zt_crc32c(r->crc, p, (size_t)k);
         memcpy(st->buf + st->fill, p, (size_t)k);
         st->fill += k;
+        st->at += k;
         p += k;
         left -= k;
-        if (st->fill == st->cap) ZT_CHECK(stream_flush(st, st->fill));
+        if (st->fill == st->cap) ZT_CHECK(stream_flush(st));
     }
     return ZT_OK;
 }
 
-enum zt_status zt_shard_stream_end(struct zt_shard_stream *st) {
+enum zt_status zt_shard_stream_done(struct zt_shard_stream *st) {
     struct zt_shard_writer *w = st->w;
-    if (w->dfd >= 0) ZT_CHECK(stream_flush(st, st->fill));
-    if (st->at != w->rec[st->i].bytes)
+    int i = st->i;
+    st->i = -1;
+    if (i < 0 || st->at != w->rec[i].bytes)
         return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d (%s) got %lld of "
-                            "%lld bytes", w->f.path, st->i, w->rec[st->i].name,
-                            (long long)st->at, (long long)w->rec[st->i].bytes);
-    if (w->dfd >= 0) w->rdone[st->i] = st->at;
+                            "%lld bytes", w->f.path, i, i < 0 ? "none" : w->rec[i].name,
+                            (long long)st->at, (long long)(i < 0 ? 0 : w->rec[i].bytes));
+    if (w->dfd >= 0) w->rdone[i] = st->at;
     return ZT_OK;
+}
+
+enum zt_status zt_shard_stream_end(struct zt_shard_stream *st) {
+    if (st->i >= 0)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d (%s) not finished",
+                            st->w->f.path, st->i, st->w->rec[st->i].name);
+    return st->w->dfd >= 0 ? stream_flush(st) : ZT_OK;
 }
 
 enum zt_status zt_shard_commit(struct zt_shard_writer *w) {

@@ -47,4 +47,13 @@ enum zt_status zt_aio_read(zt_aio_t a, int fd, const char *path, void *buf, size
 enum zt_status zt_aio_write(zt_aio_t a, int fd, const char *path, const void *buf, size_t len,
                             int64_t off);
 
+/* Write several buffers (each at its own offset) as one stream of requests: queue_depth stay in
+ * flight across their boundaries. The same rules and errors as zt_aio_write. */
+struct zt_aio_seg {
+    void *buf;
+    size_t len;
+    int64_t off;
+};
+enum zt_status zt_aio_writev(zt_aio_t a, int fd, const char *path, const struct zt_aio_seg *seg,
+                             int nseg);
 #endif /* ZT_AIO_H */

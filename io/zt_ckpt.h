@@ -63,15 +63,18 @@ struct zt_shard_writer {
     struct zt_aio *aio;       /* borrowed (io/zt_aio.h): moves the direct writes */
 };
 
-/* Whole records streamed through an aligned staging buffer: checksummed while copied, written
- * with O_DIRECT through aio (the page cache is bypassed: no dirty-page throttling, and the copy
- * is the only CPU work besides the CRC), or with zt_shard_put when the file system refuses
- * O_DIRECT. One stream per record, records from different threads at once. */
+/* Records streamed through an aligned staging buffer that mirrors the file: checksummed while
+ * copied, written with O_DIRECT through aio (the page cache is bypassed: no dirty-page
+ * throttling, and the copy is the only CPU work besides the CRC), or with zt_shard_put when the
+ * file system refuses O_DIRECT. Records that follow each other in the file share the buffer (the
+ * padding between them is zeroed), so small records go out in one write, not one each; a record
+ * that does not follow the staged ones flushes them first. One thread at a time per stream. */
 struct zt_shard_stream {
     struct zt_shard_writer *w;
-    int i;                    /* the record */
+    int i;                    /* the record being staged, or -1 */
     char *buf;                /* 4096-aligned staging buffer of cap bytes */
-    int64_t cap, fill, at;    /* fill: staged bytes; at: record bytes already written */
+    int64_t cap, fill, at;    /* fill: staged bytes; at: bytes of record i staged or written */
+    int64_t base;             /* file offset of buf[0] */
     /* optional: takes a full buffer (len bytes, 4096-padded, for file offset off) to write
      * later and puts an empty one of the same size in *buf; NULL: written here and now */
     enum zt_status (*flush)(void *ctx, char **buf, int64_t len, int64_t off);
@@ -91,12 +94,15 @@ enum zt_status zt_shard_put(struct zt_shard_writer *w, int i, const float *data,
 /* Writes go O_DIRECT through aio from now on (1), or stay buffered (0: no aio, or the file
  * system refuses O_DIRECT). */
 int zt_shard_direct(struct zt_shard_writer *w, struct zt_aio *aio);
-/* Stream record i: begin with a 4096-aligned buffer of cap (>= 4096) bytes, add its data in
- * order, end (writes the rest; the record must be complete). Errors are set on this thread. */
-void zt_shard_stream_begin(struct zt_shard_stream *st, struct zt_shard_writer *w, int i,
-                           char *buf, int64_t cap);
+/* Begin a stream with a 4096-aligned buffer of cap (>= 4096) bytes; for each record: record
+ * (start record i), add its data in order, done (the record must be complete); end writes what
+ * is staged. Errors are set on this thread. */
+void zt_shard_stream_begin(struct zt_shard_stream *st, struct zt_shard_writer *w, char *buf,
+                           int64_t cap);
+enum zt_status zt_shard_stream_record(struct zt_shard_stream *st, int i);
 enum zt_status zt_shard_stream_add(struct zt_shard_stream *st, const float *data,
                                    int64_t nfloats);
+enum zt_status zt_shard_stream_done(struct zt_shard_stream *st);
 enum zt_status zt_shard_stream_end(struct zt_shard_stream *st);
 /* Every record complete: write the header with the CRCs, fsync, rename into place. */
 enum zt_status zt_shard_commit(struct zt_shard_writer *w);

@@ -7,7 +7,10 @@
  * - every damaged file is refused naming the file (and the tensor): a flipped data bit (read and
  *   verify), a flipped header bit, truncation inside a tensor, a bad magic, a newer format;
  * - a write that fails part-way (EFBIG under a file-size limit) leaves the previous shard intact
- *   and no temporary behind; an incomplete record is refused at commit.
+ *   and no temporary behind; an incomplete record is refused at commit;
+ * - records streamed O_DIRECT through one small staging buffer (zt_shard_stream_*: a record
+ *   larger than the buffer, neighbours sharing it, records out of file order, an empty one) give
+ *   the same bytes as zt_shard_put, and a second open record is refused.
  */
 #include <fcntl.h>        /* open */
 #include <signal.h>       /* signal, SIGXFSZ */
@@ -19,6 +22,7 @@
 #include <sys/wait.h>     /* waitpid */
 #include <unistd.h>       /* fork, truncate, pread, pwrite */
 
+#include "zt_aio.h"       /* zt_aio_init */
 #include "zt_ckpt.h"      /* zt_shard_*, zt_crc32c */
 #include "zt_status.h"    /* zt_error_last */
 #include "zt_test.h"      /* ZT_TEST_TRUE, zt_test_finish */
@@ -91,6 +95,71 @@ static void expect_open_fails(const char *p, const char *want, const char *what)
                      strstr(zt_error_last(), p),
                  "%s: refused naming the file (%s)", what, zt_error_last());
     if (rc == ZT_OK) zt_shard_close(&s);
+}
+
+/* 1: the two files hold the same bytes */
+static int same_file(const char *p1, const char *p2) {
+    FILE *a = fopen(p1, "rb"), *b = fopen(p2, "rb");
+    int same = a && b;
+    for (int ca = 0, cb = 0; same && ca != EOF;) {
+        ca = fgetc(a);
+        cb = fgetc(b);
+        same = ca == cb;
+    }
+    if (a) fclose(a);
+    if (b) fclose(b);
+    return same;
+}
+
+/* p1 written with zt_shard_put, p2 streamed through an 8 KiB buffer: same bytes */
+static void check_stream(const char *p1, const char *p2) {
+    enum { NS = 4 };
+    struct zt_shard_rec r[NS] = {rec("big", 0, 3000, 1, 0, 3000), rec("next", 1, 5, 1, 0, 5),
+                                 rec("later", 2, 10, 100, 0, 10), rec("none", 0, 4, 3, 2, 2)};
+    float *v[NS];
+    for (int i = 0; i < NS; i++) {
+        int64_t n = (r[i].row1 - r[i].row0) * r[i].cols;
+        v[i] = malloc((size_t)(n + 1) * sizeof(float));
+        for (int64_t k = 0; k < n; k++) v[i][k] = (float)(i * 7919 + k) * 0.25f - 3.0f;
+    }
+    struct zt_shard_writer w;
+    enum zt_status rc = zt_shard_create(&w, p1, 0, 1, r, NS);
+    for (int i = 0; i < NS && rc == ZT_OK; i++)
+        rc = zt_shard_put(&w, i, v[i], (r[i].row1 - r[i].row0) * r[i].cols);
+    ZT_TEST_TRUE(rc == ZT_OK && zt_shard_commit(&w) == ZT_OK, "put shard (%s)", zt_error_last());
+    struct zt_aio_cfg cfg = {4096, 4, 0, 1, ZT_AIO_AUTO};
+    zt_aio_t a = NULL;
+    char *buf = aligned_alloc(4096, 8192);
+    ZT_TEST_TRUE(zt_aio_init(&a, &cfg) == ZT_OK, "aio (%s)", zt_error_last());
+    ZT_TEST_TRUE(zt_shard_create(&w, p2, 0, 1, r, NS) == ZT_OK, "create for streaming");
+    ZT_TEST_TRUE(zt_shard_direct(&w, a), "streamed shard opened O_DIRECT");
+    struct zt_shard_stream st;
+    zt_shard_stream_begin(&st, &w, buf, 8192);
+    const int order[NS] = {0, 1, 3, 2}; /* 1 follows 0; 3 and then 2 do not follow */
+    rc = ZT_OK;
+    for (int k = 0; k < NS && rc == ZT_OK; k++) {
+        int i = order[k];
+        int64_t n = (r[i].row1 - r[i].row0) * r[i].cols, h = n / 3;
+        rc = zt_shard_stream_record(&st, i);
+        if (rc == ZT_OK && k == 0)
+            ZT_TEST_TRUE(zt_shard_stream_record(&st, 1) == ZT_ERR_INVALID &&
+                             strstr(zt_error_last(), "is open"),
+                         "a second record while one is open is refused (%s)", zt_error_last());
+        if (rc == ZT_OK) rc = zt_shard_stream_add(&st, v[i], h);
+        if (rc == ZT_OK) rc = zt_shard_stream_add(&st, v[i] + h, n - h);
+        if (rc == ZT_OK) rc = zt_shard_stream_done(&st);
+    }
+    if (rc == ZT_OK) rc = zt_shard_stream_end(&st);
+    ZT_TEST_TRUE(rc == ZT_OK && zt_shard_commit(&w) == ZT_OK, "streamed shard committed (%s)",
+                 zt_error_last());
+    ZT_TEST_TRUE(same_file(p1, p2), "streamed: byte-identical to the shard written by put");
+    struct zt_shard s;
+    ZT_TEST_TRUE(zt_shard_open(&s, p2) == ZT_OK && zt_shard_verify(&s) == ZT_OK,
+                 "streamed shard verifies (%s)", zt_error_last());
+    zt_shard_close(&s);
+    zt_aio_free(a);
+    free(buf);
+    for (int i = 0; i < NS; i++) free(v[i]);
 }
 
 int main(void) {
@@ -220,24 +289,19 @@ int main(void) {
                  "put: every record written; one float more is refused");
     ZT_TEST_TRUE(zt_shard_commit(&w) == ZT_OK, "put: commit (%s)", zt_error_last());
     ZT_TEST_TRUE(write_shard(p) == ZT_OK, "the appended shard again");
-    {
-        FILE *a = fopen(p, "rb"), *b = fopen(p2, "rb");
-        int same = a && b;
-        for (int ca = 0, cb = 0; same && ca != EOF;) {
-            ca = fgetc(a);
-            cb = fgetc(b);
-            same = ca == cb;
-        }
-        if (a) fclose(a);
-        if (b) fclose(b);
-        ZT_TEST_TRUE(same, "put out of order: byte-identical to the shard written by append");
-    }
+    ZT_TEST_TRUE(same_file(p, p2), "put out of order: byte-identical to the shard written by "
+                                   "append");
     ZT_TEST_TRUE(zt_shard_create(&w, p2, 0, 1, recs, NREC) == ZT_OK, "create for put");
     ZT_TEST_TRUE(zt_shard_put(&w, 1, vals[1], 5) == ZT_OK &&
                      zt_shard_commit(&w) == ZT_ERR_INVALID &&
                      strstr(zt_error_last(), "incomplete") && zt_test_count_tmp(dir) == 0,
                  "put: a record left short is refused at commit, no temporary (%s)",
                  zt_error_last());
+
+    char p3[1024];
+    snprintf(p3, sizeof p3, "%s/streamed.zts", dir);
+    check_stream(p2, p3);
+    unlink(p3);
 
     /* many records with large offsets: the header reserved at create (offsets unknown) still
      * holds the final one (a gpt2-124M shard has 148 records at offsets up to 1.5e9) */
