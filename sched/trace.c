@@ -8,6 +8,7 @@
  * records are gathered to rank 0, which writes the one file.
  */
 #include <pthread.h>   /* pthread_mutex_t */
+#include <stdint.h>    /* uintptr_t */
 #include <stdio.h>     /* open_memstream, fprintf */
 #include <stdlib.h>    /* realloc */
 #include <string.h>    /* memcpy */
@@ -21,8 +22,131 @@ static struct zt_trace_rec *g_recs;
 static size_t g_n, g_cap;
 static int g_on;
 
+/* what is known of a task when it is submitted (index id - 1) */
+struct trace_sub {
+    double submit_us;
+    int64_t bytes_r, bytes_w;
+    int64_t dep0, ndep; /* its dependencies: g_deps[dep0 .. dep0 + ndep) */
+};
+static struct trace_sub *g_sub;
+static int64_t g_nsub, g_capsub;
+static int64_t *g_deps;
+static int64_t g_ndeps, g_capdeps;
+
+/* per handle: its last writer and the readers since (open addressing on the pointer) */
+struct hstate {
+    const void *key;
+    int64_t last_w;
+    int64_t *rd;
+    int nrd, caprd;
+};
+static struct hstate *g_map;
+static size_t g_mapcap, g_mapn;
+
 void zt_trace_enable(int on) { g_on = on; }
 int zt_trace_enabled(void) { return g_on; }
+
+static size_t hslot(const struct hstate *m, size_t cap, const void *key) {
+    size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
+    while (m[i].key && m[i].key != key) i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static struct hstate *hget(const void *key) {
+    if (g_mapcap) {
+        size_t i = hslot(g_map, g_mapcap, key);
+        if (g_map[i].key) return &g_map[i];
+    }
+    if (2 * (g_mapn + 1) > g_mapcap) {
+        size_t cap = g_mapcap ? 2 * g_mapcap : 1024;
+        struct hstate *m = calloc(cap, sizeof *m);
+        if (!m) return NULL;
+        for (size_t i = 0; i < g_mapcap; i++)
+            if (g_map[i].key) m[hslot(m, cap, g_map[i].key)] = g_map[i];
+        free(g_map);
+        g_map = m;
+        g_mapcap = cap;
+    }
+    size_t i = hslot(g_map, g_mapcap, key);
+    if (!g_map[i].key) {
+        g_map[i].key = key;
+        g_mapn++;
+    }
+    return &g_map[i];
+}
+
+static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return 1;
+    int64_t c = *cap ? *cap : 1024;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return 0;
+    *p = q;
+    *cap = c;
+    return 1;
+}
+
+static int add_dep(int64_t d) {
+    if (d <= 0) return 1;
+    for (int64_t i = g_sub[g_nsub].dep0; i < g_ndeps; i++)
+        if (g_deps[i] == d) return 1;
+    if (!grow((void **)&g_deps, &g_capdeps, g_ndeps + 1, sizeof *g_deps)) return 0;
+    g_deps[g_ndeps++] = d;
+    return 1;
+}
+
+int64_t zt_trace_submit(const struct zt_trace_access *a, int n) {
+    if (!g_on) return 0;
+    pthread_mutex_lock(&g_lock);
+    int64_t id = 0;
+    if (!grow((void **)&g_sub, &g_capsub, g_nsub + 1, sizeof *g_sub)) goto out;
+    struct trace_sub *t = &g_sub[g_nsub];
+    *t = (struct trace_sub){.submit_us = starpu_timing_now(), .dep0 = g_ndeps};
+    id = g_nsub + 1;
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        int m = a[i].mode & 3;
+        if (m & 1) t->bytes_r += a[i].bytes;
+        if (m & 2) t->bytes_w += a[i].bytes;
+        struct hstate *h = m ? hget(a[i].handle) : NULL;
+        if (m && !h) {
+            ok = 0;
+            break;
+        }
+        if (!m) continue;
+        ok = add_dep(h->last_w);
+        if (m & 2) {
+            for (int k = 0; k < h->nrd && ok; k++) ok = add_dep(h->rd[k]);
+        }
+    }
+    for (int i = 0; i < n && ok; i++) { /* then the task becomes the handles' user */
+        int m = a[i].mode & 3;
+        if (!m) continue;
+        struct hstate *h = hget(a[i].handle);
+        if (m & 2) {
+            h->last_w = id;
+            h->nrd = 0;
+        } else if (h->nrd == 0 || h->rd[h->nrd - 1] != id) {
+            int64_t cap = h->caprd;
+            if (!grow((void **)&h->rd, &cap, h->nrd + 1, sizeof *h->rd)) {
+                ok = 0;
+                break;
+            }
+            h->caprd = (int)cap;
+            h->rd[h->nrd++] = id;
+        }
+    }
+    t->ndep = g_ndeps - t->dep0;
+    if (!ok) { /* out of memory: tracing is best effort, this task keeps no record */
+        g_ndeps = t->dep0;
+        id = 0;
+    } else {
+        g_nsub++;
+    }
+out:
+    pthread_mutex_unlock(&g_lock);
+    return id;
+}
 
 void zt_trace_record(const struct zt_trace_rec *r) {
     pthread_mutex_lock(&g_lock);
@@ -54,12 +178,22 @@ void zt_trace_reset(void) {
     free(g_recs);
     g_recs = NULL;
     g_n = g_cap = 0;
+    free(g_sub);
+    free(g_deps);
+    g_sub = NULL;
+    g_deps = NULL;
+    g_nsub = g_capsub = g_ndeps = g_capdeps = 0;
+    for (size_t i = 0; i < g_mapcap; i++) free(g_map[i].rd);
+    free(g_map);
+    g_map = NULL;
+    g_mapcap = g_mapn = 0;
     pthread_mutex_unlock(&g_lock);
 }
 
-/* what one rank sends to rank 0: a header, its worker names, then its records */
+/* what one rank sends to rank 0: a header, its worker names, its records, what was known of
+ * each task at submission, and the dependency lists */
 struct trace_hdr {
-    int64_t nrec;
+    int64_t nrec, nsub, ndeps;
     int32_t nworkers, pad;
 };
 #define TRACE_WNAME 64
@@ -67,86 +201,195 @@ struct trace_hdr {
 static void *pack_local(size_t *len) {
     pthread_mutex_lock(&g_lock);
     unsigned nw = starpu_worker_get_count();
-    *len = sizeof(struct trace_hdr) + (size_t)nw * TRACE_WNAME + g_n * sizeof *g_recs;
+    *len = sizeof(struct trace_hdr) + (size_t)nw * TRACE_WNAME + g_n * sizeof *g_recs +
+           (size_t)g_nsub * sizeof *g_sub + (size_t)g_ndeps * sizeof *g_deps;
     char *buf = calloc(1, *len);
     if (buf) {
-        struct trace_hdr h = {(int64_t)g_n, (int32_t)nw, 0};
-        memcpy(buf, &h, sizeof h);
+        struct trace_hdr h = {(int64_t)g_n, g_nsub, g_ndeps, (int32_t)nw, 0};
+        char *p = buf;
+        memcpy(p, &h, sizeof h);
+        p += sizeof h;
         for (unsigned w = 0; w < nw; w++)
-            starpu_worker_get_name((int)w, buf + sizeof h + (size_t)w * TRACE_WNAME, TRACE_WNAME);
-        memcpy(buf + sizeof h + (size_t)nw * TRACE_WNAME, g_recs, g_n * sizeof *g_recs);
+            starpu_worker_get_name((int)w, p + (size_t)w * TRACE_WNAME, TRACE_WNAME);
+        p += (size_t)nw * TRACE_WNAME;
+        if (g_n) memcpy(p, g_recs, g_n * sizeof *g_recs);
+        p += g_n * sizeof *g_recs;
+        if (g_nsub) memcpy(p, g_sub, (size_t)g_nsub * sizeof *g_sub);
+        p += (size_t)g_nsub * sizeof *g_sub;
+        if (g_ndeps) memcpy(p, g_deps, (size_t)g_ndeps * sizeof *g_deps);
     }
     pthread_mutex_unlock(&g_lock);
     return buf;
 }
 
+/* one rank's part of the gathered bytes */
+struct rank_part {
+    struct trace_hdr h;
+    const char *wn;
+    const struct zt_trace_rec *rec;
+    const struct trace_sub *sub;
+    const int64_t *deps;
+    int64_t *at; /* [nsub + 1]: id -> index of its record, or -1 */
+};
+
+static const char *unpack(const char *p, struct rank_part *rp) {
+    memcpy(&rp->h, p, sizeof rp->h);
+    rp->wn = p + sizeof rp->h;
+    rp->rec = (const void *)(rp->wn + (size_t)rp->h.nworkers * TRACE_WNAME);
+    rp->sub = (const void *)(rp->rec + rp->h.nrec);
+    rp->deps = (const void *)(rp->sub + rp->h.nsub);
+    rp->at = NULL;
+    return (const char *)(rp->deps + rp->h.ndeps);
+}
+
+static const struct trace_sub *sub_of(const struct rank_part *rp, int64_t id) {
+    return id >= 1 && id <= rp->h.nsub ? &rp->sub[id - 1] : NULL;
+}
+
+/* the replay file's name: PATH with .json replaced by .ztr, or PATH.ztr */
+static void replay_path(char *out, size_t n, const char *path) {
+    size_t l = strlen(path);
+    if (l > 5 && strcmp(path + l - 5, ".json") == 0)
+        snprintf(out, n, "%.*s.ztr", (int)(l - 5), path);
+    else
+        snprintf(out, n, "%s.ztr", path);
+}
+
+/* close the memory stream f (its text in *buf, *len) and write it to path crash-safely */
+static enum zt_status put_file(const char *what, const char *path, FILE *f, char **bufp,
+                               size_t *lenp) {
+    int bad = fclose(f) != 0;
+    char *buf = *bufp;
+    size_t len = *lenp;
+    if (bad) {
+        free(buf);
+        return zt_error_set(ZT_ERR_NOMEM, "%s %s: out of memory", what, path);
+    }
+    struct zt_afile af;
+    enum zt_status rc = zt_afile_open(&af, what, path);
+    if (rc == ZT_OK)
+        rc = zt_afile_write(&af, buf, len) != 0 ? zt_afile_fail(&af) : zt_afile_commit(&af);
+    free(buf);
+    return rc;
+}
+
 static enum zt_status write_all_ranks(const char *path, const char *const *names, int nnames,
                                       const char *all, size_t total, int nranks) {
-    /* the JSON is built in memory, then written by the crash-safe writer (io/zt_file.h) */
-    char *json = NULL;
-    size_t jlen = 0;
-    FILE *f = open_memstream(&json, &jlen);
-    if (!f) return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
+    struct rank_part *rp = calloc((size_t)nranks, sizeof *rp);
+    if (!rp) return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
     /* one time origin for every rank: ranks on one machine share CLOCK_MONOTONIC, which
      * starpu_timing_now reads, so their lanes line up */
     double t0 = -1;
     const char *p = all;
-    for (int r = 0; r < nranks && p < all + total; r++) {
-        struct trace_hdr h;
-        memcpy(&h, p, sizeof h);
-        const struct zt_trace_rec *rec =
-            (const void *)(p + sizeof h + (size_t)h.nworkers * TRACE_WNAME);
-        for (int64_t i = 0; i < h.nrec; i++)
-            if (t0 < 0 || rec[i].start_us < t0) t0 = rec[i].start_us;
-        p += sizeof h + (size_t)h.nworkers * TRACE_WNAME + (size_t)h.nrec * sizeof *rec;
+    int nr = 0;
+    enum zt_status rc = ZT_OK;
+    for (; nr < nranks && p < all + total; nr++) {
+        p = unpack(p, &rp[nr]);
+        const struct rank_part *x = &rp[nr];
+        rp[nr].at = malloc((size_t)(x->h.nsub + 1) * sizeof *rp[nr].at);
+        if (!rp[nr].at) {
+            rc = zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
+            nr++;
+            goto out;
+        }
+        for (int64_t i = 0; i <= x->h.nsub; i++) rp[nr].at[i] = -1;
+        for (int64_t i = 0; i < x->h.nrec; i++) {
+            if (t0 < 0 || x->rec[i].start_us < t0) t0 = x->rec[i].start_us;
+            if (x->rec[i].id >= 1 && x->rec[i].id <= x->h.nsub) rp[nr].at[x->rec[i].id] = i;
+        }
+        for (int64_t i = 0; i < x->h.nsub; i++) /* submissions come first */
+            if (t0 < 0 || x->sub[i].submit_us < t0) t0 = x->sub[i].submit_us;
     }
     if (t0 < 0) t0 = 0;
+    char *json = NULL, *rpl = NULL;
+    size_t jlen = 0, rlen = 0;
+    FILE *f = open_memstream(&json, &jlen), *g = open_memstream(&rpl, &rlen);
+    if (!f || !g) {
+        if (f) fclose(f);
+        if (g) fclose(g);
+        free(json);
+        free(rpl);
+        rc = zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
+        goto out;
+    }
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    p = all;
+    fprintf(g, "# zerotask replay 1: rank id kind step layer mb blk worker node submit_us "
+               "start_us end_us bytes_read bytes_written ndeps deps...\n");
     int first = 1;
-    for (int r = 0; r < nranks && p < all + total; r++) {
-        struct trace_hdr h;
-        memcpy(&h, p, sizeof h);
-        const char *wn = p + sizeof h;
-        const struct zt_trace_rec *rec = (const void *)(wn + (size_t)h.nworkers * TRACE_WNAME);
+    int64_t flow = 0;
+    for (int r = 0; r < nr; r++) {
+        const struct rank_part *x = &rp[r];
         fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
                    "\"args\":{\"name\":\"rank %d\"}}", first ? "" : ",\n", r, r);
         first = 0;
-        for (int w = 0; w < h.nworkers; w++)
+        for (int w = 0; w < x->h.nworkers; w++)
             fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
                        "\"args\":{\"name\":\"%.*s\"}}", r, w, TRACE_WNAME,
-                    wn + (size_t)w * TRACE_WNAME);
+                    x->wn + (size_t)w * TRACE_WNAME);
         int io_named[8] = {0};
-        for (int64_t i = 0; i < h.nrec; i++) { /* I/O threads' tracks */
-            int k = rec[i].worker - ZT_TRACE_IO_WORKER;
+        for (int64_t i = 0; i < x->h.nrec; i++) { /* I/O threads' tracks */
+            int k = x->rec[i].worker - ZT_TRACE_IO_WORKER;
             if (k < 0 || k >= 8 || io_named[k]) continue;
             io_named[k] = 1;
             fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                       "\"args\":{\"name\":\"I/O thread %d\"}}", r, rec[i].worker, k);
+                       "\"args\":{\"name\":\"I/O thread %d\"}}", r, x->rec[i].worker, k);
         }
-        for (int64_t i = 0; i < h.nrec; i++) {
-            const struct zt_trace_rec *x = &rec[i];
-            const char *nm = (x->kind >= 0 && x->kind < nnames) ? names[x->kind] : "task";
+        for (int64_t i = 0; i < x->h.nrec; i++) {
+            const struct zt_trace_rec *e = &x->rec[i];
+            const char *nm = (e->kind >= 0 && e->kind < nnames) ? names[e->kind] : "task";
+            const struct trace_sub *sb = sub_of(x, e->id);
             fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"task\",\"ph\":\"X\",\"pid\":%d,"
                        "\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"kind\":\"%s\","
                        "\"rank\":%d,\"step\":%lld,\"layer\":%d,\"mb\":%d,\"blk\":%d,"
-                       "\"worker\":%d,\"bytes\":%lld}}",
-                    nm, r, x->worker, x->start_us - t0, x->end_us - x->start_us, nm, r,
-                    (long long)x->step, x->layer, x->mb, x->blk, x->worker,
-                    (long long)x->bytes);
+                       "\"worker\":%d,\"node\":%d,\"bytes\":%lld,\"id\":%lld",
+                    nm, r, e->worker, e->start_us - t0, e->end_us - e->start_us, nm, r,
+                    (long long)e->step, e->layer, e->mb, e->blk, e->worker, e->node,
+                    (long long)e->bytes, (long long)e->id);
+            fprintf(g, "%d %lld %s %lld %d %d %d %d %d", r, (long long)e->id, nm,
+                    (long long)e->step, e->layer, e->mb, e->blk, e->worker, e->node);
+            if (sb) {
+                fprintf(f, ",\"submit\":%.3f,\"bytes_read\":%lld,\"bytes_written\":%lld,"
+                           "\"deps\":[", sb->submit_us - t0, (long long)sb->bytes_r,
+                        (long long)sb->bytes_w);
+                for (int64_t k = 0; k < sb->ndep; k++)
+                    fprintf(f, "%s%lld", k ? "," : "", (long long)x->deps[sb->dep0 + k]);
+                fprintf(f, "]");
+                fprintf(g, " %.3f %.3f %.3f %lld %lld %lld", sb->submit_us - t0,
+                        e->start_us - t0, e->end_us - t0, (long long)sb->bytes_r,
+                        (long long)sb->bytes_w, (long long)sb->ndep);
+                for (int64_t k = 0; k < sb->ndep; k++)
+                    fprintf(g, " %lld", (long long)x->deps[sb->dep0 + k]);
+            } else {
+                fprintf(g, " %.3f %.3f %.3f %lld 0 0", e->start_us - t0, e->start_us - t0,
+                        e->end_us - t0, (long long)e->bytes);
+            }
+            fprintf(f, "}}");
+            fprintf(g, "\n");
+            /* a flow arrow from each dependency's slice (its last instant) to this one */
+            for (int64_t k = 0; sb && k < sb->ndep; k++) {
+                int64_t d = x->deps[sb->dep0 + k];
+                if (x->at[d] < 0) continue;
+                const struct zt_trace_rec *de = &x->rec[x->at[d]];
+                double ts = de->end_us - 0.001 > de->start_us ? de->end_us - 0.001 : de->start_us;
+                flow++;
+                fprintf(f, ",\n{\"name\":\"dep\",\"cat\":\"dep\",\"ph\":\"s\",\"id\":%lld,"
+                           "\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", (long long)flow, r, de->worker,
+                        ts - t0);
+                fprintf(f, ",\n{\"name\":\"dep\",\"cat\":\"dep\",\"ph\":\"f\",\"bp\":\"e\","
+                           "\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", (long long)flow, r,
+                        e->worker, e->start_us - t0);
+            }
         }
-        p = (const char *)(rec + h.nrec);
     }
     fprintf(f, "\n]}\n");
-    if (fclose(f) != 0) {
-        free(json);
-        return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
-    }
-    struct zt_afile af;
-    enum zt_status rc = zt_afile_open(&af, "trace", path);
-    if (rc == ZT_OK)
-        rc = zt_afile_write(&af, json, jlen) != 0 ? zt_afile_fail(&af) : zt_afile_commit(&af);
-    free(json);
+    char rpath[1100];
+    replay_path(rpath, sizeof rpath, path);
+    rc = put_file("trace", path, f, &json, &jlen);
+    enum zt_status rc2 = put_file("trace replay file", rpath, g, &rpl, &rlen);
+    if (rc == ZT_OK) rc = rc2;
+out:
+    for (int r = 0; r < nr; r++) free(rp[r].at);
+    free(rp);
     return rc;
 }
 

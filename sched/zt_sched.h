@@ -72,22 +72,38 @@ struct zt_trace_rec {
     int mb;        /* micro-batch, -1 when not */
     int blk;       /* row block, -1 when whole */
     int worker;
+    int node;      /* memory node the task ran on (StarPU's numbering; 0 = host memory) */
     int64_t step;
+    int64_t id;    /* from zt_trace_submit (0: submitted while tracing was off) */
     double start_us, end_us; /* starpu_timing_now() */
     int64_t bytes;           /* bytes of the task's buffers */
 };
 /* Records of I/O threads (swap transfers) use worker ZT_TRACE_IO_WORKER + thread index. */
 #define ZT_TRACE_IO_WORKER 1000
+/* One data access of a task being submitted: handle (a starpu_data_handle_t), mode (1 read,
+ * 2 write, 3 both, 0 none: scratch), bytes. */
+struct zt_trace_access {
+    const void *handle;
+    int mode;
+    int64_t bytes;
+};
 /* Turn recording on (before the tasks to record are submitted). */
 void zt_trace_enable(int on);
 int zt_trace_enabled(void);
+/* Called for each task (and swap or host task) as it is submitted, in submission order, when
+ * enabled: returns its id (1, 2, ... per rank) and records its submit time, bytes read and
+ * written and the tasks it depends on, derived as StarPU's sequential consistency does (a read
+ * waits for the handle's last writer, a write for its last writer and the readers since). */
+int64_t zt_trace_submit(const struct zt_trace_access *a, int n);
 /* Called by the codelet dispatcher after each task when enabled (thread-safe, per worker). */
 void zt_trace_record(const struct zt_trace_rec *r);
 /* Sum of recorded task time by kind for the step (or all steps with step < 0). */
 double zt_trace_busy_us(int64_t step);
 /* Write every record of every rank as Chrome trace-event JSON (Perfetto opens it): one process
- * per rank, one thread per worker; kind names from names[kind]. Collective: every rank calls it;
- * rank 0 writes the file, atomically (tmp + rename). */
+ * per rank, one thread per worker, a flow arrow per dependency; kind names from names[kind].
+ * Also writes the replay file (path with .json replaced by, or else followed by, .ztr): a line
+ * per task (docs/traces.md). Collective: every rank calls it; rank 0 writes both files,
+ * atomically (tmp + rename). */
 enum zt_status zt_trace_write(const char *path, const char *const *names, int nnames);
 void zt_trace_reset(void);
 

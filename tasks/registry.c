@@ -41,9 +41,11 @@ static void zt_dispatch_cpu(void *buffers[], void *cl_arg) {
     double t0 = starpu_timing_now();
     g_impl[h->kind](buffers, cl_arg);
     double t1 = starpu_timing_now();
+    int w = starpu_worker_get_id();
     struct zt_trace_rec r = {.kind = h->kind, .layer = h->layer, .mb = h->mb, .blk = h->blk,
-                             .worker = starpu_worker_get_id(), .step = h->step,
-                             .start_us = t0, .end_us = t1, .bytes = 0};
+                             .worker = w, .node = (int)starpu_worker_get_memory_node(w),
+                             .step = h->step, .id = h->trace_id, .start_us = t0, .end_us = t1,
+                             .bytes = 0};
     struct starpu_task *task = starpu_task_get_current();
     unsigned nb = task ? STARPU_TASK_GET_NBUFFERS(task) : 0;
     for (unsigned i = 0; i < nb; i++)
@@ -197,6 +199,15 @@ enum zt_status zt_tb_submit(struct zt_tb *tb, void *args, size_t argsz, int prio
         rc = zt_error_set(ZT_ERR_INVALID, "task %s: invalid block or too many arguments",
                           zt_task_kind_name(kind));
         goto out;
+    }
+    if (zt_trace_enabled()) { /* its dependencies as StarPU derives them, for the trace */
+        struct zt_trace_access *acc = malloc((size_t)(tb->n + 1) * sizeof *acc);
+        for (int i = 0; acc && i < tb->n; i++)
+            acc[i] = (struct zt_trace_access){tb->d[i].handle,
+                                              (int)(tb->d[i].mode & STARPU_RW),
+                                              (int64_t)starpu_data_get_size(tb->d[i].handle)};
+        tb->h->trace_id = acc ? zt_trace_submit(acc, tb->n) : 0;
+        free(acc);
     }
     int ret = starpu_task_insert(&g_cl[kind], STARPU_DATA_MODE_ARRAY, tb->d, tb->n,
                                  STARPU_CL_ARGS, args, argsz, STARPU_PRIORITY, priority,

@@ -31,6 +31,7 @@ struct req {
     zt_io_fn fn;              /* a host task (zt_task_io) instead of a transfer */
     void *ctx;
     int64_t bytes;            /* a host task's bytes, for traces */
+    int64_t trace_id;         /* zt_trace_submit's id (0: not traced) */
     struct req *next;
 };
 
@@ -137,7 +138,8 @@ static void *io_thread(void *arg) {
         if ((r->fn || !failed) && zt_trace_enabled()) {
             struct zt_trace_rec t = {.kind = r->kind, .layer = r->layer, .mb = r->mb,
                                      .blk = -1, .worker = ZT_TRACE_IO_WORKER + id,
-                                     .step = r->step, .start_us = t0,
+                                     .node = STARPU_MAIN_RAM, .step = r->step,
+                                     .id = r->trace_id, .start_us = t0,
                                      .end_us = starpu_timing_now(), .bytes = r->bytes};
             for (int i = 0; !r->fn && i < r->n; i++) t.bytes += r->seg[i][1];
             zt_trace_record(&t);
@@ -262,6 +264,14 @@ void ckpt_write_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg
 
 /* queue r once every handle is acquired (the pending count as in zt_task_swap) */
 static void submit(struct req *r, const char *what) {
+    if (zt_trace_enabled()) { /* its dependencies as StarPU orders the acquisitions */
+        struct zt_trace_access *acc = malloc((size_t)(r->nh + 1) * sizeof *acc);
+        for (int i = 0; acc && i < r->nh; i++)
+            acc[i] = (struct zt_trace_access){r->h[i], (int)(r->mode[i] & STARPU_RW),
+                                              (int64_t)starpu_data_get_size(r->h[i])};
+        r->trace_id = acc ? zt_trace_submit(acc, r->nh) : 0;
+        free(acc);
+    }
     r->pending = r->nh + 1; /* the extra one: no I/O thread sees r before every call is made */
     pthread_mutex_lock(&g.mu);
     g.inflight++;

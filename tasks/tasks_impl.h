@@ -19,6 +19,7 @@
 struct zt_task_hdr {
     int kind, layer, mb, blk;
     int64_t step;
+    int64_t trace_id;        /* zt_trace_submit's id (0: not traced) */
     int nslot;
     int first[ZT_MAX_SLOTS]; /* index of the slot's first buffer */
     int count[ZT_MAX_SLOTS]; /* number of buffers (0: slot absent, pointer NULL) */

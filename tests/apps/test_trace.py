@@ -2,7 +2,12 @@
 """tests/apps/test_trace.py: `zt-train --trace` writes a Chrome trace-event JSON that Perfetto
 opens: one complete ("X") event per task with kind, layer, micro-batch, worker, start and
 duration; per-worker events never overlap; every step has the same task census; and the task
-kinds of a training step (forward, backward, gradient norm, AdamW) are all there.
+kinds of a training step (forward, backward, gradient norm, AdamW) are all there. Every task
+also carries its id, submit time, memory node, bytes read and written and the ids it depends
+on: each dependency is a task of the trace that ended before the task started, every task after
+the first step has one, and each has a flow arrow (an "s" and an "f" event with one id, on the
+two tasks' threads). The replay file (trace.ztr) has one line per task with the same id, times
+and dependencies.
 
 Usage: test_trace.py ZT_TRAIN WORKDIR
 """
@@ -44,7 +49,8 @@ if not any(e["name"] == "thread_name" for e in meta):
     bad.append("no thread_name metadata (Perfetto would show bare thread ids)")
 for e in ev:
     a = e.get("args", {})
-    for k in ("kind", "step", "layer", "mb", "worker"):
+    for k in ("kind", "step", "layer", "mb", "worker", "node", "id", "submit", "bytes_read",
+              "bytes_written", "deps"):
         if k not in a:
             bad.append("event %s lacks args.%s" % (e.get("name"), k))
             break
@@ -81,6 +87,53 @@ if layers != {0, 1}:
 mbs = {e["args"]["mb"] for e in ev if e["args"]["kind"] == "crossentropy"}
 if mbs != {0, 1}:
     bad.append("crossentropy tasks name micro-batches %s, expected 0 and 1" % sorted(mbs))
+# dependencies: known tasks that ended before; every task after step 1 waits for something
+by_id = {e["args"]["id"]: e for e in ev}
+if len(by_id) != len(ev) or 0 in by_id:
+    bad.append("task ids are not unique and nonzero")
+ndeps = 0
+for e in ev:
+    a = e["args"]
+    if a["submit"] > e["ts"] + 1.0:
+        bad.append("%s %d starts before it was submitted" % (e["name"], a["id"]))
+    if a["step"] > 1 and not a["deps"]:
+        bad.append("%s %d (step %d) depends on nothing" % (e["name"], a["id"], a["step"]))
+    for d in a["deps"]:
+        ndeps += 1
+        de = by_id.get(d)
+        if de is None:
+            bad.append("%s %d depends on task %s, not in the trace" % (e["name"], a["id"], d))
+        elif de["ts"] + de["dur"] > e["ts"] + 0.01:
+            bad.append("%s %d started before its dependency %s %d ended" % (
+                e["name"], a["id"], de["name"], d))
+flows = collections.defaultdict(dict)
+for e in doc["traceEvents"]:
+    if e.get("ph") in ("s", "f"):
+        flows[e["id"]][e["ph"]] = e
+if len(flows) != ndeps or any(set(f) != {"s", "f"} for f in flows.values()):
+    bad.append("%d flow arrows for %d dependencies" % (len(flows), ndeps))
+# the replay file: a line per task, the same fields
+rows = {}
+with open(os.path.join(WORK, "trace.ztr")) as f:
+    head = f.readline()
+    if not head.startswith("# zerotask replay 1:"):
+        bad.append("replay file header: %r" % head)
+    for line in f:
+        x = line.split()
+        rows[int(x[1])] = x
+if set(rows) != set(by_id):
+    bad.append("replay file: %d tasks, the JSON %d" % (len(rows), len(by_id)))
+for i, x in rows.items():
+    e = by_id.get(i)
+    if e is None:
+        continue
+    deps = [int(d) for d in x[15:]]
+    if (x[2] != e["name"] or int(x[14]) != len(deps) or deps != e["args"]["deps"] or
+            abs(float(x[10]) - e["ts"]) > 0.01 or
+            abs(float(x[11]) - float(x[10]) - e["dur"]) > 0.01 or
+            int(x[12]) != e["args"]["bytes_read"] or int(x[13]) != e["args"]["bytes_written"]):
+        bad.append("replay file line for task %d differs from the JSON: %s" % (i, " ".join(x)))
+        break
 for b in bad[:20]:
     print("FAIL", b)
 print("%d task events over %d steps on %d workers; %d problems" % (len(ev), STEPS, len(by_tid),
