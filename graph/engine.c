@@ -1534,7 +1534,7 @@ struct save_job {
      * copied while the previous one is on its way to the disk */
     pthread_t writer;
     int writer_on, stop;
-    struct chunk { char *buf; int64_t len, off; } q[SAVE_STAGES];
+    struct zt_aio_seg q[SAVE_STAGES];
     int qn;                    /* queued chunks */
     /* one stream for every record: parameter tasks stage in turn (smu), so records that follow
      * each other in the file (most tasks run in file order) share buffers and writes */
@@ -1583,19 +1583,16 @@ static void *save_writer(void *arg) {
         while (j->qn == 0 && !j->stop) pthread_cond_wait(&j->cv, &j->mu);
         if (j->qn == 0) break;
         /* every queued buffer in one call: the device queue stays full across them */
-        struct chunk c[SAVE_STAGES];
         struct zt_aio_seg seg[SAVE_STAGES];
         int n = j->qn;
-        memcpy(c, j->q, (size_t)n * sizeof *c);
+        memcpy(seg, j->q, (size_t)n * sizeof *seg);
         j->qn = 0;
         int failed = j->rc != ZT_OK;
         pthread_mutex_unlock(&j->mu);
-        for (int k = 0; k < n; k++)
-            seg[k] = (struct zt_aio_seg){c[k].buf, (size_t)c[k].len, c[k].off};
         enum zt_status rc = failed ? ZT_OK : zt_aio_writev(j->aio, j->w.dfd, j->w.f.path, seg, n);
         if (rc != ZT_OK) save_fail(j, rc);
         pthread_mutex_lock(&j->mu);
-        for (int k = 0; k < n; k++) j->stage[j->nstage++] = c[k].buf;
+        for (int k = 0; k < n; k++) j->stage[j->nstage++] = seg[k].buf;
         pthread_cond_broadcast(&j->cv);
     }
     pthread_mutex_unlock(&j->mu);
@@ -1606,7 +1603,7 @@ static void *save_writer(void *arg) {
 static enum zt_status save_flush(void *ctx, char **buf, int64_t len, int64_t off) {
     struct save_job *j = ctx;
     pthread_mutex_lock(&j->mu);
-    j->q[j->qn++] = (struct chunk){*buf, len, off}; /* qn < SAVE_STAGES: one buffer is ours */
+    j->q[j->qn++] = (struct zt_aio_seg){*buf, (size_t)len, off}; /* < SAVE_STAGES: one is ours */
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     *buf = stage_get(j);
@@ -1673,7 +1670,7 @@ static void save_param(void *ctx, void *const *ptrs) {
             rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->w.f.path);
         }
     }
-    if (!failed) pthread_mutex_lock(&j->smu);
+    pthread_mutex_lock(&j->smu);
     struct zt_shard_stream *st = &j->st;
     if (!failed && rc == ZT_OK && !st->buf && j->w.dfd >= 0 && !(st->buf = stage_get(j)))
         rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory", j->w.f.path);
@@ -1697,10 +1694,8 @@ static void save_param(void *ctx, void *const *ptrs) {
         }
         if (rc == ZT_OK) rc = zt_shard_stream_done(st);
     }
-    if (!failed) {
-        if (rc != ZT_OK) st->i = -1; /* the shard is lost: nothing more is staged */
-        pthread_mutex_unlock(&j->smu);
-    }
+    if (rc != ZT_OK) st->i = -1; /* the shard is lost: nothing more is staged */
+    pthread_mutex_unlock(&j->smu);
     free(tmp);
     save_done(j, rc);
 }

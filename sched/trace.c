@@ -95,7 +95,7 @@ static int add_dep(int64_t d) {
     return 1;
 }
 
-int64_t zt_trace_submit(const struct zt_trace_access *a, int n) {
+int64_t zt_trace_submit(const struct starpu_data_descr *d, int n) {
     if (!g_on) return 0;
     pthread_mutex_lock(&g_lock);
     int64_t id = 0;
@@ -105,24 +105,25 @@ int64_t zt_trace_submit(const struct zt_trace_access *a, int n) {
     id = g_nsub + 1;
     int ok = 1;
     for (int i = 0; i < n && ok; i++) {
-        int m = a[i].mode & 3;
-        if (m & 1) t->bytes_r += a[i].bytes;
-        if (m & 2) t->bytes_w += a[i].bytes;
-        struct hstate *h = m ? hget(a[i].handle) : NULL;
-        if (m && !h) {
+        int m = (int)(d[i].mode & STARPU_RW); /* 1 read, 2 write, 3 both, 0 scratch */
+        if (!m) continue;
+        int64_t bytes = (int64_t)starpu_data_get_size(d[i].handle);
+        if (m & 1) t->bytes_r += bytes;
+        if (m & 2) t->bytes_w += bytes;
+        struct hstate *h = hget(d[i].handle);
+        if (!h) {
             ok = 0;
             break;
         }
-        if (!m) continue;
         ok = add_dep(h->last_w);
         if (m & 2) {
             for (int k = 0; k < h->nrd && ok; k++) ok = add_dep(h->rd[k]);
         }
     }
     for (int i = 0; i < n && ok; i++) { /* then the task becomes the handles' user */
-        int m = a[i].mode & 3;
+        int m = (int)(d[i].mode & STARPU_RW);
         if (!m) continue;
-        struct hstate *h = hget(a[i].handle);
+        struct hstate *h = hget(d[i].handle);
         if (m & 2) {
             h->last_w = id;
             h->nrd = 0;

@@ -80,21 +80,16 @@ struct zt_trace_rec {
 };
 /* Records of I/O threads (swap transfers) use worker ZT_TRACE_IO_WORKER + thread index. */
 #define ZT_TRACE_IO_WORKER 1000
-/* One data access of a task being submitted: handle (a starpu_data_handle_t), mode (1 read,
- * 2 write, 3 both, 0 none: scratch), bytes. */
-struct zt_trace_access {
-    const void *handle;
-    int mode;
-    int64_t bytes;
-};
 /* Turn recording on (before the tasks to record are submitted). */
 void zt_trace_enable(int on);
 int zt_trace_enabled(void);
-/* Called for each task (and swap or host task) as it is submitted, in submission order, when
- * enabled: returns its id (1, 2, ... per rank) and records its submit time, bytes read and
- * written and the tasks it depends on, derived as StarPU's sequential consistency does (a read
- * waits for the handle's last writer, a write for its last writer and the readers since). */
-int64_t zt_trace_submit(const struct zt_trace_access *a, int n);
+/* Called for each task (and swap or host task) with its data accesses d[0..n) as it is
+ * submitted, in submission order: returns its id (1, 2, ... per rank; 0 when tracing is off)
+ * and records its submit time, bytes read and written and the tasks it depends on, derived as
+ * StarPU's sequential consistency does (a read waits for the handle's last writer, a write for
+ * its last writer and the readers since; scratch buffers for none). */
+struct starpu_data_descr;
+int64_t zt_trace_submit(const struct starpu_data_descr *d, int n);
 /* Called by the codelet dispatcher after each task when enabled (thread-safe, per worker). */
 void zt_trace_record(const struct zt_trace_rec *r);
 /* Sum of recorded task time by kind for the step (or all steps with step < 0). */

@@ -200,15 +200,7 @@ enum zt_status zt_tb_submit(struct zt_tb *tb, void *args, size_t argsz, int prio
                           zt_task_kind_name(kind));
         goto out;
     }
-    if (zt_trace_enabled()) { /* its dependencies as StarPU derives them, for the trace */
-        struct zt_trace_access *acc = malloc((size_t)(tb->n + 1) * sizeof *acc);
-        for (int i = 0; acc && i < tb->n; i++)
-            acc[i] = (struct zt_trace_access){tb->d[i].handle,
-                                              (int)(tb->d[i].mode & STARPU_RW),
-                                              (int64_t)starpu_data_get_size(tb->d[i].handle)};
-        tb->h->trace_id = acc ? zt_trace_submit(acc, tb->n) : 0;
-        free(acc);
-    }
+    tb->h->trace_id = zt_trace_submit(tb->d, tb->n); /* its dependencies, for the trace */
     int ret = starpu_task_insert(&g_cl[kind], STARPU_DATA_MODE_ARRAY, tb->d, tb->n,
                                  STARPU_CL_ARGS, args, argsz, STARPU_PRIORITY, priority,
                                  STARPU_NAME, g_names[kind], 0);

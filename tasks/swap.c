@@ -24,8 +24,7 @@ struct req {
     int out, n, nh, kind, layer, mb;
     int pending;              /* acquisitions not yet granted, plus one while submitting */
     int64_t step;
-    starpu_data_handle_t *h;  /* [nh] */
-    enum starpu_data_access_mode *mode; /* [nh] */
+    struct starpu_data_descr *d; /* [nh] handles and their access modes */
     int *segh;                /* [n] handle of each segment */
     int64_t (*seg)[3];        /* [n] {mem_off, len, file_off} */
     zt_io_fn fn;              /* a host task (zt_task_io) instead of a transfer */
@@ -83,7 +82,7 @@ static enum zt_status read_bounce(const struct zt_swapfile *f, char *dst, int64_
 static enum zt_status move(const struct req *r, char *bounce) {
     const struct zt_swapfile *f = r->f;
     for (int i = 0; i < r->n; i++) {
-        char *p = (char *)starpu_vector_get_local_ptr(r->h[r->segh[i]]) + r->seg[i][0];
+        char *p = (char *)starpu_vector_get_local_ptr(r->d[r->segh[i]].handle) + r->seg[i][0];
         int64_t len = r->seg[i][1], off = r->seg[i][2];
         if (len == 0) continue;
         int aligned = is_aligned(p, len, off);
@@ -104,7 +103,7 @@ static enum zt_status move(const struct req *r, char *bounce) {
 
 /* release the request's handles (its successors start) and forget it */
 static void finish(struct req *r) {
-    for (int i = 0; i < r->nh; i++) starpu_data_release(r->h[i]);
+    for (int i = 0; i < r->nh; i++) starpu_data_release(r->d[i].handle);
     free(r);
     pthread_mutex_lock(&g.mu);
     if (--g.inflight == 0) pthread_cond_broadcast(&g.idle);
@@ -128,7 +127,7 @@ static void *io_thread(void *arg) {
         if (r->fn) { /* a host task: always runs (its owner counts on it), reports its own errors */
             void **ptrs = (void **)r->seg; /* room for n pointers, see zt_task_io */
             for (int i = 0; i < r->n; i++)
-                ptrs[i] = (void *)starpu_vector_get_local_ptr(r->h[r->segh[i]]);
+                ptrs[i] = (void *)starpu_vector_get_local_ptr(r->d[r->segh[i]].handle);
             r->fn(r->ctx, ptrs);
         } else if (!failed) { /* after a failure the step is lost: skip the rest, end quickly */
             enum zt_status rc = bounce ? move(r, bounce)
@@ -247,12 +246,11 @@ static void acquired(void *arg) {
 /* add handle h with mode m to the request (once: a repeated handle gets the union of modes) */
 static int add_handle(struct req *r, starpu_data_handle_t h, enum starpu_data_access_mode m) {
     for (int i = 0; i < r->nh; i++)
-        if (r->h[i] == h) {
-            r->mode[i] = (enum starpu_data_access_mode)(r->mode[i] | m);
+        if (r->d[i].handle == h) {
+            r->d[i].mode = (enum starpu_data_access_mode)(r->d[i].mode | m);
             return i;
         }
-    r->h[r->nh] = h;
-    r->mode[r->nh] = m;
+    r->d[r->nh] = (struct starpu_data_descr){h, m};
     return r->nh++;
 }
 
@@ -264,20 +262,13 @@ void ckpt_write_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg
 
 /* queue r once every handle is acquired (the pending count as in zt_task_swap) */
 static void submit(struct req *r, const char *what) {
-    if (zt_trace_enabled()) { /* its dependencies as StarPU orders the acquisitions */
-        struct zt_trace_access *acc = malloc((size_t)(r->nh + 1) * sizeof *acc);
-        for (int i = 0; acc && i < r->nh; i++)
-            acc[i] = (struct zt_trace_access){r->h[i], (int)(r->mode[i] & STARPU_RW),
-                                              (int64_t)starpu_data_get_size(r->h[i])};
-        r->trace_id = acc ? zt_trace_submit(acc, r->nh) : 0;
-        free(acc);
-    }
+    r->trace_id = zt_trace_submit(r->d, r->nh); /* ordered as StarPU orders the acquisitions */
     r->pending = r->nh + 1; /* the extra one: no I/O thread sees r before every call is made */
     pthread_mutex_lock(&g.mu);
     g.inflight++;
     pthread_mutex_unlock(&g.mu);
     for (int i = 0; i < r->nh; i++)
-        if (starpu_data_acquire_cb(r->h[i], r->mode[i], acquired, r) != 0) {
+        if (starpu_data_acquire_cb(r->d[i].handle, r->d[i].mode, acquired, r) != 0) {
             /* StarPU refuses only a handle it does not know, which zt_tensor_handle gave: a
              * bug; the handles already asked for cannot be taken back */
             set_error(zt_error_set(ZT_ERR_RUNTIME, "%s: StarPU refused to acquire a block",
@@ -295,14 +286,12 @@ enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_re
         return zt_error_set(ZT_ERR_INVALID, "zt_task_io: bad arguments");
     /* seg's room holds the pointers handed to fn */
     struct req *r = calloc(1, sizeof *r + (size_t)(n + 1) * (sizeof(void *) +
-                                                             sizeof(starpu_data_handle_t) +
-                                                             sizeof(enum starpu_data_access_mode) +
+                                                             sizeof(struct starpu_data_descr) +
                                                              sizeof(int)));
     if (!r) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a host task");
     r->seg = (int64_t(*)[3])(r + 1);
-    r->h = (starpu_data_handle_t *)((void **)(r + 1) + n + 1);
-    r->mode = (enum starpu_data_access_mode *)(r->h + n + 1);
-    r->segh = (int *)(r->mode + n + 1);
+    r->d = (struct starpu_data_descr *)((void **)(r + 1) + n + 1);
+    r->segh = (int *)(r->d + n + 1);
     for (int i = 0; i < n; i++) {
         if (!refs[i].t || refs[i].blk < 0 || refs[i].blk >= zt_tensor_nblk(refs[i].t)) {
             free(r);
@@ -329,14 +318,12 @@ enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct 
     if (!f || n < 1 || !segs || norder < 0 || (norder > 0 && !order))
         return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: bad arguments");
     int maxh = n + norder + 1;
-    struct req *r = calloc(1, sizeof *r + (size_t)maxh * (sizeof(starpu_data_handle_t) +
-                                                          sizeof(enum starpu_data_access_mode)) +
+    struct req *r = calloc(1, sizeof *r + (size_t)maxh * sizeof(struct starpu_data_descr) +
                                   (size_t)n * (sizeof(int) + 3 * sizeof(int64_t)));
     if (!r) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a swap request");
     r->seg = (int64_t(*)[3])(r + 1);
-    r->h = (starpu_data_handle_t *)(r->seg + n);
-    r->mode = (enum starpu_data_access_mode *)(r->h + maxh);
-    r->segh = (int *)(r->mode + maxh);
+    r->d = (struct starpu_data_descr *)(r->seg + n);
+    r->segh = (int *)(r->d + maxh);
     r->f = f;
     r->out = out;
     r->n = n;
