@@ -210,6 +210,39 @@ static int parse_i64(const char *s, int64_t lo, int64_t *out) {
 
 static int train_main(int argc, char **argv);
 
+/* what zt-trace needs to know of the run (docs/traces.md, "meta") */
+static void trace_meta(const struct zt_config *cfg, const struct zt_model_shape *sh,
+                       const struct zt_engine_mem *mem, int64_t nparams, int world,
+                       double flops) {
+    static const char *const dev[] = {"none", "cpu", "nvme"};
+    char v[64];
+#define META(k, fmt, x)                                                                          \
+    do {                                                                                         \
+        snprintf(v, sizeof v, fmt, x);                                                           \
+        zt_trace_meta(k, v);                                                                     \
+    } while (0)
+    META("world", "%d", world);
+    META("ranks_per_node", "%d", zt_comm_local_size());
+    META("cores", "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+    META("workers", "%d", zt_runtime_nworkers());
+    META("sched", "%s", zt_runtime_sched_name());
+    META("stage", "%d", cfg->zero_stage);
+    META("offload_optimizer", "%s", dev[cfg->offload_optimizer.device]);
+    META("offload_param", "%s", dev[cfg->offload_param.device]);
+    META("params", "%lld", (long long)nparams);
+    META("micro_batch", "%d", cfg->micro_batch);
+    META("grad_accum", "%d", cfg->grad_accum);
+    META("seq_len", "%d", sh->seq_len);
+    META("n_layer", "%d", sh->n_layer);
+    META("flops_per_step", "%.6g", flops);
+    META("mem_params", "%lld", (long long)mem->params);
+    META("mem_grads", "%lld", (long long)mem->grads);
+    META("mem_optim", "%lld", (long long)mem->optim);
+    META("mem_acts", "%lld", (long long)mem->acts);
+    META("mem_nvme", "%lld", (long long)mem->nvme);
+#undef META
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -372,6 +405,7 @@ static int train_main(int argc, char **argv) {
     strncat(line, "\n", sizeof line - strlen(line) - 1);
     if (!quiet) print_in_turn(line);
     if (check_budget(&mem, rank) != ZT_OK) goto out;
+    if (tracep) trace_meta(&cfg, &shape, &mem, zt_engine_numel(e), world, zt_gpt2_step_flops(m));
 
     if (eval_only) {
         double loss;

@@ -26,6 +26,7 @@ static int g_on;
 struct trace_sub {
     double submit_us;
     int64_t bytes_r, bytes_w;
+    int64_t prio;       /* its StarPU priority */
     int64_t dep0, ndep; /* its dependencies: g_deps[dep0 .. dep0 + ndep) */
 };
 static struct trace_sub *g_sub;
@@ -43,7 +44,28 @@ struct hstate {
 static struct hstate *g_map;
 static size_t g_mapcap, g_mapn;
 
+/* the run's description (zt_trace_meta), written by rank 0 */
+#define TRACE_NMETA 32
+static char g_meta[TRACE_NMETA][2][64];
+static int g_nmeta;
+
 void zt_trace_enable(int on) { g_on = on; }
+
+void zt_trace_meta(const char *key, const char *value) {
+    pthread_mutex_lock(&g_lock);
+    int i = 0;
+    while (i < g_nmeta && strcmp(g_meta[i][0], key) != 0) i++;
+    if (i < TRACE_NMETA) {
+        snprintf(g_meta[i][0], sizeof g_meta[i][0], "%s", key);
+        snprintf(g_meta[i][1], sizeof g_meta[i][1], "%s", value);
+        /* one word each in the replay file */
+        for (char *c = g_meta[i][1]; *c; c++)
+            if (*c == ' ' || *c == '\t' || *c == '"' || *c == '\\' || *c == '\n') *c = '_';
+        if (i == g_nmeta) g_nmeta++;
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
 int zt_trace_enabled(void) { return g_on; }
 
 static size_t hslot(const struct hstate *m, size_t cap, const void *key) {
@@ -95,13 +117,13 @@ static int add_dep(int64_t d) {
     return 1;
 }
 
-int64_t zt_trace_submit(const struct starpu_data_descr *d, int n) {
+int64_t zt_trace_submit(const struct starpu_data_descr *d, int n, int prio) {
     if (!g_on) return 0;
     pthread_mutex_lock(&g_lock);
     int64_t id = 0;
     if (!grow((void **)&g_sub, &g_capsub, g_nsub + 1, sizeof *g_sub)) goto out;
     struct trace_sub *t = &g_sub[g_nsub];
-    *t = (struct trace_sub){.submit_us = starpu_timing_now(), .dep0 = g_ndeps};
+    *t = (struct trace_sub){.submit_us = starpu_timing_now(), .prio = prio, .dep0 = g_ndeps};
     id = g_nsub + 1;
     int ok = 1;
     for (int i = 0; i < n && ok; i++) {
@@ -313,9 +335,17 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
         rc = zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
         goto out;
     }
-    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
-    fprintf(g, "# zerotask replay 1: rank id kind step layer mb blk worker node submit_us "
-               "start_us end_us bytes_read bytes_written ndeps deps...\n");
+    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{");
+    fprintf(g, "# zerotask replay 2: rank id kind step layer mb blk worker node submit_us "
+               "start_us end_us bytes_read bytes_written prio ndeps deps...\n# meta");
+    pthread_mutex_lock(&g_lock);
+    for (int i = 0; i < g_nmeta; i++) {
+        fprintf(f, "%s\"%s\":\"%s\"", i ? "," : "", g_meta[i][0], g_meta[i][1]);
+        fprintf(g, " %s=%s", g_meta[i][0], g_meta[i][1]);
+    }
+    pthread_mutex_unlock(&g_lock);
+    fprintf(f, "},\"traceEvents\":[\n");
+    fprintf(g, "\n");
     int first = 1;
     int64_t flow = 0;
     for (int r = 0; r < nr; r++) {
@@ -350,18 +380,18 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
                     (long long)e->step, e->layer, e->mb, e->blk, e->worker, e->node);
             if (sb) {
                 fprintf(f, ",\"submit\":%.3f,\"bytes_read\":%lld,\"bytes_written\":%lld,"
-                           "\"deps\":[", sb->submit_us - t0, (long long)sb->bytes_r,
-                        (long long)sb->bytes_w);
+                           "\"prio\":%lld,\"deps\":[", sb->submit_us - t0, (long long)sb->bytes_r,
+                        (long long)sb->bytes_w, (long long)sb->prio);
                 for (int64_t k = 0; k < sb->ndep; k++)
                     fprintf(f, "%s%lld", k ? "," : "", (long long)x->deps[sb->dep0 + k]);
                 fprintf(f, "]");
-                fprintf(g, " %.3f %.3f %.3f %lld %lld %lld", sb->submit_us - t0,
+                fprintf(g, " %.3f %.3f %.3f %lld %lld %lld %lld", sb->submit_us - t0,
                         e->start_us - t0, e->end_us - t0, (long long)sb->bytes_r,
-                        (long long)sb->bytes_w, (long long)sb->ndep);
+                        (long long)sb->bytes_w, (long long)sb->prio, (long long)sb->ndep);
                 for (int64_t k = 0; k < sb->ndep; k++)
                     fprintf(g, " %lld", (long long)x->deps[sb->dep0 + k]);
             } else {
-                fprintf(g, " %.3f %.3f %.3f %lld 0 0", e->start_us - t0, e->start_us - t0,
+                fprintf(g, " %.3f %.3f %.3f %lld 0 0 0", e->start_us - t0, e->start_us - t0,
                         e->end_us - t0, (long long)e->bytes);
             }
             fprintf(f, "}}");

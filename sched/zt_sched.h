@@ -83,13 +83,17 @@ struct zt_trace_rec {
 /* Turn recording on (before the tasks to record are submitted). */
 void zt_trace_enable(int on);
 int zt_trace_enabled(void);
-/* Called for each task (and swap or host task) with its data accesses d[0..n) as it is
- * submitted, in submission order: returns its id (1, 2, ... per rank; 0 when tracing is off)
- * and records its submit time, bytes read and written and the tasks it depends on, derived as
+/* Called for each task (and swap or host task) with its data accesses d[0..n) and StarPU
+ * priority as it is submitted, in submission order: returns its id (1, 2, ... per rank; 0 when
+ * tracing is off) and records its submit time, priority, bytes read and written and the tasks it depends on, derived as
  * StarPU's sequential consistency does (a read waits for the handle's last writer, a write for
  * its last writer and the readers since; scratch buffers for none). */
 struct starpu_data_descr;
-int64_t zt_trace_submit(const struct starpu_data_descr *d, int n);
+int64_t zt_trace_submit(const struct starpu_data_descr *d, int n, int prio);
+/* Describe the run for the tools that read the trace (zt-trace: world size, ZeRO stage, workers,
+ * cores, parameters, memory per tier, ...): key=value on the replay file's "# meta" line and in
+ * the JSON's otherData. Rank 0's are written; a key set again is replaced; 32 at most. */
+void zt_trace_meta(const char *key, const char *value);
 /* Called by the codelet dispatcher after each task when enabled (thread-safe, per worker). */
 void zt_trace_record(const struct zt_trace_rec *r);
 /* Sum of recorded task time by kind for the step (or all steps with step < 0). */

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # scripts/setup-deps.sh: install every Debian 12 package zerotask needs to build, test and run
 # its demo. Idempotent; run as root (or with sudo available). The only place apt-get appears.
+#   --docs  also Chromium, which scripts/trace-screenshot.sh drives headless for docs/img/
 set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
   libstarpu-dev libopenblas-dev libcjson-dev libhwloc-dev liburing-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
-  fio
+  fio gnuplot-nox
   python3-torch python3-numpy
 )
+if [ "${1:-}" = "--docs" ]; then PKGS+=(chromium); fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 missing=()

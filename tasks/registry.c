@@ -200,7 +200,8 @@ enum zt_status zt_tb_submit(struct zt_tb *tb, void *args, size_t argsz, int prio
                           zt_task_kind_name(kind));
         goto out;
     }
-    tb->h->trace_id = zt_trace_submit(tb->d, tb->n); /* its dependencies, for the trace */
+    /* its dependencies, for the trace */
+    tb->h->trace_id = zt_trace_submit(tb->d, tb->n, priority);
     int ret = starpu_task_insert(&g_cl[kind], STARPU_DATA_MODE_ARRAY, tb->d, tb->n,
                                  STARPU_CL_ARGS, args, argsz, STARPU_PRIORITY, priority,
                                  STARPU_NAME, g_names[kind], 0);

@@ -262,7 +262,8 @@ void ckpt_write_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg
 
 /* queue r once every handle is acquired (the pending count as in zt_task_swap) */
 static void submit(struct req *r, const char *what) {
-    r->trace_id = zt_trace_submit(r->d, r->nh); /* ordered as StarPU orders the acquisitions */
+    /* ordered as StarPU orders the acquisitions */
+    r->trace_id = zt_trace_submit(r->d, r->nh, 0);
     r->pending = r->nh + 1; /* the extra one: no I/O thread sees r before every call is made */
     pthread_mutex_lock(&g.mu);
     g.inflight++;

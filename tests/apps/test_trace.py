@@ -50,7 +50,7 @@ if not any(e["name"] == "thread_name" for e in meta):
 for e in ev:
     a = e.get("args", {})
     for k in ("kind", "step", "layer", "mb", "worker", "node", "id", "submit", "bytes_read",
-              "bytes_written", "deps"):
+              "bytes_written", "prio", "deps"):
         if k not in a:
             bad.append("event %s lacks args.%s" % (e.get("name"), k))
             break
@@ -116,8 +116,12 @@ if len(flows) != ndeps or any(set(f) != {"s", "f"} for f in flows.values()):
 rows = {}
 with open(os.path.join(WORK, "trace.ztr")) as f:
     head = f.readline()
-    if not head.startswith("# zerotask replay 1:"):
+    if not head.startswith("# zerotask replay 2:"):
         bad.append("replay file header: %r" % head)
+    meta = dict(kv.split("=", 1) for kv in f.readline().split()[2:])
+    if meta.get("world") != "1" or meta.get("workers") != str(ncpu) or meta.get("stage") != "0" \
+            or meta != doc.get("otherData"):
+        bad.append("replay file's meta line %s (JSON otherData %s)" % (meta, doc.get("otherData")))
     for line in f:
         x = line.split()
         rows[int(x[1])] = x
@@ -127,8 +131,9 @@ for i, x in rows.items():
     e = by_id.get(i)
     if e is None:
         continue
-    deps = [int(d) for d in x[15:]]
-    if (x[2] != e["name"] or int(x[14]) != len(deps) or deps != e["args"]["deps"] or
+    deps = [int(d) for d in x[16:]]
+    if (x[2] != e["name"] or int(x[15]) != len(deps) or deps != e["args"]["deps"] or
+            int(x[14]) != e["args"]["prio"] or
             abs(float(x[10]) - e["ts"]) > 0.01 or
             abs(float(x[11]) - float(x[10]) - e["dur"]) > 0.01 or
             int(x[12]) != e["args"]["bytes_read"] or int(x[13]) != e["args"]["bytes_written"]):
