@@ -50,6 +50,7 @@ static const char *usage_text =
     "                       grad_norm\n"
     "  --trace F            Chrome trace-event JSON of every task and its dependencies (open\n"
     "                       in ui.perfetto.dev), and the replay file F.ztr (F without .json)\n"
+    "                       that zt-trace summarises, replays and plots\n"
     "  --eval-only          print the loss of step 1's batch and exit, no update\n"
     "  --dump-grads F       write step 1's parameter gradients (safetensors) for inspection\n"
     "  --quiet              no progress lines (errors only)\n"

@@ -1423,7 +1423,7 @@ static int cmd_plot(const struct trace *tr, const char *prefix, long long step) 
     return rc;
 }
 
-static int project_plot(const char *png, int ntr) {
+static int project_plot(const char *png, const struct trace *trs, int ntr) {
     char gp[4200];
     snprintf(gp, sizeof gp, "%s.gp", png);
     FILE *g = fopen(gp, "w");
@@ -1431,12 +1431,16 @@ static int project_plot(const char *png, int ntr) {
     fprintf(g, "set terminal pngcairo size 1400,600 font 'sans,11'\nset output '%s'\n"
                "set multiplot layout 1,2 title 'zerotask scale-out projection (alpha-beta ring "
                "collectives, one rank per node)'\nset logscale x 2\nset xlabel 'ranks'\n"
-               "set grid\nset key top left\nset ylabel 'step time, ms'\n"
-               "plot for [k=0:%d] '%s.dat' index k using 2:3 with linespoints lw 2 title "
-               "sprintf('stage %%d', k)\n"
-               "set ylabel 'memory per rank, MiB'\nset logscale y\n"
-               "plot for [k=0:%d] '%s.dat' index k using 2:5 with linespoints lw 2 title "
-               "sprintf('stage %%d', k)\nunset multiplot\n", png, ntr - 1, png, ntr - 1, png);
+               "set grid\nset key top left\n", png);
+    for (int panel = 0; panel < 2; panel++) {
+        fprintf(g, panel ? "set ylabel 'memory per rank, MiB'\nset logscale y\nplot"
+                         : "set ylabel 'step time, ms'\nplot");
+        for (int k = 0; k < ntr; k++) /* a data block per trace, titled by its stage */
+            fprintf(g, "%s '%s.dat' index %d using 2:%d with linespoints lw 2 title 'stage %d'",
+                    k ? "," : "", png, k, panel ? 5 : 3, stage_of(&trs[k]));
+        fprintf(g, "\n");
+    }
+    fprintf(g, "unset multiplot\n");
     if (fclose(g) != 0) return FAIL("%s: write failed", gp);
     int rc = run_gnuplot(gp);
     if (!rc) {
@@ -1570,7 +1574,7 @@ int main(int argc, char **argv) {
         else if (is_plot) rc = cmd_plot(&trs[0], out, step);
         else {
             rc = cmd_project(trs, nf, ranks, nr, alpha, bw, plot, json);
-            if (!rc && plot) rc = project_plot(plot, nf);
+            if (!rc && plot) rc = project_plot(plot, trs, nf);
         }
     }
     for (int i = 0; i < nl; i++) trace_free(&trs[i]);
