@@ -119,6 +119,7 @@ struct task {
     int64_t br, bw, prio;
     int ndep, nsucc;
     int *dep, *succ; /* indices in the rank's array */
+    int64_t *ids;    /* while loading: [count, dependency ids...] */
     int win;         /* the step window it was submitted in */
     int gate;        /* the window whose end waits for it */
     int post;        /* submitted after its window's wait */
@@ -186,6 +187,18 @@ static int cmp_id(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* index of task `id` in the rank's array (sorted by id), or -1 */
+static int find_id(const struct rank *R, int64_t id) {
+    int lo = 0, hi = R->n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (R->t[mid].id == id) return mid;
+        if (R->t[mid].id < id) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
 static int load(struct trace *tr, const char *path) {
     memset(tr, 0, sizeof *tr);
     tr->path = path;
@@ -195,7 +208,6 @@ static int load(struct trace *tr, const char *path) {
     size_t cap = 0;
     long ln = 0;
     int rc = 0;
-    int64_t **rawdeps = NULL; /* per rank, per task: dependency ids (first: count) */
     while (getline(&line, &cap, f) > 0) {
         ln++;
         if (ln == 1) {
@@ -236,11 +248,7 @@ static int load(struct trace *tr, const char *path) {
         t.id = id, t.step = step, t.br = br, t.bw = bw, t.prio = prio;
         if (rank >= tr->nranks) {
             tr->r = xrealloc(tr->r, (size_t)(rank + 1) * sizeof *tr->r);
-            rawdeps = xrealloc(rawdeps, (size_t)(rank + 1) * sizeof *rawdeps);
-            for (int k = tr->nranks; k <= rank; k++) {
-                memset(&tr->r[k], 0, sizeof tr->r[k]);
-                rawdeps[k] = NULL;
-            }
+            for (int k = tr->nranks; k <= rank; k++) memset(&tr->r[k], 0, sizeof tr->r[k]);
             tr->nranks = rank + 1;
         }
         struct rank *R = &tr->r[rank];
@@ -263,7 +271,7 @@ static int load(struct trace *tr, const char *path) {
             d[k + 1] = v;
             p = endp;
         }
-        t.dep = (int *)(void *)d; /* the ids for now; resolved below */
+        t.ids = d; /* resolved to indices below */
         classify(&t);
         R->t[R->n++] = t;
     }
@@ -275,27 +283,24 @@ done:
     for (int r = 0; r < tr->nranks; r++) {
         struct rank *R = &tr->r[r];
         if (!rc) qsort(R->t, (size_t)R->n, sizeof *R->t, cmp_id);
-        int64_t maxid = R->n ? R->t[R->n - 1].id : 0;
-        int *at = xcalloc((size_t)maxid + 1, sizeof *at);
-        for (int64_t i = 0; i <= maxid; i++) at[i] = -1;
-        for (int i = 0; i < R->n; i++)
-            if (R->t[i].id > 0) at[R->t[i].id] = i;
         for (int i = 0; i < R->n; i++) {
             struct task *t = &R->t[i];
-            int64_t *ids = (int64_t *)(void *)t->dep;
+            int64_t *ids = t->ids;
             int nd = (int)ids[0];
+            t->ids = NULL;
             t->dep = xcalloc((size_t)nd, sizeof *t->dep);
             t->ndep = 0;
             for (int k = 0; k < nd; k++) {
                 int64_t v = ids[k + 1];
                 if (rc) break;
-                if (v < 1 || v > maxid || at[v] < 0 || v >= t->id) {
+                int at = find_id(R, v);
+                if (at < 0 || v >= t->id) {
                     rc = FAIL("trace %s: rank %d task %lld depends on task %lld, which is not an "
                               "earlier task of the trace", path, r, (long long)t->id,
                               (long long)v);
                     break;
                 }
-                t->dep[t->ndep++] = at[v];
+                t->dep[t->ndep++] = at;
             }
             free(ids);
             if (t->worker >= IO_WORKER) {
@@ -304,9 +309,7 @@ done:
                 R->nwork = t->worker + 1;
             }
         }
-        free(at);
     }
-    free(rawdeps);
     return rc;
 }
 
