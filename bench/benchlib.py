@@ -9,3 +9,17 @@ def openblas_envs(names):
     envs = [("default", {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}),
             ("Haswell", dict(os.environ, OPENBLAS_CORETYPE="Haswell"))]
     return [x for x in envs if x[0] in names.split(",")]
+
+
+def train_args(ap, steps=6, reps=3):
+    """the options of a benchmark that times zt-train runs: --zt, --model, --ds, --data (the
+    "small" config on the demo corpus by default), --steps, --reps, --envs"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    ap.add_argument("--zt", default=os.path.join(root, "build", "apps", "zt-train"))
+    ap.add_argument("--model", default=os.path.join(here, "configs", "small_model.json"))
+    ap.add_argument("--ds", default=os.path.join(here, "configs", "small_ds.json"))
+    ap.add_argument("--data", default=os.path.join(root, "data", "fortunes.bin"))
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--reps", type=int, default=reps)
+    ap.add_argument("--envs", default="default,Haswell")

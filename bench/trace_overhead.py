@@ -21,8 +21,6 @@ import time
 
 import benchlib
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 
 
 def run(args, env, ranks, trace, work):
@@ -47,14 +45,8 @@ def run(args, env, ranks, trace, work):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--zt", default=os.path.join(ROOT, "build", "apps", "zt-train"))
-    ap.add_argument("--model", default=os.path.join(HERE, "configs", "small_model.json"))
-    ap.add_argument("--ds", default=os.path.join(HERE, "configs", "small_ds.json"))
-    ap.add_argument("--data", default=os.path.join(ROOT, "data", "fortunes.bin"))
-    ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--reps", type=int, default=3)
+    benchlib.train_args(ap)
     ap.add_argument("--ranks", type=int, default=1)
-    ap.add_argument("--envs", default="default,Haswell")
     args = ap.parse_args()
     if not os.path.exists(args.data):
         sys.exit("no %s: run scripts/prepare-demo.sh first" % args.data)

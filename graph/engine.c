@@ -109,6 +109,7 @@ struct zt_engine {
     int ncls;
     uint64_t clock;
     int cur_layer, cur_nlayer, cur_mb; /* of the model's latest zt_engine_opts: tags gathers */
+    enum zt_prio_class cur_class;      /* and its class: whether a gather serves a backward */
     /* stage 3: the persistent parameters' blocks, all-gathered after the optimizer */
     struct zt_block_ref *prefs;
     int *powner, npb;
@@ -979,7 +980,19 @@ struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int laye
     e->cur_layer = layer;
     e->cur_nlayer = n_layer;
     e->cur_mb = mb;
+    e->cur_class = c;
     return o;
+}
+
+/* options for a task the engine adds on behalf of the model's latest task (a gather, a
+ * reduction): its layer and micro-batch, class c, the model's context left as it is */
+static struct zt_task_opts engine_opts(zt_engine_t e, enum zt_prio_class c) {
+    return (struct zt_task_opts){.layer = e->cur_layer, .mb = e->cur_mb, .step = e->step,
+                                 .priority = zt_prio(c, e->cur_layer, e->cur_nlayer)};
+}
+
+static int in_backward(zt_engine_t e) {
+    return e->cur_class == ZT_PRIO_BACKWARD || e->cur_class == ZT_PRIO_WEIGHT_GRAD;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1037,8 +1050,7 @@ static zt_tensor_t grad_slot(struct zt_param *p) {
     pl->who[i] = p;
     p->gslot = i;
     p->grad = pl->t[i];
-    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, e->cur_layer, e->cur_nlayer,
-                                           e->cur_mb);
+    struct zt_task_opts o = engine_opts(e, ZT_PRIO_WEIGHT_GRAD);
     if (zt_task_zero(&o, p->grad) != ZT_OK) return NULL;
     return p->grad;
 }
@@ -1092,8 +1104,9 @@ static zt_tensor_t gather(struct zt_param *p) {
                 ord[nord++] = (struct zt_block_ref){e->fordB, u, 0};
     }
     const int64_t *part = bucket_parts(e, p->first_blk, p->first_blk + p->nblk);
-    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_BACKWARD, e->cur_layer, e->cur_nlayer,
-                                           e->cur_mb);
+    /* the next layer's parameters: ahead of the compute of the layer before it */
+    struct zt_task_opts o =
+        engine_opts(e, in_backward(e) ? ZT_PRIO_PREFETCH_BWD : ZT_PRIO_PREFETCH_FWD);
     enum zt_status rc = ZT_OK;
     if (p->offl && p->own1 > p->own0)
         rc = zt_task_swap(&o, 0, &e->fB, segs, p->own1 - p->own0, ord, nord, NULL);
@@ -1124,8 +1137,11 @@ zt_tensor_t zt_param_grad(zt_param_t p) {
 static enum zt_status reduce_bucket(zt_engine_t e, int k) {
     struct zt_bucket *bk = &e->rbuckets[k];
     bk->submitted = 1;
-    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_BACKWARD, e->cur_layer, e->cur_nlayer,
-                                           e->cur_mb);
+    /* the reductions the optimizer waits on last: those of the first layers' buckets (their
+     * gradients are the backward's last) and those left to the step's end */
+    struct zt_task_opts o =
+        engine_opts(e, e->cur_class == ZT_PRIO_OPTIMIZER || e->cur_layer <= 0
+                           ? ZT_PRIO_REDUCE_LAST : ZT_PRIO_REDUCE);
     const int n = bk->b1 - bk->b0;
     if (e->stage < 2) {
         const int64_t *part = bucket_parts(e, bk->b0, bk->b1);
@@ -1213,6 +1229,8 @@ static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
     const struct zt_offload_cfg *oc = &e->cfg.offload_optimizer;
     zt_tensor_t rpipe = oc->pipeline_read ? NULL : e->pipe;
     zt_tensor_t wpipe = oc->pipeline_write ? NULL : e->pipe;
+    struct zt_task_opts ord = *o; /* reads ahead of the updates that wait on them */
+    ord.priority = zt_prio(ZT_PRIO_OPT_READ, -1, 0);
     for (int i = 0; i < e->nunits; i++) {
         /* with clipping every update waits for the global norm, and the next forward wants the
          * parameters in flat order; without, a unit is ready once its gradients are final,
@@ -1232,8 +1250,8 @@ static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
         while (b0 < b1 && e->pblk[b0].off + blk_elems(e, b0) <= un->lo) b0++;
         while (b1 > b0 && e->pblk[b1 - 1].off >= un->hi) b1--;
         if (b1 == b0) continue; /* padding only */
-        ZT_CHECK(zt_task_swap(o, 0, &e->fA, mv, 2, &oa, 1, rpipe));
-        if (e->par_nvme) ZT_CHECK(zt_task_swap(o, 0, &e->fB, &w, 1, &ob, 1, rpipe));
+        ZT_CHECK(zt_task_swap(&ord, 0, &e->fA, mv, 2, &oa, 1, rpipe));
+        if (e->par_nvme) ZT_CHECK(zt_task_swap(&ord, 0, &e->fB, &w, 1, &ob, 1, rpipe));
         ZT_CHECK(zt_task_adamw_w(o, &e->pblk[b0], &e->gblk[b0], b1 - b0,
                                  e->par_nvme ? e->bw[k] : NULL, e->bm[k], e->bv[k], 0, un->lo,
                                  coef, hp, e->pipe));
@@ -1245,6 +1263,10 @@ static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
 
 enum zt_status zt_engine_step_end(zt_engine_t e) {
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_OPTIMIZER, -1, 0, -1);
+    /* the gradient norm: every update waits on it (with clipping) */
+    struct zt_task_opts onorm = engine_opts(e, ZT_PRIO_REDUCE_LAST);
+    /* the updated parameters to every rank: the next forward's first reads */
+    struct zt_task_opts ogather = engine_opts(e, ZT_PRIO_PREFETCH_FWD);
     if (e->stage >= 2) { /* buckets with gradients not reduced yet, in bucket order */
         for (int k = 0; k < e->nrb; k++) {
             int left = 0;
@@ -1257,7 +1279,7 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
             if (!e->rbuckets[k].submitted) ZT_CHECK(reduce_bucket(e, k));
     }
     for (int g = e->g0; g < e->g1; g++)
-        ZT_CHECK(zt_task_grad_sumsq(&o, e->partial, g, &e->gblk[e->groups[g].first],
+        ZT_CHECK(zt_task_grad_sumsq(&onorm, e->partial, g, &e->gblk[e->groups[g].first],
                                     e->groups[g].n));
     if (e->size > 1 && e->stage >= 1) {
         /* every rank's sums of squares (one double per group) to every rank */
@@ -1268,12 +1290,12 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
             e->part[2 * r] = e->gfirst[r];
             e->part[2 * r + 1] = e->gfirst[r + 1];
         }
-        enum zt_status rc = zt_task_comm_allgather(&o, refs, e->ng, e->part, NULL, 0,
+        enum zt_status rc = zt_task_comm_allgather(&onorm, refs, e->ng, e->part, NULL, 0,
                                                    sizeof(double), e->token);
         free(refs);
         ZT_CHECK(rc);
     }
-    ZT_CHECK(zt_task_grad_clip(&o, e->clip, e->partial, e->cfg.gradient_clipping));
+    ZT_CHECK(zt_task_grad_clip(&onorm, e->clip, e->partial, e->cfg.gradient_clipping));
     /* without clipping the updates need no global norm (still computed, for the log): each
      * group's AdamW (and its swaps) waits only for its own gradients */
     zt_tensor_t coef = e->cfg.gradient_clipping > 0 ? e->clip : NULL;
@@ -1291,9 +1313,9 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
     }
     if (e->stage >= 3) { /* gathered values are stale; persistent ones to every rank */
         drop_gathered(e);
-        if (e->size > 1) ZT_CHECK(allgather_persistent(e, &o));
+        if (e->size > 1) ZT_CHECK(allgather_persistent(e, &ogather));
     } else if (e->size > 1 && e->stage >= 1) { /* updated shards to every rank */
-        ZT_CHECK(allgather_buckets(e, &o, e->gbuckets, e->ngb, e->pblk));
+        ZT_CHECK(allgather_buckets(e, &ogather, e->gbuckets, e->ngb, e->pblk));
     }
     return ZT_OK;
 }

@@ -20,7 +20,9 @@ static const struct zt_knob g_knobs[] = {
      "parameters per optimizer task (AdamW and gradient-norm tasks work on groups of about this "
      "many elements of the flat buffer)"},
     {"ZT_SCHED_PRIORITY", ZT_KNOB_BOOL, "1",
-     "critical-path task priorities (used by policies that honour priorities: lws, prio, dmdas)"},
+     "critical-path task priorities (sched/priority.c: the last reductions, the next layer's "
+     "gathers and swap-ins, the backward chain first; optimizer last), honoured by the prio, "
+     "dmdas and lws policies and by the swap I/O threads; 0: every task at 0"},
     {"ZT_COMM_TIMEOUT", ZT_KNOB_INT, "300",
      "seconds a collective may wait for the other ranks; past it, the rank reports which ranks "
      "have not reached which collective (number and task name) and aborts the job"},

@@ -53,17 +53,30 @@ void zt_knobs_print(FILE *f, int markdown);
 void zt_knobs_log_effective(void);
 
 /* ---- priorities ---- */
+/* What a task is to the step's critical path (sched/priority.c has the order and its reasons). */
 enum zt_prio_class {
     ZT_PRIO_DEFAULT = 0,
     ZT_PRIO_FORWARD,
-    ZT_PRIO_BACKWARD,
-    ZT_PRIO_WEIGHT_GRAD, /* parameter-gradient products: off the critical path */
+    ZT_PRIO_BACKWARD,      /* activation gradients: the backward's chain through the layers */
+    ZT_PRIO_WEIGHT_GRAD,   /* parameter-gradient products: feed the reductions, graded by layer */
     ZT_PRIO_OPTIMIZER,
-    ZT_PRIO_IO,
+    ZT_PRIO_IO,            /* the micro-batch's input */
+    ZT_PRIO_PREFETCH_FWD,  /* all-gather / swap-in of a parameter the forward of `layer` reads */
+    ZT_PRIO_PREFETCH_BWD,  /* the same for the backward of `layer` */
+    ZT_PRIO_REDUCE,        /* gradient reduce-scatter / all-reduce of a bucket */
+    ZT_PRIO_REDUCE_LAST,   /* the reductions the optimizer waits on last (and the norm) */
+    ZT_PRIO_OPT_READ,      /* swap-in of optimizer state ahead of its update */
 };
-/* Priority for a task of class c at layer `layer` of n_layer (critical path first); 0 when
- * ZT_SCHED_PRIORITY=0. */
+/* Priority for a task of class c at layer `layer` (-1: embeddings, 0..n_layer-1: blocks,
+ * n_layer: final norm and head) of n_layer; 0 when ZT_SCHED_PRIORITY=0. Levels from
+ * zt_prio_level, mapped onto the running policy's [min, max] priorities. */
 int zt_prio(enum zt_prio_class c, int layer, int n_layer);
+/* The policy-independent level (ZT_PRIO_MIN_LEVEL..ZT_PRIO_MAX_LEVEL, higher runs first) and
+ * its order-preserving map onto a policy's range [lo, hi]. */
+#define ZT_PRIO_MIN_LEVEL (-5)
+#define ZT_PRIO_MAX_LEVEL 5
+int zt_prio_level(enum zt_prio_class c, int layer, int n_layer);
+int zt_prio_map(int level, int lo, int hi);
 
 /* ---- tracing ---- */
 struct zt_trace_rec {

@@ -22,6 +22,7 @@
 struct req {
     const struct zt_swapfile *f;
     int out, n, nh, kind, layer, mb;
+    int prio;                 /* the task's priority: ready requests are served highest first */
     int pending;              /* acquisitions not yet granted, plus one while submitting */
     int64_t step;
     struct starpu_data_descr *d; /* [nh] handles and their access modes */
@@ -230,14 +231,24 @@ void zt_swap_wait(void) {
 }
 
 /* an acquisition granted (from whichever thread released the handle's previous user): the last
- * one queues the request for an I/O thread */
+ * one queues the request for an I/O thread, behind every ready request of its priority or
+ * higher (so the next layer's parameters are read before the last step's state is written;
+ * equal priorities keep their order). Every queued request holds all its handles, so the order
+ * they are served in never changes a result. */
 static void acquired(void *arg) {
     struct req *r = arg;
     pthread_mutex_lock(&g.mu);
     if (--r->pending == 0) {
-        if (g.tail) g.tail->next = r;
-        else g.head = r;
-        g.tail = r;
+        if (!g.tail || g.tail->prio >= r->prio) {
+            if (g.tail) g.tail->next = r;
+            else g.head = r;
+            g.tail = r;
+        } else {
+            struct req **at = &g.head;
+            while ((*at)->prio >= r->prio) at = &(*at)->next;
+            r->next = *at;
+            *at = r;
+        }
         pthread_cond_signal(&g.cv);
     }
     pthread_mutex_unlock(&g.mu);
@@ -263,7 +274,7 @@ void ckpt_write_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg
 /* queue r once every handle is acquired (the pending count as in zt_task_swap) */
 static void submit(struct req *r, const char *what) {
     /* ordered as StarPU orders the acquisitions */
-    r->trace_id = zt_trace_submit(r->d, r->nh, 0);
+    r->trace_id = zt_trace_submit(r->d, r->nh, r->prio);
     r->pending = r->nh + 1; /* the extra one: no I/O thread sees r before every call is made */
     pthread_mutex_lock(&g.mu);
     g.inflight++;
@@ -305,6 +316,7 @@ enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_re
     r->ctx = ctx;
     r->bytes = bytes;
     r->kind = ZT_KIND_ckpt_write;
+    r->prio = o ? o->priority : 0;
     r->layer = o ? o->layer : -1;
     r->mb = o ? o->mb : -1;
     r->step = o ? o->step : 0;
@@ -329,6 +341,7 @@ enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct 
     r->out = out;
     r->n = n;
     r->kind = out ? ZT_KIND_swap_out : ZT_KIND_swap_in;
+    r->prio = o ? o->priority : 0;
     r->layer = o ? o->layer : -1;
     r->mb = o ? o->mb : -1;
     r->step = o ? o->step : 0;

@@ -35,11 +35,7 @@ run = trainlib.Runner(ZT, MPI, WORK)
 V = 2048
 model = run.write("model.json", {"vocab_size": V, "seq_len": 64, "n_embd": 256, "n_layer": 3,
                                  "n_head": 4})
-data = run.path("tokens.bin")
-with open(data, "wb") as f:
-    toks = [(31 * i + i // 7) % V for i in range(60000)]
-    f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(toks), *toks))
+data = run.tokens("tokens.bin", [(31 * i + i // 7) % V for i in range(60000)])
 STEPS = 5
 
 

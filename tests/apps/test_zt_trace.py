@@ -28,14 +28,7 @@ import trainlib  # noqa: E402
 
 ZT, ZTT, MPI, WORK = sys.argv[1:5]
 run = trainlib.Runner(ZT, MPI, WORK)
-V, T = 64, 16
-model = run.write("model.json", {"vocab_size": V, "seq_len": T, "n_embd": 32, "n_layer": 2,
-                                 "n_head": 2})
-data = run.path("tokens.bin")
-with open(data, "wb") as f:
-    toks = [(7 * i) % V for i in range(4000)]
-    f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-    f.write(struct.pack("<%dH" % len(toks), *toks))
+model, data = run.tiny_gpt2()
 
 
 def ds(world, stage):

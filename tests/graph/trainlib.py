@@ -4,6 +4,7 @@ import contextlib
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 
@@ -42,6 +43,20 @@ class Runner:
         with open(p, "w") as f:
             json.dump(obj, f)
         return p
+
+    def tokens(self, name, toks):
+        """a token file (llm.c's header: magic 20240520, version 1, count) into WORK/name"""
+        p = self.path(name)
+        with open(p, "wb") as f:
+            f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
+            f.write(struct.pack("<%dH" % len(toks), *toks))
+        return p
+
+    def tiny_gpt2(self, V=64, T=16, n_layer=2):
+        """a tiny GPT-2 (32 wide, 2 heads) and 4000 tokens of a fixed pattern: (model, data)"""
+        model = self.write("model.json", {"vocab_size": V, "seq_len": T, "n_embd": 32,
+                                          "n_layer": n_layer, "n_head": 2})
+        return model, self.tokens("tokens.bin", [(7 * i) % V for i in range(4000)])
 
     def launch(self, n, args, env=None, timeout=240):
         """zt-train ARGS on n ranks (STARPU_NCPU=1 each under mpirun)"""
