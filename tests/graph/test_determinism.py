@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tests/graph/test_determinism.py: the same seed and config give bit-identical per-step losses
-and final weights across repeated runs, across StarPU schedulers (eager, lws, dmda, prio) and
-across worker counts (STARPU_NCPU 1 and 2).
+and final weights across repeated runs, across StarPU schedulers (eager, lws, ws, prio, dmda,
+dmdas, random) and across worker counts (STARPU_NCPU 1 and 2).
 
 Usage: test_determinism.py ZT_TRAIN_BINARY WORKDIR
 """
@@ -56,7 +56,7 @@ def run(label, env):
 
 
 runs = {}
-for sched in ["eager", "lws", "dmda", "prio"]:
+for sched in ["eager", "lws", "ws", "prio", "dmda", "dmdas", "random"]:
     for ncpu in ["1", "2"]:
         runs["%s-ncpu%s" % (sched, ncpu)] = run("%s_%s" % (sched, ncpu),
                                                 {"STARPU_SCHED": sched, "STARPU_NCPU": ncpu})
