@@ -59,7 +59,7 @@ int zt_prio_map(int level, int lo, int hi) {
     if (lo <= ZT_PRIO_MIN_LEVEL && hi >= ZT_PRIO_MAX_LEVEL) return level;
     /* squeezed: level order kept (ties allowed), the extremes onto lo and hi */
     long span = ZT_PRIO_MAX_LEVEL - ZT_PRIO_MIN_LEVEL;
-    return lo + (int)(((long)(level - ZT_PRIO_MIN_LEVEL) * ((long)hi - lo) + span / 2) / span);
+    return (int)(lo + ((long)(level - ZT_PRIO_MIN_LEVEL) * ((long)hi - lo) + span / 2) / span);
 }
 
 int zt_prio(enum zt_prio_class c, int layer, int n_layer) {
