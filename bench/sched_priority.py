@@ -29,6 +29,7 @@ import benchlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+
 def ds_for(case, base, nvme):
     d = dict(base)
     micro = d["train_micro_batch_size_per_gpu"]

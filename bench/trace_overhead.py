@@ -22,7 +22,6 @@ import time
 import benchlib
 
 
-
 def run(args, env, ranks, trace, work):
     log = os.path.join(work, "log.jsonl")
     cmd = [args.zt, "--ds-config", args.ds, "--model", args.model, "--data", args.data,

@@ -973,22 +973,20 @@ enum zt_status zt_engine_act_partials(zt_engine_t e, const char *name, int64_t c
 int zt_engine_nblk(zt_engine_t e) { return e->nblk; }
 const struct zt_config *zt_engine_config(zt_engine_t e) { return &e->cfg; }
 
-struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int layer, int n_layer,
-                                   int mb) {
-    struct zt_task_opts o = {.layer = layer, .mb = mb, .step = e->step,
-                             .priority = zt_prio(c, layer, n_layer)};
-    e->cur_layer = layer;
-    e->cur_nlayer = n_layer;
-    e->cur_mb = mb;
-    e->cur_class = c;
-    return o;
-}
-
 /* options for a task the engine adds on behalf of the model's latest task (a gather, a
  * reduction): its layer and micro-batch, class c, the model's context left as it is */
 static struct zt_task_opts engine_opts(zt_engine_t e, enum zt_prio_class c) {
     return (struct zt_task_opts){.layer = e->cur_layer, .mb = e->cur_mb, .step = e->step,
                                  .priority = zt_prio(c, e->cur_layer, e->cur_nlayer)};
+}
+
+struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int layer, int n_layer,
+                                   int mb) {
+    e->cur_layer = layer;
+    e->cur_nlayer = n_layer;
+    e->cur_mb = mb;
+    e->cur_class = c;
+    return engine_opts(e, c);
 }
 
 static int in_backward(zt_engine_t e) {

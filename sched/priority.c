@@ -1,28 +1,27 @@
 /*
  * sched/priority.c: zerotask's critical-path task priorities.
  *
- * Layer: sched/. One step is a forward chain through the layers, a backward
- * chain of activation gradients back through them, gradient reductions that run
- * in bucket order (one communication token serializes them, so the first
- * bucket's delay is every later bucket's), and an optimizer that waits for the
- * last reduction. Higher levels run first where the policy honours priorities
- * (prio, dmdas, lws; eager, dmda and random ignore them):
+ * Layer: sched/. One step is a forward chain through the layers, a backward chain of activation
+ * gradients back through them, gradient reductions that run in bucket order (one communication
+ * token serializes them, so the first bucket's delay is every later bucket's), and an optimizer
+ * that waits for the last reduction. Higher levels run first where the policy honours
+ * priorities (prio, dmdas, lws; eager, dmda and random ignore them):
  *
- *    5  reductions the optimizer waits on last (the embeddings' and first
- * blocks' buckets, and the gradient-norm exchange), so the update starts as
- * soon as the backward ends 4  all-gather / swap-in of the parameters the
- * backward reads next (stage 3): the next layer's gradients wait on them 3
- * backward activation gradients (the critical chain) and the other reductions
- *    2  all-gather / swap-in of the parameters the forward reads next, and the
- * input batch 1  forward 0..-3 parameter-gradient products, the top layers'
- * first: they feed the first reductions, which everything after them in the
- * communication order waits on -4  swap-in of optimizer state (ahead of the
- * update that reads it) -5  optimizer updates, swap-outs, checkpoint writes
+ *    5  reductions the optimizer waits on last (the embeddings' and first blocks' buckets, and
+ *       the gradient-norm exchange), so the update starts as soon as the backward ends
+ *    4  all-gather / swap-in of the parameters the backward reads next (stage 3): the next
+ *       layer's gradients wait on them
+ *    3  backward activation gradients (the critical chain) and the other reductions
+ *    2  all-gather / swap-in of the parameters the forward reads next, and the input batch
+ *    1  forward
+ *  0..-3 parameter-gradient products, the top layers' first: they feed the first reductions,
+ *       which everything after them in the communication order waits on
+ *   -4  swap-in of optimizer state (ahead of the update that reads it)
+ *   -5  optimizer updates, swap-outs, checkpoint writes
  *
- * The 11 levels are eager-prio's default range (dmdas and lws offer it too); a
- * policy with a narrower range gets them squeezed in order (neighbours may
- * merge), a wider one as they are. Swaps and checkpoint writes are served by
- * zerotask's I/O threads, highest priority first.
+ * The 11 levels are eager-prio's default range (dmdas and lws offer it too); a policy with a
+ * narrower range gets them squeezed in order (neighbours may merge), a wider one as they are.
+ * Swaps and checkpoint writes are served by zerotask's I/O threads, highest priority first.
  */
 #include <starpu.h>    /* starpu_sched_get_min_priority */
 #include "zt_sched.h"  /* zt_prio */

@@ -23,7 +23,6 @@ Usage: test_trace_predict.py ZT_TRAIN ZT_TRACE MPIEXEC WORKDIR
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 

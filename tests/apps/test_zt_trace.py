@@ -19,7 +19,6 @@ Usage: test_zt_trace.py ZT_TRAIN ZT_TRACE MPIEXEC WORKDIR
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 
