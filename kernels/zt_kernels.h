@@ -18,16 +18,29 @@
  *     stream gradient is the exception, layernorm_backward adds into dinp so that one buffer
  *     carries d(residual) through the whole backward pass.
  * Every kernel is deterministic: a fixed summation order that depends only on its arguments.
+ *
+ * Mixed precision (bf16/fp16 storage) never reaches these kernels: tasks/ widens 16-bit tensors
+ * to fp32 with the converters below, runs the fp32 kernel and narrows the results (round to
+ * nearest even), so every kernel computes in fp32 whatever the storage.
  */
 #ifndef ZT_KERNELS_H
 #define ZT_KERNELS_H
 
 #include <stddef.h> /* size_t */
-#include <stdint.h> /* int32_t */
+#include <stdint.h> /* int32_t, uint16_t */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---------------------------------------------------------------------------------------------
+ * 16-bit storage formats (round to nearest even, as PyTorch's .to(); NaN -> 0x7FC0 for bf16,
+ * sign | 0x7E00 for fp16; fp16 overflows to inf from 65520 up, and has subnormals below 2^-14).
+ * Widening is exact. dst and src must not overlap. */
+void zt_kern_f32_to_bf16(uint16_t *dst, const float *src, size_t n);
+void zt_kern_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
+void zt_kern_f32_to_f16(uint16_t *dst, const float *src, size_t n);
+void zt_kern_f16_to_f32(float *dst, const uint16_t *src, size_t n);
 
 /* Make BLAS single-threaded: parallelism comes from StarPU workers, one kernel per worker. */
 void zt_kern_blas_init(void);

@@ -116,6 +116,13 @@ static inline float *kref_f32(const char *cas, const char *name, size_t n) {
     return f;
 }
 
+// the bit pattern of a float
+static inline uint32_t kref_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
 static inline float *kref_floats(size_t n, float fill) {
     float *f = (float *)kref_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) f[i] = fill;

@@ -197,6 +197,39 @@ def sumsq(g):
     put("sumsq", "sumsq", (x * x).sum().reshape(1))
 
 
+def convert():
+    """fp32 -> bf16/fp16 (round to nearest even) and back, against torch's own conversions:
+    specials, exact ties of both formats, subnormals, overflow, random values at many scales
+    and random bit patterns; and every 16-bit pattern widened"""
+    g = torch.Generator().manual_seed(77)
+    sp = [0.0, -0.0, float("inf"), -float("inf"), float("nan"), 3.4028234663852886e38,
+          1.1754943508222875e-38, 1.401298464324817e-45, 65504.0, 65519.99, 65520.0, -65520.0,
+          65536.0, 2.0 ** -14, 2.0 ** -24, 2.0 ** -25, -(2.0 ** -25), 2.0 ** -25 * 1.0001,
+          3 * 2.0 ** -26, 2.0 ** -14 - 2.0 ** -25, 2.0 ** -14 - 2.0 ** -26, 1.0, -1.0,
+          1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11]
+    xs = [torch.tensor(sp, dtype=torch.float32)]
+    # exact ties: the midpoint of two neighbours of each format (even and odd low bits)
+    b = torch.randint(0, 0x7F80, (4000,), generator=g, dtype=torch.int32)
+    xs.append(((b << 16) | 0x8000).view(torch.float32))
+    h = torch.randint(0, 0x7BFF, (4000,), generator=g, dtype=torch.int16)
+    lo = h.view(torch.float16).to(torch.float32)
+    hi = (h + 1).view(torch.float16).to(torch.float32)
+    xs.append((lo + hi) / 2)  # exact in fp32 (one more bit than the half's mantissa)
+    for scale in (1e-9, 1e-7, 1e-5, 1e-3, 1.0, 1e3, 3e4, 1e5, 1e30):
+        xs.append(torch.randn(2000, generator=g, dtype=torch.float32) * scale)
+    bits = torch.randint(-2 ** 31, 2 ** 31 - 1, (20000,), generator=g, dtype=torch.int64)
+    xs.append(bits.to(torch.int32).view(torch.float32))
+    x = torch.cat(xs)
+    x = torch.cat([x, -x])
+    meta("convert", n=x.numel())
+    put("convert", "x", x.to(torch.float64))
+    put("convert", "bf16", x.to(torch.bfloat16).view(torch.int16).to(torch.int32) & 0xFFFF)
+    put("convert", "f16", x.to(torch.float16).view(torch.int16).to(torch.int32) & 0xFFFF)
+    every = torch.arange(0, 65536, dtype=torch.int32).to(torch.int16)
+    put("convert", "bf16_wide", every.view(torch.bfloat16).to(torch.float64))
+    put("convert", "f16_wide", every.view(torch.float16).to(torch.float64))
+
+
 def main():
     global OUT
     if len(sys.argv) != 2:
@@ -223,6 +256,7 @@ def main():
     adam(g, "adam_l2", 0, 1.0)
     adam(g, "adam_l2_scaled", 0, 0.5)
     sumsq(g)
+    convert()
     with open(os.path.join(OUT, "DONE"), "w") as f:
         f.write(f"torch {torch.__version__}\n")
     print(f"kernels_ref: wrote references to {OUT} (torch {torch.__version__})")
