@@ -12,6 +12,9 @@
  * tagged with the collective's sequence number, so a rank that is missing or ahead never matches
  * the wrong collective; the waits go through the watchdog (sched/comm.c, ZT_COMM_TIMEOUT).
  * Every rank sends (N-1)/N of the range and receives as much, as a ring does, in one round.
+ * bf16/fp16 blocks travel as 16-bit data (half the bytes of fp32); their sums are computed in
+ * fp32 in the same rank order and rounded once to nearest even (the accumulator of a
+ * reduce-scatter may be fp32 or 16-bit: it is added to in fp32 and rounded when 16-bit).
  *
  * A failing MPI call is fatal for the job: the codelet prints the collective and aborts every
  * rank (MPI_Abort) rather than leave the others waiting.
@@ -19,6 +22,7 @@
 #include <stdio.h>        /* fprintf */
 #include <stdlib.h>       /* malloc, free */
 #include <string.h>       /* memcpy */
+#include "zt_kernels.h"    /* 16-bit widening and rounding */
 #include "zt_swapdir.h"    /* zt_swapdir_remove_all */
 #include "tasks_impl.h"   /* builder, slots */
 #include "zt_comm.h"      /* zt_comm_rank, zt_comm_size */
@@ -72,8 +76,8 @@ static MPI_Datatype part_type(void *buffers[], const struct zt_comm_args *a, int
         MPI_Get_address(zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, b), &disp[i]);
     }
     MPI_Datatype t;
-    int err = MPI_Type_create_hindexed(n, len, disp, a->elemsize == 8 ? MPI_DOUBLE : MPI_FLOAT,
-                                       &t);
+    MPI_Datatype el = a->elemsize == 8 ? MPI_DOUBLE : a->elemsize == 2 ? MPI_UINT16_T : MPI_FLOAT;
+    int err = MPI_Type_create_hindexed(n, len, disp, el, &t);
     if (err == MPI_SUCCESS) err = MPI_Type_commit(&t);
     if (err != MPI_SUCCESS) zt_comm_fail(id, "building a datatype", err);
     free(len);
@@ -81,21 +85,37 @@ static MPI_Datatype part_type(void *buffers[], const struct zt_comm_args *a, int
     return t;
 }
 
+/* n elements of dtype at src as fp32 (F32: src itself, no copy) / back into dst */
+static const float *widen(float *tmp, const void *src, size_t n, int dtype) {
+    if (dtype == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(tmp, src, n);
+    else if (dtype == ZT_DTYPE_F16) zt_kern_f16_to_f32(tmp, src, n);
+    else return src;
+    return tmp;
+}
+static void narrow(void *dst, const float *src, size_t n, int dtype) {
+    if (dtype == ZT_DTYPE_BF16) zt_kern_f32_to_bf16(dst, src, n);
+    else if (dtype == ZT_DTYPE_F16) zt_kern_f32_to_f16(dst, src, n);
+}
+
 /* Every rank sends its copy of part r to rank r; rank me adds the N copies of its part in rank
- * order 0..N-1 and keeps the sum in place, or adds it to the accumulator blocks (slot 2). */
+ * order 0..N-1 and keeps the sum in place, or adds it to the accumulator blocks (slot 2). The
+ * additions are in fp32 whatever the blocks' type (16-bit copies are widened first). */
 static void reduce_scatter_body(void *buffers[], const struct zt_comm_args *a,
                                 const struct zt_coll_id *id, MPI_Request *req, int acc,
                                 int keep) {
     const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
     const int64_t my = part_elems(buffers, a, me);
-    float *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)N * sizeof(float));
+    const size_t es = (size_t)a->elemsize;
+    const int dt = a->hdr.dtype[S_BLOCKS], adt = a->hdr.dtype[S_AUX];
+    const MPI_Datatype el = es == 2 ? MPI_UINT16_T : MPI_FLOAT;
+    unsigned char *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)N * es);
     MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
     if (!scratch || !ty) die("out of memory for a reduce-scatter", a);
     for (int r = 0; r < N; r++) ty[r] = MPI_DATATYPE_NULL;
     int nr = 0, err = MPI_SUCCESS;
     for (int k = 1; k < N && my > 0 && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
-        err = MPI_Irecv(scratch + (int64_t)r * my, (int)my, MPI_FLOAT, r, tag, zt_comm_mpi(),
+        err = MPI_Irecv(scratch + (size_t)r * (size_t)my * es, (int)my, el, r, tag, zt_comm_mpi(),
                         &req[nr++]);
     }
     for (int k = 1; k < N && err == MPI_SUCCESS; k++) {
@@ -109,27 +129,46 @@ static void reduce_scatter_body(void *buffers[], const struct zt_comm_args *a,
     zt_comm_waitall(nr, req, id);
     for (int r = 0; r < N; r++)
         if (ty[r] != MPI_DATATYPE_NULL) MPI_Type_free(&ty[r]);
-    /* own copy into row `me` of scratch, then the sums in rank order, block by block */
+    /* own copy into row `me` of scratch */
     int64_t at = 0;
     for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
         int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
-        memcpy(scratch + (int64_t)me * my + at, zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b),
-               (size_t)n * sizeof(float));
+        memcpy(scratch + ((size_t)me * (size_t)my + (size_t)at) * es,
+               zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b), (size_t)n * es);
         at += n;
     }
+    /* the copies as fp32, and fp32 room for one block's sum and accumulator (16-bit only) */
+    int64_t maxn = 1;
+    for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++)
+        if (zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b) > maxn)
+            maxn = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+    float *wide = dt == ZT_DTYPE_F32 ? NULL : malloc((size_t)(my > 0 ? my : 1) * (size_t)N * 4);
+    float *tout = dt == ZT_DTYPE_F32 ? NULL : malloc((size_t)maxn * 4);
+    float *tacc = adt == ZT_DTYPE_F32 ? NULL : malloc((size_t)maxn * 4);
+    if ((dt != ZT_DTYPE_F32 && (!wide || !tout)) || (adt != ZT_DTYPE_F32 && !tacc))
+        die("out of memory for a reduce-scatter", a);
+    const float *w = widen(wide, scratch, (size_t)my * (size_t)N, dt);
+    /* the sums in rank order, block by block */
     at = 0;
     for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++) {
         int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
-        float *out = zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b);
-        float *dst = acc ? zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i) : out;
+        void *outp = zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b);
+        void *accp = acc ? zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i) : NULL;
+        float *out = dt == ZT_DTYPE_F32 ? outp : tout;
+        float *dst = !acc ? NULL : adt == ZT_DTYPE_F32 ? accp : (float *)widen(tacc, accp, (size_t)n, adt);
         for (int64_t j = 0; j < n; j++) {
-            float s = scratch[at + j];
-            for (int r = 1; r < N; r++) s += scratch[(int64_t)r * my + at + j];
+            float s = w[at + j];
+            for (int r = 1; r < N; r++) s += w[(int64_t)r * my + at + j];
             if (acc) dst[j] += s;
             if (keep) out[j] = s;
         }
+        if (keep) narrow(outp, out, (size_t)n, dt);
+        if (acc) narrow(accp, dst, (size_t)n, adt);
         at += n;
     }
+    free(wide);
+    free(tout);
+    free(tacc);
     free(ty);
     free(scratch);
 }
@@ -197,9 +236,23 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
                              const struct zt_block_ref *aux, int naux, size_t elemsize,
                              zt_tensor_t token) {
     const int N = zt_comm_size(), me = zt_comm_rank();
-    if (n < 1 || !refs || !part || !token || (elemsize != 4 && elemsize != 8) || naux < 0 ||
-        (naux > 0 && !aux))
+    if (n < 1 || !refs || !part || !token || naux < 0 || (naux > 0 && !aux) || !refs[0].t)
         return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
+    const enum zt_dtype dt = zt_tensor_dtype(refs[0].t);
+    const int reduce = kind != ZT_KIND_comm_allgather;
+    if (dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16) elemsize = 2; /* 16-bit data travels as is */
+    if ((reduce && dt == ZT_DTYPE_RAW) || (elemsize != 2 && elemsize != 4 && elemsize != 8) ||
+        zt_tensor_elemsize(refs[0].t) != elemsize)
+        return zt_error_set(ZT_ERR_INVALID, "%s: blocks of %s (%zu-byte elements) cannot be %s",
+                            fn, zt_dtype_name(dt), zt_tensor_elemsize(refs[0].t),
+                            reduce ? "summed" : "gathered with that element size");
+    if (naux > 0 && aux[0].t && !reduce && zt_tensor_dtype(aux[0].t) != dt)
+        return zt_error_set(ZT_ERR_INVALID, "%s: the source blocks (%s) are not of the blocks' "
+                                            "type (%s)", fn, zt_dtype_name(zt_tensor_dtype(aux[0].t)),
+                            zt_dtype_name(dt));
+    if (naux > 0 && aux[0].t && reduce && zt_tensor_dtype(aux[0].t) == ZT_DTYPE_RAW)
+        return zt_error_set(ZT_ERR_INVALID, "%s: the accumulator blocks cannot be summed into",
+                            fn);
     for (int r = 0; r < N; r++) {
         if (part[2 * r] > part[2 * r + 1] || (r > 0 && part[2 * r] != part[2 * r - 1]) ||
             (r == 0 && part[0] != 0) || (r == N - 1 && part[2 * r + 1] != n))
@@ -231,6 +284,7 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
     a->nranks = N;
     a->elemsize = (int)elemsize;
     a->seq = ++g_seq;
+    a->hdr.native16 = 1; /* 16-bit blocks move as 16-bit data (reduce_scatter_body widens) */
     memcpy(a->part, part, 2 * (size_t)N * sizeof(int64_t));
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, kind, o, -1);

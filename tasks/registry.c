@@ -5,7 +5,16 @@
  * Layer: tasks/. Every codelet's CPU function is zt_dispatch_cpu, which runs the kind's body and,
  * when tracing is on, records kind/layer/micro-batch/block/worker/start/end/bytes. Perf models
  * are history based with symbol "zt_<kind>" so our calibration files never mix with others'.
+ *
+ * Mixed precision: the bodies compute in fp32. When a task has bf16/fp16 slots (and its kind
+ * does not handle them itself, as the collectives do), the dispatcher widens each of their blocks
+ * into a per-worker fp32 scratch area, hands the body vector interfaces that point there, and
+ * afterwards rounds the slots the task writes back into the 16-bit blocks (nearest even). So a
+ * 16-bit result is exactly round(fp32 computation on the widened inputs), and an accumulating
+ * task (+=) rounds once per task.
  */
+#include <pthread.h>       /* pthread_key_t: the scratch area's destructor */
+#include <stdint.h>        /* uint16_t */
 #include <stdlib.h>        /* malloc, free */
 #include <string.h>        /* memcpy */
 #include <starpu.h>        /* starpu_task_insert, starpu_codelet */
@@ -32,14 +41,108 @@ static const zt_impl_fn g_impl[ZT_KIND_COUNT] = {
 #undef ZT_KIND_IMPL_
 };
 
+/* ---- widening of 16-bit slots ---- */
+static pthread_key_t g_wide_key;
+static pthread_once_t g_wide_once = PTHREAD_ONCE_INIT;
+struct wide_area {
+    float *buf;
+    size_t cap; /* floats */
+};
+static void wide_free(void *p) {
+    struct wide_area *w = p;
+    if (w) free(w->buf);
+    free(w);
+}
+static void wide_key_init(void) { pthread_key_create(&g_wide_key, wide_free); }
+
+/* this thread's scratch of at least n floats (kept for the next task; freed at thread exit) */
+static float *wide_scratch(size_t n) {
+    pthread_once(&g_wide_once, wide_key_init);
+    struct wide_area *w = pthread_getspecific(g_wide_key);
+    if (!w) {
+        w = calloc(1, sizeof *w);
+        ZT_ASSERT_MSG(w != NULL, "out of memory for a widening area");
+        pthread_setspecific(g_wide_key, w);
+    }
+    if (w->cap < n) {
+        free(w->buf);
+        w->buf = NULL;
+        ZT_ASSERT_MSG(posix_memalign((void **)&w->buf, 64, n * sizeof(float)) == 0,
+                      "out of memory for %zu widened floats", n);
+        w->cap = n;
+    }
+    return w->buf;
+}
+
+static int is16(int dtype) { return dtype == ZT_DTYPE_BF16 || dtype == ZT_DTYPE_F16; }
+
+/* run the body on fp32 views of the task's 16-bit slots (see the file comment) */
+static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_arg) {
+    size_t need = 0;
+    int nwide = 0, nbuf = 0;
+    for (int s = 0; s < h->nslot; s++) {
+        if (h->first[s] + h->count[s] > nbuf) nbuf = h->first[s] + h->count[s];
+        if (!is16(h->dtype[s])) continue;
+        for (int i = 0; i < h->count[s]; i++)
+            need += STARPU_VECTOR_GET_NX(buffers[h->first[s] + i]);
+        nwide += h->count[s];
+    }
+    float *scratch = wide_scratch(need ? need : 1);
+    void **vb = malloc((size_t)(nbuf ? nbuf : 1) * sizeof *vb);
+    struct starpu_vector_interface *vi = malloc((size_t)(nwide ? nwide : 1) * sizeof *vi);
+    ZT_ASSERT_MSG(vb && vi, "out of memory widening a %s task", zt_task_kind_name(h->kind));
+    memcpy(vb, buffers, (size_t)nbuf * sizeof *vb);
+    size_t at = 0;
+    int k = 0;
+    for (int s = 0; s < h->nslot; s++) {
+        if (!is16(h->dtype[s])) continue;
+        for (int i = 0; i < h->count[s]; i++, k++) {
+            void *b = buffers[h->first[s] + i];
+            size_t n = STARPU_VECTOR_GET_NX(b);
+            const uint16_t *src = (const uint16_t *)STARPU_VECTOR_GET_PTR(b);
+            /* written-only slots too: a body may leave part of its output as it found it */
+            if (h->dtype[s] == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(scratch + at, src, n);
+            else zt_kern_f16_to_f32(scratch + at, src, n);
+            vi[k] = *(struct starpu_vector_interface *)b;
+            vi[k].ptr = vi[k].dev_handle = (uintptr_t)(scratch + at);
+            vi[k].offset = 0;
+            vi[k].elemsize = sizeof(float);
+            vb[h->first[s] + i] = &vi[k];
+            at += n;
+        }
+    }
+    g_impl[h->kind](vb, cl_arg);
+    at = 0;
+    for (int s = 0; s < h->nslot; s++) {
+        if (!is16(h->dtype[s])) continue;
+        for (int i = 0; i < h->count[s]; i++) {
+            void *b = buffers[h->first[s] + i];
+            size_t n = STARPU_VECTOR_GET_NX(b);
+            uint16_t *dst = (uint16_t *)STARPU_VECTOR_GET_PTR(b);
+            if (h->wr[s] && h->dtype[s] == ZT_DTYPE_BF16) zt_kern_f32_to_bf16(dst, scratch + at, n);
+            else if (h->wr[s]) zt_kern_f32_to_f16(dst, scratch + at, n);
+            at += n;
+        }
+    }
+    free(vi);
+    free(vb);
+}
+
+static void run_body(void *buffers[], const struct zt_task_hdr *h, void *cl_arg) {
+    int wide = 0;
+    for (int s = 0; s < h->nslot && !h->native16; s++) wide |= is16(h->dtype[s]) && h->count[s];
+    if (wide) run_widened(buffers, h, cl_arg);
+    else g_impl[h->kind](buffers, cl_arg);
+}
+
 static void zt_dispatch_cpu(void *buffers[], void *cl_arg) {
     const struct zt_task_hdr *h = cl_arg;
     if (!zt_trace_enabled()) {
-        g_impl[h->kind](buffers, cl_arg);
+        run_body(buffers, h, cl_arg);
         return;
     }
     double t0 = starpu_timing_now();
-    g_impl[h->kind](buffers, cl_arg);
+    run_body(buffers, h, cl_arg);
     double t1 = starpu_timing_now();
     int w = starpu_worker_get_id();
     struct zt_trace_rec r = {.kind = h->kind, .layer = h->layer, .mb = h->mb, .blk = h->blk,
@@ -162,6 +265,8 @@ void zt_tb_add(struct zt_tb *tb, zt_tensor_t t, int blk, enum starpu_data_access
     int s = h->nslot++;
     h->first[s] = tb->n;
     h->count[s] = 0;
+    h->dtype[s] = t ? (unsigned char)zt_tensor_dtype(t) : ZT_DTYPE_F32;
+    h->wr[s] = (mode & (STARPU_W | STARPU_SCRATCH)) != 0;
     if (!t) return;
     if (blk >= zt_tensor_nblk(t)) {
         tb->bad = 1;
@@ -182,8 +287,12 @@ void zt_tb_add_list(struct zt_tb *tb, const struct zt_block_ref *refs, int n,
     int s = h->nslot++;
     h->first[s] = tb->n;
     h->count[s] = n;
+    h->dtype[s] = n > 0 && refs[0].t ? (unsigned char)zt_tensor_dtype(refs[0].t) : ZT_DTYPE_F32;
+    h->wr[s] = (mode & (STARPU_W | STARPU_SCRATCH)) != 0;
     for (int i = 0; i < n; i++) {
-        if (!refs[i].t || refs[i].blk < 0 || refs[i].blk >= zt_tensor_nblk(refs[i].t)) {
+        /* one element type per slot */
+        if (!refs[i].t || refs[i].blk < 0 || refs[i].blk >= zt_tensor_nblk(refs[i].t) ||
+            zt_tensor_dtype(refs[i].t) != h->dtype[s]) {
             tb->bad = 1;
             return;
         }

@@ -23,6 +23,9 @@ struct zt_task_hdr {
     int nslot;
     int first[ZT_MAX_SLOTS]; /* index of the slot's first buffer */
     int count[ZT_MAX_SLOTS]; /* number of buffers (0: slot absent, pointer NULL) */
+    unsigned char dtype[ZT_MAX_SLOTS]; /* enum zt_dtype of the slot's blocks */
+    unsigned char wr[ZT_MAX_SLOTS];    /* the task writes the slot (W, RW, SCRATCH) */
+    unsigned char native16;  /* the body handles 16-bit slots itself (no widening) */
 };
 
 /* Host pointer of slot s (NULL if absent); asserts that its blocks are contiguous. */

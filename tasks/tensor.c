@@ -15,6 +15,7 @@ struct zt_tensor {
     int owns;
     int64_t rows, cols;
     size_t elemsize;
+    enum zt_dtype dtype;
     int nblk;
     int64_t *row0;              /* [nblk+1] */
     starpu_data_handle_t *h;    /* [nblk] */
@@ -32,6 +33,7 @@ enum zt_status zt_tensor_init(zt_tensor_t *out, const char *name, void *ptr, int
     t->rows = rows;
     t->cols = cols;
     t->elemsize = elemsize;
+    t->dtype = elemsize == 4 ? ZT_DTYPE_F32 : ZT_DTYPE_RAW;
     t->nblk = nblk;
     t->row0 = calloc((size_t)nblk + 1, sizeof *t->row0);
     t->h = calloc((size_t)nblk, sizeof *t->h);
@@ -81,6 +83,27 @@ nomem:
                         (long long)rows, (long long)cols, elemsize);
 }
 
+const char *zt_dtype_name(enum zt_dtype d) {
+    static const char *const n[] = {"f32", "bf16", "f16", "raw"};
+    return d >= ZT_DTYPE_F32 && d <= ZT_DTYPE_RAW ? n[d] : "?";
+}
+
+size_t zt_dtype_size(enum zt_dtype d) {
+    return d == ZT_DTYPE_F32 ? 4 : d == ZT_DTYPE_BF16 || d == ZT_DTYPE_F16 ? 2 : 0;
+}
+
+enum zt_status zt_tensor_init_dtype(zt_tensor_t *t, const char *name, void *ptr, int64_t rows,
+                                    int64_t cols, enum zt_dtype dtype, int nblk,
+                                    const int64_t *blk_rows) {
+    *t = NULL;
+    if (zt_dtype_size(dtype) == 0)
+        return zt_error_set(ZT_ERR_INVALID, "tensor %s: dtype %s has no fixed size (use "
+                                            "zt_tensor_init)", name, zt_dtype_name(dtype));
+    ZT_CHECK(zt_tensor_init(t, name, ptr, rows, cols, zt_dtype_size(dtype), nblk, blk_rows));
+    (*t)->dtype = dtype;
+    return ZT_OK;
+}
+
 void zt_tensor_free(zt_tensor_t t) {
     if (!t) return;
     for (int j = 0; j < t->nblk; j++)
@@ -96,6 +119,7 @@ int64_t zt_tensor_rows(zt_tensor_t t) { return t->rows; }
 int64_t zt_tensor_cols(zt_tensor_t t) { return t->cols; }
 int64_t zt_tensor_numel(zt_tensor_t t) { return t->rows * t->cols; }
 size_t zt_tensor_elemsize(zt_tensor_t t) { return t->elemsize; }
+enum zt_dtype zt_tensor_dtype(zt_tensor_t t) { return t->dtype; }
 int zt_tensor_nblk(zt_tensor_t t) { return t->nblk; }
 int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk) { return t->row0[blk]; }
 int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk) { return t->row0[blk + 1] - t->row0[blk]; }

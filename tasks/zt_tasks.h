@@ -4,7 +4,10 @@
  * Layer: tasks/ (the only code that calls starpu_task_insert). Every function submits
  * asynchronously and returns ZT_OK or a status (ZT_ERR_INVALID for mismatched shapes,
  * ZT_ERR_RUNTIME if StarPU refuses the task). Tensors are fp32 unless stated; token tensors are
- * int32. "blk" selects a row block; the block structure of tensors used together must agree
+ * int32. Wherever a task takes fp32 it also takes bf16 or fp16 tensors (zt_tensor_init_dtype):
+ * it computes in fp32 on their widened values and rounds what it writes to nearest even, once
+ * per task (an accumulating task rounds the sum it stores); the blocks listed in one argument
+ * must share one type. Collectives move 16-bit blocks as 16-bit data. "blk" selects a row block; the block structure of tensors used together must agree
  * (same number of blocks, block b of each covering the same sequences). Kernel semantics
  * (layouts, += versus =) are those of kernels/zt_kernels.h.
  */

@@ -20,12 +20,27 @@ extern "C" {
 
 typedef struct zt_tensor *zt_tensor_t;
 
+/* What a tensor's elements are. Tasks compute in fp32: they read bf16/fp16 tensors widened to
+ * fp32 and store their results rounded to nearest even (tasks/registry.c), so every task kind
+ * accepts 16-bit floating tensors wherever it takes fp32 ones. RAW: anything else (int32
+ * tokens, doubles, bytes), passed as is. */
+enum zt_dtype { ZT_DTYPE_F32 = 0, ZT_DTYPE_BF16, ZT_DTYPE_F16, ZT_DTYPE_RAW };
+/* "f32", "bf16", "f16", "raw" */
+const char *zt_dtype_name(enum zt_dtype d);
+/* bytes of one element: 4, 2, 2 (0 for RAW) */
+size_t zt_dtype_size(enum zt_dtype d);
+
 /* Create a tensor of rows x cols elements of elemsize bytes, split into nblk row blocks.
  * ptr: memory the caller owns and keeps alive until zt_tensor_free (NULL: the tensor allocates
  * it, 4 KiB-aligned and zero-filled). blk_rows: rows of each block (NULL: as even as possible).
  * Owner: the caller, with zt_tensor_free. ZT_ERR_INVALID for bad sizes, ZT_ERR_NOMEM. */
 enum zt_status zt_tensor_init(zt_tensor_t *t, const char *name, void *ptr, int64_t rows,
                               int64_t cols, size_t elemsize, int nblk, const int64_t *blk_rows);
+/* The same with an element type: elemsize 4 for F32, 2 for BF16/F16 (zt_tensor_init makes F32
+ * tensors of elemsize 4 and RAW ones of any other size). */
+enum zt_status zt_tensor_init_dtype(zt_tensor_t *t, const char *name, void *ptr, int64_t rows,
+                                    int64_t cols, enum zt_dtype dtype, int nblk,
+                                    const int64_t *blk_rows);
 /* Unregister every block (waits for the tasks using them), then free owned memory. */
 void zt_tensor_free(zt_tensor_t t);
 
@@ -34,6 +49,7 @@ int64_t zt_tensor_rows(zt_tensor_t t);
 int64_t zt_tensor_cols(zt_tensor_t t);
 int64_t zt_tensor_numel(zt_tensor_t t);
 size_t zt_tensor_elemsize(zt_tensor_t t);
+enum zt_dtype zt_tensor_dtype(zt_tensor_t t);
 int zt_tensor_nblk(zt_tensor_t t);
 int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk); /* first row of block blk */
 int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk);
