@@ -170,6 +170,9 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", 1024, (int64_t)1 << 31, &gel));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
+    if (cfg->precision != ZT_PREC_FP32)
+        return zt_error_set(ZT_ERR_CONFIG, "config %s: %s training is not wired into the engine "
+                            "yet", cfg->path, cfg->precision == ZT_PREC_BF16 ? "bf16" : "fp16");
     struct zt_engine *e = calloc(1, sizeof *e);
     if (!e) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     e->cfg = *cfg;

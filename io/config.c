@@ -319,13 +319,14 @@ static enum zt_status read_file(const char *kind, const char *path, char **buf, 
 static const char *const top_impl[] = {
     "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed", "zero_optimization",
-    /* accepted only as {"enabled": false}: zerotask trains in fp32 */
-    "fp16", "bf16", "bfloat16", "amp", "aio", "checkpoint", NULL};
+    "fp16", "bf16", "bfloat16", "communication_data_type",
+    /* accepted only as {"enabled": false}: NVIDIA apex's AMP is not ours to run */
+    "amp", "aio", "checkpoint", NULL};
 
 static const char *const top_notimpl[] = {
     "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
     "wall_clock_breakdown", "memory_breakdown", "dump_state", "prescale_gradients",
-    "gradient_predivide_factor", "sparse_gradients", "communication_data_type",
+    "gradient_predivide_factor", "sparse_gradients",
     "seq_parallel_communication_data_type", "data_types", "elasticity",
     "pipeline", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
     "disable_allgather", "fp32_allreduce", "allreduce_always_fp32", "sparse_attention",
@@ -364,11 +365,16 @@ static const char *const aio_impl[] = {"block_size", "queue_depth", "thread_coun
                                        NULL};
 static const char *const aio_notimpl[] = {"use_gds", NULL};
 
-static const char *const precision_impl[] = {"enabled", NULL};
-static const char *const precision_notimpl[] = {
-    "auto_cast", "loss_scale", "initial_scale_power", "loss_scale_window", "hysteresis",
-    "consecutive_hysteresis", "min_loss_scale", "fp16_master_weights_and_grads", "opt_level",
-    "immediate_grad_update", "check_grad_overflow", NULL};
+static const char *const amp_impl[] = {"enabled", NULL};
+static const char *const amp_notimpl[] = {"opt_level", NULL};
+static const char *const bf16_impl[] = {"enabled", NULL};
+static const char *const bf16_notimpl[] = {"immediate_grad_update", "check_grad_overflow",
+                                           "auto_cast", NULL};
+static const char *const fp16_impl[] = {"enabled", "loss_scale", "initial_scale_power",
+                                        "loss_scale_window", "hysteresis",
+                                        "consecutive_hysteresis", "min_loss_scale", NULL};
+static const char *const fp16_notimpl[] = {"auto_cast", "fp16_master_weights_and_grads",
+                                           "immediate_grad_update", "check_grad_overflow", NULL};
 
 static const char *const optim_impl[] = {"type", "params", NULL};
 static const char *const optim_notimpl[] = {"legacy_fusion", NULL};
@@ -397,18 +403,109 @@ static const char *const sched_params_notimpl[] = {"last_batch_iteration", NULL}
 // ----------------------------------------------------------------------------
 // sections
 
-static enum zt_status parse_precision(const struct ctx *c, const cJSON *v, const char *path) {
-    ZT_CHECK(get_object(c, v, path));
-    ZT_CHECK(check_keys(c, v, path, precision_impl, precision_notimpl));
+/* "enabled" of a precision section (DeepSpeed's default false) */
+static enum zt_status get_enabled(const struct ctx *c, const cJSON *v, const char *path, int *on) {
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(v, "enabled");
     char p[PATH_MAX_LEN];
     path_key(p, path, "enabled");
-    int on = 0;
-    if (en) ZT_CHECK(get_bool(c, en, p, &on));
-    /* DeepSpeed's default for "enabled" is false, so {} and {"enabled": false} ask for fp32 */
+    *on = 0;
+    if (en) ZT_CHECK(get_bool(c, en, p, on));
+    return ZT_OK;
+}
+
+static enum zt_status parse_amp(const struct ctx *c, const cJSON *v) {
+    ZT_CHECK(get_object(c, v, "amp"));
+    ZT_CHECK(check_keys(c, v, "amp", amp_impl, amp_notimpl));
+    int on;
+    ZT_CHECK(get_enabled(c, v, "amp", &on));
     if (on)
-        return cfg_err(c, path, "is a DeepSpeed key that zerotask does not implement yet "
-                                "(zerotask trains in fp32; only \"enabled\": false is accepted)");
+        return cfg_err(c, "amp", "is a DeepSpeed key that zerotask does not implement yet (it "
+                                 "runs NVIDIA apex; use \"bf16\" or \"fp16\")");
+    return ZT_OK;
+}
+
+/* "bf16" / "bfloat16" (path) or "fp16": sets *on and, for fp16, the loss-scaler keys */
+static enum zt_status parse_precision(const struct ctx *c, const cJSON *v, const char *path,
+                                      int fp16, int *on, struct zt_config *cfg) {
+    ZT_CHECK(get_object(c, v, path));
+    ZT_CHECK(check_keys(c, v, path, fp16 ? fp16_impl : bf16_impl,
+                        fp16 ? fp16_notimpl : bf16_notimpl));
+    ZT_CHECK(get_enabled(c, v, path, on));
+    if (!fp16) return ZT_OK;
+    char p[PATH_MAX_LEN];
+    const cJSON *x;
+    long long k = 0;
+    double d = 0;
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "loss_scale"))) {
+        path_key(p, path, "loss_scale");
+        ZT_CHECK(get_num(c, x, p, GE0, &d));
+        cfg->loss_scale = d;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "initial_scale_power"))) {
+        path_key(p, path, "initial_scale_power");
+        ZT_CHECK(get_int(c, x, p, 0, 126, &k)); /* 2^126 is the largest fp32 power of two < inf/2 */
+        cfg->initial_scale_power = (int)k;
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "loss_scale_window"))) {
+        path_key(p, path, "loss_scale_window");
+        ZT_CHECK(get_int32(c, x, p, 1, &cfg->loss_scale_window));
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "hysteresis"))) {
+        path_key(p, path, "hysteresis");
+        ZT_CHECK(get_int32(c, x, p, 1, &cfg->hysteresis));
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "consecutive_hysteresis"))) {
+        path_key(p, path, "consecutive_hysteresis");
+        ZT_CHECK(get_bool(c, x, p, &cfg->consecutive_hysteresis));
+    }
+    if ((x = cJSON_GetObjectItemCaseSensitive(v, "min_loss_scale"))) {
+        path_key(p, path, "min_loss_scale");
+        ZT_CHECK(get_num(c, x, p, GT0, &d));
+        cfg->min_loss_scale = d;
+    }
+    return ZT_OK;
+}
+
+/* the sections together: at most one precision enabled; communication_data_type names it */
+static enum zt_status parse_precisions(const struct ctx *c, const cJSON *root,
+                                       struct zt_config *cfg) {
+    const cJSON *x;
+    int bf = 0, fp = 0, on = 0;
+    const char *bfname = NULL;
+    if ((x = cJSON_GetObjectItemCaseSensitive(root, "amp"))) ZT_CHECK(parse_amp(c, x));
+    static const char *const bfkeys[] = {"bf16", "bfloat16"};
+    for (int i = 0; i < 2; i++)
+        if ((x = cJSON_GetObjectItemCaseSensitive(root, bfkeys[i]))) {
+            if (bfname) /* DeepSpeed reads one or the other: two would leave one ignored */
+                return cfg_err(c, bfkeys[i], "\"bf16\" and \"bfloat16\" are the same section; "
+                                             "give only one");
+            ZT_CHECK(parse_precision(c, x, bfkeys[i], 0, &on, cfg));
+            bf = on;
+            bfname = bfkeys[i];
+        }
+    if ((x = cJSON_GetObjectItemCaseSensitive(root, "fp16")))
+        ZT_CHECK(parse_precision(c, x, "fp16", 1, &fp, cfg));
+    if (bf && fp)
+        return cfg_err(c, "fp16", "and \"%s\" are both enabled; enable at most one precision "
+                                  "(DeepSpeed refuses both too)", bfname);
+    cfg->precision = bf ? ZT_PREC_BF16 : fp ? ZT_PREC_FP16 : ZT_PREC_FP32;
+    if ((x = cJSON_GetObjectItemCaseSensitive(root, "communication_data_type"))) {
+        static const char *const names[] = {"fp32", "bf16", "fp16"};
+        const char *s = NULL;
+        ZT_CHECK(get_string(c, x, "communication_data_type", &s));
+        int k = 0;
+        while (k < 3 && strcmp(s, names[k]) != 0) k++;
+        if (k == 3)
+            return cfg_err(c, "communication_data_type", "expected \"fp32\", \"bf16\" or "
+                                                         "\"fp16\", got \"%s\"", s);
+        /* gradients are reduced in the training precision (summed in fp32 either way): another
+         * type would only change the bytes moved */
+        if (k != (int)cfg->precision)
+            return cfg_err(c, "communication_data_type", "is \"%s\" but training runs in %s: "
+                           "zerotask does not implement another communication type yet (leave "
+                           "the key out, or give \"%s\")", s, names[cfg->precision],
+                           names[cfg->precision]);
+    }
     return ZT_OK;
 }
 
@@ -819,6 +916,13 @@ void zt_config_defaults(struct zt_config *cfg) {
     cfg->total_num_steps = 0;
     cfg->warmup_min_ratio = 0.0f;
     cfg->cos_min_ratio = 0.0001f;
+    cfg->precision = ZT_PREC_FP32;
+    cfg->loss_scale = 0;                /* DeepSpeed's fp16 defaults */
+    cfg->initial_scale_power = 16;
+    cfg->loss_scale_window = 1000;
+    cfg->hysteresis = 2;
+    cfg->consecutive_hysteresis = 0;
+    cfg->min_loss_scale = 1;
     cfg->gradient_clipping = 0.0f;
     cfg->steps_per_print = 10;
     cfg->seed = 1234;
@@ -896,9 +1000,7 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
         rc = parse_aio(&c, x, &cfg);
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "checkpoint")))
         rc = parse_checkpoint(&c, x, &cfg);
-    static const char *const prec[] = {"fp16", "bf16", "bfloat16", "amp"};
-    for (int i = 0; i < 4 && rc == ZT_OK; i++)
-        if ((x = cJSON_GetObjectItemCaseSensitive(root, prec[i]))) rc = parse_precision(&c, x, prec[i]);
+    if (rc == ZT_OK) rc = parse_precisions(&c, root, &cfg);
     if (rc == ZT_OK) rc = resolve_batch(&c, &cfg, has_tbs, has_micro, has_acc, world_size);
     cJSON_Delete(root);
     if (rc != ZT_OK) return rc;

@@ -27,6 +27,10 @@ enum zt_lr_sched_type {
 
 enum zt_warmup_type { ZT_WARMUP_LOG = 0, ZT_WARMUP_LINEAR = 1 };
 
+/* training precision: "bf16"/"bfloat16" {enabled} or "fp16" {enabled, ...} (both at once is an
+ * error); fp32 when neither is enabled */
+enum zt_precision { ZT_PREC_FP32 = 0, ZT_PREC_BF16, ZT_PREC_FP16 };
+
 struct zt_config {
     char path[512];              /* file it was read from ("" when built in code) */
     /* batch: train_batch_size = micro_batch * grad_accum * world_size (DeepSpeed's rule; any
@@ -52,6 +56,18 @@ struct zt_config {
     int total_num_steps;         /* WarmupDecayLR (required) / WarmupCosineLR (required) */
     float warmup_min_ratio;      /* WarmupCosineLR: default 0 */
     float cos_min_ratio;         /* WarmupCosineLR: default 0.0001 */
+    /* mixed precision (DeepSpeed's meaning): parameters, activations and gradients in 16 bits,
+     * fp32 master weights and moments in the optimizer */
+    enum zt_precision precision;
+    /* fp16 loss scaling (DeepSpeed's fp16 section and DynamicLossScaler) */
+    double loss_scale;           /* fp16.loss_scale: 0 = dynamic (default), > 0 static */
+    int initial_scale_power;     /* dynamic: the first scale is 2^power (default 16) */
+    int loss_scale_window;       /* clean steps before the scale doubles (default 1000) */
+    int hysteresis;              /* overflows tolerated before it halves (DeepSpeed's
+                                  * delayed_shift, default 2) */
+    int consecutive_hysteresis;  /* a clean step restores the hysteresis (default false) */
+    double min_loss_scale;       /* the scale never goes below it (default 1); an overflow at it
+                                  * ends the run, as DeepSpeed's raise_error_at_min_scale */
     /* other */
     float gradient_clipping;     /* 0 = off (DeepSpeed default 0) */
     int steps_per_print;         /* default 10 (DeepSpeed's) */

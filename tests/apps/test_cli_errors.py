@@ -138,7 +138,8 @@ case("option without value", base + ["--export"], 2, r"--export needs a value")
 case("config missing", ["--ds-config", path("nope.json"), "--model", model, "--data", data], 2,
      r"nope\.json")
 ds_case("unknown_key", json.dumps(dict(DS, train_batch_sizee=2)), r"train_batch_sizee.*did you mean")
-ds_case("not_implemented", json.dumps(dict(DS, fp16={"enabled": True})), r"fp16.*not implement")
+ds_case("not_implemented", json.dumps(dict(DS, fp16={"enabled": True, "auto_cast": True})),
+        r"fp16\.auto_cast.*not implement")
 ds_case("duplicate", '{"train_batch_size": 2, "train_batch_size": 2}', r"train_batch_size.*(duplicate|twice|more than once)")
 ds_case("wrong_type", json.dumps(dict(DS, optimizer={"type": "AdamW", "params": {"lr": "x"}})),
         r"optimizer\.params\.lr")

@@ -213,6 +213,7 @@ static void test_batch_rule(void) {
 }
 
 static void test_keys(void) {
+    struct zt_config c;
     EXPECT_ERR("{\"train_batch_szie\": 8}", "config case.json: train_batch_szie: unknown key",
                "did you mean 'train_batch_size'?");
     EXPECT_ERR("{\"train_batch_size\": 8, \"optimzer\": {}}", "optimzer", "did you mean 'optimizer'?");
@@ -222,6 +223,48 @@ static void test_keys(void) {
     EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
                "{\"warmup_num_step\": 10}}}", "scheduler.params.warmup_num_step",
                "did you mean 'warmup_num_steps'?");
+    /* mixed precision: DeepSpeed's keys and defaults */
+    c = OK("{\"train_batch_size\": 8}", 1);
+    ZT_TEST_TRUE(c.precision == ZT_PREC_FP32 && c.loss_scale == 0 && c.initial_scale_power == 16 &&
+                     c.loss_scale_window == 1000 && c.hysteresis == 2 &&
+                     !c.consecutive_hysteresis && c.min_loss_scale == 1,
+                 "precision defaults (fp32; DeepSpeed's fp16 scaler defaults)");
+    c = OK("{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}}", 1);
+    ZT_TEST_TRUE(c.precision == ZT_PREC_BF16, "bf16 enabled");
+    c = OK("{\"train_batch_size\": 8, \"bfloat16\": {\"enabled\": true}, \"fp16\": "
+           "{\"enabled\": false}, \"communication_data_type\": \"bf16\"}", 1);
+    ZT_TEST_TRUE(c.precision == ZT_PREC_BF16, "bfloat16 alias, fp16 off, matching comm type");
+    c = OK("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 0, "
+           "\"initial_scale_power\": 12, \"loss_scale_window\": 50, \"hysteresis\": 3, "
+           "\"consecutive_hysteresis\": true, \"min_loss_scale\": 0.5}}", 1);
+    ZT_TEST_TRUE(c.precision == ZT_PREC_FP16 && c.loss_scale == 0 && c.initial_scale_power == 12 &&
+                     c.loss_scale_window == 50 && c.hysteresis == 3 && c.consecutive_hysteresis &&
+                     c.min_loss_scale == 0.5, "fp16 scaler keys");
+    c = OK("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": 128}}", 1);
+    ZT_TEST_TRUE(c.precision == ZT_PREC_FP16 && c.loss_scale == 128, "fp16 static scale");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}, \"bf16\": "
+               "{\"enabled\": true}}", "fp16: and \"bf16\" are both enabled");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"bf16\": {}, \"bfloat16\": {}}",
+               "bfloat16: \"bf16\" and \"bfloat16\" are the same section");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"loss_scale\": -1}}",
+               "fp16.loss_scale: expected a number >= 0, got -1");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"initial_scale_power\": 200}}",
+               "fp16.initial_scale_power: expected an integer in [0, 126], got 200");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"loss_scale_window\": 0}}",
+               "fp16.loss_scale_window: expected an integer >= 1, got 0");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"hysteresis\": 0.5}}",
+               "fp16.hysteresis: expected an integer >= 1");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"min_loss_scale\": 0}}",
+               "fp16.min_loss_scale: expected a number > 0, got 0");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"enable\": true}}",
+               "fp16.enable: unknown key; did you mean 'enabled'?");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true, \"loss_scale\": 1}}",
+               "bf16.loss_scale: unknown key");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"communication_data_type\": \"fp8\"}",
+               "communication_data_type: expected \"fp32\", \"bf16\" or \"fp16\", got \"fp8\"");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}, "
+               "\"communication_data_type\": \"fp32\"}",
+               "communication_data_type: is \"fp32\" but training runs in bf16");
     /* a parameter of another scheduler type */
     EXPECT_ERR("{\"train_batch_size\": 8, \"scheduler\": {\"type\": \"WarmupLR\", \"params\": "
                "{\"total_num_steps\": 10}}}", "scheduler.params.total_num_steps: unknown key");
@@ -234,15 +277,17 @@ static void test_keys(void) {
 
 static void test_not_implemented(void) {
     const char *ni = "is a DeepSpeed key that zerotask does not implement yet";
-    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true}}", "config case.json: fp16:", ni);
-    EXPECT_ERR("{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true}}", "bf16:", ni);
     EXPECT_ERR("{\"train_batch_size\": 8, \"amp\": {\"enabled\": true}}", "amp:", ni);
-    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": false, \"loss_scale\": 0}}",
-               "fp16.loss_scale:", ni);
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"enabled\": true, \"auto_cast\": true}}",
+               "fp16.auto_cast:", ni);
+    EXPECT_ERR("{\"train_batch_size\": 8, \"fp16\": {\"fp16_master_weights_and_grads\": true}}",
+               "fp16.fp16_master_weights_and_grads:", ni);
+    EXPECT_ERR("{\"train_batch_size\": 8, \"bf16\": {\"enabled\": true, "
+               "\"immediate_grad_update\": true}}", "bf16.immediate_grad_update:", ni);
     static const char *const keys[] = {
         "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor",
         "wall_clock_breakdown", "dump_state", "prescale_gradients", "gradient_predivide_factor",
-        "sparse_gradients", "communication_data_type", "data_types",
+        "sparse_gradients", "data_types",
         "elasticity", "pipeline", "zero_allow_untested_optimizer", NULL};
     for (int i = 0; keys[i]; i++) {
         char json[256], want[128];
