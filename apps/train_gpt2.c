@@ -6,6 +6,7 @@
  * "zerotask: error: <message>" on stderr; exit 2 for a bad command line or config, 1 otherwise.
  */
 #include <errno.h>      /* errno */
+#include <math.h>       /* isfinite */
 #include <stdio.h>      /* printf, fopen */
 #include <stdlib.h>     /* strtoll */
 #include <string.h>     /* strcmp */
@@ -47,7 +48,8 @@ static const char *usage_text =
     "  --resume P           continue from checkpoint P: a directory (its latest tag) or D/<tag>;\n"
     "                       any world size and ZeRO stage may have written it\n"
     "  --log F              one JSON object per step run: step, loss, lr, ms, tokens_per_s,\n"
-    "                       grad_norm\n"
+    "                       grad_norm, loss_scale and skipped (fp16: 1 when the step's\n"
+    "                       gradients overflowed and its update was skipped)\n"
     "  --trace F            Chrome trace-event JSON of every task and its dependencies (open\n"
     "                       in ui.perfetto.dev), and the replay file F.ztr (F without .json)\n"
     "                       that zt-trace summarises, replays and plots\n"
@@ -57,7 +59,11 @@ static const char *usage_text =
     "  --help               this text;  --help-env  environment variables\n"
     "\n"
     "Progress: one line per step (steps_per_print sets how often): step/total, loss (mean over the\n"
-    "step's batch, before the update), lr, ms/step, tokens/s, achieved GFLOP/s. A memory summary\n"
+    "step's batch, before the update), lr, ms/step, tokens/s, achieved GFLOP/s; with fp16 the\n"
+    "loss scale and the steps skipped so far (an overflow is reported when it happens).\n"
+    "Mixed precision (config \"bf16\" or \"fp16\" {\"enabled\": true}, DeepSpeed's keys): 16-bit\n"
+    "parameters, activations and gradients, fp32 master weights and moments (docs/precision.md).\n"
+    "A memory summary\n"
     "is printed before step 1, and each rank's peak resident memory (VmHWM) after the last step.\n"
     "At ZeRO stage >= 2 the memory lines also show the slot windows (gathered parameters at\n"
     "stage 3, micro-batch gradients waiting for their reduce-scatter); with NVMe offload they\n"
@@ -383,10 +389,12 @@ static int train_main(int argc, char **argv) {
         printf("zerotask %s | GPT-2 V=%d T=%d C=%d L=%d NH=%d | %lld parameters\n",
                ZEROTASK_VERSION, shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer,
                shape.n_head, (long long)zt_engine_numel(e));
+        static const char *const prec[] = {"fp32", "bf16 (fp32 master weights)",
+                                           "fp16 (fp32 master weights, loss scaling)"};
         printf("batch %d = micro %d x accumulation %d x world %d | ZeRO stage %d | %d workers | "
-               "scheduler %s | %d row blocks\n", cfg.train_batch_size, cfg.micro_batch,
+               "scheduler %s | %d row blocks | %s\n", cfg.train_batch_size, cfg.micro_batch,
                cfg.grad_accum, world, cfg.zero_stage, zt_runtime_nworkers(),
-               zt_runtime_sched_name(), zt_engine_nblk(e));
+               zt_runtime_sched_name(), zt_engine_nblk(e), prec[cfg.precision]);
         fflush(stdout);
     }
     /* every rank accounts for its own memory: the plan per tier */
@@ -458,15 +466,27 @@ static int train_main(int argc, char **argv) {
         }
         if (s == 1 && gradp && zt_engine_save_grads_safetensors(e, gradp) != ZT_OK) goto out;
         if (talk && (s == first || s == steps || s % every == 0)) {
+            char scale[96] = "";
+            if (cfg.precision == ZT_PREC_FP16) {
+                struct zt_train_state ts;
+                zt_engine_get_train_state(e, &ts);
+                snprintf(scale, sizeof scale, " | loss scale %g%s | skipped %lld", info.loss_scale,
+                         info.skipped ? " (overflow: skipped)" : "", (long long)ts.skipped);
+            }
             printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.1f ms | %8.0f tok/s | %6.1f GFLOP/s "
-                   "| grad norm %.4f\n", (long long)s, (long long)steps, loss, info.lr, ms,
-                   tokens / (ms / 1e3), flops / (ms * 1e6), info.grad_norm);
+                   "| grad norm %.4f%s\n", (long long)s, (long long)steps, loss, info.lr, ms,
+                   tokens / (ms / 1e3), flops / (ms * 1e6), info.grad_norm, scale);
             fflush(stdout);
         }
         if (logf) { /* a line per step as it ends (tail -f, benches), errors checked at exit */
-            fprintf(logf, "{\"step\": %lld, \"loss\": %.17g, \"lr\": %.9g, \"ms\": %.3f, "
-                          "\"tokens_per_s\": %.1f, \"grad_norm\": %.9g}\n", (long long)s, loss,
-                    info.lr, ms, tokens / (ms / 1e3), info.grad_norm);
+            /* JSON has no inf or NaN: a non-finite value (an fp16 overflow's norm) is null */
+            char gn[32] = "null", ls[32] = "null";
+            if (isfinite(loss)) snprintf(ls, sizeof ls, "%.17g", loss);
+            if (isfinite(info.grad_norm)) snprintf(gn, sizeof gn, "%.9g", info.grad_norm);
+            fprintf(logf, "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"ms\": %.3f, "
+                          "\"tokens_per_s\": %.1f, \"grad_norm\": %s, \"loss_scale\": %.9g, "
+                          "\"skipped\": %d}\n", (long long)s, ls, info.lr, ms,
+                    tokens / (ms / 1e3), gn, info.loss_scale, info.skipped);
             fflush(logf);
         }
     }

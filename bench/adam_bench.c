@@ -124,7 +124,7 @@ static int run_adam(int64_t P, int64_t group, int steps, int warmup) {
     CHECK(zt_tensor_init(&g, "g", NULL, P, 1, sizeof(float), ng, rows));
     CHECK(zt_tensor_init(&m, "m", NULL, P, 1, sizeof(float), ng, rows));
     CHECK(zt_tensor_init(&v, "v", NULL, P, 1, sizeof(float), ng, rows));
-    CHECK(zt_tensor_init(&clip, "clip", NULL, 1, 2, sizeof(float), 1, NULL));
+    CHECK(zt_tensor_init(&clip, "clip", NULL, 1, 3, sizeof(float), 1, NULL));
     float *pp = zt_tensor_data(p), *gp = zt_tensor_data(g), *cp = zt_tensor_data(clip);
     for (int64_t i = 0; i < P; i++) { /* m, v start at zero (zero-filled) */
         pp[i] = 0.01f * (float)((i % 1000) - 500);
@@ -144,7 +144,7 @@ static int run_adam(int64_t P, int64_t group, int steps, int warmup) {
         struct zt_task_opts o = {.layer = -1, .mb = -1, .step = s + 1, .priority = 0};
         double t0 = bench_now();
         for (int b = 0; b < ng; b++)
-            CHECK(zt_task_adamw(&o, &pr[b], &gr[b], 1, m, v, b, clip, &hp));
+            CHECK(zt_task_adamw(&o, &pr[b], &gr[b], 1, m, v, b, clip, &hp, NULL));
         CHECK(zt_runtime_wait_all());
         double dt = bench_now() - t0;
         if (s >= warmup) ms[s - warmup] = 1e3 * dt;

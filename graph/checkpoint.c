@@ -11,6 +11,7 @@
 #include <dirent.h>      /* opendir */
 #include <errno.h>       /* errno */
 #include <fcntl.h>       /* open */
+#include <math.h>        /* isfinite */
 #include <stdio.h>       /* snprintf, fopen */
 #include <stdlib.h>      /* malloc, qsort */
 #include <string.h>      /* strcmp, strerror */
@@ -146,13 +147,26 @@ static char *meta_json(zt_engine_t e, const char *tag, int64_t step, const char 
         cJSON_AddItemToArray(el, cJSON_CreateNumber((double)hi));
         cJSON_AddItemToArray(part, p);
     }
+    /* Adam's step count and the LR schedule move with the updates applied: the training steps
+     * minus those fp16 skipped on overflow */
+    struct zt_train_state ts_;
+    zt_engine_get_train_state(e, &ts_);
+    static const char *const prec[] = {"fp32", "bf16", "fp16"};
+    cJSON_AddStringToObject(m, "precision", prec[c->precision]);
     cJSON *opt = cJSON_AddObjectToObject(m, "optimizer");
     cJSON_AddStringToObject(opt, "type", "AdamW");
-    cJSON_AddNumberToObject(opt, "step", (double)step);
+    cJSON_AddNumberToObject(opt, "step", (double)ts_.applied);
     cJSON *ls = cJSON_AddObjectToObject(m, "lr_scheduler");
     cJSON_AddStringToObject(ls, "type", sched_name(c->sched));
-    cJSON_AddNumberToObject(ls, "last_batch_iteration", (double)(step - 1));
-    cJSON_AddNumberToObject(ls, "lr", zt_config_lr(c, step));
+    cJSON_AddNumberToObject(ls, "last_batch_iteration", (double)(ts_.applied - 1));
+    cJSON_AddNumberToObject(ls, "lr", zt_config_lr(c, ts_.applied > 0 ? ts_.applied : 1));
+    /* DeepSpeed's DynamicLossScaler fields (fp16; a scale of 1 otherwise) */
+    cJSON *sc = cJSON_AddObjectToObject(m, "loss_scaler");
+    cJSON_AddNumberToObject(sc, "cur_scale", ts_.loss_scale);
+    cJSON_AddNumberToObject(sc, "cur_iter", (double)ts_.cur_iter);
+    cJSON_AddNumberToObject(sc, "last_overflow_iter", (double)ts_.last_overflow_iter);
+    cJSON_AddNumberToObject(sc, "cur_hysteresis", ts_.cur_hysteresis);
+    cJSON_AddNumberToObject(sc, "skipped_steps", (double)ts_.skipped);
     cJSON *rng = cJSON_AddObjectToObject(m, "rng");
     cJSON_AddNumberToObject(rng, "seed", (double)c->seed);
     cJSON_AddStringToObject(rng, "note", "the generator is used only for the initial weights "
@@ -382,6 +396,60 @@ enum zt_status zt_checkpoint_resolve(const char *path, char *tagdir, size_t n) {
     return rc;
 }
 
+/* the updates applied and the fp16 loss scaler (meta.json's optimizer.step and loss_scaler; a
+ * checkpoint without them applied every step). The scaler is taken only when both runs are
+ * fp16: another precision's run starts this one's scaler afresh, as a new DeepSpeed run would. */
+static enum zt_status load_train_state(zt_engine_t e, const char *tagdir,
+                                       const struct zt_ckpt_info *info) {
+    char path[PATH_BYTES];
+    cJSON *m = read_meta(tagdir, path, sizeof path);
+    if (!m) return zt_error_last_code();
+    struct zt_train_state st;
+    zt_engine_get_train_state(e, &st);
+    st.applied = info->step;
+    st.skipped = 0;
+    enum zt_status rc = ZT_OK;
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(m, "optimizer");
+    const cJSON *os = cJSON_GetObjectItemCaseSensitive(opt, "step");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(m, "loss_scaler");
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(m, "precision");
+    if (os) {
+        if (!cJSON_IsNumber(os) || os->valuedouble < 0 || os->valuedouble > (double)info->step)
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: optimizer.step must be a "
+                              "count of at most %lld steps", path, (long long)info->step);
+        else
+            st.applied = (int64_t)os->valuedouble;
+    }
+    if (rc == ZT_OK && sc) {
+        const char *k[] = {"cur_scale", "cur_iter", "last_overflow_iter", "cur_hysteresis",
+                           "skipped_steps"};
+        double v[5];
+        for (int i = 0; i < 5 && rc == ZT_OK; i++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(sc, k[i]);
+            if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) ||
+                (i == 0 ? x->valuedouble <= 0 : i != 2 && x->valuedouble < 0))
+                rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: loss_scaler.%s is "
+                                  "missing or out of range", path, k[i]);
+            else
+                v[i] = x->valuedouble;
+        }
+        if (rc == ZT_OK) {
+            st.skipped = (int64_t)v[4];
+            const struct zt_config *c = zt_engine_config(e);
+            if (c->precision == ZT_PREC_FP16 && cJSON_IsString(pr) &&
+                strcmp(pr->valuestring, "fp16") == 0 && c->loss_scale == 0) {
+                st.loss_scale = v[0];
+                st.cur_iter = (int64_t)v[1];
+                st.last_overflow_iter = (int64_t)v[2];
+                st.cur_hysteresis = (int)v[3];
+            }
+        }
+    }
+    cJSON_Delete(m);
+    if (rc == ZT_OK) zt_engine_set_train_state(e, &st);
+    return rc;
+}
+
 enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_ckpt_info *info) {
     enum zt_status rc = zt_checkpoint_info(tagdir, info);
     if (rc == ZT_OK) rc = check_tensors(e, tagdir);
@@ -390,6 +458,7 @@ enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_c
     if (rc == ZT_OK)
         rc = zt_engine_load_shards(e, (const char *const *)paths, info->world_size);
     free_paths(paths, info->world_size);
+    if (rc == ZT_OK) rc = load_train_state(e, tagdir, info);
     return agree(rc, "loading", tagdir);
 }
 

@@ -33,6 +33,10 @@ struct zt_param {
      * parameters at stage 3, else only its own blocks), ghome the gradient sums (whole at
      * stages 0-1, else its own blocks); NULL when it owns none of the parameter's blocks */
     zt_tensor_t home, ghome;
+    /* mixed precision: home holds the fp32 master weights (this rank's blocks at stage >= 1,
+     * else whole) and work the bf16/fp16 copy the model reads (whole, or its own blocks where
+     * stage 3 gathers it); NULL in fp32 training, where home is both */
+    zt_tensor_t work;
     /* what the model reads and accumulates into now: home/ghome, or (stage 3 values, stage >= 2
      * gradients) a slot of the pool of its shape, NULL when it has none */
     zt_tensor_t value, grad;
@@ -61,6 +65,7 @@ struct zt_bucket {
  * make the new tenant's first task wait for the old tenant's last one. */
 struct zt_pool {
     int64_t rows, cols;
+    enum zt_dtype dt;
     int nblk, n, cap;
     zt_tensor_t *t;
     struct zt_param **who; /* tenant or NULL */
@@ -81,7 +86,24 @@ struct zt_engine {
     int np, capp;
     int finalized;
     int64_t flat_n;        /* elements of each flat buffer, padding included */
-    float *flat_p, *flat_g;
+    float *flat_p;         /* values (fp32; the master weights in mixed precision) */
+    void *flat_g;          /* gradient sums, of element type wdt */
+    /* mixed precision: wdt is the type of what the model reads and writes (working copy,
+     * gradients, slots, activations); F32 in fp32 training */
+    int mp;
+    enum zt_dtype wdt;
+    void *flat_w;          /* the working copy (mp) */
+    int64_t work_n;
+    struct zt_block_ref *wblk; /* working-copy blocks in flat order (pblk in fp32 training) */
+    /* fp16 loss scaling (DeepSpeed's DynamicLossScaler, or a static scale) and the optimizer
+     * steps applied (a skipped step moves neither Adam's step count nor the LR schedule) */
+    struct zt_scaler {
+        double scale;
+        int64_t cur_iter, last_overflow_iter;
+        int cur_hysteresis;
+    } sc;
+    int64_t applied, skipped;
+    int last_skipped;      /* the step just waited for was skipped */
     zt_tensor_t m, v, partial, clip;
     struct zt_block_ref *pblk, *gblk; /* every parameter block in flat order */
     int nb;
@@ -170,9 +192,12 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", 1024, (int64_t)1 << 31, &gel));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
-    if (cfg->precision != ZT_PREC_FP32)
-        return zt_error_set(ZT_ERR_CONFIG, "config %s: %s training is not wired into the engine "
-                            "yet", cfg->path, cfg->precision == ZT_PREC_BF16 ? "bf16" : "fp16");
+    if (cfg->precision != ZT_PREC_FP32 && cfg->offload_param.device == ZT_OFFLOAD_NVME &&
+        cfg->zero_stage >= 3)
+        return zt_error_set(ZT_ERR_CONFIG, "config %s: %s training with zero_optimization."
+                            "offload_param nvme is not implemented yet (the parameter swap file "
+                            "holds fp32 values); offload the optimizer state only, or train in "
+                            "fp32", cfg->path, cfg->precision == ZT_PREC_BF16 ? "bf16" : "fp16");
     struct zt_engine *e = calloc(1, sizeof *e);
     if (!e) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     e->cfg = *cfg;
@@ -180,6 +205,15 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     e->stage = cfg->zero_stage;
     e->group_elems = gel;
     e->rng = cfg->seed ^ 0x5A17C0DEull;
+    e->mp = cfg->precision != ZT_PREC_FP32;
+    e->wdt = cfg->precision == ZT_PREC_BF16   ? ZT_DTYPE_BF16
+             : cfg->precision == ZT_PREC_FP16 ? ZT_DTYPE_F16
+                                              : ZT_DTYPE_F32;
+    e->sc.scale = cfg->precision != ZT_PREC_FP16 ? 1.0
+                  : cfg->loss_scale > 0          ? cfg->loss_scale
+                                                 : ldexp(1.0, cfg->initial_scale_power);
+    e->sc.last_overflow_iter = -1;
+    e->sc.cur_hysteresis = cfg->hysteresis;
     /* activation blocks hold whole sequences; their number depends only on the config and
      * ZT_GRAPH_CHUNKS, never on the worker count (determinism) */
     e->nblk = cfg->micro_batch < e->chunks ? cfg->micro_batch : e->chunks;
@@ -221,6 +255,7 @@ void zt_engine_free(zt_engine_t e) {
     for (int i = 0; i < e->np; i++) {
         zt_tensor_free(e->params[i]->home);
         zt_tensor_free(e->params[i]->ghome);
+        zt_tensor_free(e->params[i]->work);
         free(e->params[i]);
     }
     for (int c = 0; c < e->ncls; c++) {
@@ -251,6 +286,8 @@ void zt_engine_free(zt_engine_t e) {
     free(e->part);
     free(e->flat_p);
     free(e->flat_g);
+    free(e->flat_w);
+    free(e->wblk);
     free(e->params);
     free(e->acts);
     free(e->pblk);
@@ -352,6 +389,13 @@ static int partial_home(const struct zt_engine *e, const struct zt_param *p) {
     return e->stage >= 3 && !p->persistent;
 }
 static int partial_ghome(const struct zt_engine *e) { return e->stage >= 2; }
+/* the fp32 values are only this rank's blocks: stage 3 (not persistent), and in mixed precision
+ * every stage >= 1 (the master weights live with the optimizer state, DeepSpeed's layout) */
+static int partial_master(const struct zt_engine *e, const struct zt_param *p) {
+    return e->mp ? e->stage >= 1 : partial_home(e, p);
+}
+/* the blocks the model reads and the optimizer's all-gathers send: the working copy (mp) */
+static zt_tensor_t work_of(const struct zt_param *p) { return p->work ? p->work : p->home; }
 
 /* block j of p in its storage t, which holds all of p's blocks or (partial) only its own; a
  * block of another rank's has no tensor. off: its offset in the flat layout */
@@ -362,16 +406,21 @@ static struct zt_block_ref home_ref(const struct zt_param *p, zt_tensor_t t, int
     return (struct zt_block_ref){mine ? t : NULL, j - p->own0, off};
 }
 
-/* a tensor over p's own blocks (or all of them) at ptr */
-static enum zt_status own_tensor(zt_tensor_t *t, const char *name, float *ptr,
-                                 const struct zt_param *p, int whole) {
+/* a tensor of type dt over p's own blocks (or all of them) at ptr */
+static enum zt_status own_tensor(zt_tensor_t *t, const char *name, void *ptr,
+                                 const struct zt_param *p, int whole, enum zt_dtype dt) {
     *t = NULL;
     int j0 = whole ? 0 : p->own0, j1 = whole ? p->nblk : p->own1;
     if (j1 <= j0) return ZT_OK;
     int64_t rows[64];
     for (int j = j0; j < j1; j++) rows[j - j0] = blk_row0(p, j + 1) - blk_row0(p, j);
-    return zt_tensor_init(t, name, ptr, blk_row0(p, j1) - blk_row0(p, j0), p->cols,
-                          sizeof(float), j1 - j0, rows);
+    return zt_tensor_init_dtype(t, name, ptr, blk_row0(p, j1) - blk_row0(p, j0), p->cols, dt,
+                                j1 - j0, rows);
+}
+
+/* n fp32 values rounded into dst of type dt (F32: copied) */
+static void store_as(enum zt_dtype dt, void *dst, const float *src, int64_t n) {
+    zt_dtype_from_f32(dt, dst, src, (size_t)n);
 }
 
 static enum zt_status pool_grow(struct zt_pool *pl, const char *name) {
@@ -386,8 +435,8 @@ static enum zt_status pool_grow(struct zt_pool *pl, const char *name) {
         if (!t || !w || !st) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory for slots");
         pl->cap = cap;
     }
-    ZT_CHECK(zt_tensor_init(&pl->t[pl->n], name, NULL, pl->rows, pl->cols, sizeof(float),
-                            pl->nblk, NULL));
+    ZT_CHECK(zt_tensor_init_dtype(&pl->t[pl->n], name, NULL, pl->rows, pl->cols, pl->dt,
+                                  pl->nblk, NULL));
     pl->who[pl->n] = NULL;
     pl->stamp[pl->n] = 0;
     pl->n++;
@@ -396,7 +445,8 @@ static enum zt_status pool_grow(struct zt_pool *pl, const char *name) {
 
 static int64_t pool_bytes(const struct zt_pool *pools, int n) {
     int64_t b = 0;
-    for (int c = 0; pools && c < n; c++) b += pools[c].n * pools[c].rows * pools[c].cols * 4;
+    for (int c = 0; pools && c < n; c++)
+        b += pools[c].n * pools[c].rows * pools[c].cols * (int64_t)zt_dtype_size(pools[c].dt);
     return b;
 }
 
@@ -417,7 +467,7 @@ static enum zt_status make_pools(zt_engine_t e) {
         int c = 0;
         while (c < e->ncls && !(e->gpool[c].rows == p->rows && e->gpool[c].cols == p->cols)) c++;
         if (c == e->ncls) {
-            struct zt_pool z = {.rows = p->rows, .cols = p->cols, .nblk = p->nblk};
+            struct zt_pool z = {.rows = p->rows, .cols = p->cols, .dt = e->wdt, .nblk = p->nblk};
             e->ppool[c] = e->gpool[c] = z;
             e->ncls++;
         }
@@ -473,7 +523,7 @@ static enum zt_status make_persistent_list(zt_engine_t e) {
         for (int j = 0; j < p->nblk; j++) {
             int b = p->first_blk + j, r = 0;
             while (r + 1 < e->size && e->shard_blk[r + 1] <= b) r++;
-            e->prefs[e->npb] = (struct zt_block_ref){p->home, j, 0};
+            e->prefs[e->npb] = (struct zt_block_ref){work_of(p), j, 0};
             e->powner[e->npb++] = r;
         }
     }
@@ -768,7 +818,8 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     e->part = calloc(2 * (size_t)e->size, sizeof *e->part);
     e->pblk = calloc((size_t)nb, sizeof *e->pblk);
     e->gblk = calloc((size_t)nb, sizeof *e->gblk);
-    if (!e->babs || !e->shard_blk || !e->gfirst || !e->part || !e->pblk || !e->gblk)
+    e->wblk = calloc((size_t)nb, sizeof *e->wblk);
+    if (!e->babs || !e->shard_blk || !e->gfirst || !e->part || !e->pblk || !e->gblk || !e->wblk)
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     for (int i = 0; i < e->np; i++) {
         struct zt_param *p = e->params[i];
@@ -785,35 +836,46 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
         e->shard_blk[r] = r == e->size ? nb : b;
     }
     /* this rank's storage: whole slices, or only its own blocks (stage 3 values, stage >= 2
-     * gradient sums), packed in flat order */
-    e->home_n = e->ghome_n = 0;
+     * gradient sums, mixed-precision master weights at stage >= 1), packed in flat order */
+    e->home_n = e->ghome_n = e->work_n = 0;
     for (int i = 0; i < e->np; i++) {
         struct zt_param *p = e->params[i];
         int lo = e->shard_blk[e->rank] - p->first_blk, hi = e->shard_blk[e->rank + 1] - p->first_blk;
         p->own0 = lo < 0 ? 0 : lo > p->nblk ? p->nblk : lo;
         p->own1 = hi < 0 ? 0 : hi > p->nblk ? p->nblk : hi;
         if (p->own1 < p->own0) p->own1 = p->own0;
-        e->home_n += p->offl ? 0 : pad16(partial_home(e, p) ? own_elems(p) : p->rows * p->cols);
+        e->home_n += p->offl ? 0 : pad16(partial_master(e, p) ? own_elems(p) : p->rows * p->cols);
+        e->work_n += pad16(partial_home(e, p) ? own_elems(p) : p->rows * p->cols);
         e->ghome_n += pad16(partial_ghome(e) ? own_elems(p) : p->rows * p->cols);
     }
-    if (e->stage < 3) e->home_n = e->flat_n;
+    const int master_whole = e->mp ? e->stage == 0 : e->stage < 3; /* laid out like flat_n */
+    if (master_whole) e->home_n = e->flat_n;
+    if (e->stage < 3) e->work_n = e->flat_n;
     if (e->stage < 2) e->ghome_n = e->flat_n;
-    void *fp = NULL, *fg = NULL;
+    if (!e->mp) e->work_n = 0;
+    const size_t ws = zt_dtype_size(e->wdt); /* bytes of a gradient / working element */
+    void *fp = NULL, *fg = NULL, *fw = NULL;
     int64_t np_ = e->home_n > 0 ? e->home_n : 1, ng_ = e->ghome_n > 0 ? e->ghome_n : 1;
+    int64_t nw_ = e->work_n > 0 ? e->work_n : 1;
     if (posix_memalign(&fp, 4096, (size_t)np_ * sizeof(float)) ||
-        posix_memalign(&fg, 4096, (size_t)ng_ * sizeof(float))) {
+        posix_memalign(&fg, 4096, (size_t)ng_ * ws) ||
+        (e->mp && posix_memalign(&fw, 4096, (size_t)nw_ * ws))) {
         free(fp);
+        free(fg);
         return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %lld parameters and %lld "
                                           "gradients (%.1f MiB)", (long long)e->home_n,
-                            (long long)e->ghome_n, (e->home_n + e->ghome_n) * 4.0 / 1048576);
+                            (long long)e->ghome_n,
+                            (e->home_n * 4.0 + (e->ghome_n + e->work_n) * (double)ws) / 1048576);
     }
     e->flat_p = fp;
     e->flat_g = fg;
+    e->flat_w = fw;
     memset(e->flat_p, 0, (size_t)np_ * sizeof(float));
-    memset(e->flat_g, 0, (size_t)ng_ * sizeof(float));
+    memset(e->flat_g, 0, (size_t)ng_ * ws);
+    if (fw) memset(fw, 0, (size_t)nw_ * ws);
     /* tensors and initial values (declaration order from the seeded generator, the whole
      * stream on every rank, so that any world size and stage starts from the same weights) */
-    int64_t hcur = 0, gcur = 0, maxn = 0;
+    int64_t hcur = 0, gcur = 0, wcur = 0, maxn = 0;
     for (int i = 0; i < e->np; i++)
         if (e->params[i]->rows * e->params[i]->cols > maxn)
             maxn = e->params[i]->rows * e->params[i]->cols;
@@ -824,31 +886,36 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
         int64_t n = p->rows * p->cols;
-        int ph = partial_home(e, p), pg = partial_ghome(e);
-        float *gp = e->stage < 2 ? e->flat_g + p->off : e->flat_g + gcur;
+        int ph = partial_home(e, p), pm = partial_master(e, p), pg = partial_ghome(e);
+        const float *own = tmp + blk_row0(p, p->own0) * p->cols; /* its blocks' first value */
+        char *gp = (char *)e->flat_g + (size_t)(e->stage < 2 ? p->off : gcur) * ws;
+        char name[200];
         if (p->offl) { /* no host copy: write_offloaded puts its shard in the swap file */
             if (p->init == ZT_INIT_NORMAL) skip_normal(n, &e->rng);
         } else {
             for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
             if (p->init == ZT_INIT_NORMAL) fill_normal(tmp, n, p->std, &e->rng);
-            float *hp = e->stage < 3 ? e->flat_p + p->off : e->flat_p + hcur;
-            if (ph)
-                memcpy(hp, tmp + blk_row0(p, p->own0) * p->cols,
-                       (size_t)own_elems(p) * sizeof(float));
-            else
-                memcpy(hp, tmp, (size_t)n * sizeof(float));
-            hcur += pad16(ph ? own_elems(p) : n);
-            rc = own_tensor(&p->home, p->name, hp, p, !ph);
+            float *hp = e->flat_p + (master_whole ? p->off : hcur);
+            memcpy(hp, pm ? own : tmp, (size_t)(pm ? own_elems(p) : n) * sizeof(float));
+            hcur += pad16(pm ? own_elems(p) : n);
+            snprintf(name, sizeof name, "%s%s", e->mp ? "master:" : "", p->name);
+            rc = own_tensor(&p->home, name, hp, p, !pm, ZT_DTYPE_F32);
+            if (rc == ZT_OK && e->mp) { /* the working copy: the same values, rounded */
+                char *wp = (char *)e->flat_w + (size_t)(e->stage < 3 ? p->off : wcur) * ws;
+                store_as(e->wdt, wp, ph ? own : tmp, ph ? own_elems(p) : n);
+                wcur += pad16(ph ? own_elems(p) : n);
+                rc = own_tensor(&p->work, p->name, wp, p, !ph, e->wdt);
+            }
         }
         gcur += pad16(pg ? own_elems(p) : n);
-        char gname[200];
-        snprintf(gname, sizeof gname, "grad:%s", p->name);
-        if (rc == ZT_OK) rc = own_tensor(&p->ghome, gname, gp, p, !pg);
-        p->value = ph ? NULL : p->home;
+        snprintf(name, sizeof name, "grad:%s", p->name);
+        if (rc == ZT_OK) rc = own_tensor(&p->ghome, name, gp, p, !pg, e->wdt);
+        p->value = ph ? NULL : work_of(p);
         p->grad = pg ? NULL : p->ghome;
         for (int j = 0; j < p->nblk; j++) {
             int k = p->first_blk + j;
-            e->pblk[k] = home_ref(p, p->home, ph, j, e->babs[k]);
+            e->pblk[k] = home_ref(p, p->home, pm, j, e->babs[k]);
+            e->wblk[k] = home_ref(p, work_of(p), ph, j, e->babs[k]);
             e->gblk[k] = home_ref(p, p->ghome, pg, j, e->babs[k]);
         }
     }
@@ -885,6 +952,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
         int64_t g0 = e->babs[e->groups[gi].first];
         for (int b = e->groups[gi].first; b < e->groups[gi].first + e->groups[gi].n; b++) {
             e->pblk[b].off -= g0;
+            e->wblk[b].off -= g0;
             e->gblk[b].off -= g0;
         }
     }
@@ -913,7 +981,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     ZT_CHECK(rc);
     ZT_CHECK(zt_tensor_init(&e->partial, "grad_sumsq", NULL, e->ng, 1, sizeof(double), e->ng,
                             NULL));
-    ZT_CHECK(zt_tensor_init(&e->clip, "grad_clip", NULL, 1, 2, sizeof(float), 1, NULL));
+    ZT_CHECK(zt_tensor_init(&e->clip, "grad_clip", NULL, 1, 3, sizeof(float), 1, NULL));
     ZT_CHECK(zt_tensor_init(&e->token, "comm_token", NULL, 1, 1, sizeof(float), 1, NULL));
     /* buckets of whole parameters in flat order, cut when they reach the configured size */
     ZT_CHECK(make_buckets(e, e->cfg.reduce_bucket_size, &e->rbuckets, &e->nrb, 1));
@@ -967,6 +1035,15 @@ enum zt_status zt_engine_act(zt_engine_t e, const char *name, int64_t rows_per_s
     return keep_act(e, *out);
 }
 
+enum zt_status zt_engine_act_dtype(zt_engine_t e, const char *name, int64_t rows_per_seq,
+                                   int64_t cols, enum zt_dtype dtype, zt_tensor_t *out) {
+    int64_t rows[64];
+    for (int j = 0; j < e->nblk; j++) rows[j] = e->blk_seqs[j] * rows_per_seq;
+    ZT_CHECK(zt_tensor_init_dtype(out, name, NULL, (int64_t)e->cfg.micro_batch * rows_per_seq,
+                                  cols, dtype, e->nblk, rows));
+    return keep_act(e, *out);
+}
+
 enum zt_status zt_engine_act_partials(zt_engine_t e, const char *name, int64_t cols,
                                       zt_tensor_t *out) {
     ZT_CHECK(zt_tensor_init(out, name, NULL, e->nblk, cols, sizeof(float), e->nblk, NULL));
@@ -1001,7 +1078,8 @@ static int in_backward(zt_engine_t e) {
 enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step) {
     if (!e->finalized) return zt_error_set(ZT_ERR_INVALID, "engine: step before finalize");
     e->step = step;
-    e->lr = zt_config_lr(&e->cfg, step);
+    /* the schedule moves with the updates applied (a skipped fp16 step moves nothing) */
+    e->lr = zt_config_lr(&e->cfg, e->applied + 1);
     struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_DEFAULT, -1, 0, -1);
     for (int i = 0; i < e->np; i++) {
         struct zt_param *p = e->params[i];
@@ -1092,7 +1170,7 @@ static zt_tensor_t gather(struct zt_param *p) {
     for (int j = 0; j < p->nblk; j++) {
         refs[j] = (struct zt_block_ref){p->value, j, 0};
         if (j < p->own0 || j >= p->own1) continue;
-        src[j - p->own0] = (struct zt_block_ref){p->home, j - p->own0, 0};
+        src[j - p->own0] = (struct zt_block_ref){work_of(p), j - p->own0, 0};
         if (!p->offl) continue;
         /* offloaded: this rank's blocks are read from the swap file into their places in the
          * slot, after the optimizer's last write of their groups (file-order blocks) */
@@ -1255,7 +1333,7 @@ static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
         if (e->par_nvme) ZT_CHECK(zt_task_swap(&ord, 0, &e->fB, &w, 1, &ob, 1, rpipe));
         ZT_CHECK(zt_task_adamw_w(o, &e->pblk[b0], &e->gblk[b0], b1 - b0,
                                  e->par_nvme ? e->bw[k] : NULL, e->bm[k], e->bv[k], 0, un->lo,
-                                 coef, hp, e->pipe));
+                                 coef, hp, e->pipe, e->mp ? &e->wblk[b0] : NULL));
         ZT_CHECK(zt_task_swap(o, 1, &e->fA, mv, 2, &oa, 1, wpipe));
         if (e->par_nvme) ZT_CHECK(zt_task_swap(o, 1, &e->fB, &w, 1, &ob, 1, wpipe));
     }
@@ -1296,29 +1374,92 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
         free(refs);
         ZT_CHECK(rc);
     }
-    ZT_CHECK(zt_task_grad_clip(&onorm, e->clip, e->partial, e->cfg.gradient_clipping));
-    /* without clipping the updates need no global norm (still computed, for the log): each
-     * group's AdamW (and its swaps) waits only for its own gradients */
-    zt_tensor_t coef = e->cfg.gradient_clipping > 0 ? e->clip : NULL;
+    const int fp16 = e->cfg.precision == ZT_PREC_FP16;
+    ZT_CHECK(zt_task_grad_clip(&onorm, e->clip, e->partial, e->cfg.gradient_clipping,
+                               (float)e->sc.scale));
+    /* without clipping (and without fp16's overflow check) the updates need no global norm
+     * (still computed, for the log): each group's AdamW (and its swaps) waits only for its own
+     * gradients */
+    zt_tensor_t coef = e->cfg.gradient_clipping > 0 || fp16 ? e->clip : NULL;
     struct zt_adamw_hparams hp = {
         .lr = e->lr, .beta1 = e->cfg.beta1, .beta2 = e->cfg.beta2, .eps = e->cfg.eps,
-        .weight_decay = e->cfg.weight_decay, .t = e->step,
-        .decoupled = e->cfg.optim == ZT_OPTIM_ADAMW || e->cfg.adam_w_mode};
+        .weight_decay = e->cfg.weight_decay, .t = e->applied + 1,
+        .decoupled = e->cfg.optim == ZT_OPTIM_ADAMW || e->cfg.adam_w_mode,
+        .skip_nonfinite = fp16};
     if (e->opt_nvme) {
         ZT_CHECK(adamw_swapped(e, &o, &hp, coef));
     } else {
         for (int g = e->g0; g < e->g1; g++)
             ZT_CHECK(zt_task_adamw(&o, &e->pblk[e->groups[g].first],
                                    &e->gblk[e->groups[g].first], e->groups[g].n, e->m, e->v,
-                                   g - e->g0, coef, &hp));
+                                   g - e->g0, coef, &hp,
+                                   e->mp ? &e->wblk[e->groups[g].first] : NULL));
     }
     if (e->stage >= 3) { /* gathered values are stale; persistent ones to every rank */
         drop_gathered(e);
         if (e->size > 1) ZT_CHECK(allgather_persistent(e, &ogather));
     } else if (e->size > 1 && e->stage >= 1) { /* updated shards to every rank */
-        ZT_CHECK(allgather_buckets(e, &ogather, e->gbuckets, e->ngb, e->pblk));
+        ZT_CHECK(allgather_buckets(e, &ogather, e->gbuckets, e->ngb, e->wblk));
     }
     return ZT_OK;
+}
+
+/* DeepSpeed's DynamicLossScaler.update_scale (deepspeed/runtime/fp16/loss_scaler.py), after each
+ * step, with its defaults for what the config cannot set: scale_factor 2 and
+ * raise_error_at_min_scale (an overflow at the minimum scale ends the run). A static scale
+ * (fp16.loss_scale > 0) never changes; its overflowing steps are skipped all the same. */
+static enum zt_status scaler_update(zt_engine_t e, int overflow) {
+    struct zt_scaler *sc = &e->sc;
+    const struct zt_config *c = &e->cfg;
+    if (c->loss_scale > 0) return ZT_OK;
+    if (overflow) {
+        if (c->hysteresis == 1 || sc->cur_hysteresis == 1) {
+            if (sc->scale == c->min_loss_scale)
+                return zt_error_set(ZT_ERR_NUMERIC, "fp16: the gradients of step %lld overflow "
+                                    "at the minimum loss scale %g (fp16.min_loss_scale); the "
+                                    "loss scale cannot go lower (DeepSpeed stops here too)",
+                                    (long long)e->step, c->min_loss_scale);
+            double next = sc->scale / 2 > c->min_loss_scale ? sc->scale / 2 : c->min_loss_scale;
+            if (e->rank == 0)
+                ZT_LOG_I("fp16: overflow in step %lld, skipped; loss scale %g -> %g",
+                         (long long)e->step, sc->scale, next);
+            sc->scale = next;
+        } else {
+            if (e->rank == 0)
+                ZT_LOG_I("fp16: overflow in step %lld, skipped; loss scale %g kept (hysteresis "
+                         "%d -> %d)", (long long)e->step, sc->scale, sc->cur_hysteresis,
+                         sc->cur_hysteresis - 1);
+            sc->cur_hysteresis--;
+        }
+        sc->last_overflow_iter = sc->cur_iter;
+    } else {
+        if (c->consecutive_hysteresis) sc->cur_hysteresis = c->hysteresis;
+        if ((sc->cur_iter - sc->last_overflow_iter) % c->loss_scale_window == 0) {
+            if (!c->consecutive_hysteresis) sc->cur_hysteresis = c->hysteresis;
+            sc->scale *= 2;
+        }
+    }
+    sc->cur_iter++;
+    return ZT_OK;
+}
+
+float zt_engine_loss_scale(zt_engine_t e) { return (float)e->sc.scale; }
+enum zt_dtype zt_engine_dtype(zt_engine_t e) { return e->wdt; }
+
+void zt_engine_get_train_state(zt_engine_t e, struct zt_train_state *st) {
+    *st = (struct zt_train_state){.applied = e->applied, .skipped = e->skipped,
+                                  .loss_scale = e->sc.scale, .cur_iter = e->sc.cur_iter,
+                                  .last_overflow_iter = e->sc.last_overflow_iter,
+                                  .cur_hysteresis = e->sc.cur_hysteresis};
+}
+
+void zt_engine_set_train_state(zt_engine_t e, const struct zt_train_state *st) {
+    e->applied = st->applied;
+    e->skipped = st->skipped;
+    e->sc.scale = st->loss_scale;
+    e->sc.cur_iter = st->cur_iter;
+    e->sc.last_overflow_iter = st->last_overflow_iter;
+    e->sc.cur_hysteresis = st->cur_hysteresis;
 }
 
 enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
@@ -1330,13 +1471,23 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
     } else {
         ZT_CHECK(zt_runtime_wait_all());
     }
+    ZT_CHECK(zt_tensor_acquire(e->clip, 0));
+    const float *clip = zt_tensor_data(e->clip);
+    const float norm = clip[1];
+    const int overflow = e->cfg.precision == ZT_PREC_FP16 && clip[2] != 0.0f;
+    zt_tensor_release(e->clip);
+    const double scale = e->sc.scale; /* the scale this step's gradients were computed with */
     if (info) {
         info->step = e->step;
         info->lr = e->lr;
-        ZT_CHECK(zt_tensor_acquire(e->clip, 0));
-        info->grad_norm = ((const float *)zt_tensor_data(e->clip))[1];
-        zt_tensor_release(e->clip);
+        info->grad_norm = norm;
+        info->loss_scale = (float)scale;
+        info->skipped = overflow;
     }
+    e->last_skipped = overflow;
+    if (overflow) e->skipped++;
+    else e->applied++;
+    if (e->cfg.precision == ZT_PREC_FP16) ZT_CHECK(scaler_update(e, overflow));
     return ZT_OK;
 }
 
@@ -1351,6 +1502,26 @@ enum zt_status zt_engine_finish(zt_engine_t e) {
 
 /* ---------------------------------------------------------------------------------------------
  * safetensors */
+
+/* p's values from the whole tensor v (fp32): the master blocks this rank keeps, and the working
+ * copy rounded (mixed precision). Between steps only. */
+static enum zt_status set_values(zt_engine_t e, struct zt_param *p, const float *v) {
+    const float *own = v + blk_row0(p, p->own0) * p->cols;
+    if (p->home) {
+        ZT_CHECK(zt_tensor_acquire(p->home, 1));
+        int pm = partial_master(e, p);
+        memcpy(zt_tensor_data(p->home), pm ? own : v,
+               (size_t)(pm ? own_elems(p) : p->rows * p->cols) * sizeof(float));
+        zt_tensor_release(p->home);
+    }
+    if (p->work) {
+        ZT_CHECK(zt_tensor_acquire(p->work, 1));
+        int ph = partial_home(e, p);
+        store_as(e->wdt, zt_tensor_data(p->work), ph ? own : v, ph ? own_elems(p) : p->rows * p->cols);
+        zt_tensor_release(p->work);
+    }
+    return ZT_OK;
+}
 enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
     struct zt_safetensors st;
     ZT_CHECK(zt_st_open(&st, path));
@@ -1358,7 +1529,7 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
     float *tmp = NULL;
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
-        if (partial_home(e, p)) { /* read it whole, keep this rank's blocks */
+        if (partial_master(e, p) || e->mp) { /* read it whole, keep what this rank holds */
             float *t = realloc(tmp, (size_t)(p->rows * p->cols) * sizeof(float));
             if (!t) {
                 rc = zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory", path);
@@ -1366,12 +1537,7 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
             }
             tmp = t;
             rc = zt_st_read_f32(&st, p->name, p->ndim, p->shape, tmp);
-            if (rc != ZT_OK || !p->home) continue;
-            rc = zt_tensor_acquire(p->home, 1);
-            if (rc != ZT_OK) break;
-            memcpy(zt_tensor_data(p->home), tmp + blk_row0(p, p->own0) * p->cols,
-                   (size_t)own_elems(p) * sizeof(float));
-            zt_tensor_release(p->home);
+            if (rc == ZT_OK) rc = set_values(e, p, tmp);
             continue;
         }
         rc = zt_tensor_acquire(p->home, 1);
@@ -1394,7 +1560,7 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
  * *out is NULL when the rank's own tensors are whole already. */
 static enum zt_status consolidate(zt_engine_t e, int which, zt_tensor_t *out) {
     *out = NULL;
-    if (which ? e->stage < 2 : e->stage < 3) return ZT_OK;
+    if (which ? e->stage < 2 && !e->mp : !(e->mp ? e->stage >= 1 : e->stage >= 3)) return ZT_OK;
     int64_t *rows = calloc((size_t)e->nb, sizeof *rows);
     if (!rows) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     for (int b = 0; b < e->nb; b++) rows[b] = e->babs[b + 1] - e->babs[b];
@@ -1420,12 +1586,13 @@ static enum zt_status consolidate(zt_engine_t e, int which, zt_tensor_t *out) {
         struct zt_param *p = e->params[i];
         zt_tensor_t src = which ? p->ghome : p->home;
         if (!src) continue;
-        int whole = which ? !partial_ghome(e) : !partial_home(e, p);
+        int whole = which ? !partial_ghome(e) : !partial_master(e, p);
         rc = zt_tensor_acquire(src, 0);
         if (rc != ZT_OK) break;
         int64_t at = p->off + (whole ? 0 : blk_row0(p, p->own0) * p->cols);
-        memcpy(dst + at, zt_tensor_data(src),
-               (size_t)(whole ? p->rows * p->cols : own_elems(p)) * sizeof(float));
+        /* gradients in mixed precision: widened (exact) into the fp32 copy */
+        zt_dtype_to_f32(zt_tensor_dtype(src), dst + at, zt_tensor_data(src),
+                        (size_t)(whole ? p->rows * p->cols : own_elems(p)));
         zt_tensor_release(src);
     }
     if (rc == ZT_OK) zt_tensor_release(*out);
@@ -1948,15 +2115,32 @@ enum zt_status zt_engine_load_shards(zt_engine_t e, const char *const *paths, in
     enum zt_status rc = ZT_OK;
     if (rc == ZT_OK) rc = ck_check(e, &s);
     /* values: whole where this rank keeps them whole, else its own rows */
+    float *tmp = NULL;
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
-        if (p->offl || !p->home) continue;
+        if (p->offl) continue;
+        if (e->mp) { /* master and working copy from the same rows (the copy rounded) */
+            int part = partial_home(e, p); /* the copy is whole unless stage 3 splits it */
+            float *t = realloc(tmp, (size_t)(p->rows * p->cols) * sizeof(float));
+            if (!t) {
+                rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory");
+                break;
+            }
+            tmp = t;
+            int64_t x0 = part ? own_row0(p) * p->cols : 0;
+            rc = ck_elems(&s, p, ZT_ROLE_PARAM, x0,
+                          part ? own_row1(p) * p->cols : p->rows * p->cols, tmp + x0);
+            if (rc == ZT_OK) rc = set_values(e, p, tmp);
+            continue;
+        }
+        if (!p->home) continue;
         int part = partial_home(e, p);
         if ((rc = zt_tensor_acquire(p->home, 1)) != ZT_OK) break;
         rc = ck_elems(&s, p, ZT_ROLE_PARAM, part ? own_row0(p) * p->cols : 0,
                       part ? own_row1(p) * p->cols : p->rows * p->cols, zt_tensor_data(p->home));
         zt_tensor_release(p->home);
     }
+    free(tmp);
     if (rc == ZT_OK) rc = ck_load_moments(e, &s);
     if (rc == ZT_OK && e->par_nvme) rc = write_offloaded(e, NULL, &s, 0);
     zt_shard_set_close(&s);
@@ -1966,8 +2150,9 @@ enum zt_status zt_engine_load_shards(zt_engine_t e, const char *const *paths, in
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
     m->param_window = pool_bytes(e->ppool, e->ncls);
     m->grad_window = pool_bytes(e->gpool, e->ncls);
-    m->params = e->home_n * (int64_t)sizeof(float) + m->param_window;
-    m->grads = e->ghome_n * (int64_t)sizeof(float) + m->grad_window;
+    const int64_t ws = (int64_t)zt_dtype_size(e->wdt);
+    m->params = e->home_n * (int64_t)sizeof(float) + e->work_n * ws + m->param_window;
+    m->grads = e->ghome_n * ws + m->grad_window;
     m->swap_buffers = (int64_t)e->nbuf * (2 + e->par_nvme) * e->buf_elems * 4;
     m->optim = (e->m ? 2 * zt_tensor_numel(e->m) * (int64_t)sizeof(float) : 0) + m->swap_buffers;
     m->nvme = e->nvme_bytes;

@@ -108,37 +108,41 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->lnfb = decl(e, "transformer.ln_f.bias", 1, C, 0, ZT_INIT_ZERO, 0);
     if (!m->wte || !m->wpe || !m->lnfw || !m->lnfb) return zt_error_last_code();
     ZT_CHECK(zt_engine_finalize(e));
-    /* ---- activations (rows per sequence: T tokens; att: 1 row per sequence) ---- */
-#define ACT(t, name, rps, cols, es) ZT_CHECK(zt_engine_act(e, name, rps, cols, es, &(t)))
-    ACT(m->inputs, "inputs", 1, T, sizeof(int32_t));
-    ACT(m->targets, "targets", 1, T, sizeof(int32_t));
-    ACT(m->encoded, "encoded", T, C, sizeof(float));
+    /* ---- activations (rows per sequence: T tokens; att: 1 row per sequence) ----
+     * X: the model's activations and their gradients, in the engine's type (bf16/fp16 in mixed
+     * precision); F: fp32 always (layernorm statistics and per-position losses, as PyTorch keeps
+     * them in fp32 under bf16) */
+    const enum zt_dtype X = zt_engine_dtype(e), F = ZT_DTYPE_F32;
+#define ACT(t, name, rps, cols, dt) ZT_CHECK(zt_engine_act_dtype(e, name, rps, cols, dt, &(t)))
+    ZT_CHECK(zt_engine_act(e, "inputs", 1, T, sizeof(int32_t), &m->inputs));
+    ZT_CHECK(zt_engine_act(e, "targets", 1, T, sizeof(int32_t), &m->targets));
+    ACT(m->encoded, "encoded", T, C, X);
     for (int l = 0; l < L; l++) {
         struct zt_layer_acts *a = &m->la[l];
-        ACT(a->ln1, "ln1", T, C, 4);
-        ACT(a->ln1_mean, "ln1_mean", T, 1, 4);
-        ACT(a->ln1_rstd, "ln1_rstd", T, 1, 4);
-        ACT(a->qkv, "qkv", T, 3 * C, 4);
-        ACT(a->atty, "atty", T, C, 4);
-        ACT(a->att, "att", 1, (int64_t)NH * T * T, 4);
-        ACT(a->res2, "res2", T, C, 4);
-        ACT(a->ln2, "ln2", T, C, 4);
-        ACT(a->ln2_mean, "ln2_mean", T, 1, 4);
-        ACT(a->ln2_rstd, "ln2_rstd", T, 1, 4);
-        ACT(a->fch, "fch", T, 4 * C, 4);
-        ACT(a->fch_gelu, "fch_gelu", T, 4 * C, 4);
-        ACT(a->res3, "res3", T, C, 4);
+        ACT(a->ln1, "ln1", T, C, X);
+        ACT(a->ln1_mean, "ln1_mean", T, 1, F);
+        ACT(a->ln1_rstd, "ln1_rstd", T, 1, F);
+        ACT(a->qkv, "qkv", T, 3 * C, X);
+        ACT(a->atty, "atty", T, C, X);
+        ACT(a->att, "att", 1, (int64_t)NH * T * T, X);
+        ACT(a->res2, "res2", T, C, X);
+        ACT(a->ln2, "ln2", T, C, X);
+        ACT(a->ln2_mean, "ln2_mean", T, 1, F);
+        ACT(a->ln2_rstd, "ln2_rstd", T, 1, F);
+        ACT(a->fch, "fch", T, 4 * C, X);
+        ACT(a->fch_gelu, "fch_gelu", T, 4 * C, X);
+        ACT(a->res3, "res3", T, C, X);
     }
-    ACT(m->lnf, "lnf", T, C, 4);
-    ACT(m->lnf_mean, "lnf_mean", T, 1, 4);
-    ACT(m->lnf_rstd, "lnf_rstd", T, 1, 4);
-    ACT(m->logits, "logits", T, V, 4);
-    for (int j = 0; j < m->accum; j++) ACT(m->losses[j], "losses", T, 1, 4);
-    ACT(m->proj, "proj", T, C, 4);
-    ACT(m->dres, "dresidual", T, C, 4);
-    ACT(m->dC, "dC", T, C, 4);
-    ACT(m->d3C, "d3C", T, 3 * C, 4);
-    ACT(m->d4C, "d4C", T, 4 * C, 4);
+    ACT(m->lnf, "lnf", T, C, X);
+    ACT(m->lnf_mean, "lnf_mean", T, 1, F);
+    ACT(m->lnf_rstd, "lnf_rstd", T, 1, F);
+    ACT(m->logits, "logits", T, V, X);
+    for (int j = 0; j < m->accum; j++) ACT(m->losses[j], "losses", T, 1, F);
+    ACT(m->proj, "proj", T, C, X);
+    ACT(m->dres, "dresidual", T, C, X);
+    ACT(m->dC, "dC", T, C, X);
+    ACT(m->d3C, "d3C", T, 3 * C, X);
+    ACT(m->d4C, "d4C", T, 4 * C, X);
 #undef ACT
     ZT_CHECK(zt_engine_act_partials(e, "ln_partials", 2 * C, &m->lnpart));
     return ZT_OK;
@@ -226,8 +230,10 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&o, m->lnf, m->lnf_mean, m->lnf_rstd, b, res,
                                                V_(m->lnfw), V_(m->lnfb)));
     FOR_BLK ZT_CHECK(zt_task_matmul_t_forward(&o, m->logits, b, m->lnf, V_(m->wte)));
-    /* d(mean over all B*T positions of the step)/dlogit: 1/(B*T) for every micro-batch */
+    /* d(mean over all B*T positions of the step)/dlogit: 1/(B*T) for every micro-batch, times
+     * the loss scale (fp16: every gradient of the backward is that multiple of the true one) */
     float dscale = train ? 1.0f / ((float)m->B * (float)m->s.seq_len) : 0.0f;
+    if (train && zt_engine_loss_scale(e) != 1.0f) dscale *= zt_engine_loss_scale(e);
     FOR_BLK ZT_CHECK(zt_task_crossentropy(&o, m->logits, m->losses[mb], b, m->targets, dscale));
     if (!train) return ZT_OK;
     /* ---- backward ---- */

@@ -26,6 +26,15 @@
  * rank's blocks from the file into the slot before the all-gather. step_wait returns a failed
  * swap's error (file, offset). Results are bit-identical to the same run in memory.
  *
+ * Mixed precision (config "bf16" / "fp16", DeepSpeed's meaning): the model reads a bf16/fp16
+ * working copy of the parameters and accumulates 16-bit gradients (zt_engine_dtype); slots,
+ * collectives and activations made with zt_engine_act_dtype are 16-bit too. The optimizer keeps
+ * fp32 master weights beside exp_avg and exp_avg_sq (this rank's blocks at stage >= 1, whole at
+ * stage 0), and each AdamW task writes the rounded copy of what it updated. fp16 scales the
+ * loss (zt_engine_loss_scale: the model multiplies its loss gradient by it); a step whose
+ * gradients hold an inf or NaN is skipped (values, moments, Adam's step count and the LR
+ * schedule unchanged) and the scale follows DeepSpeed's DynamicLossScaler.
+ *
  * Memory (llm.c): parameters, gradients, exp_avg and exp_avg_sq are each ONE flat buffer; a
  * parameter is a slice aligned to 16 floats. Parameters of two or more dimensions with enough
  * elements are split into ZT_GRAPH_CHUNKS row blocks so their gradient products run in parallel.
@@ -82,12 +91,20 @@ int64_t zt_engine_numel(zt_engine_t e); /* parameters (without padding) */
  * sequences (min(ZT_GRAPH_CHUNKS, micro_batch) blocks). Owned by the engine. */
 enum zt_status zt_engine_act(zt_engine_t e, const char *name, int64_t rows_per_seq, int64_t cols,
                              size_t elemsize, zt_tensor_t *out);
+/* The same with an element type (zt_engine_dtype() for the activations of mixed precision). */
+enum zt_status zt_engine_act_dtype(zt_engine_t e, const char *name, int64_t rows_per_seq,
+                                   int64_t cols, enum zt_dtype dtype, zt_tensor_t *out);
 /* Tensor with one row per activation block (for per-block partial results). */
 enum zt_status zt_engine_act_partials(zt_engine_t e, const char *name, int64_t cols,
                                       zt_tensor_t *out);
 int zt_engine_nblk(zt_engine_t e);
 
 const struct zt_config *zt_engine_config(zt_engine_t e);
+/* The type of the working copy, gradients and slots: F32, or BF16/F16 in mixed precision. */
+enum zt_dtype zt_engine_dtype(zt_engine_t e);
+/* The loss scale of the next step's backward (fp16; 1 otherwise): the model multiplies the
+ * gradient of its loss by it. */
+float zt_engine_loss_scale(zt_engine_t e);
 /* Options for a task of class c at layer (-1 none) and micro-batch mb of the current step. */
 struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int layer, int n_layer,
                                    int mb);
@@ -109,13 +126,26 @@ enum zt_status zt_engine_step_end(zt_engine_t e);
 struct zt_step_info {
     int64_t step;
     float lr;
-    float grad_norm; /* global L2 norm of the gradients before clipping */
+    float grad_norm;  /* global L2 norm of the gradients before clipping (unscaled) */
+    float loss_scale; /* the scale the step's backward used (1 unless fp16) */
+    int skipped;      /* fp16: the gradients overflowed and the update was skipped */
 };
 /* Wait for the step's results (info; the model's losses are acquired by the model). Without
  * offload every task of the step is done on return. With optimizer state on NVMe the step's last
  * swap-outs may still run, overlapping the next step (which the graph orders after them where it
  * must): a swap error fails the next step_wait or zt_engine_finish. */
 enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info);
+/* What a checkpoint keeps of the training loop besides tensors: updates applied and skipped
+ * (the step count of Adam and of the LR schedule is applied + 1) and the fp16 loss scaler
+ * (DeepSpeed's DynamicLossScaler fields). Set it between steps. */
+struct zt_train_state {
+    int64_t applied, skipped;
+    double loss_scale;
+    int64_t cur_iter, last_overflow_iter;
+    int cur_hysteresis;
+};
+void zt_engine_get_train_state(zt_engine_t e, struct zt_train_state *st);
+void zt_engine_set_train_state(zt_engine_t e, const struct zt_train_state *st);
 /* Wait for every task (the last swap-outs included) and report a failed swap. Call it after the
  * last step. */
 enum zt_status zt_engine_finish(zt_engine_t e);

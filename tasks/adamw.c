@@ -16,6 +16,8 @@ struct zt_opt_args {
     struct zt_task_hdr hdr;
     int n;                 /* blocks in the group */
     float max_norm;
+    float loss_scale;      /* grad_clip: the gradients are this multiple of the true ones */
+    int outs;              /* adamw: slot 7 holds a 16-bit copy of each updated block */
     struct zt_adamw_hparams hp;
     int64_t lo, hi;        /* adamw: the group elements m/v/w hold (window; blocks are clipped) */
     int64_t off[];         /* [n] element offset of block i inside the group's m/v block,
@@ -39,14 +41,16 @@ void grad_clip_cpu(void *buffers[], void *cl_arg) {
     int64_t n = zt_slot_nx(buffers, &a->hdr, 1);
     double s = 0;
     for (int64_t g = 0; g < n; g++) s += partial[g];
-    double norm = sqrt(s);
+    /* the norm of the true gradients: the scaled ones' over the loss scale (DeepSpeed) */
+    double norm = sqrt(s) / a->loss_scale;
     float coef = 1.0f;
     if (a->max_norm > 0) { /* torch.nn.utils.clip_grad_norm_: clamp(max_norm/(norm+1e-6), max=1) */
         float c = (float)(a->max_norm / ((float)norm + 1e-6f));
         coef = c < 1.0f ? c : 1.0f;
     }
-    clip[0] = coef;
+    clip[0] = coef / a->loss_scale; /* unscale and clip in one multiplication */
     clip[1] = (float)norm;
+    clip[2] = isfinite(s) ? 0.0f : 1.0f; /* an inf or NaN in some gradient (fp16 overflow) */
 }
 
 void adamw_cpu(void *buffers[], void *cl_arg) {
@@ -56,6 +60,9 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
     const float *clip = zt_slot_ptr(buffers, &a->hdr, 4);
     const float coef = clip ? clip[0] : 1.0f; /* no clip tensor: no clipping */
     const struct zt_adamw_hparams *hp = &a->hp;
+    /* the step is skipped: values and moments stay (the 16-bit copies, widened by the
+     * dispatcher and written back, stay too) */
+    if (clip && hp->skip_nonfinite && clip[2] != 0.0f) return;
     float bc1 = 1.0f - powf(hp->beta1, (float)hp->t);
     float bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
     float *w = zt_slot_ptr(buffers, &a->hdr, 5);
@@ -71,6 +78,9 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
         float *mb = m + (b0 - a->lo), *vb = v + (b0 - a->lo);
         zt_kern_adamw(p + s, mb + s, vb + s, g + s, (size_t)(t - s), hp->lr, hp->beta1,
                       hp->beta2, hp->eps, hp->weight_decay, bc1, bc2, coef, hp->decoupled);
+        if (a->outs) /* the working copy: fp32 here, rounded by the dispatcher */
+            memcpy((float *)zt_slot_buf_ptr(buffers, &a->hdr, 7, i) + s, p + s,
+                   (size_t)(t - s) * sizeof(float));
     }
 }
 
@@ -93,12 +103,15 @@ enum zt_status zt_task_grad_sumsq(const struct zt_task_opts *o, zt_tensor_t part
 }
 
 enum zt_status zt_task_grad_clip(const struct zt_task_opts *o, zt_tensor_t clip,
-                                 zt_tensor_t partial, float max_norm) {
-    if (!clip || zt_tensor_numel(clip) < 2)
-        return zt_error_set(ZT_ERR_INVALID, "zt_task_grad_clip: clip tensor needs 2 floats");
+                                 zt_tensor_t partial, float max_norm, float loss_scale) {
+    if (!clip || zt_tensor_numel(clip) < 3 || zt_tensor_dtype(clip) != ZT_DTYPE_F32)
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_grad_clip: clip tensor needs 3 floats");
+    if (!(loss_scale > 0) || !isfinite(loss_scale))
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_grad_clip: loss scale %g", loss_scale);
     struct zt_opt_args *a = args_new(0);
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
     a->max_norm = max_norm;
+    a->loss_scale = loss_scale;
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, ZT_KIND_grad_clip, o, -1);
     zt_tb_add(&tb, clip, -1, STARPU_W);
@@ -109,7 +122,7 @@ enum zt_status zt_task_grad_clip(const struct zt_task_opts *o, zt_tensor_t clip,
 enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block_ref *params,
                              const struct zt_block_ref *grads, int n, zt_tensor_t m,
                              zt_tensor_t v, int g, zt_tensor_t clip,
-                             const struct zt_adamw_hparams *hp) {
+                             const struct zt_adamw_hparams *hp, const struct zt_block_ref *outs) {
     ZT_CHECK(zt_check_blk("zt_task_adamw", m, g));
     int64_t gblk = zt_tensor_blk_rows(m, g) * zt_tensor_cols(m);
     for (int i = 0; i < n; i++) {
@@ -122,15 +135,17 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
                                 "outside the group's %lld moments", i,
                                 (long long)params[i].off, (long long)gblk);
     }
-    return zt_task_adamw_w(o, params, grads, n, NULL, m, v, g, 0, clip, hp, NULL);
+    return zt_task_adamw_w(o, params, grads, n, NULL, m, v, g, 0, clip, hp, NULL, outs);
 }
 
 enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
                                const struct zt_block_ref *grads, int n, zt_tensor_t w,
                                zt_tensor_t m, zt_tensor_t v, int g, int64_t lo,
                                zt_tensor_t clip, const struct zt_adamw_hparams *hp,
-                               zt_tensor_t pipe) {
+                               zt_tensor_t pipe, const struct zt_block_ref *outs) {
     ZT_CHECK(zt_check_blk("zt_task_adamw", m, g));
+    if (clip && (zt_tensor_numel(clip) < 3 || zt_tensor_dtype(clip) != ZT_DTYPE_F32))
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: clip tensor needs 3 floats");
     ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, v));
     if (w) ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, w));
     struct zt_opt_args *a = args_new(n);
@@ -148,7 +163,7 @@ enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_blo
     a->hi = lo + gblk;
     if (lo < 0) tb.bad = 1;
     /* slot 0: parameter blocks in memory, 1: gradient blocks, 2: m, 3: v, 4: clip, 5: w,
-     * 6: pipe */
+     * 6: pipe, 7: the copies (outs) of the parameter blocks, block i of each */
     int nin = 0;
     for (int i = 0; i < n; i++) {
         int64_t gn = grads[i].t ? zt_tensor_blk_rows(grads[i].t, grads[i].blk) *
@@ -176,6 +191,15 @@ enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_blo
     zt_tb_add(&tb, clip, -1, STARPU_R);
     zt_tb_add(&tb, w, w ? g : -1, STARPU_RW);
     zt_tb_add(&tb, pipe, -1, STARPU_RW);
+    if (outs) { /* same shapes as the parameter blocks, all in memory; RW: a window is written */
+        for (int i = 0; i < n; i++)
+            if (!params[i].t || !outs[i].t ||
+                zt_tensor_blk_rows(outs[i].t, outs[i].blk) * zt_tensor_cols(outs[i].t) !=
+                    zt_tensor_blk_rows(params[i].t, params[i].blk) * zt_tensor_cols(params[i].t))
+                tb.bad = 1;
+        a->outs = 1;
+        if (!tb.bad) zt_tb_add_list(&tb, outs, n, STARPU_RW);
+    }
     return zt_tb_submit(&tb, a, sizeof *a + 2 * (size_t)n * sizeof(int64_t),
                         o ? o->priority : 0);
 }

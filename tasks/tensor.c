@@ -8,6 +8,7 @@
 #include <string.h>      /* memset, snprintf */
 #include <starpu.h>      /* starpu_vector_data_register */
 #include "tasks_impl.h"  /* zt_tensor API */
+#include "zt_kernels.h"  /* 16-bit conversions */
 
 struct zt_tensor {
     char name[96];
@@ -90,6 +91,18 @@ const char *zt_dtype_name(enum zt_dtype d) {
 
 size_t zt_dtype_size(enum zt_dtype d) {
     return d == ZT_DTYPE_F32 ? 4 : d == ZT_DTYPE_BF16 || d == ZT_DTYPE_F16 ? 2 : 0;
+}
+
+void zt_dtype_from_f32(enum zt_dtype d, void *dst, const float *src, size_t n) {
+    if (d == ZT_DTYPE_BF16) zt_kern_f32_to_bf16(dst, src, n);
+    else if (d == ZT_DTYPE_F16) zt_kern_f32_to_f16(dst, src, n);
+    else if (d == ZT_DTYPE_F32 && n) memcpy(dst, src, n * sizeof(float));
+}
+
+void zt_dtype_to_f32(enum zt_dtype d, float *dst, const void *src, size_t n) {
+    if (d == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(dst, src, n);
+    else if (d == ZT_DTYPE_F16) zt_kern_f16_to_f32(dst, src, n);
+    else if (d == ZT_DTYPE_F32 && n) memcpy(dst, src, n * sizeof(float));
 }
 
 enum zt_status zt_tensor_init_dtype(zt_tensor_t *t, const char *name, void *ptr, int64_t rows,

@@ -120,23 +120,30 @@ struct zt_block_ref {
 /* partial (doubles, one row per group) row g = sum of squares of the listed gradient blocks */
 enum zt_status zt_task_grad_sumsq(const struct zt_task_opts *o, zt_tensor_t partial, int g,
                                   const struct zt_block_ref *grads, int n);
-/* clip [2] = {coefficient, global norm}: norm = sqrt(sum of partial in order); coefficient =
- * min(1, max_norm / (norm + 1e-6)) when max_norm > 0 (torch.nn.utils.clip_grad_norm_), else 1 */
+/* clip [3] (fp32) = {coefficient, global norm, overflow}: the gradients are loss_scale times the
+ * true ones (fp16 loss scaling; 1 otherwise); norm = sqrt(sum of partial in order) / loss_scale;
+ * coefficient = min(1, max_norm / (norm + 1e-6)) when max_norm > 0 (torch.nn.utils.
+ * clip_grad_norm_), else 1, divided by loss_scale (unscaling and clipping in one factor);
+ * overflow = 1 when the sum is not finite (an inf or NaN gradient), else 0. */
 enum zt_status zt_task_grad_clip(const struct zt_task_opts *o, zt_tensor_t clip,
-                                 zt_tensor_t partial, float max_norm);
+                                 zt_tensor_t partial, float max_norm, float loss_scale);
 struct zt_adamw_hparams {
     float lr, beta1, beta2, eps, weight_decay;
     int64_t t;     /* 1-based optimizer step, for bias correction */
     int decoupled; /* 1: AdamW decay; 0: Adam with L2 */
+    int skip_nonfinite; /* with clip: leave everything as it is when clip[2] != 0 (fp16
+                         * overflow: DeepSpeed skips the step) */
 };
 /* One AdamW step on the listed parameter blocks with their gradient blocks and group g of the
  * moment tensors m, v (one block per group); gradients scaled by clip[0], or not scaled when
  * clip is NULL (no clipping: the task then waits only for its own gradients, so it can run
- * during the rest of the backward). */
+ * during the rest of the backward). outs (NULL or n blocks shaped like params): each updated
+ * value is also written there (mixed precision: the fp32 master weights are params, outs the
+ * bf16/fp16 working copy, rounded to nearest even). */
 enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block_ref *params,
                              const struct zt_block_ref *grads, int n, zt_tensor_t m,
                              zt_tensor_t v, int g, zt_tensor_t clip,
-                             const struct zt_adamw_hparams *hp);
+                             const struct zt_adamw_hparams *hp, const struct zt_block_ref *outs);
 /* Same on a window of the group: block g of m, v (and w) holds the group's elements [lo, lo +
  * block size), and each listed block (which must overlap the window) is updated on its part
  * inside it, so a large group can be updated piece by piece in small buffers (AdamW is
@@ -147,7 +154,7 @@ enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_blo
                                const struct zt_block_ref *grads, int n, zt_tensor_t w,
                                zt_tensor_t m, zt_tensor_t v, int g, int64_t lo,
                                zt_tensor_t clip, const struct zt_adamw_hparams *hp,
-                               zt_tensor_t pipe);
+                               zt_tensor_t pipe, const struct zt_block_ref *outs);
 
 /* ---- swap (NVMe offload) ---- A swap moves segments between tensor blocks and a swap file
  * (io/zt_swapdir.h) through the asynchronous I/O engine (io/zt_aio.h). It takes its place in the

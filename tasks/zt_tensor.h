@@ -29,6 +29,10 @@ enum zt_dtype { ZT_DTYPE_F32 = 0, ZT_DTYPE_BF16, ZT_DTYPE_F16, ZT_DTYPE_RAW };
 const char *zt_dtype_name(enum zt_dtype d);
 /* bytes of one element: 4, 2, 2 (0 for RAW) */
 size_t zt_dtype_size(enum zt_dtype d);
+/* n fp32 values into dst of type d, rounded to nearest even (F32: copied), and back (exact).
+ * RAW is not a float type: nothing is done. dst and src must not overlap. */
+void zt_dtype_from_f32(enum zt_dtype d, void *dst, const float *src, size_t n);
+void zt_dtype_to_f32(enum zt_dtype d, float *dst, const void *src, size_t n);
 
 /* Create a tensor of rows x cols elements of elemsize bytes, split into nblk row blocks.
  * ptr: memory the caller owns and keeps alive until zt_tensor_free (NULL: the tensor allocates

@@ -13,6 +13,10 @@
  *       largest half 65504 and 2^16) -> inf; below 2^-14 the result is subnormal (steps of
  *       2^-24) or zero; NaN -> sign | 0x7E00 (PyTorch's fp16_ieee_from_fp32_value).
  */
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h> /* _mm256_cvtps_ph, _mm256_cvtph_ps */
+#define ZT_HAVE_F16C 1
+#endif
 #include <assert.h> /* assert */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* uint16_t, uint32_t */
@@ -81,12 +85,31 @@ static inline float from_f16(uint16_t h) {
     return bits_f32(sign | f32_bits(v));
 }
 
+/* F16C's conversions round to nearest even with the same overflow and subnormal results; they
+ * keep NaN payloads, which are set to sign | 0x7E00 afterwards so that both paths give the same
+ * bits (widening NaNs may differ in payload only) */
 void zt_kern_f32_to_f16(uint16_t *restrict dst, const float *restrict src, size_t n) {
     assert(n == 0 || (dst && src));
-    for (size_t i = 0; i < n; i++) dst[i] = to_f16(f32_bits(src[i]));
+    size_t i = 0;
+#ifdef ZT_HAVE_F16C
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(dst + i), h);
+    }
+    for (size_t k = 0; k < i; k++) { /* NaN payloads */
+        uint16_t h = dst[k];
+        if ((h & 0x7C00u) == 0x7C00u && (h & 0x3FFu)) dst[k] = (uint16_t)((h & 0x8000u) | 0x7E00u);
+    }
+#endif
+    for (; i < n; i++) dst[i] = to_f16(f32_bits(src[i]));
 }
 
 void zt_kern_f16_to_f32(float *restrict dst, const uint16_t *restrict src, size_t n) {
     assert(n == 0 || (dst && src));
-    for (size_t i = 0; i < n; i++) dst[i] = from_f16(src[i]);
+    size_t i = 0;
+#ifdef ZT_HAVE_F16C
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+#endif
+    for (; i < n; i++) dst[i] = from_f16(src[i]);
 }

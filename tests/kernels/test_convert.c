@@ -6,7 +6,8 @@
  * patterns, each with both signs), and a NaN for every NaN (PyTorch's vectorized and scalar paths
  * disagree on NaN payloads, so only NaN-ness is compared); widening every one of the 65536
  * patterns of each format gives torch's fp32 value bit for bit (NaN-ness for NaNs); and widening
- * then narrowing returns every non-NaN pattern unchanged.
+ * then narrowing returns every non-NaN pattern unchanged; and the scalar path (one value at a
+ * time) gives the bulk path's bits (which may use the F16C instructions).
  */
 #include <stdint.h> /* uint16_t */
 #include <stdlib.h> /* EXIT_FAILURE */
@@ -21,6 +22,15 @@ static int is_nan16(uint16_t h, int bf16) {
 static void check_narrow(const float *x, const int32_t *want, size_t n, int bf16) {
     uint16_t *got = kref_alloc(n * sizeof *got);
     (bf16 ? zt_kern_f32_to_bf16 : zt_kern_f32_to_f16)(got, x, n);
+    /* one value at a time: the scalar path (the bulk one may use F16C): the same bits */
+    uint16_t one;
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        (bf16 ? zt_kern_f32_to_bf16 : zt_kern_f32_to_f16)(&one, x + i, 1);
+        diff += one != got[i];
+    }
+    ZT_TEST_TRUE(diff == 0, "%s: %zu values narrow differently one at a time than in bulk",
+                 bf16 ? "bf16" : "fp16", diff);
     size_t bad = 0, first = n;
     for (size_t i = 0; i < n; i++) {
         int ok = x[i] != x[i] ? is_nan16(got[i], bf16) : got[i] == (uint16_t)want[i];
@@ -40,6 +50,11 @@ static void check_widen(const double *want, int bf16) {
     (bf16 ? zt_kern_bf16_to_f32 : zt_kern_f16_to_f32)(wide, all, 65536);
     (bf16 ? zt_kern_f32_to_bf16 : zt_kern_f32_to_f16)(back, wide, 65536);
     int bad = 0, first = -1, trip = 0;
+    for (int i = 0; i < 65536; i++) { /* the scalar path, one at a time */
+        float w1;
+        (bf16 ? zt_kern_bf16_to_f32 : zt_kern_f16_to_f32)(&w1, all + i, 1);
+        if (!(w1 != w1 && wide[i] != wide[i]) && kref_bits(w1) != kref_bits(wide[i])) trip++;
+    }
     for (int i = 0; i < 65536; i++) {
         int nan = is_nan16((uint16_t)i, bf16);
         float w = (float)want[i]; /* exact: every 16-bit value is an fp32 value */
