@@ -484,7 +484,7 @@ static int train_main(int argc, char **argv) {
             if (isfinite(loss)) snprintf(ls, sizeof ls, "%.17g", loss);
             if (isfinite(info.grad_norm)) snprintf(gn, sizeof gn, "%.9g", info.grad_norm);
             fprintf(logf, "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"ms\": %.3f, "
-                          "\"tokens_per_s\": %.1f, \"grad_norm\": %s, \"loss_scale\": %.9g, "
+                          "\"tokens_per_s\": %.1f, \"grad_norm\": %s, \"loss_scale\": %.17g, "
                           "\"skipped\": %d}\n", (long long)s, ls, info.lr, ms,
                     tokens / (ms / 1e3), gn, info.loss_scale, info.skipped);
             fflush(logf);

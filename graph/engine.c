@@ -1481,7 +1481,7 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
         info->step = e->step;
         info->lr = e->lr;
         info->grad_norm = norm;
-        info->loss_scale = (float)scale;
+        info->loss_scale = scale;
         info->skipped = overflow;
     }
     e->last_skipped = overflow;

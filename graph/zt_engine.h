@@ -127,7 +127,7 @@ struct zt_step_info {
     int64_t step;
     float lr;
     float grad_norm;  /* global L2 norm of the gradients before clipping (unscaled) */
-    float loss_scale; /* the scale the step's backward used (1 unless fp16) */
+    double loss_scale; /* the scale the step's backward used (1 unless fp16) */
     int skipped;      /* fp16: the gradients overflowed and the update was skipped */
 };
 /* Wait for the step's results (info; the model's losses are acquired by the model). Without
