@@ -22,10 +22,12 @@ static const char *usage_text =
     "  inspect PATH                    meta.json summary and every shard's tensor records\n"
     "  verify PATH                     every shard's header and every tensor's CRC32C, and\n"
     "                                  that the shards hold each tensor's rows exactly once\n"
-    "  export PATH --safetensors OUT [--moments OUT2]\n"
-    "                                  consolidated fp32 weights (HF GPT-2 names), one tensor in\n"
-    "                                  memory at a time; --moments: <name>.exp_avg and\n"
-    "                                  <name>.exp_avg_sq into OUT2\n"
+    "  export PATH --safetensors OUT [--dtype f32|bf16] [--moments OUT2]\n"
+    "                                  consolidated weights (HF GPT-2 names) from the fp32 master\n"
+    "                                  weights, one tensor in memory at a time; --dtype bf16\n"
+    "                                  rounds them to BF16 (nearest even; default f32);\n"
+    "                                  --moments: <name>.exp_avg and <name>.exp_avg_sq into OUT2\n"
+    "                                  (always F32)\n"
     "  import --safetensors IN --out DIR\n"
     "                                  DIR/step0 from weights (F32/BF16/F16; zero Adam moments):\n"
     "                                  zt-train --resume DIR starts training from them\n"
@@ -177,7 +179,12 @@ static enum zt_status fill(void *arg, int i, float *dst) {
                              numel_of(t), dst);
 }
 
-static int cmd_export(const char *path, const char *out, const char *moments) {
+/* fp32 -> bf16, nearest even (the engine's own conversion) */
+static void to_bf16(uint16_t *dst, const float *src, size_t n) {
+    zt_dtype_from_f32(ZT_DTYPE_BF16, dst, src, n);
+}
+
+static int cmd_export(const char *path, const char *out, const char *moments, int bf16) {
     struct ck c;
     enum zt_status rc = ck_open(&c, path);
     if (rc == ZT_OK) rc = ck_check(&c);
@@ -190,7 +197,7 @@ static int cmd_export(const char *path, const char *out, const char *moments) {
         memcpy(e[i].shape, c.t[i].shape, sizeof(int64_t) * (size_t)c.t[i].ndim);
     }
     struct fill_ctx f = {&c, ZT_ROLE_PARAM};
-    if (rc == ZT_OK) rc = zt_st_write_f32_stream(out, e, c.nt, NULL, fill, &f);
+    if (rc == ZT_OK) rc = zt_st_write_stream(out, e, c.nt, NULL, fill, &f, bf16 ? to_bf16 : NULL);
     if (rc == ZT_OK && moments) {
         for (int i = 0; i < 2 * c.nt; i++) {
             const struct zt_ckpt_tensor *t = &c.t[i / 2];
@@ -208,8 +215,9 @@ static int cmd_export(const char *path, const char *out, const char *moments) {
         ck_close(&c);
         return fail();
     }
-    printf("exported %s (step %lld): %d tensors to %s%s%s\n", c.tag, (long long)c.info.step,
-           c.nt, out, moments ? ", moments to " : "", moments ? moments : "");
+    printf("exported %s (step %lld): %d tensors (%s) to %s%s%s\n", c.tag,
+           (long long)c.info.step, c.nt, bf16 ? "BF16" : "F32", out,
+           moments ? ", moments (F32) to " : "", moments ? moments : "");
     ck_close(&c);
     return 0;
 }
@@ -221,11 +229,12 @@ int main(int argc, char **argv) {
         fputs(usage_text, stdout);
         return 0;
     }
-    const char *pos = NULL, *st = NULL, *out = NULL, *mom = NULL;
+    const char *pos = NULL, *st = NULL, *out = NULL, *mom = NULL, *dt = NULL;
     for (int i = 2; i < argc; i++) {
         const char **dst = !strcmp(argv[i], "--safetensors") ? &st
                            : !strcmp(argv[i], "--out")       ? &out
                            : !strcmp(argv[i], "--moments")   ? &mom
+                           : !strcmp(argv[i], "--dtype")     ? &dt
                                                              : NULL;
         if (dst) {
             if (i + 1 >= argc || !argv[i + 1][0]) return usage("option %s needs a value", argv[i]);
@@ -239,17 +248,20 @@ int main(int argc, char **argv) {
     int needs_pos = strcmp(cmd, "import") != 0;
     if (needs_pos && !pos) return usage("%s: missing the checkpoint path", cmd);
     if (!strcmp(cmd, "ls") || !strcmp(cmd, "inspect") || !strcmp(cmd, "verify")) {
-        if (st || out || mom) return usage("%s takes only a path", cmd);
+        if (st || out || mom || dt) return usage("%s takes only a path", cmd);
         return !strcmp(cmd, "ls") ? cmd_ls(pos) : !strcmp(cmd, "inspect") ? cmd_inspect(pos)
                                                                           : cmd_verify(pos);
     }
     if (!strcmp(cmd, "export")) {
-        if (!st || out) return usage("%s: expected export PATH --safetensors OUT [--moments OUT2]",
-                                     cmd);
-        return cmd_export(pos, st, mom);
+        if (!st || out)
+            return usage("%s: expected export PATH --safetensors OUT [--dtype f32|bf16] "
+                         "[--moments OUT2]", cmd);
+        if (dt && strcmp(dt, "f32") && strcmp(dt, "bf16"))
+            return usage("--dtype %s: expected f32 or bf16", dt);
+        return cmd_export(pos, st, mom, dt && !strcmp(dt, "bf16"));
     }
     if (!strcmp(cmd, "import")) {
-        if (!st || !out || pos || mom)
+        if (!st || !out || pos || mom || dt)
             return usage("%s: expected import --safetensors IN --out DIR", cmd);
         if (zt_checkpoint_import(st, out) != ZT_OK) return fail();
         printf("imported %s as %s/step0 (zt-train --resume %s)\n", st, out, out);

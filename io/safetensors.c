@@ -411,7 +411,8 @@ static void sb_json_string(struct sbuf *b, const char *s) {
 
 /* Validate the entries and build the padded header. */
 static enum zt_status build_header(const char *path, const struct zt_st_entry *e, int n,
-                                   const char *metadata_json, struct sbuf *b) {
+                                   const char *metadata_json, int bf16, struct sbuf *b) {
+    const unsigned es = bf16 ? 2 : 4; /* bytes per element written */
     for (int i = 0; i < n; i++) {
         const char *nm = e[i].name;
         if (!nm || !*nm || strlen(nm) >= ZT_ST_MAX_NAME || strcmp(nm, "__metadata__") == 0)
@@ -455,15 +456,15 @@ static enum zt_status build_header(const char *path, const struct zt_st_entry *e
         if (!first) sb_str(b, ",");
         first = 0;
         sb_json_string(b, e[i].name);
-        sb_str(b, ":{\"dtype\":\"F32\",\"shape\":[");
+        sb_str(b, bf16 ? ":{\"dtype\":\"BF16\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[");
         for (int d = 0; d < e[i].ndim; d++) {
             snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)e[i].shape[d]);
             sb_str(b, num);
         }
         snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
-                 (unsigned long long)(off + 4 * numel));
+                 (unsigned long long)(off + es * numel));
         sb_str(b, num);
-        off += 4 * numel;
+        off += es * numel;
     }
     sb_str(b, "}");
     /* pad with spaces so that 8 + header length is a multiple of 8: the data section then starts
@@ -480,10 +481,16 @@ enum zt_status zt_st_write_f32(const char *path, const struct zt_st_entry *e, in
 
 enum zt_status zt_st_write_f32_stream(const char *path, const struct zt_st_entry *e, int n,
                                       const char *metadata_json, zt_st_fill_fn fill, void *ctx) {
+    return zt_st_write_stream(path, e, n, metadata_json, fill, ctx, NULL);
+}
+
+enum zt_status zt_st_write_stream(const char *path, const struct zt_st_entry *e, int n,
+                                  const char *metadata_json, zt_st_fill_fn fill, void *ctx,
+                                  zt_st_narrow_fn to_bf16) {
     if (!path || n < 0 || (n && !e))
         return zt_error_set(ZT_ERR_INVALID, "zt_st_write_f32: bad argument");
     struct sbuf hb = {0};
-    enum zt_status rc = build_header(path, e, n, metadata_json, &hb);
+    enum zt_status rc = build_header(path, e, n, metadata_json, to_bf16 != NULL, &hb);
     if (rc != ZT_OK) {
         free(hb.p);
         return rc;
@@ -498,7 +505,8 @@ enum zt_status zt_st_write_f32_stream(const char *path, const struct zt_st_entry
     int bad = zt_afile_write(&f, &hlen, 8) != 0 || zt_afile_write(&f, hb.p, hb.len) != 0;
     free(hb.p);
     float *buf = NULL;
-    uint64_t cap = 0;
+    uint16_t *half = NULL; /* bf16: a tensor's rounded copy */
+    uint64_t cap = 0, hcap = 0;
     for (int i = 0; i < n && !bad; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < e[i].ndim; d++) numel *= (uint64_t)e[i].shape[d];
@@ -527,8 +535,26 @@ enum zt_status zt_st_write_f32_stream(const char *path, const struct zt_st_entry
             }
             src = buf;
         }
-        if (numel && zt_afile_write(&f, src, 4 * numel) != 0) bad = 1;
+        if (to_bf16 && numel) {
+            if (numel > hcap) {
+                uint16_t *nh = realloc(half, numel * sizeof *half);
+                if (!nh) {
+                    free(buf);
+                    free(half);
+                    zt_afile_fail(&f);
+                    return zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory for %s",
+                                        path, e[i].name);
+                }
+                half = nh;
+                hcap = numel;
+            }
+            to_bf16(half, src, (size_t)numel);
+            if (zt_afile_write(&f, half, 2 * numel) != 0) bad = 1;
+        } else if (numel && zt_afile_write(&f, src, 4 * numel) != 0) {
+            bad = 1;
+        }
     }
     free(buf);
+    free(half);
     return bad ? zt_afile_fail(&f) : zt_afile_commit(&f);
 }

@@ -70,6 +70,12 @@ enum zt_status zt_st_write_f32(const char *path, const struct zt_st_entry *e, in
 typedef enum zt_status (*zt_st_fill_fn)(void *ctx, int i, float *dst);
 enum zt_status zt_st_write_f32_stream(const char *path, const struct zt_st_entry *e, int n,
                                       const char *metadata_json, zt_st_fill_fn fill, void *ctx);
+/* As zt_st_write_f32_stream; with to_bf16 (fp32 -> bf16 rounding, e.g. zt_dtype_from_f32 of
+ * tasks/zt_tensor.h for ZT_DTYPE_BF16) every tensor is written as BF16 rounded by it, else F32. */
+typedef void (*zt_st_narrow_fn)(uint16_t *dst, const float *src, size_t n);
+enum zt_status zt_st_write_stream(const char *path, const struct zt_st_entry *e, int n,
+                                  const char *metadata_json, zt_st_fill_fn fill, void *ctx,
+                                  zt_st_narrow_fn to_bf16);
 
 #ifdef __cplusplus
 }

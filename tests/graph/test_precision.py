@@ -28,7 +28,8 @@ PyTorch, loss scaling, determinism, exact resume and ZeRO on 2 ranks.
    dmdas schedulers with 1 and 2 workers.
 4. Exact resume: 12 steps straight against 6 + a new process resuming for 6 (fp16 with
    overflows before and after the save; bf16 at ZeRO stage 2 on 2 ranks): identical losses,
-   scales and exported weights.
+   scales and exported weights. zt-ckpt export --dtype bf16 of that checkpoint: BF16 tensors,
+   each the F32 export (the master weights) rounded by torch; a bad --dtype exits 2.
 5. ZeRO stages 0-3 on 2 ranks (bf16 and fp16, 16-bit collectives): each tracks the 1-rank run
    (final loss within 1%); stage 1 gives stage 0's losses bit for bit and stage 3 stage 2's
    (where the 16-bit gradient sums are rounded is the same).
@@ -274,6 +275,40 @@ def resume(model, data, init):
         if prec == "fp16":
             R.check(any(sk[:6]) and any(sk[6:]),
                     "fp16 resume: overflows happen before and after the save")
+        else:
+            export_bf16(ck, n)
+
+
+def export_bf16(ck, nranks):
+    """zt-ckpt export --dtype bf16 of a checkpoint: BF16 tensors that are exactly the F32
+    export (the fp32 master weights) rounded by torch; a bad --dtype is refused"""
+    import torch
+    tool = os.path.join(os.path.dirname(ZT), "zt-ckpt")
+    f32, b16 = R.path("export_f32.safetensors"), R.path("export_bf16.safetensors")
+    p1 = subprocess.run([tool, "export", ck, "--safetensors", f32], capture_output=True, text=True)
+    p2 = subprocess.run([tool, "export", ck, "--safetensors", b16, "--dtype", "bf16"],
+                        capture_output=True, text=True)
+    ok = p1.returncode == 0 and p2.returncode == 0
+    if ok:
+        with open(b16, "rb") as f:
+            hlen = int.from_bytes(f.read(8), "little")
+            hdr = json.loads(f.read(hlen))
+            body = f.read()
+        a = st_read(f32)
+        for name, t in hdr.items():
+            if name == "__metadata__":
+                continue
+            lo, hi = t["data_offsets"]
+            got = torch.frombuffer(bytearray(body[lo:hi]), dtype=torch.int16)
+            want = torch.from_numpy(a[name].copy()).to(torch.bfloat16).view(torch.int16)
+            ok &= t["dtype"] == "BF16" and list(t["shape"]) == list(a[name].shape) and \
+                torch.equal(got, want.reshape(-1))
+    R.check(ok, "zt-ckpt export --dtype bf16 (%d-rank checkpoint): BF16 tensors equal to the F32 "
+            "export rounded by torch (%s)" % (nranks, (p2.stdout or p2.stderr).strip()[:120]))
+    p3 = subprocess.run([tool, "export", ck, "--safetensors", b16, "--dtype", "f64"],
+                        capture_output=True, text=True)
+    R.check(p3.returncode == 2 and "--dtype f64: expected f32 or bf16" in p3.stderr,
+            "zt-ckpt export --dtype f64: exit 2 and one line")
 
 
 # ---- 5. ZeRO stages on 2 ranks -----------------------------------------------------------------
