@@ -103,7 +103,7 @@ struct zt_engine {
         int cur_hysteresis;
     } sc;
     int64_t applied, skipped;
-    int last_skipped;      /* the step just waited for was skipped */
+    int updating;          /* step_end submitted an update that step_wait has not counted */
     zt_tensor_t m, v, partial, clip;
     struct zt_block_ref *pblk, *gblk; /* every parameter block in flat order */
     int nb;
@@ -1401,6 +1401,7 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
     } else if (e->size > 1 && e->stage >= 1) { /* updated shards to every rank */
         ZT_CHECK(allgather_buckets(e, &ogather, e->gbuckets, e->ngb, e->wblk));
     }
+    e->updating = 1;
     return ZT_OK;
 }
 
@@ -1484,7 +1485,8 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
         info->loss_scale = scale;
         info->skipped = overflow;
     }
-    e->last_skipped = overflow;
+    if (!e->updating) return ZT_OK; /* an evaluation: nothing was updated */
+    e->updating = 0;
     if (overflow) e->skipped++;
     else e->applied++;
     if (e->cfg.precision == ZT_PREC_FP16) ZT_CHECK(scaler_update(e, overflow));

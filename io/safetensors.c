@@ -474,6 +474,17 @@ static enum zt_status build_header(const char *path, const struct zt_st_entry *e
     return ZT_OK;
 }
 
+/* *p holds at least n elements of es bytes (grown when *cap is smaller) */
+static enum zt_status grow(void **p, uint64_t *cap, uint64_t n, size_t es, const char *path,
+                           const char *name) {
+    if (n <= *cap) return ZT_OK;
+    void *q = realloc(*p, n * es);
+    if (!q) return zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory for %s", path, name);
+    *p = q;
+    *cap = n;
+    return ZT_OK;
+}
+
 enum zt_status zt_st_write_f32(const char *path, const struct zt_st_entry *e, int n,
                                const char *metadata_json) {
     return zt_st_write_f32_stream(path, e, n, metadata_json, NULL, NULL);
@@ -507,54 +518,34 @@ enum zt_status zt_st_write_stream(const char *path, const struct zt_st_entry *e,
     float *buf = NULL;
     uint16_t *half = NULL; /* bf16: a tensor's rounded copy */
     uint64_t cap = 0, hcap = 0;
-    for (int i = 0; i < n && !bad; i++) {
+    for (int i = 0; i < n && !bad && rc == ZT_OK; i++) {
         uint64_t numel = 1;
         for (int d = 0; d < e[i].ndim; d++) numel *= (uint64_t)e[i].shape[d];
         const float *src = e[i].data;
         if (!src && numel) { /* streamed: one tensor at a time */
-            if (numel > cap) {
-                float *nb = realloc(buf, numel * sizeof(float));
-                if (!nb) {
-                    free(buf);
-                    zt_afile_fail(&f);
-                    return zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory for %s",
-                                        path, e[i].name);
-                }
-                buf = nb;
-                cap = numel;
-            }
+            if ((rc = grow((void **)&buf, &cap, numel, sizeof *buf, path, e[i].name)) != ZT_OK)
+                break;
             rc = fill ? fill(ctx, i, buf)
                       : zt_error_set(ZT_ERR_INVALID, "safetensors %s: %s has no data", path,
                                      e[i].name);
-            if (rc != ZT_OK) { /* the fill's error stands; the temporary goes */
-                char msg[1024];
-                snprintf(msg, sizeof msg, "%s", zt_error_last());
-                free(buf);
-                zt_afile_fail(&f);
-                return zt_error_set(rc, "%s", msg);
-            }
             src = buf;
         }
-        if (to_bf16 && numel) {
-            if (numel > hcap) {
-                uint16_t *nh = realloc(half, numel * sizeof *half);
-                if (!nh) {
-                    free(buf);
-                    free(half);
-                    zt_afile_fail(&f);
-                    return zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory for %s",
-                                        path, e[i].name);
-                }
-                half = nh;
-                hcap = numel;
-            }
+        if (rc == ZT_OK && to_bf16 && numel) {
+            if ((rc = grow((void **)&half, &hcap, numel, sizeof *half, path, e[i].name)) != ZT_OK)
+                break;
             to_bf16(half, src, (size_t)numel);
             if (zt_afile_write(&f, half, 2 * numel) != 0) bad = 1;
-        } else if (numel && zt_afile_write(&f, src, 4 * numel) != 0) {
+        } else if (rc == ZT_OK && numel && zt_afile_write(&f, src, 4 * numel) != 0) {
             bad = 1;
         }
     }
     free(buf);
     free(half);
+    if (rc != ZT_OK) { /* a fill's or an allocation's error stands; the temporary goes */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", zt_error_last());
+        zt_afile_fail(&f);
+        return zt_error_set(rc, "%s", msg);
+    }
     return bad ? zt_afile_fail(&f) : zt_afile_commit(&f);
 }

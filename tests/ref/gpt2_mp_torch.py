@@ -39,8 +39,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpt2_torch import (UsageError, load_ds_config, load_model_shape, load_tokens,  # noqa: E402
-                        load_weights, lr_for_step, st_write, step_batch)
+from gpt2_torch import (load_ds_config, load_model_shape, load_tokens, load_weights,  # noqa: E402
+                        lr_for_step, run_main, st_write, step_batch)
 
 GELU_K = math.sqrt(2.0 / math.pi)
 
@@ -312,11 +312,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main(sys.argv[1:]))
-    except UsageError as e:
-        print("gpt2_mp_torch: error: %s" % e, file=sys.stderr)
-        sys.exit(2)
-    except (RuntimeError, ValueError, OSError, KeyError) as e:
-        print("gpt2_mp_torch: error: %s" % e, file=sys.stderr)
-        sys.exit(1)
+    run_main(main, "gpt2_mp_torch")

@@ -582,12 +582,17 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
+def run_main(main, prog):
+    """main(argv) as a command: one error line, exit 2 for a bad command line, 1 otherwise"""
     try:
         sys.exit(main(sys.argv[1:]))
     except UsageError as e:
-        print("gpt2_torch: error: %s" % e, file=sys.stderr)
+        print("%s: error: %s" % (prog, e), file=sys.stderr)
         sys.exit(2)
     except (RuntimeError, ValueError, OSError, KeyError) as e:
-        print("gpt2_torch: error: %s" % e, file=sys.stderr)
+        print("%s: error: %s" % (prog, e), file=sys.stderr)
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    run_main(main, "gpt2_torch")
