@@ -8,7 +8,8 @@
  *
  * Mixed precision: the bodies compute in fp32. When a task has bf16/fp16 slots (and its kind
  * does not handle them itself, as the collectives do), the dispatcher widens each of their blocks
- * into a per-worker fp32 scratch area, hands the body vector interfaces that point there, and
+ * into a per-worker fp32 scratch area (the slots it reads: a write-only (W) slot is, as StarPU
+ * defines W, wholly written by the body), hands the body vector interfaces that point there, and
  * afterwards rounds the slots the task writes back into the 16-bit blocks (nearest even). So a
  * 16-bit result is exactly round(fp32 computation on the widened inputs), and an accumulating
  * task (+=) rounds once per task.
@@ -100,9 +101,8 @@ static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_a
             void *b = buffers[h->first[s] + i];
             size_t n = STARPU_VECTOR_GET_NX(b);
             const uint16_t *src = (const uint16_t *)STARPU_VECTOR_GET_PTR(b);
-            /* written-only slots too: a body may leave part of its output as it found it */
-            if (h->dtype[s] == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(scratch + at, src, n);
-            else zt_kern_f16_to_f32(scratch + at, src, n);
+            if (h->rd[s] && h->dtype[s] == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(scratch + at, src, n);
+            else if (h->rd[s]) zt_kern_f16_to_f32(scratch + at, src, n);
             vi[k] = *(struct starpu_vector_interface *)b;
             vi[k].ptr = vi[k].dev_handle = (uintptr_t)(scratch + at);
             vi[k].offset = 0;
@@ -267,6 +267,7 @@ void zt_tb_add(struct zt_tb *tb, zt_tensor_t t, int blk, enum starpu_data_access
     h->count[s] = 0;
     h->dtype[s] = t ? (unsigned char)zt_tensor_dtype(t) : ZT_DTYPE_F32;
     h->wr[s] = (mode & (STARPU_W | STARPU_SCRATCH)) != 0;
+    h->rd[s] = (mode & STARPU_R) != 0;
     if (!t) return;
     if (blk >= zt_tensor_nblk(t)) {
         tb->bad = 1;
@@ -289,6 +290,7 @@ void zt_tb_add_list(struct zt_tb *tb, const struct zt_block_ref *refs, int n,
     h->count[s] = n;
     h->dtype[s] = n > 0 && refs[0].t ? (unsigned char)zt_tensor_dtype(refs[0].t) : ZT_DTYPE_F32;
     h->wr[s] = (mode & (STARPU_W | STARPU_SCRATCH)) != 0;
+    h->rd[s] = (mode & STARPU_R) != 0;
     for (int i = 0; i < n; i++) {
         /* one element type per slot */
         if (!refs[i].t || refs[i].blk < 0 || refs[i].blk >= zt_tensor_nblk(refs[i].t) ||

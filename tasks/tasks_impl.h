@@ -25,6 +25,7 @@ struct zt_task_hdr {
     int count[ZT_MAX_SLOTS]; /* number of buffers (0: slot absent, pointer NULL) */
     unsigned char dtype[ZT_MAX_SLOTS]; /* enum zt_dtype of the slot's blocks */
     unsigned char wr[ZT_MAX_SLOTS];    /* the task writes the slot (W, RW, SCRATCH) */
+    unsigned char rd[ZT_MAX_SLOTS];    /* the task reads the slot (R, RW) */
     unsigned char native16;  /* the body handles 16-bit slots itself (no widening) */
 };
 

@@ -92,13 +92,16 @@ void zt_kern_f32_to_f16(uint16_t *restrict dst, const float *restrict src, size_
     assert(n == 0 || (dst && src));
     size_t i = 0;
 #ifdef ZT_HAVE_F16C
+    const __m128i expo = _mm_set1_epi16(0x7C00), mant = _mm_set1_epi16(0x03FF);
+    const __m128i sign = _mm_set1_epi16((short)0x8000), qnan = _mm_set1_epi16(0x7E00);
     for (; i + 8 <= n; i += 8) {
         __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        /* NaN lanes (exponent all ones, mantissa not zero) -> sign | 0x7E00 */
+        __m128i nan = _mm_andnot_si128(_mm_cmpeq_epi16(_mm_and_si128(h, mant), _mm_setzero_si128()),
+                                       _mm_cmpeq_epi16(_mm_and_si128(h, expo), expo));
+        __m128i fix = _mm_or_si128(_mm_and_si128(h, sign), qnan);
+        h = _mm_or_si128(_mm_and_si128(nan, fix), _mm_andnot_si128(nan, h));
         _mm_storeu_si128((__m128i *)(dst + i), h);
-    }
-    for (size_t k = 0; k < i; k++) { /* NaN payloads */
-        uint16_t h = dst[k];
-        if ((h & 0x7C00u) == 0x7C00u && (h & 0x3FFu)) dst[k] = (uint16_t)((h & 0x8000u) | 0x7E00u);
     }
 #endif
     for (; i < n; i++) dst[i] = to_f16(f32_bits(src[i]));
