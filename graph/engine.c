@@ -141,6 +141,8 @@ struct zt_engine {
      * aligned range of it); each part padded to 4 KiB. nbuf slot buffers hold the units being
      * swapped (slot k: bm/bv/bw tensors of one block each, unit_elems elements) */
     int opt_nvme, par_nvme;
+    int inf;               /* mixed precision with parameters on NVMe: file A's units hold the
+                            * fp32 master weights too ([m | v | w]), file B the 16-bit copy */
     int swap_on;           /* holds a reference to the swap I/O service (zt_swap_init) */
     struct zt_swapdir dirA, dirB;
     struct zt_swapfile fA, fB;
@@ -154,6 +156,7 @@ struct zt_engine {
     int64_t buf_elems;     /* elements of one part of a slot buffer (the largest unit) */
     void **bufmem;
     zt_tensor_t *bm, *bv, *bw;
+    zt_tensor_t *bh;       /* inf: each slot's 16-bit copy of its unit (swapped to file B) */
     zt_tensor_t fordA, fordB, pipe; /* file-order blocks (one per unit), pipeline token */
     int64_t nvme_bytes;    /* both files */
     struct save_job *save; /* the shard being written in the background, or NULL */
@@ -192,12 +195,6 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", 1024, (int64_t)1 << 31, &gel));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
-    if (cfg->precision != ZT_PREC_FP32 && cfg->offload_param.device == ZT_OFFLOAD_NVME &&
-        cfg->zero_stage >= 3)
-        return zt_error_set(ZT_ERR_CONFIG, "config %s: %s training with zero_optimization."
-                            "offload_param nvme is not implemented yet (the parameter swap file "
-                            "holds fp32 values); offload the optimizer state only, or train in "
-                            "fp32", cfg->path, cfg->precision == ZT_PREC_BF16 ? "bf16" : "fp16");
     struct zt_engine *e = calloc(1, sizeof *e);
     if (!e) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     e->cfg = *cfg;
@@ -536,9 +533,12 @@ static int64_t pad4k(int64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
 static int64_t group_elems(const struct zt_engine *e, int g) {
     return e->babs[e->groups[g].first + e->groups[g].n] - e->babs[e->groups[g].first];
 }
+/* bytes of an element in file B: the parameters' fp32 values, or (inf) their 16-bit copy */
+static int64_t esB(const struct zt_engine *e) { return e->inf ? 2 : 4; }
+
 /* byte offset of block b (of this rank) in file B */
 static int64_t fileB_off(const struct zt_engine *e, int b) {
-    return e->goffB[e->blk_group[b]] + e->pblk[b].off * 4; /* off: element in its group */
+    return e->goffB[e->blk_group[b]] + e->pblk[b].off * esB(e); /* off: element in its group */
 }
 
 /* elements of parameter block b (its padding excluded) */
@@ -552,14 +552,37 @@ static int64_t unit_bytes(const struct zt_engine *e, int u) {
     return pad4k((e->units[u].hi - e->units[u].lo) * 4);
 }
 
-/* byte offset of unit u's values in file B (its range of its group's part) */
+/* byte offset of unit u's values in file B (its range of its group's part), and their bytes */
 static int64_t unitB_off(const struct zt_engine *e, int u) {
-    return e->goffB[e->units[u].li] + e->units[u].lo * 4;
+    return e->goffB[e->units[u].li] + e->units[u].lo * esB(e);
+}
+static int64_t unitB_bytes(const struct zt_engine *e, int u) {
+    return pad4k((e->units[u].hi - e->units[u].lo) * esB(e));
 }
 
 /* the unit of local group li that holds the group's element x */
 static int unit_at(const struct zt_engine *e, int li, int64_t x) {
     return e->ufirst[li] + (int)(x / e->unit_elems);
+}
+
+/* elements [s0, s1) of local group li's exp_avg (part 0), exp_avg_sq (1) or (inf) fp32 master
+ * weights (2) from file A into buf, unit by unit */
+static enum zt_status fileA_range(zt_engine_t e, int li, int64_t s0, int64_t s1, int part,
+                                  float *buf) {
+    for (int u = unit_at(e, li, s0); u < e->ufirst[li + 1] && e->units[u].lo < s1; u++) {
+        const struct zt_unit *un = &e->units[u];
+        int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
+        ZT_CHECK(zt_swap_read_sync(&e->fA, buf + (x0 - s0), (x1 - x0) * 4,
+                                   un->offA + part * unit_bytes(e, u) + (x0 - un->lo) * 4));
+    }
+    return ZT_OK;
+}
+
+/* the fp32 values of offloaded block b (this rank's): file B, or (inf) the masters in file A */
+static enum zt_status offloaded_values(zt_engine_t e, int b, float *dst) {
+    const int64_t n = blk_elems(e, b);
+    if (e->inf) return fileA_range(e, e->blk_group[b], e->pblk[b].off, e->pblk[b].off + n, 2, dst);
+    return zt_swap_read_sync(&e->fB, dst, n * 4, fileB_off(e, b));
 }
 
 /* elements [x0, x1) of p's values or moments from a checkpoint (io/zt_ckpt.h) */
@@ -568,8 +591,19 @@ static enum zt_status ck_elems(struct zt_shard_set *s, const struct zt_param *p,
     return zt_shard_set_read(s, p->name, role, p->cols, x0, x1, dst);
 }
 
-/* Write this rank's blocks of the offloaded parameters to file B, unit by unit through one
- * aligned staging buffer: values from st, from checkpoint shards ck, or (both NULL) the
+/* unit u's values, staged in fp32 (padding zero), to its swap file(s): file B, or (inf) file A's
+ * master part and file B's 16-bit copy (through stage16) */
+static enum zt_status put_unit(zt_engine_t e, int u, const float *stage, void *stage16) {
+    if (!e->inf) return zt_swap_write_sync(&e->fB, stage, unit_bytes(e, u), unitB_off(e, u));
+    const int64_t len = unit_bytes(e, u);
+    ZT_CHECK(zt_swap_write_sync(&e->fA, stage, len, e->units[u].offA + 2 * len));
+    memset(stage16, 0, (size_t)unitB_bytes(e, u));
+    store_as(e->wdt, stage16, stage, e->units[u].hi - e->units[u].lo);
+    return zt_swap_write_sync(&e->fB, stage16, unitB_bytes(e, u), unitB_off(e, u));
+}
+
+/* Write this rank's blocks of the offloaded parameters to file B (and, inf, their fp32 master
+ * weights to file A), unit by unit through one aligned staging buffer: values from st, from checkpoint shards ck, or (both NULL) the
  * initializer's stream from rng, the state finalize started from (finalize skipped the
  * offloaded parameters' draws; here they are drawn and every other parameter's are skipped, so
  * each value is generated once). */
@@ -580,9 +614,11 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
         if (e->params[i]->rows * e->params[i]->cols > maxn)
             maxn = e->params[i]->rows * e->params[i]->cols;
     float *tmp = malloc((size_t)maxn * sizeof(float));
-    void *stage = NULL;
-    if (!tmp || posix_memalign(&stage, 4096, (size_t)(e->buf_elems > 0 ? e->buf_elems : 1) * 4)) {
+    void *stage = NULL, *stage16 = NULL;
+    const size_t sb = (size_t)(e->buf_elems > 0 ? e->buf_elems : 1) * 4;
+    if (!tmp || posix_memalign(&stage, 4096, sb) || posix_memalign(&stage16, 4096, sb)) {
         free(tmp);
+        free(stage);
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory for the parameter swap file");
     }
     enum zt_status rc = ZT_OK;
@@ -610,9 +646,7 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
                  u < e->ufirst[li + 1] && e->units[u].lo < s1 && rc == ZT_OK; u++) {
                 const struct zt_unit *un = &e->units[u];
                 if (u != cur) {
-                    if (cur >= 0)
-                        rc = zt_swap_write_sync(&e->fB, stage, unit_bytes(e, cur),
-                                                unitB_off(e, cur));
+                    if (cur >= 0) rc = put_unit(e, cur, stage, stage16);
                     cur = u;
                     memset(stage, 0, (size_t)unit_bytes(e, u));
                 }
@@ -622,10 +656,10 @@ static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
             }
         }
     }
-    if (rc == ZT_OK && cur >= 0)
-        rc = zt_swap_write_sync(&e->fB, stage, unit_bytes(e, cur), unitB_off(e, cur));
+    if (rc == ZT_OK && cur >= 0) rc = put_unit(e, cur, stage, stage16);
     free(tmp);
     free(stage);
+    free(stage16);
     return rc;
 }
 
@@ -667,10 +701,13 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
         return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param nvme needs "
                             "offload_optimizer nvme too (the optimizer updates the swapped "
                             "parameter shards in its swap buffers)", c->path);
+    e->inf = e->mp && e->par_nvme;
     const int nl = e->g1 - e->g0;
-    /* swap units: group-relative ranges of at most unit_elems elements (a multiple of 1024, so
-     * that every unit starts 4 KiB aligned in its file) */
-    e->unit_elems = (e->group_elems + 1023) / 1024 * 1024;
+    /* swap units: group-relative ranges of at most unit_elems elements (a multiple of 1024, or
+     * of 2048 with 16-bit parameters in file B, so that every unit starts 4 KiB aligned in its
+     * files) */
+    const int64_t ua = e->inf ? 2048 : 1024;
+    e->unit_elems = (e->group_elems + ua - 1) / ua * ua;
     int nu = 0;
     for (int li = 0; li < nl; li++)
         nu += (int)((group_elems(e, e->g0 + li) + e->unit_elems - 1) / e->unit_elems);
@@ -683,12 +720,12 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
     for (int li = 0; li < nl; li++) {
         int64_t ge = group_elems(e, e->g0 + li);
         e->goffB[li] = offB;
-        if (e->par_nvme) offB += pad4k(ge * 4);
+        if (e->par_nvme) offB += pad4k(ge * esB(e));
         e->ufirst[li] = e->nunits;
         for (int64_t lo = 0; lo < ge; lo += e->unit_elems) {
             struct zt_unit *un = &e->units[e->nunits++];
             *un = (struct zt_unit){li, lo, lo + e->unit_elems < ge ? lo + e->unit_elems : ge, offA};
-            offA += 2 * unit_bytes(e, e->nunits - 1);
+            offA += (2 + e->inf) * unit_bytes(e, e->nunits - 1);
             if (un->hi - un->lo > maxu) maxu = un->hi - un->lo;
         }
     }
@@ -710,17 +747,19 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
         ZT_CHECK(zt_swapdir_file(d, "params.swp", offB > 0 ? offB : 4096, &e->fB));
     }
     e->nvme_bytes = offA + offB;
-    /* slot buffers: buffer_count units in flight, each [m | v (| w)] of the largest unit;
-     * "auto" (0): as many as ZT_SWAP_BUFFER_MEM holds (at most 1/8 of ZT_HOST_MEM_LIMIT), at
-     * least 4 (DeepSpeed's default count) */
+    /* slot buffers: buffer_count units in flight, each [m | v (| w) (| 16-bit w)] of the
+     * largest unit; "auto" (0): as many as ZT_SWAP_BUFFER_MEM holds (at most 1/8 of
+     * ZT_HOST_MEM_LIMIT), at least 4 (DeepSpeed's default count) */
     const int parts = 2 + e->par_nvme;
+    const int64_t hbytes = e->inf ? pad4k(maxg / 2) : 0; /* the 16-bit copy's part */
+    const int64_t slot_bytes = parts * maxg + hbytes;
     int64_t nbuf = c->offload_optimizer.buffer_count;
     if (nbuf == 0) {
         int64_t mem = 0, limit = 0;
         ZT_CHECK(zt_knob_size("ZT_SWAP_BUFFER_MEM", &mem));
         ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
         if (limit > 0 && limit / 8 < mem) mem = limit / 8;
-        nbuf = mem / (parts * maxg);
+        nbuf = mem / slot_bytes;
         if (nbuf < 4) nbuf = 4;
     }
     e->nbuf = nbuf < e->nunits ? (int)nbuf : e->nunits;
@@ -729,13 +768,14 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
     e->bm = calloc((size_t)e->nbuf + 1, sizeof *e->bm);
     e->bv = calloc((size_t)e->nbuf + 1, sizeof *e->bv);
     e->bw = calloc((size_t)e->nbuf + 1, sizeof *e->bw);
-    if (!e->bufmem || !e->bm || !e->bv || !e->bw)
+    e->bh = calloc((size_t)e->nbuf + 1, sizeof *e->bh);
+    if (!e->bufmem || !e->bm || !e->bv || !e->bw || !e->bh)
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     for (int k = 0; k < e->nbuf; k++) {
-        if (posix_memalign(&e->bufmem[k], 4096, (size_t)(parts * maxg)) != 0)
+        if (posix_memalign(&e->bufmem[k], 4096, (size_t)slot_bytes) != 0)
             return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %d swap buffers of %.1f "
-                                "MiB", e->nbuf, parts * maxg / 1048576.0);
-        memset(e->bufmem[k], 0, (size_t)(parts * maxg));
+                                "MiB", e->nbuf, slot_bytes / 1048576.0);
+        memset(e->bufmem[k], 0, (size_t)slot_bytes);
         char *b = e->bufmem[k];
         ZT_CHECK(zt_tensor_init(&e->bm[k], "swap_exp_avg", b, e->buf_elems, 1, 4, 1, NULL));
         ZT_CHECK(zt_tensor_init(&e->bv[k], "swap_exp_avg_sq", b + maxg, e->buf_elems, 1, 4, 1,
@@ -743,6 +783,9 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
         if (e->par_nvme)
             ZT_CHECK(zt_tensor_init(&e->bw[k], "swap_params", b + 2 * maxg, e->buf_elems, 1, 4,
                                     1, NULL));
+        if (e->inf)
+            ZT_CHECK(zt_tensor_init_dtype(&e->bh[k], "swap_params16", b + 3 * maxg, e->buf_elems,
+                                          1, e->wdt, 1, NULL));
     }
     if (e->nunits > 0) {
         ZT_CHECK(zt_tensor_init(&e->fordA, "swap_order_optim", NULL, e->nunits, 1, 4, e->nunits,
@@ -758,7 +801,7 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
              "%s%s%s)", e->rank, e->nvme_bytes / 1048576.0,
              e->par_nvme ? "optimizer state and parameter shards" : "optimizer state", e->nbuf,
              c->offload_optimizer.buffer_count == 0 ? " (auto)" : "",
-             parts * maxg / 1048576.0, zt_swap_engine_name(),
+             slot_bytes / 1048576.0, zt_swap_engine_name(),
              c->offload_optimizer.pipeline_read ? "reads pipelined" : "reads not pipelined",
              c->offload_optimizer.pipeline_write ? ", writes pipelined" : ", writes not pipelined",
              e->fA.direct ? ", O_DIRECT" : ", buffered");
@@ -771,11 +814,13 @@ static void offload_free(zt_engine_t e) {
         zt_tensor_free(e->bm[k]);
         zt_tensor_free(e->bv[k]);
         zt_tensor_free(e->bw[k]);
+        zt_tensor_free(e->bh[k]);
         free(e->bufmem[k]);
     }
     free(e->bm);
     free(e->bv);
     free(e->bw);
+    free(e->bh);
     free(e->bufmem);
     zt_tensor_free(e->fordA);
     zt_tensor_free(e->fordB);
@@ -845,7 +890,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
         p->own1 = hi < 0 ? 0 : hi > p->nblk ? p->nblk : hi;
         if (p->own1 < p->own0) p->own1 = p->own0;
         e->home_n += p->offl ? 0 : pad16(partial_master(e, p) ? own_elems(p) : p->rows * p->cols);
-        e->work_n += pad16(partial_home(e, p) ? own_elems(p) : p->rows * p->cols);
+        e->work_n += p->offl ? 0 : pad16(partial_home(e, p) ? own_elems(p) : p->rows * p->cols);
         e->ghome_n += pad16(partial_ghome(e) ? own_elems(p) : p->rows * p->cols);
     }
     const int master_whole = e->mp ? e->stage == 0 : e->stage < 3; /* laid out like flat_n */
@@ -1176,7 +1221,7 @@ static zt_tensor_t gather(struct zt_param *p) {
          * slot, after the optimizer's last write of their groups (file-order blocks) */
         int b = p->first_blk + j, li = e->blk_group[b];
         int64_t n = (blk_row0(p, j + 1) - blk_row0(p, j)) * p->cols;
-        segs[j - p->own0] = (struct zt_swap_seg){p->value, j, 0, n * 4, fileB_off(e, b)};
+        segs[j - p->own0] = (struct zt_swap_seg){p->value, j, 0, n * esB(e), fileB_off(e, b)};
         for (int u = unit_at(e, li, e->pblk[b].off);
              u < e->ufirst[li + 1] && e->units[u].lo < e->pblk[b].off + n; u++)
             if (nord == 0 || ord[nord - 1].blk != u)
@@ -1319,9 +1364,14 @@ static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
         const struct zt_group *gr = &e->groups[e->g0 + un->li];
         int k = i % e->nbuf;
         int64_t len = unit_bytes(e, u);
-        struct zt_swap_seg mv[2] = {{e->bm[k], 0, 0, len, un->offA},
-                                    {e->bv[k], 0, 0, len, un->offA + len}};
-        struct zt_swap_seg w = {e->bw[k], 0, 0, len,
+        /* file A: [m | v], or (inf) [m | v | fp32 master]; file B: the fp32 values, or (inf)
+         * the 16-bit copy the update writes (nothing to read from it) */
+        struct zt_swap_seg mv[3] = {{e->bm[k], 0, 0, len, un->offA},
+                                    {e->bv[k], 0, 0, len, un->offA + len},
+                                    {e->bw[k], 0, 0, len, un->offA + 2 * len}};
+        const int nA = 2 + e->inf;
+        struct zt_swap_seg w = {e->inf ? e->bh[k] : e->bw[k], 0, 0,
+                                e->par_nvme ? unitB_bytes(e, u) : 0,
                                 e->par_nvme ? unitB_off(e, u) : 0};
         struct zt_block_ref oa = {e->fordA, u, 0}, ob = {e->fordB, u, 0};
         /* the group's blocks with elements in the unit (padding after a block excluded) */
@@ -1329,12 +1379,14 @@ static enum zt_status adamw_swapped(zt_engine_t e, const struct zt_task_opts *o,
         while (b0 < b1 && e->pblk[b0].off + blk_elems(e, b0) <= un->lo) b0++;
         while (b1 > b0 && e->pblk[b1 - 1].off >= un->hi) b1--;
         if (b1 == b0) continue; /* padding only */
-        ZT_CHECK(zt_task_swap(&ord, 0, &e->fA, mv, 2, &oa, 1, rpipe));
-        if (e->par_nvme) ZT_CHECK(zt_task_swap(&ord, 0, &e->fB, &w, 1, &ob, 1, rpipe));
+        ZT_CHECK(zt_task_swap(&ord, 0, &e->fA, mv, nA, &oa, 1, rpipe));
+        if (e->par_nvme && !e->inf)
+            ZT_CHECK(zt_task_swap(&ord, 0, &e->fB, &w, 1, &ob, 1, rpipe));
         ZT_CHECK(zt_task_adamw_w(o, &e->pblk[b0], &e->gblk[b0], b1 - b0,
                                  e->par_nvme ? e->bw[k] : NULL, e->bm[k], e->bv[k], 0, un->lo,
-                                 coef, hp, e->pipe, e->mp ? &e->wblk[b0] : NULL));
-        ZT_CHECK(zt_task_swap(o, 1, &e->fA, mv, 2, &oa, 1, wpipe));
+                                 coef, hp, e->pipe, e->mp ? &e->wblk[b0] : NULL,
+                                 e->inf ? e->bh[k] : NULL));
+        ZT_CHECK(zt_task_swap(o, 1, &e->fA, mv, nA, &oa, 1, wpipe));
         if (e->par_nvme) ZT_CHECK(zt_task_swap(o, 1, &e->fB, &w, 1, &ob, 1, wpipe));
     }
     return ZT_OK;
@@ -1580,8 +1632,7 @@ static enum zt_status consolidate(zt_engine_t e, int which, zt_tensor_t *out) {
         struct zt_param *p = e->params[i]; /* offloaded shards: read from the swap file */
         for (int j = p->own0; p->offl && j < p->own1 && rc == ZT_OK; j++) {
             int b = p->first_blk + j;
-            rc = zt_swap_read_sync(&e->fB, dst + e->babs[b], (e->babs[b + 1] - e->babs[b]) * 4,
-                                   fileB_off(e, b));
+            rc = offloaded_values(e, b, dst + e->babs[b]);
         }
     }
     for (int i = 0; i < e->np && rc == ZT_OK; i++) {
@@ -1679,18 +1730,6 @@ enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path)
 static int64_t own_row0(const struct zt_param *p) { return blk_row0(p, p->own0); }
 static int64_t own_row1(const struct zt_param *p) { return blk_row0(p, p->own1); }
 
-/* elements [s0, s1) of local group li's exp_avg (v = 0) or exp_avg_sq (v = 1) in file A <-> buf
- * (read = 1: file to buf), unit by unit */
-static enum zt_status fileA_range(zt_engine_t e, int li, int64_t s0, int64_t s1, int v,
-                                  float *buf) {
-    for (int u = unit_at(e, li, s0); u < e->ufirst[li + 1] && e->units[u].lo < s1; u++) {
-        const struct zt_unit *un = &e->units[u];
-        int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
-        ZT_CHECK(zt_swap_read_sync(&e->fA, buf + (x0 - s0), (x1 - x0) * 4,
-                                   un->offA + (v ? unit_bytes(e, u) : 0) + (x0 - un->lo) * 4));
-    }
-    return ZT_OK;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * background shard save: one host task (zt_task_io) per parameter reads the state through the
@@ -1874,8 +1913,8 @@ static void save_param(void *ctx, void *const *ptrs) {
             const float *src = tmp;
             if (role == 0 && !p->offl) {
                 src = ptrs[k];
-            } else if (role == 0) { /* its shard is in file B */
-                rc = zt_swap_read_sync(&e->fB, tmp, n * 4, fileB_off(e, b));
+            } else if (role == 0) { /* its shard is in file B (inf: its master in file A) */
+                rc = offloaded_values(e, b, tmp);
             } else if (e->m) { /* m and v blocks of each value block's group */
                 src = (const float *)ptrs[q->mv0 + 2 * k + role - 1] + e->pblk[b].off;
             } else { /* file A */
@@ -2155,7 +2194,8 @@ void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
     const int64_t ws = (int64_t)zt_dtype_size(e->wdt);
     m->params = e->home_n * (int64_t)sizeof(float) + e->work_n * ws + m->param_window;
     m->grads = e->ghome_n * ws + m->grad_window;
-    m->swap_buffers = (int64_t)e->nbuf * (2 + e->par_nvme) * e->buf_elems * 4;
+    m->swap_buffers = (int64_t)e->nbuf * ((2 + e->par_nvme) * e->buf_elems * 4 +
+                                          (e->inf ? pad4k(e->buf_elems * 2) : 0));
     m->optim = (e->m ? 2 * zt_tensor_numel(e->m) * (int64_t)sizeof(float) : 0) + m->swap_buffers;
     m->nvme = e->nvme_bytes;
     m->acts = e->act_bytes;

@@ -18,6 +18,7 @@ struct zt_opt_args {
     float max_norm;
     float loss_scale;      /* grad_clip: the gradients are this multiple of the true ones */
     int outs;              /* adamw: slot 7 holds a 16-bit copy of each updated block */
+    int wout;              /* adamw: slot 8 holds a 16-bit copy of w */
     struct zt_adamw_hparams hp;
     int64_t lo, hi;        /* adamw: the group elements m/v/w hold (window; blocks are clipped) */
     int64_t off[];         /* [n] element offset of block i inside the group's m/v block,
@@ -78,9 +79,12 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
         float *mb = m + (b0 - a->lo), *vb = v + (b0 - a->lo);
         zt_kern_adamw(p + s, mb + s, vb + s, g + s, (size_t)(t - s), hp->lr, hp->beta1,
                       hp->beta2, hp->eps, hp->weight_decay, bc1, bc2, coef, hp->decoupled);
-        if (a->outs) /* the working copy: fp32 here, rounded by the dispatcher */
-            memcpy((float *)zt_slot_buf_ptr(buffers, &a->hdr, 7, i) + s, p + s,
-                   (size_t)(t - s) * sizeof(float));
+        /* the working copy: fp32 here, rounded by the dispatcher; of a block in memory (outs),
+         * or of one whose values are in w (wout, laid out like w) */
+        float *cp = pi >= 0 && a->outs ? zt_slot_buf_ptr(buffers, &a->hdr, 7, (int)pi)
+                    : pi < 0 && a->wout ? (float *)zt_slot_ptr(buffers, &a->hdr, 8) + (b0 - a->lo)
+                                        : NULL;
+        if (cp) memcpy(cp + s, p + s, (size_t)(t - s) * sizeof(float));
     }
 }
 
@@ -135,15 +139,18 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
                                 "outside the group's %lld moments", i,
                                 (long long)params[i].off, (long long)gblk);
     }
-    return zt_task_adamw_w(o, params, grads, n, NULL, m, v, g, 0, clip, hp, NULL, outs);
+    return zt_task_adamw_w(o, params, grads, n, NULL, m, v, g, 0, clip, hp, NULL, outs, NULL);
 }
 
 enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
                                const struct zt_block_ref *grads, int n, zt_tensor_t w,
                                zt_tensor_t m, zt_tensor_t v, int g, int64_t lo,
                                zt_tensor_t clip, const struct zt_adamw_hparams *hp,
-                               zt_tensor_t pipe, const struct zt_block_ref *outs) {
+                               zt_tensor_t pipe, const struct zt_block_ref *outs,
+                               zt_tensor_t wout) {
     ZT_CHECK(zt_check_blk("zt_task_adamw", m, g));
+    if (wout && (!w || zt_tensor_numel(wout) < zt_tensor_blk_rows(w, g) * zt_tensor_cols(w)))
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: the copy of w needs w and its size");
     if (clip && (zt_tensor_numel(clip) < 3 || zt_tensor_dtype(clip) != ZT_DTYPE_F32))
         return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: clip tensor needs 3 floats");
     ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, v));
@@ -184,22 +191,30 @@ enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_blo
         a->off[i] = params[i].off;
     }
     zt_tb_add_list(&tb, in, nin, STARPU_RW);
-    free(in);
     zt_tb_add_list(&tb, grads, n, STARPU_R);
     zt_tb_add(&tb, m, g, STARPU_RW);
     zt_tb_add(&tb, v, g, STARPU_RW);
     zt_tb_add(&tb, clip, -1, STARPU_R);
     zt_tb_add(&tb, w, w ? g : -1, STARPU_RW);
     zt_tb_add(&tb, pipe, -1, STARPU_RW);
-    if (outs) { /* same shapes as the parameter blocks, all in memory; RW: a window is written */
-        for (int i = 0; i < n; i++)
-            if (!params[i].t || !outs[i].t ||
-                zt_tensor_blk_rows(outs[i].t, outs[i].blk) * zt_tensor_cols(outs[i].t) !=
-                    zt_tensor_blk_rows(params[i].t, params[i].blk) * zt_tensor_cols(params[i].t))
-                tb.bad = 1;
-        a->outs = 1;
-        if (!tb.bad) zt_tb_add_list(&tb, outs, n, STARPU_RW);
+    /* slot 7: the copies of the blocks in memory (shaped like them), in slot 0's order;
+     * RW: a task updates only its window of them */
+    int nout = 0;
+    for (int i = 0; outs && i < n; i++) {
+        if (!params[i].t) continue;
+        if (!outs[i].t ||
+            zt_tensor_blk_rows(outs[i].t, outs[i].blk) * zt_tensor_cols(outs[i].t) !=
+                zt_tensor_blk_rows(params[i].t, params[i].blk) * zt_tensor_cols(params[i].t))
+            tb.bad = 1;
+        else
+            in[nout++] = outs[i];
     }
+    if (outs && nout != nin) tb.bad = 1;
+    a->outs = outs != NULL && nout > 0;
+    zt_tb_add_list(&tb, in, a->outs ? nout : 0, STARPU_RW);
+    a->wout = wout != NULL;
+    zt_tb_add(&tb, wout, wout ? 0 : -1, STARPU_RW);
+    free(in);
     return zt_tb_submit(&tb, a, sizeof *a + 2 * (size_t)n * sizeof(int64_t),
                         o ? o->priority : 0);
 }

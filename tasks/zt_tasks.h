@@ -149,12 +149,16 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
  * inside it, so a large group can be updated piece by piece in small buffers (AdamW is
  * elementwise: the pieces give the same bits as the whole). The values of a parameter block whose
  * params[i].t is NULL live in w, laid out like m and v. pipe: an optional token accessed RW
- * (serializes the task with swap tasks, zt_task_swap). */
+ * (serializes the task with swap tasks, zt_task_swap). outs: as for zt_task_adamw, for the blocks
+ * in memory (entries of blocks in w are ignored); wout (NULL or a tensor of at least w's block
+ * size, typically bf16/fp16): the updated values of the blocks in w, laid out like w (mixed
+ * precision with parameters on NVMe: the working copy swapped out to the parameter file). */
 enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
                                const struct zt_block_ref *grads, int n, zt_tensor_t w,
                                zt_tensor_t m, zt_tensor_t v, int g, int64_t lo,
                                zt_tensor_t clip, const struct zt_adamw_hparams *hp,
-                               zt_tensor_t pipe, const struct zt_block_ref *outs);
+                               zt_tensor_t pipe, const struct zt_block_ref *outs,
+                               zt_tensor_t wout);
 
 /* ---- swap (NVMe offload) ---- A swap moves segments between tensor blocks and a swap file
  * (io/zt_swapdir.h) through the asynchronous I/O engine (io/zt_aio.h). It takes its place in the

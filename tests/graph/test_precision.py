@@ -33,12 +33,18 @@ PyTorch, loss scaling, determinism, exact resume and ZeRO on 2 ranks.
 5. ZeRO stages 0-3 on 2 ranks (bf16 and fp16, 16-bit collectives): each tracks the 1-rank run
    (final loss within 1%); stage 1 gives stage 0's losses bit for bit and stage 3 stage 2's
    (where the 16-bit gradient sums are rounded is the same).
-6. The loss curve: 200 steps of the demo model on the demo corpus (data/fortunes.bin, made by
+6. 16-bit parameters on NVMe (stage 3, offload_optimizer and offload_param nvme; the master
+   weights go to the optimizer's swap file, the bf16/fp16 copy to the parameter file): bf16
+   and fp16 on 1 and 2 ranks, many swap units (ZT_OPT_GROUP_ELEMS=2048), train bit-identically
+   to stage 3 in memory (losses and exported weights); the parameter reads of the gathers move
+   half the bytes of fp32's (--trace); saving (the masters read back from the swap file) and
+   resuming is exact.
+7. The loss curve: 200 steps of the demo model on the demo corpus (data/fortunes.bin, made by
    scripts/prepare-demo.sh; the test makes it when missing) in fp32, bf16 and fp16: final
    losses (mean of the last 10 steps) within 2% of fp32.
 
 Usage: test_precision.py ZT_TRAIN MPIEXEC WORKDIR REF_DIR SOURCE_DIR [curve]
-(parts 1-5, or with "curve" part 6 alone: ctest runs it as precision_curve, outside the
+(parts 1-6, or with "curve" part 7 alone: ctest runs it as precision_curve, outside the
 sanitizer pass)
 """
 import json
@@ -334,7 +340,72 @@ def zero(model, data, init):
                 "%s on 2 ranks: stage 1 = stage 0 and stage 3 = stage 2 bit for bit" % prec)
 
 
-# ---- 6. the loss curve on the demo corpus ------------------------------------------------------
+# ---- 6. 16-bit parameters on NVMe ---------------------------------------------------------------
+def gather_read_bytes(ztr):
+    """bytes the parameter gathers read from the swap file (swap_in tasks at a prefetch
+    priority, > 0; the optimizer's reads are below 0), rank 0, step 2"""
+    total = 0
+    with open(ztr) as f:
+        for line in f:
+            x = line.split()
+            if line.startswith("#") or x[2] != "swap_in" or x[0] != "0" or x[3] != "2":
+                continue
+            if int(x[14]) > 0:
+                total += max(int(x[12]), int(x[13]))
+    return total
+
+
+def nvme_params(model, data, init):
+    nv = R.path("nvme")
+    os.makedirs(nv, exist_ok=True)
+    env = {"ZT_OPT_GROUP_ELEMS": "2048"}
+    z3 = zero_section(3)
+    off = dict(z3, offload_optimizer={"device": "nvme", "nvme_path": nv, "buffer_count": 3},
+               offload_param={"device": "nvme", "nvme_path": nv, "buffer_size": 20000,
+                              "max_in_cpu": 20000})
+    for prec in ("bf16", "fp16"):
+        for n in (1, 2):
+            base = BASE if n == 1 else BASE2
+            args = ["--model", model, "--data", data, "--init-from", init, "--steps", "6"]
+            mem = R.write("nv_mem_%s.json" % prec, dict(base, zero_optimization=z3,
+                                                       **{prec: {"enabled": True}}))
+            ds = R.write("nv_%s.json" % prec, dict(base, zero_optimization=off,
+                                                  **{prec: {"enabled": True}}))
+            a, aout, _ = R.train("nv_mem_%s_%d" % (prec, n), n, ["--ds-config", mem] + args, env)
+            b, bout, _ = R.train("nv_%s_%d" % (prec, n), n, ["--ds-config", ds] + args, env)
+            with open(aout, "rb") as f1, open(bout, "rb") as f2:
+                same_w = f1.read() == f2.read()
+            R.check([r["loss"] for r in a] == [r["loss"] for r in b] and same_w,
+                    "%s, parameters and optimizer state on NVMe, %d rank(s): bit-identical to "
+                    "stage 3 in memory" % (prec, n))
+    # the gathers' reads: 16-bit against fp32
+    got = {}
+    for prec in ("fp32", "bf16"):
+        d = dict(BASE, zero_optimization=off)
+        if prec != "fp32":
+            d[prec] = {"enabled": True}
+        ds = R.write("nv_trace_%s.json" % prec, d)
+        tr = R.path("nv_trace_%s.json.trace" % prec)
+        p = R.launch(1, ["--ds-config", ds, "--model", model, "--data", data, "--init-from", init,
+                         "--steps", "2", "--trace", tr + ".json", "--quiet"], env)
+        got[prec] = gather_read_bytes(tr + ".ztr") if p.returncode == 0 else -1
+    R.check(got["fp32"] > 0 and got["bf16"] * 2 == got["fp32"],
+            "parameters on NVMe: the gathers read %d bytes in bf16, %d in fp32" % (got["bf16"],
+                                                                                got["fp32"]))
+    # save (masters read back from file A) and resume
+    ds = R.write("nv_resume.json", dict(BASE, zero_optimization=off, bf16={"enabled": True}))
+    args = ["--ds-config", ds, "--model", model, "--data", data]
+    a, aout, _ = R.train("nv_straight", 1, args + ["--init-from", init, "--steps", "8"], env)
+    ck = R.path("ck_nv")
+    R.train("nv_first", 1, args + ["--init-from", init, "--steps", "4", "--save-dir", ck], env)
+    b, bout, _ = R.train("nv_second", 1, args + ["--steps", "8", "--resume", ck], env)
+    with open(aout, "rb") as f1, open(bout, "rb") as f2:
+        same_w = f1.read() == f2.read()
+    R.check([r["loss"] for r in a][4:] == [r["loss"] for r in b] and same_w,
+            "bf16 with parameters on NVMe: 4 + resume 4 = 8 straight (losses, weights)")
+
+
+# ---- 7. the loss curve on the demo corpus ------------------------------------------------------
 def curve():
     data = os.path.join(SRC, "data", "fortunes.bin")
     if not os.path.exists(data):
@@ -368,6 +439,7 @@ def main():
     determinism(model, data, init)
     resume(model, data, init)
     zero(model, data, init)
+    nvme_params(model, data, init)
     return R.finish("test_precision")
 
 
