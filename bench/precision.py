@@ -6,19 +6,25 @@ For each model ("small" and "gpt2-124M", bench/configs) and each placement:
   z2x2   2 ranks (mpirun, STARPU_NCPU=1 each), ZeRO stage 2 (gradients reduce-scattered,
          parameters all-gathered)
   nvme   1 rank, ZeRO stage 1 with the optimizer state on NVMe (offload_optimizer nvme in DIR)
+  inf    1 rank, ZeRO stage 3 with optimizer state and parameters on NVMe (offload_param too)
 it trains each precision in turn (the order rotates with the repetition) and reports:
   ms/step      median of the steps after the first (an untraced run of --steps steps)
   ratio        ms/step over fp32's in the same repetition
   comm MB      bytes of the collective tasks' buffers in step 2 on rank 0 (zt-train --trace;
                each rank sends (N-1)/N of them): 16-bit gradients and parameters halve it
-  swap MB      bytes the swap tasks moved in step 2 (optimizer state: fp32 in every precision)
+  swap MB      bytes the swap tasks moved in step 2: the optimizer's (fp32 in every precision;
+               with 16-bit parameters on NVMe the fp32 master weights move with the moments)
+               and the stage-3 gathers' parameter reads (16-bit: half of fp32's)
   loss         the last step's loss (the precisions start from the same weights)
 under each OpenBLAS environment (default, and OPENBLAS_CORETYPE=Haswell as this machine sets
 it). Writes the table to stdout and, with --out, JSON.
 
-Usage: python3 bench/precision.py [--models small,gpt2-124M] [--modes mem,z2x2,nvme]
+With --curve N: also N steps of "small" on the demo corpus in each precision (default env),
+and the final loss (mean of the last 10 steps) of bf16 and fp16 against fp32's.
+
+Usage: python3 bench/precision.py [--models small,gpt2-124M] [--modes mem,z2x2,nvme,inf]
        [--steps-small 6] [--steps-124m 3] [--reps 1] [--envs default,Haswell] [--dir D]
-       [--out results.json]
+       [--curve 200] [--out results.json]
 """
 import argparse
 import json
@@ -42,11 +48,14 @@ def config(model, mode, prec, d):
     if mode == "z2x2":
         ds["train_micro_batch_size_per_gpu"] = ds["train_batch_size"] // 2
         ds["zero_optimization"] = {"stage": 2}
-    elif mode == "nvme":
+    elif mode in ("nvme", "inf"):
         nv = os.path.join(d, "nvme")
         os.makedirs(nv, exist_ok=True)
-        ds["zero_optimization"] = {"stage": 1, "offload_optimizer": {"device": "nvme",
-                                                                     "nvme_path": nv}}
+        z = {"stage": 1 if mode == "nvme" else 3,
+             "offload_optimizer": {"device": "nvme", "nvme_path": nv}}
+        if mode == "inf":
+            z["offload_param"] = {"device": "nvme", "nvme_path": nv}
+        ds["zero_optimization"] = z
     if prec != "fp32":
         ds[prec] = {"enabled": True}
     p = os.path.join(d, "%s_%s_%s.json" % (model, mode, prec))
@@ -78,7 +87,7 @@ def measure(a, env, model, mode, prec, d, steps):
     ms = statistics.median([r["ms"] for r in recs[1:]])
     trace = os.path.join(d, "trace.json")
     run(a, env, model, mode, ds, 2, ["--trace", trace])
-    comm = swap = 0
+    comm = swap = gath = 0
     with open(os.path.join(d, "trace.ztr")) as f:
         for line in f:
             if line.startswith("#"):
@@ -90,10 +99,25 @@ def measure(a, env, model, mode, prec, d, steps):
             b = max(int(x[12]), int(x[13]))
             if kind in COMM:
                 comm += b
+            elif kind == "swap_in" and int(x[14]) > 0:  # a gather's read (prefetch priority)
+                gath += b
             elif kind in SWAP:
                 swap += b
-    return {"ms": ms, "comm_mb": comm / 1e6, "swap_mb": swap / 1e6, "loss": recs[-1]["loss"],
-            "skipped": sum(r.get("skipped", 0) for r in recs)}
+    return {"ms": ms, "comm_mb": comm / 1e6, "swap_mb": swap / 1e6, "gather_mb": gath / 1e6,
+            "loss": recs[-1]["loss"], "skipped": sum(r.get("skipped", 0) for r in recs)}
+
+
+def curve(a, steps):
+    """final losses (mean of the last 10 steps) of `steps` steps of small per precision"""
+    env = openblas_envs("default")[0][1]
+    out = {}
+    for p in PRECS:
+        ds = config("small", "mem", p, a.dir)
+        log = os.path.join(a.dir, "curve.jsonl")
+        run(a, env, "small", "mem", ds, steps, ["--log", log])
+        recs = [json.loads(l) for l in open(log)]
+        out[p] = sum(r["loss"] for r in recs[-10:]) / min(10, len(recs))
+    return out
 
 
 def main():
@@ -102,7 +126,8 @@ def main():
     ap.add_argument("--mpiexec", default=shutil.which("mpirun") or "mpirun")
     ap.add_argument("--data", default=os.path.join(ROOT, "data", "fortunes.bin"))
     ap.add_argument("--models", default="small,gpt2-124M")
-    ap.add_argument("--modes", default="mem,z2x2,nvme")
+    ap.add_argument("--modes", default="mem,z2x2,nvme,inf")
+    ap.add_argument("--curve", type=int, default=0)
     ap.add_argument("--steps-small", type=int, default=6)
     ap.add_argument("--steps-124m", type=int, default=3)
     ap.add_argument("--reps", type=int, default=1)
@@ -133,20 +158,29 @@ def main():
                     row = dict(env=ename, model=model, mode=mode, precision=p, **med)
                     rows.append(row)
                     print("%-7s %-9s %-4s %-4s  %9.1f ms/step  x%.3f  comm %8.2f MB  swap %8.2f "
-                          "MB  loss %.4f%s" % (ename, model, mode, p, row["ms"], row["ratio"],
-                                               row["comm_mb"], row["swap_mb"], row["loss"],
-                                               "  (%d skipped)" % row["skipped"]
-                                               if row["skipped"] else ""), flush=True)
-    print("\n| env | model | placement | precision | ms/step | vs fp32 | comm MB/step | swap "
-          "MB/step | last loss |")
-    print("|---|---|---|---|---|---|---|---|---|")
+                          "MB  gathers %7.2f MB  loss %.4f%s" % (
+                              ename, model, mode, p, row["ms"], row["ratio"], row["comm_mb"],
+                              row["swap_mb"], row["gather_mb"], row["loss"],
+                              "  (%d skipped)" % row["skipped"] if row["skipped"] else ""),
+                          flush=True)
+    print("\n| env | model | placement | precision | ms/step | vs fp32 | comm MB/step | optimizer "
+          "swap MB/step | gather reads MB/step | last loss |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print("| %s | %s | %s | %s | %.1f | %.3f | %.2f | %.2f | %.4f |" % (
+        print("| %s | %s | %s | %s | %.1f | %.3f | %.2f | %.2f | %.2f | %.4f |" % (
             r["env"], r["model"], r["mode"], r["precision"], r["ms"], r["ratio"], r["comm_mb"],
-            r["swap_mb"], r["loss"]))
+            r["swap_mb"], r["gather_mb"], r["loss"]))
+    result = {"rows": rows}
+    if a.curve > 0:
+        c = curve(a, a.curve)
+        result["curve"] = c
+        print("\n%d steps of small on the demo corpus, final loss (mean of the last 10): fp32 "
+              "%.4f, bf16 %.4f (%+.2f%%), fp16 %.4f (%+.2f%%)" % (
+                  a.curve, c["fp32"], c["bf16"], 100 * (c["bf16"] / c["fp32"] - 1), c["fp16"],
+                  100 * (c["fp16"] / c["fp32"] - 1)))
     if a.out:
         with open(a.out, "w") as f:
-            json.dump(rows, f, indent=1)
+            json.dump(result, f, indent=1)
     shutil.rmtree(a.dir, ignore_errors=True)
 
 
