@@ -603,10 +603,10 @@ static enum zt_status put_unit(zt_engine_t e, int u, const float *stage, void *s
 }
 
 /* Write this rank's blocks of the offloaded parameters to file B (and, inf, their fp32 master
- * weights to file A), unit by unit through one aligned staging buffer: values from st, from checkpoint shards ck, or (both NULL) the
- * initializer's stream from rng, the state finalize started from (finalize skipped the
- * offloaded parameters' draws; here they are drawn and every other parameter's are skipped, so
- * each value is generated once). */
+ * weights to file A), unit by unit through one aligned staging buffer: values from st, from
+ * checkpoint shards ck, or (both NULL) the initializer's stream from rng, the state finalize
+ * started from (finalize skipped the offloaded parameters' draws; here they are drawn and every
+ * other parameter's are skipped, so each value is generated once). */
 static enum zt_status write_offloaded(zt_engine_t e, struct zt_safetensors *st,
                                       struct zt_shard_set *ck, uint64_t rng) {
     int64_t maxn = 0;
@@ -1571,7 +1571,8 @@ static enum zt_status set_values(zt_engine_t e, struct zt_param *p, const float 
     if (p->work) {
         ZT_CHECK(zt_tensor_acquire(p->work, 1));
         int ph = partial_home(e, p);
-        store_as(e->wdt, zt_tensor_data(p->work), ph ? own : v, ph ? own_elems(p) : p->rows * p->cols);
+        store_as(e->wdt, zt_tensor_data(p->work), ph ? own : v,
+                 ph ? own_elems(p) : p->rows * p->cols);
         zt_tensor_release(p->work);
     }
     return ZT_OK;

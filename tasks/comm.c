@@ -155,7 +155,9 @@ static void reduce_scatter_body(void *buffers[], const struct zt_comm_args *a,
         void *outp = zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b);
         void *accp = acc ? zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i) : NULL;
         float *out = dt == ZT_DTYPE_F32 ? outp : tout;
-        float *dst = !acc ? NULL : adt == ZT_DTYPE_F32 ? accp : (float *)widen(tacc, accp, (size_t)n, adt);
+        float *dst = !acc                ? NULL
+                     : adt == ZT_DTYPE_F32 ? accp
+                                           : (float *)widen(tacc, accp, (size_t)n, adt);
         for (int64_t j = 0; j < n; j++) {
             float s = w[at + j];
             for (int r = 1; r < N; r++) s += w[(int64_t)r * my + at + j];
@@ -248,8 +250,8 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
                             reduce ? "summed" : "gathered with that element size");
     if (naux > 0 && aux[0].t && !reduce && zt_tensor_dtype(aux[0].t) != dt)
         return zt_error_set(ZT_ERR_INVALID, "%s: the source blocks (%s) are not of the blocks' "
-                                            "type (%s)", fn, zt_dtype_name(zt_tensor_dtype(aux[0].t)),
-                            zt_dtype_name(dt));
+                                            "type (%s)", fn,
+                            zt_dtype_name(zt_tensor_dtype(aux[0].t)), zt_dtype_name(dt));
     if (naux > 0 && aux[0].t && reduce && zt_tensor_dtype(aux[0].t) == ZT_DTYPE_RAW)
         return zt_error_set(ZT_ERR_INVALID, "%s: the accumulator blocks cannot be summed into",
                             fn);
