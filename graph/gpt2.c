@@ -162,6 +162,14 @@ void zt_gpt2_free(zt_gpt2_t m) {
 #define V_(p) zt_param_value(p)
 #define G_(p) zt_param_grad(p)
 
+/* weight-gradient tasks of a weight: one per row block of it (they run in parallel), or with
+ * 16-bit activations one for all its blocks: each task widens every activation block it reads,
+ * so per-block tasks would widen them once per block */
+static int wgrad_tasks(zt_gpt2_t m, zt_tensor_t g) {
+    return zt_engine_dtype(m->e) == ZT_DTYPE_F32 ? zt_tensor_nblk(g) : 1;
+}
+static int wgrad_blk(zt_gpt2_t m, int j) { return zt_engine_dtype(m->e) == ZT_DTYPE_F32 ? j : -1; }
+
 /* out = inp @ w + bias, per block; then all weight-gradient helpers */
 static enum zt_status linear_forward(const struct zt_task_opts *o, int nb, zt_tensor_t out,
                                      zt_tensor_t inp, zt_param_t w, zt_param_t bias) {
@@ -176,8 +184,8 @@ static enum zt_status linear_backward(zt_gpt2_t m, int layer, int mb, zt_tensor_
     struct zt_task_opts ob = zt_engine_opts(m->e, ZT_PRIO_BACKWARD, layer, L, mb);
     struct zt_task_opts ow = zt_engine_opts(m->e, ZT_PRIO_WEIGHT_GRAD, layer, L, mb);
     FOR_BLK ZT_CHECK(zt_task_matmul_backward_inp(&ob, dinp, b, dout, V_(w), 0));
-    for (int j = 0; j < zt_tensor_nblk(G_(w)); j++)
-        ZT_CHECK(zt_task_matmul_backward_weight(&ow, G_(w), j, inp, dout));
+    for (int j = 0; j < wgrad_tasks(m, G_(w)); j++)
+        ZT_CHECK(zt_task_matmul_backward_weight(&ow, G_(w), wgrad_blk(m, j), inp, dout));
     ZT_CHECK(zt_task_matmul_backward_bias(&ow, G_(bias), dout));
     return ZT_OK;
 }
@@ -240,8 +248,9 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     struct zt_task_opts ob = zt_engine_opts(e, ZT_PRIO_BACKWARD, L, L, mb);
     struct zt_task_opts ow = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, L, L, mb);
     FOR_BLK ZT_CHECK(zt_task_matmul_t_backward_inp(&ob, m->dC, b, m->logits, V_(m->wte), 0));
-    for (int j = 0; j < zt_tensor_nblk(G_(m->wte)); j++)
-        ZT_CHECK(zt_task_matmul_t_backward_weight(&ow, G_(m->wte), j, m->logits, m->lnf));
+    for (int j = 0; j < wgrad_tasks(m, G_(m->wte)); j++)
+        ZT_CHECK(zt_task_matmul_t_backward_weight(&ow, G_(m->wte), wgrad_blk(m, j), m->logits,
+                                                  m->lnf));
     ZT_CHECK(zt_task_zero(&ob, m->dres));
     ZT_CHECK(layernorm_backward(m, L, mb, m->dC, res, m->lnfw, m->lnfb, m->lnf_mean,
                                 m->lnf_rstd));

@@ -137,15 +137,15 @@ enum zt_status zt_task_matmul_t_backward_inp(const struct zt_task_opts *o, zt_te
 static enum zt_status weightwise(enum zt_task_kind kind, const char *fn,
                                  const struct zt_task_opts *o, zt_tensor_t dw, int wblk,
                                  zt_tensor_t a0, zt_tensor_t a1, int tied) {
-    ZT_CHECK(zt_check_blk(fn, dw, wblk));
+    if (wblk != -1) ZT_CHECK(zt_check_blk(fn, dw, wblk));
     ZT_CHECK(zt_check_same_blocks(fn, a0, a1));
     int C, OC;
     ZT_CHECK(check_w(fn, tied ? a1 : a0, dw, tied, &C, &OC));
     ZT_ARGS_NEW(struct zt_matmul_args, a);
     a->C = C;
     a->OC = OC;
-    a->r0 = zt_tensor_blk_row0(dw, wblk);
-    a->r1 = a->r0 + zt_tensor_blk_rows(dw, wblk);
+    a->r0 = wblk < 0 ? 0 : zt_tensor_blk_row0(dw, wblk);
+    a->r1 = wblk < 0 ? zt_tensor_rows(dw) : a->r0 + zt_tensor_blk_rows(dw, wblk);
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, kind, o, wblk);
     zt_tb_add(&tb, dw, wblk, STARPU_RW);

@@ -72,7 +72,8 @@ enum zt_status zt_task_matmul_forward(const struct zt_task_opts *o, zt_tensor_t 
 enum zt_status zt_task_matmul_backward_inp(const struct zt_task_opts *o, zt_tensor_t dinp,
                                            int blk, zt_tensor_t dout, zt_tensor_t w,
                                            int accumulate);
-/* dw block wblk (rows of w) += inp^T @ dout over every row block */
+/* dw block wblk (rows of w) += inp^T @ dout over every row block; wblk -1: every block of dw in
+ * one task (for 16-bit tensors: the activations are widened once instead of once per block) */
 enum zt_status zt_task_matmul_backward_weight(const struct zt_task_opts *o, zt_tensor_t dw,
                                               int wblk, zt_tensor_t inp, zt_tensor_t dout);
 enum zt_status zt_task_matmul_backward_bias(const struct zt_task_opts *o, zt_tensor_t dbias,
