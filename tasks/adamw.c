@@ -7,6 +7,7 @@
  * groups in group order, so it is bit-identical for any worker count and scheduler.
  */
 #include <math.h>        /* sqrt, pow */
+#include <stdint.h>      /* uint16_t */
 #include <stdlib.h>      /* malloc */
 #include <string.h>      /* memset */
 #include "zt_kernels.h"  /* zt_kern_adamw, zt_kern_sumsq */
@@ -54,6 +55,20 @@ void grad_clip_cpu(void *buffers[], void *cl_arg) {
     clip[2] = isfinite(s) ? 0.0f : 1.0f; /* an inf or NaN in some gradient (fp16 overflow) */
 }
 
+/* n values at src of 16-bit type dt widened into dst, or narrowed back (to_half) */
+static void widen16(int dt, float *dst, const void *src, size_t n) {
+    if (dt == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(dst, src, n);
+    else zt_kern_f16_to_f32(dst, src, n);
+}
+static void narrow16(int dt, void *dst, const float *src, size_t n) {
+    if (dt == ZT_DTYPE_BF16) zt_kern_f32_to_bf16(dst, src, n);
+    else zt_kern_f32_to_f16(dst, src, n);
+}
+static int is16(int dt) { return dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16; }
+
+/* The AdamW task handles its 16-bit slots itself (hdr.native16): a task updates a window of its
+ * blocks (a swap unit of a large block), so only that window's gradients are widened and only
+ * its copies (outs, wout) rounded, where the dispatcher would convert the whole blocks. */
 void adamw_cpu(void *buffers[], void *cl_arg) {
     const struct zt_opt_args *a = cl_arg;
     float *m = zt_slot_ptr(buffers, &a->hdr, 2);
@@ -61,12 +76,22 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
     const float *clip = zt_slot_ptr(buffers, &a->hdr, 4);
     const float coef = clip ? clip[0] : 1.0f; /* no clip tensor: no clipping */
     const struct zt_adamw_hparams *hp = &a->hp;
-    /* the step is skipped: values and moments stay (the 16-bit copies, widened by the
-     * dispatcher and written back, stay too) */
+    /* the step is skipped: values, moments and the 16-bit copies stay */
     if (clip && hp->skip_nonfinite && clip[2] != 0.0f) return;
     float bc1 = 1.0f - powf(hp->beta1, (float)hp->t);
     float bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
     float *w = zt_slot_ptr(buffers, &a->hdr, 5);
+    const int gdt = a->hdr.dtype[1], odt = a->hdr.dtype[7], wdt = a->hdr.dtype[8];
+    float *g32 = NULL; /* a window of 16-bit gradients, widened */
+    if (is16(gdt)) {
+        int64_t most = 1;
+        for (int i = 0; i < a->n; i++)
+            if (zt_slot_buf_nx(buffers, &a->hdr, 1, i) > most)
+                most = zt_slot_buf_nx(buffers, &a->hdr, 1, i);
+        if (most > a->hi - a->lo) most = a->hi - a->lo;
+        g32 = malloc((size_t)most * sizeof(float));
+        ZT_ASSERT_MSG(g32 != NULL, "adamw: out of memory for %lld gradients", (long long)most);
+    }
     for (int i = 0; i < a->n; i++) {
         int64_t pi = a->off[a->n + i], b0 = a->off[i];
         int64_t bn = zt_slot_buf_nx(buffers, &a->hdr, 1, i);
@@ -75,17 +100,28 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
         int64_t t = a->hi < b0 + bn ? a->hi - b0 : bn;
         if (t <= s) continue;
         float *p = pi >= 0 ? zt_slot_buf_ptr(buffers, &a->hdr, 0, (int)pi) : w + (b0 - a->lo);
-        const float *g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
+        const float *g;
+        if (g32) {
+            widen16(gdt, g32, (const uint16_t *)zt_slot_buf_ptr(buffers, &a->hdr, 1, i) + s,
+                    (size_t)(t - s));
+            g = g32 - s;
+        } else {
+            g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
+        }
         float *mb = m + (b0 - a->lo), *vb = v + (b0 - a->lo);
         zt_kern_adamw(p + s, mb + s, vb + s, g + s, (size_t)(t - s), hp->lr, hp->beta1,
                       hp->beta2, hp->eps, hp->weight_decay, bc1, bc2, coef, hp->decoupled);
-        /* the working copy: fp32 here, rounded by the dispatcher; of a block in memory (outs),
-         * or of one whose values are in w (wout, laid out like w) */
-        float *cp = pi >= 0 && a->outs ? zt_slot_buf_ptr(buffers, &a->hdr, 7, (int)pi)
-                    : pi < 0 && a->wout ? (float *)zt_slot_ptr(buffers, &a->hdr, 8) + (b0 - a->lo)
-                                        : NULL;
-        if (cp) memcpy(cp + s, p + s, (size_t)(t - s) * sizeof(float));
+        /* the working copy, rounded: of a block in memory (outs), or of one whose values are
+         * in w (wout, laid out like w) */
+        void *cp = pi >= 0 && a->outs ? zt_slot_buf_ptr(buffers, &a->hdr, 7, (int)pi)
+                   : pi < 0 && a->wout ? (char *)zt_slot_ptr(buffers, &a->hdr, 8) +
+                                            (size_t)(b0 - a->lo) * (is16(wdt) ? 2 : 4)
+                                       : NULL;
+        int cdt = pi >= 0 ? odt : wdt;
+        if (cp && is16(cdt)) narrow16(cdt, (uint16_t *)cp + s, p + s, (size_t)(t - s));
+        else if (cp) memcpy((float *)cp + s, p + s, (size_t)(t - s) * sizeof(float));
     }
+    free(g32);
 }
 
 static struct zt_opt_args *args_new(int n) {
@@ -155,6 +191,14 @@ enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_blo
         return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: clip tensor needs 3 floats");
     ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, v));
     if (w) ZT_CHECK(zt_check_same_blocks("zt_task_adamw", m, w));
+    /* the optimizer's own state is fp32 (mixed precision: the master weights); gradients and
+     * the copies may be 16-bit */
+    int f32 = zt_tensor_dtype(m) == ZT_DTYPE_F32 && zt_tensor_dtype(v) == ZT_DTYPE_F32 &&
+              (!w || zt_tensor_dtype(w) == ZT_DTYPE_F32);
+    for (int i = 0; i < n; i++) f32 &= !params[i].t || zt_tensor_dtype(params[i].t) == ZT_DTYPE_F32;
+    if (!f32)
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: parameters, m, v and w must be fp32 "
+                                            "(keep fp32 master weights; outs takes a 16-bit copy)");
     struct zt_opt_args *a = args_new(n);
     struct zt_block_ref *in = calloc((size_t)n + 1, sizeof *in);
     if (!a || !in) {
@@ -163,6 +207,7 @@ enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_blo
         return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
     }
     a->hp = *hp;
+    a->hdr.native16 = 1; /* adamw_cpu converts its windows of 16-bit slots itself */
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, ZT_KIND_adamw, o, g);
     int64_t gblk = zt_tensor_blk_rows(m, g) * zt_tensor_cols(m);
