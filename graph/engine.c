@@ -415,10 +415,6 @@ static enum zt_status own_tensor(zt_tensor_t *t, const char *name, void *ptr,
                                 j1 - j0, rows);
 }
 
-/* n fp32 values rounded into dst of type dt (F32: copied) */
-static void store_as(enum zt_dtype dt, void *dst, const float *src, int64_t n) {
-    zt_dtype_from_f32(dt, dst, src, (size_t)n);
-}
 
 static enum zt_status pool_grow(struct zt_pool *pl, const char *name) {
     if (pl->n == pl->cap) {
@@ -598,7 +594,7 @@ static enum zt_status put_unit(zt_engine_t e, int u, const float *stage, void *s
     const int64_t len = unit_bytes(e, u);
     ZT_CHECK(zt_swap_write_sync(&e->fA, stage, len, e->units[u].offA + 2 * len));
     memset(stage16, 0, (size_t)unitB_bytes(e, u));
-    store_as(e->wdt, stage16, stage, e->units[u].hi - e->units[u].lo);
+    zt_dtype_from_f32(e->wdt, stage16, stage, (size_t)(e->units[u].hi - e->units[u].lo));
     return zt_swap_write_sync(&e->fB, stage16, unitB_bytes(e, u), unitB_off(e, u));
 }
 
@@ -947,7 +943,7 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
             rc = own_tensor(&p->home, name, hp, p, !pm, ZT_DTYPE_F32);
             if (rc == ZT_OK && e->mp) { /* the working copy: the same values, rounded */
                 char *wp = (char *)e->flat_w + (size_t)(e->stage < 3 ? p->off : wcur) * ws;
-                store_as(e->wdt, wp, ph ? own : tmp, ph ? own_elems(p) : n);
+                zt_dtype_from_f32(e->wdt, wp, ph ? own : tmp, (size_t)(ph ? own_elems(p) : n));
                 wcur += pad16(ph ? own_elems(p) : n);
                 rc = own_tensor(&p->work, p->name, wp, p, !ph, e->wdt);
             }
@@ -1571,8 +1567,8 @@ static enum zt_status set_values(zt_engine_t e, struct zt_param *p, const float 
     if (p->work) {
         ZT_CHECK(zt_tensor_acquire(p->work, 1));
         int ph = partial_home(e, p);
-        store_as(e->wdt, zt_tensor_data(p->work), ph ? own : v,
-                 ph ? own_elems(p) : p->rows * p->cols);
+        zt_dtype_from_f32(e->wdt, zt_tensor_data(p->work), ph ? own : v,
+                          (size_t)(ph ? own_elems(p) : p->rows * p->cols));
         zt_tensor_release(p->work);
     }
     return ZT_OK;

@@ -55,15 +55,6 @@ void grad_clip_cpu(void *buffers[], void *cl_arg) {
     clip[2] = isfinite(s) ? 0.0f : 1.0f; /* an inf or NaN in some gradient (fp16 overflow) */
 }
 
-/* n values at src of 16-bit type dt widened into dst, or narrowed back (to_half) */
-static void widen16(int dt, float *dst, const void *src, size_t n) {
-    if (dt == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(dst, src, n);
-    else zt_kern_f16_to_f32(dst, src, n);
-}
-static void narrow16(int dt, void *dst, const float *src, size_t n) {
-    if (dt == ZT_DTYPE_BF16) zt_kern_f32_to_bf16(dst, src, n);
-    else zt_kern_f32_to_f16(dst, src, n);
-}
 static int is16(int dt) { return dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16; }
 
 /* The AdamW task handles its 16-bit slots itself (hdr.native16): a task updates a window of its
@@ -102,8 +93,8 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
         float *p = pi >= 0 ? zt_slot_buf_ptr(buffers, &a->hdr, 0, (int)pi) : w + (b0 - a->lo);
         const float *g;
         if (g32) {
-            widen16(gdt, g32, (const uint16_t *)zt_slot_buf_ptr(buffers, &a->hdr, 1, i) + s,
-                    (size_t)(t - s));
+            zt_dtype_to_f32(gdt, g32, (const uint16_t *)zt_slot_buf_ptr(buffers, &a->hdr, 1, i) + s,
+                            (size_t)(t - s));
             g = g32 - s;
         } else {
             g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
@@ -118,8 +109,8 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
                                             (size_t)(b0 - a->lo) * (is16(wdt) ? 2 : 4)
                                        : NULL;
         int cdt = pi >= 0 ? odt : wdt;
-        if (cp && is16(cdt)) narrow16(cdt, (uint16_t *)cp + s, p + s, (size_t)(t - s));
-        else if (cp) memcpy((float *)cp + s, p + s, (size_t)(t - s) * sizeof(float));
+        if (cp) zt_dtype_from_f32(cdt, (char *)cp + (size_t)s * zt_dtype_size(cdt), p + s,
+                                  (size_t)(t - s));
     }
     free(g32);
 }

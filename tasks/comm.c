@@ -22,7 +22,6 @@
 #include <stdio.h>        /* fprintf */
 #include <stdlib.h>       /* malloc, free */
 #include <string.h>       /* memcpy */
-#include "zt_kernels.h"    /* 16-bit widening and rounding */
 #include "zt_swapdir.h"    /* zt_swapdir_remove_all */
 #include "tasks_impl.h"   /* builder, slots */
 #include "zt_comm.h"      /* zt_comm_rank, zt_comm_size */
@@ -87,14 +86,12 @@ static MPI_Datatype part_type(void *buffers[], const struct zt_comm_args *a, int
 
 /* n elements of dtype at src as fp32 (F32: src itself, no copy) / back into dst */
 static const float *widen(float *tmp, const void *src, size_t n, int dtype) {
-    if (dtype == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(tmp, src, n);
-    else if (dtype == ZT_DTYPE_F16) zt_kern_f16_to_f32(tmp, src, n);
-    else return src;
+    if (dtype == ZT_DTYPE_F32) return src;
+    zt_dtype_to_f32(dtype, tmp, src, n);
     return tmp;
 }
 static void narrow(void *dst, const float *src, size_t n, int dtype) {
-    if (dtype == ZT_DTYPE_BF16) zt_kern_f32_to_bf16(dst, src, n);
-    else if (dtype == ZT_DTYPE_F16) zt_kern_f32_to_f16(dst, src, n);
+    if (dtype != ZT_DTYPE_F32) zt_dtype_from_f32(dtype, dst, src, n);
 }
 
 /* Every rank sends its copy of part r to rank r; rank me adds the N copies of its part in rank

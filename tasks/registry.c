@@ -101,8 +101,7 @@ static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_a
             void *b = buffers[h->first[s] + i];
             size_t n = STARPU_VECTOR_GET_NX(b);
             const uint16_t *src = (const uint16_t *)STARPU_VECTOR_GET_PTR(b);
-            if (h->rd[s] && h->dtype[s] == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(scratch + at, src, n);
-            else if (h->rd[s]) zt_kern_f16_to_f32(scratch + at, src, n);
+            if (h->rd[s]) zt_dtype_to_f32(h->dtype[s], scratch + at, src, n);
             vi[k] = *(struct starpu_vector_interface *)b;
             vi[k].ptr = vi[k].dev_handle = (uintptr_t)(scratch + at);
             vi[k].offset = 0;
@@ -119,8 +118,7 @@ static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_a
             void *b = buffers[h->first[s] + i];
             size_t n = STARPU_VECTOR_GET_NX(b);
             uint16_t *dst = (uint16_t *)STARPU_VECTOR_GET_PTR(b);
-            if (h->wr[s] && h->dtype[s] == ZT_DTYPE_BF16) zt_kern_f32_to_bf16(dst, scratch + at, n);
-            else if (h->wr[s]) zt_kern_f32_to_f16(dst, scratch + at, n);
+            if (h->wr[s]) zt_dtype_from_f32(h->dtype[s], dst, scratch + at, n);
             at += n;
         }
     }
