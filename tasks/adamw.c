@@ -93,8 +93,8 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
         float *p = pi >= 0 ? zt_slot_buf_ptr(buffers, &a->hdr, 0, (int)pi) : w + (b0 - a->lo);
         const float *g;
         if (g32) {
-            zt_dtype_to_f32(gdt, g32, (const uint16_t *)zt_slot_buf_ptr(buffers, &a->hdr, 1, i) + s,
-                            (size_t)(t - s));
+            const uint16_t *g16 = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
+            zt_dtype_to_f32(gdt, g32, g16 + s, (size_t)(t - s));
             g = g32 - s;
         } else {
             g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
