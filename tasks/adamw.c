@@ -55,7 +55,6 @@ void grad_clip_cpu(void *buffers[], void *cl_arg) {
     clip[2] = isfinite(s) ? 0.0f : 1.0f; /* an inf or NaN in some gradient (fp16 overflow) */
 }
 
-static int is16(int dt) { return dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16; }
 
 /* The AdamW task handles its 16-bit slots itself (hdr.native16): a task updates a window of its
  * blocks (a swap unit of a large block), so only that window's gradients are widened and only
@@ -74,7 +73,7 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
     float *w = zt_slot_ptr(buffers, &a->hdr, 5);
     const int gdt = a->hdr.dtype[1], odt = a->hdr.dtype[7], wdt = a->hdr.dtype[8];
     float *g32 = NULL; /* a window of 16-bit gradients, widened */
-    if (is16(gdt)) {
+    if (zt_dtype_is16(gdt)) {
         int64_t most = 1;
         for (int i = 0; i < a->n; i++)
             if (zt_slot_buf_nx(buffers, &a->hdr, 1, i) > most)
@@ -106,7 +105,7 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
          * in w (wout, laid out like w) */
         void *cp = pi >= 0 && a->outs ? zt_slot_buf_ptr(buffers, &a->hdr, 7, (int)pi)
                    : pi < 0 && a->wout ? (char *)zt_slot_ptr(buffers, &a->hdr, 8) +
-                                            (size_t)(b0 - a->lo) * (is16(wdt) ? 2 : 4)
+                                            (size_t)(b0 - a->lo) * zt_dtype_size(wdt)
                                        : NULL;
         int cdt = pi >= 0 ? odt : wdt;
         if (cp) zt_dtype_from_f32(cdt, (char *)cp + (size_t)s * zt_dtype_size(cdt), p + s,

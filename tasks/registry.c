@@ -75,15 +75,13 @@ static float *wide_scratch(size_t n) {
     return w->buf;
 }
 
-static int is16(int dtype) { return dtype == ZT_DTYPE_BF16 || dtype == ZT_DTYPE_F16; }
-
 /* run the body on fp32 views of the task's 16-bit slots (see the file comment) */
 static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_arg) {
     size_t need = 0;
     int nwide = 0, nbuf = 0;
     for (int s = 0; s < h->nslot; s++) {
         if (h->first[s] + h->count[s] > nbuf) nbuf = h->first[s] + h->count[s];
-        if (!is16(h->dtype[s])) continue;
+        if (!zt_dtype_is16(h->dtype[s])) continue;
         for (int i = 0; i < h->count[s]; i++)
             need += STARPU_VECTOR_GET_NX(buffers[h->first[s] + i]);
         nwide += h->count[s];
@@ -96,7 +94,7 @@ static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_a
     size_t at = 0;
     int k = 0;
     for (int s = 0; s < h->nslot; s++) {
-        if (!is16(h->dtype[s])) continue;
+        if (!zt_dtype_is16(h->dtype[s])) continue;
         for (int i = 0; i < h->count[s]; i++, k++) {
             void *b = buffers[h->first[s] + i];
             size_t n = STARPU_VECTOR_GET_NX(b);
@@ -113,7 +111,7 @@ static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_a
     g_impl[h->kind](vb, cl_arg);
     at = 0;
     for (int s = 0; s < h->nslot; s++) {
-        if (!is16(h->dtype[s])) continue;
+        if (!zt_dtype_is16(h->dtype[s])) continue;
         for (int i = 0; i < h->count[s]; i++) {
             void *b = buffers[h->first[s] + i];
             size_t n = STARPU_VECTOR_GET_NX(b);
@@ -128,7 +126,8 @@ static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_a
 
 static void run_body(void *buffers[], const struct zt_task_hdr *h, void *cl_arg) {
     int wide = 0;
-    for (int s = 0; s < h->nslot && !h->native16; s++) wide |= is16(h->dtype[s]) && h->count[s];
+    for (int s = 0; s < h->nslot && !h->native16; s++)
+        wide |= zt_dtype_is16(h->dtype[s]) && h->count[s];
     if (wide) run_widened(buffers, h, cl_arg);
     else g_impl[h->kind](buffers, cl_arg);
 }

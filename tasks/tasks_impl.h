@@ -29,6 +29,11 @@ struct zt_task_hdr {
     unsigned char native16;  /* the body handles 16-bit slots itself (no widening) */
 };
 
+/* bf16 or fp16: a slot of that type is widened to fp32 for the body (registry.c) */
+static inline int zt_dtype_is16(int dtype) {
+    return dtype == ZT_DTYPE_BF16 || dtype == ZT_DTYPE_F16;
+}
+
 /* Host pointer of slot s (NULL if absent); asserts that its blocks are contiguous. */
 void *zt_slot_ptr(void *buffers[], const struct zt_task_hdr *h, int s);
 /* Total elements of slot s. */
