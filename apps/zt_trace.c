@@ -11,7 +11,9 @@
  *
  * The model (docs/traces.md, "Replay"): each task keeps its recorded duration, normalised to
  * the speed of one core (a task that shared the machine's cores with more running threads than
- * there were cores ran slower by that factor), and runs when its dependencies have ended and
+ * there were cores ran slower by that factor; replays of another layout take a compute task's
+ * recorded CPU time instead, which also leaves out time other processes held its core), and
+ * runs when its dependencies have ended and
  * the rank's host thread has submitted it. The host thread is replayed per step window: it
  * submits a step's tasks at their recorded offsets, waits for the tasks that ended during the
  * window in the recording, and starts the next window after the recorded gap. A collective
@@ -39,7 +41,8 @@ static const char *usage_text =
     "      idle time per worker, the critical path (its length, tasks and kinds) and the\n"
     "      fraction of communication and swap time hidden behind compute\n"
     "  replay TRACE [--workers N] [--policy P] [--ranks N] [--cores N] [--link-bw X]\n"
-    "               [--disk-bw X] [--compute X] [--alpha-us A --bw-gbs B] [--json]\n"
+    "               [--disk-bw X] [--compute X] [--alpha-us A --bw-gbs B]\n"
+    "               [--durations D] [--json]\n"
     "      discrete-event simulation of the recorded task graph; prints the predicted step\n"
     "      times and breakdown beside the recorded ones. With no options it replays the run as\n"
     "      recorded (each task on its worker, in its order) and must reproduce its step time.\n"
@@ -50,6 +53,10 @@ static const char *usage_text =
     "      --ranks N     data-parallel ranks (rank r replays recorded rank r mod the recorded\n"
     "                    count; collectives and ZeRO-partitioned work scale with N)\n"
     "      --cores N     cores per node shared by its ranks' workers (default: recorded)\n"
+    "      --durations D compute tasks last their recorded wall time (wall) or their\n"
+    "                    worker's CPU time (cpu: what they cost on a core of their own,\n"
+    "                    without the time other processes held it); auto (default): wall as\n"
+    "                    recorded, cpu when --workers, --ranks or --cores change the layout\n"
     "      --link-bw X   collectives X times faster (bandwidth scaling); --disk-bw X swaps and\n"
     "                    checkpoint writes X times faster; --compute X compute X times faster\n"
     "      --alpha-us A, --bw-gbs B\n"
@@ -115,7 +122,10 @@ struct task {
     int layer, mb, blk, worker, node, cls, pcls;
     char kind[32];
     double submit, start, end, work; /* work: us at the speed of a whole core */
+    double cpu;       /* compute tasks: the worker thread's CPU time in it (us), else < 0 */
     double lat;       /* us between when it could have started and when it did */
+    double lat_cpu;   /* the same for CPU durations: less the time its worker waited for a core */
+    double waited;    /* us its worker waited for a core since its previous task; < 0 unknown */
     int64_t br, bw, prio;
     int ndep, nsucc;
     int *dep, *succ; /* indices in the rank's array */
@@ -138,6 +148,7 @@ struct rank {
 struct trace {
     const char *path;
     int nranks;
+    int has_cpu;      /* replay file version 3: compute tasks' CPU times */
     struct rank *r;
     char meta[32][2][64];
     int nmeta;
@@ -207,13 +218,15 @@ static int load(struct trace *tr, const char *path) {
     char *line = NULL;
     size_t cap = 0;
     long ln = 0;
-    int rc = 0;
+    int rc = 0, ver = 3;
     while (getline(&line, &cap, f) > 0) {
         ln++;
         if (ln == 1) {
-            if (!starts(line, "# zerotask replay 2:")) {
+            if (starts(line, "# zerotask replay 3:")) ver = 3;
+            else if (starts(line, "# zerotask replay 2:")) ver = 2; /* no cpu_us column */
+            else {
                 rc = FAIL("trace %s: not a zerotask replay file (first line \"# zerotask replay "
-                          "2: ...\" expected; zt-train --trace F.json writes F.ztr)", path);
+                          "3: ...\" expected; zt-train --trace F.json writes F.ztr)", path);
                 break;
             }
             continue;
@@ -236,13 +249,21 @@ static int load(struct trace *tr, const char *path) {
         struct task t = {0};
         int rank, nd, used = 0;
         long long id, step, br, bw, prio;
-        int n = sscanf(line, "%d %lld %31s %lld %d %d %d %d %d %lf %lf %lf %lld %lld %lld %d%n",
+        int n;
+        t.cpu = -1, t.waited = -1;
+        if (ver == 3)
+            n = sscanf(line, "%d %lld %31s %lld %d %d %d %d %d %lf %lf %lf %lf %lf %lld %lld %lld "
+                             "%d%n", &rank, &id, t.kind, &step, &t.layer, &t.mb, &t.blk,
+                       &t.worker, &t.node, &t.submit, &t.start, &t.end, &t.cpu, &t.waited,
+                       &br, &bw, &prio, &nd, &used) - 2;
+        else
+            n = sscanf(line, "%d %lld %31s %lld %d %d %d %d %d %lf %lf %lf %lld %lld %lld %d%n",
                        &rank, &id, t.kind, &step, &t.layer, &t.mb, &t.blk, &t.worker, &t.node,
                        &t.submit, &t.start, &t.end, &br, &bw, &prio, &nd, &used);
         if (n != 16 || rank < 0 || rank > 65535 || nd < 0 || id < 0 || t.end < t.start) {
             rc = FAIL("trace %s line %ld: expected \"rank id kind step layer mb blk worker node "
-                      "submit_us start_us end_us bytes_read bytes_written prio ndeps deps...\"",
-                      path, ln);
+                      "submit_us start_us end_us%s bytes_read bytes_written prio ndeps deps...\"",
+                      path, ln, ver == 3 ? " cpu_us waited_us" : "");
             break;
         }
         t.id = id, t.step = step, t.br = br, t.bw = bw, t.prio = prio;
@@ -275,6 +296,7 @@ static int load(struct trace *tr, const char *path) {
         classify(&t);
         R->t[R->n++] = t;
     }
+    tr->has_cpu = ver == 3;
     if (!rc && ln == 0) rc = FAIL("trace %s: empty (a replay file expected)", path);
     if (!rc && tr->nranks == 0) rc = FAIL("trace %s: no task records", path);
 done:
@@ -439,6 +461,13 @@ static int analyse(struct trace *tr) {
             t->lat = t->cls != C_COMM && t->start > can ? t->start - can : 0;
             free_at[lane] = t->end;
         }
+        /* with CPU durations a task's latency leaves out the time its worker waited for a core
+         * (woken for it, or displaced, while other threads held the cores) */
+        for (int i = 0; i < R->n; i++) {
+            struct task *t = &R->t[i];
+            double l = t->waited > 0 ? t->lat - t->waited : t->lat;
+            t->lat_cpu = l > 0 ? l : 0;
+        }
         free(free_at);
         free(cnt);
         free(ord);
@@ -487,6 +516,8 @@ static int analyse(struct trace *tr) {
                 struct task *t = &tr->r[r].t[i];
                 double dur = t->end - t->start;
                 t->work = dur;
+                if (t->worker >= IO_WORKER || t->cls != C_COMPUTE) t->cpu = -1;
+                else if (t->cpu > dur) t->cpu = dur;
                 if (t->worker >= IO_WORKER || t->cls == C_COMM || dur <= 0 || cores <= 0 ||
                     m == 0)
                     continue;
@@ -700,7 +731,9 @@ struct simopt {
     double alpha_us, bw_gbs; /* > 0: alpha-beta collectives */
     int no_comm;      /* collectives cost nothing (exposed-communication share) */
     int shared;       /* cores shared evenly by a node's running tasks (else: pinned) */
+    enum durs { D_AUTO, D_WALL, D_CPU } durs; /* compute tasks' durations (--durations) */
 };
+static const char *const g_durs_name[] = {"auto", "wall", "cpu"};
 
 struct stask {
     int st;           /* 0 waiting, 1 released, 2 ready, 3 running, 4 done */
@@ -734,6 +767,7 @@ struct sim {
     const struct trace *tr;
     struct simopt o;
     int N, nwork;
+    int cpu;          /* compute tasks last their recorded CPU time (else: wall time) */
     int Nm;           /* ranks the collectives and partitions are sized for */
     int rpn;          /* simulated ranks per node */
     double N0;        /* ranks recorded */
@@ -812,9 +846,15 @@ static void sort_sub(const struct rank *R, int *v, int n) { /* insertion: nearly
 
 static int stage_of(const struct trace *tr) { return (int)meta_num(tr, "stage", 0); }
 
+/* a task's work at the speed of a whole core: with CPU durations, a compute task's recorded CPU
+ * time (what it cost without the time its thread waited for a core, whoever held it) */
+static double task_work(const struct sim *S, const struct task *t) {
+    return S->cpu && t->cpu >= 0 ? t->cpu : t->work;
+}
+
 /* how long task t runs in the simulation, at full speed */
 static double sim_work(const struct sim *S, const struct task *t) {
-    double w = t->work + t->lat;
+    double w = task_work(S, t) + (S->cpu ? t->lat_cpu : t->lat);
     int part = stage_of(S->tr) >= 1 && S->Nm != S->N0;
     if (part && (!strcmp(t->kind, "adamw") || t->cls == C_SWAP || t->cls == C_CKPT))
         w *= S->N0 / S->Nm; /* ZeRO partitions: 1/N of the state per rank */
@@ -958,6 +998,12 @@ static int simulate(const struct trace *tr, const struct simopt *o, struct sim *
                     "choose eager, prio or cp", maxw, S->nwork);
     int W = tr->nwin;
     double cores = o->cores > 0 ? o->cores : meta_num(tr, "cores", 0);
+    /* auto: wall times replay the recording itself (slowdowns by other processes included);
+     * another layout of workers, ranks or cores is predicted from CPU times, for a machine
+     * whose cores serve this run alone */
+    int other = S->nwork != maxw || S->N != tr->nranks || o->shared ||
+                (o->cores > 0 && o->cores != meta_num(tr, "cores", 0));
+    S->cpu = tr->has_cpu && (o->durs == D_CPU || (o->durs == D_AUTO && other));
     int rpn = o->rpn;
     if (rpn <= 0) {
         int rec = (int)meta_num(tr, "ranks_per_node", tr->nranks);
@@ -996,7 +1042,7 @@ static int simulate(const struct trace *tr, const struct simopt *o, struct sim *
             double m = 0;
             for (int k = 0; k < R->t[i].nsucc; k++)
                 if (K->bl[R->t[i].succ[k]] > m) m = K->bl[R->t[i].succ[k]];
-            K->bl[i] = m + R->t[i].work;
+            K->bl[i] = m + task_work(S, &R->t[i]);
         }
         for (int i = 0; i < R->n; i++) {
             K->s[i].ndep_left = R->t[i].ndep;
@@ -1148,9 +1194,9 @@ static int cmd_replay(const struct trace *tr, const struct simopt *o, int json) 
     double mp = mean_steps(S.pred, W, 1), mr = mean_steps(rec, W, 1);
     if (json) {
         printf("{\"trace\": \"%s\", \"policy\": \"%s\", \"workers\": %d, \"ranks\": %d, "
-               "\"recorded_ranks\": %d, \"predicted_ms\": %.4f, \"recorded_ms\": %.4f, "
-               "\"steps\": [", tr->path, g_pol_name[o->pol], S.nwork, S.N, tr->nranks, mp / 1e3,
-               mr / 1e3);
+               "\"recorded_ranks\": %d, \"durations\": \"%s\", \"predicted_ms\": %.4f, "
+               "\"recorded_ms\": %.4f, \"steps\": [", tr->path, g_pol_name[o->pol], S.nwork,
+               S.N, tr->nranks, S.cpu ? "cpu" : "wall", mp / 1e3, mr / 1e3);
         for (int w = 0; w < W; w++)
             printf("%s{\"step\": %lld, \"predicted_ms\": %.4f, \"recorded_ms\": %.4f}",
                    w ? ", " : "", (long long)tr->wstep[w], S.pred[w] / 1e3, rec[w] / 1e3);
@@ -1159,8 +1205,9 @@ static int cmd_replay(const struct trace *tr, const struct simopt *o, int json) 
             printf("%s\"%s\": %.4f", c ? ", " : "", g_cls_name[c], S.rk[0].cls_busy[c] / W / 1e3);
         printf("}}\n");
     } else {
-        printf("replay of %s: %d rank(s) (recorded %d) x %d worker(s), policy %s\n", tr->path,
-               S.N, tr->nranks, S.nwork, g_pol_name[o->pol]);
+        printf("replay of %s: %d rank(s) (recorded %d) x %d worker(s), policy %s, %s "
+               "durations\n", tr->path, S.N, tr->nranks, S.nwork, g_pol_name[o->pol],
+               S.cpu ? "CPU-time" : "wall-time");
         printf("%6s %14s %13s\n", "step", "predicted ms", "recorded ms");
         for (int w = 0; w < W; w++)
             printf("%6lld %14.2f %13.2f\n", (long long)tr->wstep[w], S.pred[w] / 1e3,
@@ -1523,6 +1570,12 @@ int main(int argc, char **argv) {
         } else if (is_rep && !strcmp(a, "--shared-cores")) {
             o.shared = 1;
             takes = 0;
+        } else if (is_rep && !strcmp(a, "--durations")) {
+            int k = 0;
+            while (k < 3 && (!v || strcmp(v, g_durs_name[k]))) k++;
+            if (k == 3) return usage("--durations %s: expected auto, wall or cpu",
+                                     v ? v : "(missing)");
+            o.durs = (enum durs)k;
         } else if (is_rep && !strcmp(a, "--compute")) {
             if (num(a, v, 1e-3, 1e6, &o.compute)) return 2;
         } else if ((is_rep || is_proj) && !strcmp(a, "--alpha-us")) {

@@ -96,10 +96,10 @@ def measure(a, env, model, mode, prec, d, steps):
             rank, kind, step = int(x[0]), x[2], int(x[3])
             if rank != 0 or step != 2:
                 continue
-            b = max(int(x[12]), int(x[13]))
+            b = max(int(x[14]), int(x[15]))
             if kind in COMM:
                 comm += b
-            elif kind == "swap_in" and int(x[14]) > 0:  # a gather's read (prefetch priority)
+            elif kind == "swap_in" and int(x[16]) > 0:  # a gather's read (prefetch priority)
                 gath += b
             elif kind in SWAP:
                 swap += b

@@ -336,8 +336,9 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
         goto out;
     }
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{");
-    fprintf(g, "# zerotask replay 2: rank id kind step layer mb blk worker node submit_us "
-               "start_us end_us bytes_read bytes_written prio ndeps deps...\n# meta");
+    fprintf(g, "# zerotask replay 3: rank id kind step layer mb blk worker node submit_us "
+               "start_us end_us cpu_us waited_us bytes_read bytes_written prio ndeps "
+               "deps...\n# meta");
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < g_nmeta; i++) {
         fprintf(f, "%s\"%s\":\"%s\"", i ? "," : "", g_meta[i][0], g_meta[i][1]);
@@ -376,6 +377,8 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
                     nm, r, e->worker, e->start_us - t0, e->end_us - e->start_us, nm, r,
                     (long long)e->step, e->layer, e->mb, e->blk, e->worker, e->node,
                     (long long)e->bytes, (long long)e->id);
+            if (e->cpu_us >= 0) fprintf(f, ",\"cpu_us\":%.3f", e->cpu_us);
+            if (e->waited_us >= 0) fprintf(f, ",\"waited_us\":%.3f", e->waited_us);
             fprintf(g, "%d %lld %s %lld %d %d %d %d %d", r, (long long)e->id, nm,
                     (long long)e->step, e->layer, e->mb, e->blk, e->worker, e->node);
             if (sb) {
@@ -385,14 +388,16 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
                 for (int64_t k = 0; k < sb->ndep; k++)
                     fprintf(f, "%s%lld", k ? "," : "", (long long)x->deps[sb->dep0 + k]);
                 fprintf(f, "]");
-                fprintf(g, " %.3f %.3f %.3f %lld %lld %lld %lld", sb->submit_us - t0,
-                        e->start_us - t0, e->end_us - t0, (long long)sb->bytes_r,
+                fprintf(g, " %.3f %.3f %.3f %.3f %.3f %lld %lld %lld %lld", sb->submit_us - t0,
+                        e->start_us - t0, e->end_us - t0, e->cpu_us, e->waited_us,
+                        (long long)sb->bytes_r,
                         (long long)sb->bytes_w, (long long)sb->prio, (long long)sb->ndep);
                 for (int64_t k = 0; k < sb->ndep; k++)
                     fprintf(g, " %lld", (long long)x->deps[sb->dep0 + k]);
             } else {
-                fprintf(g, " %.3f %.3f %.3f %lld 0 0 0", e->start_us - t0, e->start_us - t0,
-                        e->end_us - t0, (long long)e->bytes);
+                fprintf(g, " %.3f %.3f %.3f %.3f %.3f %lld 0 0 0", e->start_us - t0,
+                        e->start_us - t0, e->end_us - t0, e->cpu_us, e->waited_us,
+                        (long long)e->bytes);
             }
             fprintf(f, "}}");
             fprintf(g, "\n");

@@ -89,6 +89,12 @@ struct zt_trace_rec {
     int64_t step;
     int64_t id;    /* from zt_trace_submit (0: submitted while tracing was off) */
     double start_us, end_us; /* starpu_timing_now() */
+    double cpu_us;           /* the worker thread's CPU time in the task (CLOCK_THREAD_CPUTIME_ID):
+                              * end - start less the time the thread waited for a core; < 0 when
+                              * not measured (I/O threads) */
+    double waited_us;        /* how long the worker thread waited for a core (runnable, not
+                              * running: the kernel's schedstat run delay) between its previous
+                              * task's end and this task's start; < 0 when not measured */
     int64_t bytes;           /* bytes of the task's buffers */
 };
 /* Records of I/O threads (swap transfers) use worker ZT_TRACE_IO_WORKER + thread index. */

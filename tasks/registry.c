@@ -3,7 +3,8 @@
  * builder every insert function uses.
  *
  * Layer: tasks/. Every codelet's CPU function is zt_dispatch_cpu, which runs the kind's body and,
- * when tracing is on, records kind/layer/micro-batch/block/worker/start/end/bytes. Perf models
+ * when tracing is on, records kind/layer/micro-batch/block/worker/start/end/bytes, the worker's
+ * CPU time in the task and how long it waited for a core before it. Perf models
  * are history based with symbol "zt_<kind>" so our calibration files never mix with others'.
  *
  * Mixed precision: the bodies compute in fp32. When a task has bf16/fp16 slots (and its kind
@@ -18,6 +19,10 @@
 #include <stdint.h>        /* uint16_t */
 #include <stdlib.h>        /* malloc, free */
 #include <string.h>        /* memcpy */
+#include <time.h>          /* clock_gettime: a traced task's CPU time */
+#include <fcntl.h>         /* open: /proc/thread-self/schedstat */
+#include <stdio.h>         /* sscanf */
+#include <unistd.h>        /* pread, close */
 #include <starpu.h>        /* starpu_task_insert, starpu_codelet */
 #include "zt_kernels.h"    /* zt_kern_blas_init */
 #include "zt_sched.h"      /* zt_runtime_init, zt_trace_record */
@@ -132,20 +137,57 @@ static void run_body(void *buffers[], const struct zt_task_hdr *h, void *cl_arg)
     else g_impl[h->kind](buffers, cl_arg);
 }
 
+/* ---- tracing ---- */
+static pthread_key_t g_sched_key;
+static pthread_once_t g_sched_once = PTHREAD_ONCE_INIT;
+static void sched_close(void *p) { close((int)(intptr_t)p - 1); }
+static void sched_key_init(void) { pthread_key_create(&g_sched_key, sched_close); }
+
+/* this thread's run-queue wait so far (us; /proc/thread-self/schedstat's second field: time
+ * runnable but not running), or -1 where the kernel does not keep it */
+static double run_delay_us(void) {
+    pthread_once(&g_sched_once, sched_key_init);
+    int fd = (int)(intptr_t)pthread_getspecific(g_sched_key) - 1; /* stored + 1: NULL is none */
+    if (fd == -1) {
+        fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        if (fd < 0) fd = -2; /* not available: do not try again */
+        pthread_setspecific(g_sched_key, (void *)(intptr_t)(fd + 1));
+    }
+    if (fd < 0) return -1;
+    char b[96];
+    ssize_t n = pread(fd, b, sizeof b - 1, 0);
+    if (n <= 0) return -1;
+    b[n] = 0;
+    unsigned long long run, delay;
+    return sscanf(b, "%llu %llu", &run, &delay) == 2 ? (double)delay / 1e3 : -1;
+}
+
 static void zt_dispatch_cpu(void *buffers[], void *cl_arg) {
     const struct zt_task_hdr *h = cl_arg;
     if (!zt_trace_enabled()) {
         run_body(buffers, h, cl_arg);
         return;
     }
+    /* how long the worker waited for a core (runnable, not running) since its previous traced
+     * task ended: the part of a ready task's delay that other threads caused */
+    static _Thread_local double last_wait = -1;
+    double wait0 = run_delay_us();
+    struct timespec c0, c1;
+    int cpu_ok = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0) == 0;
     double t0 = starpu_timing_now();
     run_body(buffers, h, cl_arg);
     double t1 = starpu_timing_now();
+    cpu_ok = cpu_ok && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1) == 0;
+    double waited = wait0 >= 0 && last_wait >= 0 ? wait0 - last_wait : -1;
+    last_wait = run_delay_us();
     int w = starpu_worker_get_id();
     struct zt_trace_rec r = {.kind = h->kind, .layer = h->layer, .mb = h->mb, .blk = h->blk,
                              .worker = w, .node = (int)starpu_worker_get_memory_node(w),
                              .step = h->step, .id = h->trace_id, .start_us = t0, .end_us = t1,
-                             .bytes = 0};
+                             .cpu_us = cpu_ok ? (double)(c1.tv_sec - c0.tv_sec) * 1e6 +
+                                                    (double)(c1.tv_nsec - c0.tv_nsec) / 1e3
+                                              : -1,
+                             .waited_us = waited, .bytes = 0};
     struct starpu_task *task = starpu_task_get_current();
     unsigned nb = task ? STARPU_TASK_GET_NBUFFERS(task) : 0;
     for (unsigned i = 0; i < nb; i++)

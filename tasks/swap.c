@@ -140,7 +140,9 @@ static void *io_thread(void *arg) {
                                      .blk = -1, .worker = ZT_TRACE_IO_WORKER + id,
                                      .node = STARPU_MAIN_RAM, .step = r->step,
                                      .id = r->trace_id, .start_us = t0,
-                                     .end_us = starpu_timing_now(), .bytes = r->bytes};
+                                     .end_us = starpu_timing_now(), .cpu_us = -1,
+                                     .waited_us = -1,
+                                     .bytes = r->bytes};
             for (int i = 0; !r->fn && i < r->n; i++) t.bytes += r->seg[i][1];
             zt_trace_record(&t);
         }

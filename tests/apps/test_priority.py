@@ -52,8 +52,8 @@ def traced(label, world, cfg, env):
             if line.startswith("#"):
                 continue
             w = line.split()
-            kinds[w[2]].append((int(w[4]), int(w[14])))
-            byid[(w[0], w[1])] = (w[2], w[3], w[4], int(w[14]))
+            kinds[w[2]].append((int(w[4]), int(w[16])))
+            byid[(w[0], w[1])] = (w[2], w[3], w[4], int(w[16]))
     traced.byid = byid
     return [r["loss"] for r in recs], kinds
 

@@ -116,7 +116,7 @@ if len(flows) != ndeps or any(set(f) != {"s", "f"} for f in flows.values()):
 rows = {}
 with open(os.path.join(WORK, "trace.ztr")) as f:
     head = f.readline()
-    if not head.startswith("# zerotask replay 2:"):
+    if not head.startswith("# zerotask replay 3:"):
         bad.append("replay file header: %r" % head)
     meta = dict(kv.split("=", 1) for kv in f.readline().split()[2:])
     if meta.get("world") != "1" or meta.get("workers") != str(ncpu) or meta.get("stage") != "0" \
@@ -127,18 +127,32 @@ with open(os.path.join(WORK, "trace.ztr")) as f:
         rows[int(x[1])] = x
 if set(rows) != set(by_id):
     bad.append("replay file: %d tasks, the JSON %d" % (len(rows), len(by_id)))
+cpu_sum = wall_sum = 0.0
 for i, x in rows.items():
     e = by_id.get(i)
     if e is None:
         continue
-    deps = [int(d) for d in x[16:]]
-    if (x[2] != e["name"] or int(x[15]) != len(deps) or deps != e["args"]["deps"] or
-            int(x[14]) != e["args"]["prio"] or
+    deps = [int(d) for d in x[18:]]
+    cpu = float(x[12])
+    if (x[2] != e["name"] or int(x[17]) != len(deps) or deps != e["args"]["deps"] or
+            int(x[16]) != e["args"]["prio"] or
             abs(float(x[10]) - e["ts"]) > 0.01 or
             abs(float(x[11]) - float(x[10]) - e["dur"]) > 0.01 or
-            int(x[12]) != e["args"]["bytes_read"] or int(x[13]) != e["args"]["bytes_written"]):
+            abs(cpu - e["args"].get("cpu_us", -1)) > 0.01 or
+            abs(float(x[13]) - e["args"].get("waited_us", -1)) > 0.01 or
+            int(x[14]) != e["args"]["bytes_read"] or int(x[15]) != e["args"]["bytes_written"]):
         bad.append("replay file line for task %d differs from the JSON: %s" % (i, " ".join(x)))
         break
+    # a worker's CPU time in the task: measured around the same body as the wall time
+    if not 0 <= cpu <= e["dur"] + 100:
+        bad.append("task %d: CPU time %.3f us outside [0, its wall time %.3f us + 100]" % (
+            i, cpu, e["dur"]))
+        break
+    cpu_sum += cpu
+    wall_sum += e["dur"]
+# the tasks computed on their cores for most of their wall time (the rest: waits for a core)
+if not 0.3 * wall_sum < cpu_sum <= wall_sum + 100 * len(rows):
+    bad.append("tasks' CPU time %.0f us against their wall time %.0f us" % (cpu_sum, wall_sum))
 for b in bad[:20]:
     print("FAIL", b)
 print("%d task events over %d steps on %d workers; %d problems" % (len(ev), STEPS, len(by_tid),

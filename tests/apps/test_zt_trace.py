@@ -108,8 +108,8 @@ run.check(abs(rep["predicted_ms"] / rep["recorded_ms"] - 1) < 0.05,
                                                                    rep["recorded_ms"]))
 # each replay gets a core per worker: workers beyond the node's cores share one (pinned, as
 # StarPU binds them) and may rightly lose to fewer workers, as they did on a 2-core CI machine
-w = {n: json.loads(ztt("replay", z1, "--workers", n, "--cores", n, "--json").stdout)
-     for n in (1, 2, 4)}
+w = {n: json.loads(ztt("replay", z1, "--workers", n, "--cores", n, "--durations", "cpu",
+                     "--json").stdout) for n in (1, 2, 4)}
 # list schedules are not monotone in the worker count (Graham's anomalies): 4 workers may
 # lose a little to 2, never much; 1 worker never beats 2
 run.check(w[1]["predicted_ms"] >= w[2]["predicted_ms"] and
@@ -120,6 +120,29 @@ work = sum(w[1]["busy_ms_per_step"].values()) * len(w[1]["steps"])
 total = sum(s["predicted_ms"] for s in w[1]["steps"])
 run.check(total >= 0.999 * work, "replay with one worker: %.3f ms for all steps, their tasks "
           "%.3f ms" % (total, work))
+# durations: wall times replay the recording; another layout is predicted from CPU times, which
+# are at most the wall times; a version 2 file (no CPU times) replays the same as recorded
+auto1 = json.loads(ztt("replay", z1, "--workers", 1, "--json").stdout)
+wall1 = json.loads(ztt("replay", z1, "--workers", 1, "--durations", "wall", "--json").stdout)
+run.check(rep["durations"] == "wall" and auto1["durations"] == "cpu" and
+          wall1["durations"] == "wall" and auto1["predicted_ms"] <= wall1["predicted_ms"] + 1e-3,
+          "replay durations: as recorded %s, --workers 1 %s (%.3f ms), with wall times %s "
+          "(%.3f ms)" % (rep["durations"], auto1["durations"], auto1["predicted_ms"],
+                         wall1["durations"], wall1["predicted_ms"]))
+with open(z1) as f, open(run.path("v2.ztr"), "w") as g:
+    g.write(f.readline().replace("replay 3:", "replay 2:").replace(" cpu_us waited_us", ""))
+    g.write(f.readline())
+    for line in f:
+        x = line.split()
+        g.write(" ".join(x[:12] + x[14:]) + "\n")
+v2 = json.loads(ztt("replay", run.path("v2.ztr"), "--json").stdout)
+v2w = json.loads(ztt("replay", run.path("v2.ztr"), "--workers", 1, "--json").stdout)
+run.check(abs(v2["predicted_ms"] - rep["predicted_ms"]) < 1e-3 and v2w["durations"] == "wall" and
+          abs(v2w["predicted_ms"] - wall1["predicted_ms"]) < 1e-3,
+          "replay file version 2 (no CPU times): as recorded %.3f ms (version 3: %.3f), "
+          "--workers 1 with %s times %.3f ms (%.3f)" % (v2["predicted_ms"], rep["predicted_ms"],
+                                                       v2w["durations"], v2w["predicted_ms"],
+                                                       wall1["predicted_ms"]))
 for pol in ("eager", "prio", "cp"):
     p = json.loads(ztt("replay", z1, "--workers", 2, "--policy", pol, "--json").stdout)
     run.check(p["policy"] == pol and p["predicted_ms"] > 0, "replay --policy %s: %.3f ms" %
@@ -171,8 +194,8 @@ with open(z1) as f:
 bad_files = {
     "notreplay.ztr": "hello\n",
     "truncated.ztr": "".join(lines[:5]) + " ".join(lines[5].split()[:6]) + "\n",
-    "forward_dep.ztr": "".join(lines[:2]) + "0 1 matmul_forward 1 0 0 -1 0 0 1.0 2.0 3.0 8 8 0 "
-                       "1 2\n0 2 matmul_forward 1 0 0 -1 0 0 1.0 4.0 5.0 8 8 0 0\n",
+    "forward_dep.ztr": "".join(lines[:2]) + "0 1 matmul_forward 1 0 0 -1 0 0 1.0 2.0 3.0 1.0 0 "
+                       "8 8 0 1 2\n0 2 matmul_forward 1 0 0 -1 0 0 1.0 4.0 5.0 1.0 0 8 8 0 0\n",
 }
 for name, text in bad_files.items():
     with open(run.path(name), "w") as f:
@@ -183,6 +206,7 @@ cases = [(["summary", run.path("missing.ztr")], 1, "missing.ztr"),
          (["summary", run.path("forward_dep.ztr")], 1, "not an earlier task"),
          (["replay", z1, "--bogus"], 2, "--bogus"),
          (["replay", z1, "--policy", "fastest"], 2, "fastest"),
+         (["replay", z1, "--durations", "fast"], 2, "--durations fast"),
          (["replay", z1, "--workers", "0"], 2, "--workers"),
          (["replay", z1, "--workers", "3", "--policy", "recorded"], 1, "recorded"),
          (["plot", z1, "--out", plot, "--step", "99"], 1, "--step 99"),

@@ -350,8 +350,8 @@ def gather_read_bytes(ztr):
             x = line.split()
             if line.startswith("#") or x[2] != "swap_in" or x[0] != "0" or x[3] != "2":
                 continue
-            if int(x[14]) > 0:
-                total += max(int(x[12]), int(x[13]))
+            if int(x[16]) > 0:
+                total += max(int(x[14]), int(x[15]))
     return total
 
 
