@@ -3,8 +3,9 @@
 #
 # Debian's libstarpu has no CUDA (and STARPU_MAXCPUS=4), so this builds Debian's own source
 # package (apt-get source starpu, through scripts/setup-deps.sh --starpu-src) with the CUDA
-# Toolkit in /usr/local/cuda and the fixes CUDA 13 needs (scripts/patches/starpu-1.3.10-cuda13.patch:
-# cudaDeviceProp.computeMode is gone; cublas.h and cublas_v2.h may no longer meet in one file),
+# Toolkit in /usr/local/cuda and the fixes CUDA 13 needs
+# (scripts/patches/starpu-1.3.10-cuda13.patch: cudaDeviceProp.computeMode is gone; cublas.h and
+# cublas_v2.h may no longer meet in one file),
 # and installs it into a prefix inside the build tree, never over Debian's:
 #
 #   scripts/build-starpu-cuda.sh [BUILD_DIR]        (default: build-cuda)
@@ -23,7 +24,8 @@ case "$b" in /*) ;; *) b=$root/$b ;; esac
 cuda=${CUDA_HOME:-/usr/local/cuda}
 prefix=$b/starpu
 conf=$prefix/include/starpu/1.3/starpu_config.h
-if [ -f "$prefix/lib/pkgconfig/starpu-1.3.pc" ] && grep -q "define STARPU_USE_CUDA 1" "$conf" 2>/dev/null; then
+if [ -f "$prefix/lib/pkgconfig/starpu-1.3.pc" ] &&
+   grep -q "define STARPU_USE_CUDA 1" "$conf" 2>/dev/null; then
   echo "build-starpu-cuda: $prefix already has StarPU with CUDA"
   exit 0
 fi
@@ -56,9 +58,11 @@ grep -q "CUDA   enabled: yes" "$b/starpu-configure.log" || {
   exit 1
 }
 echo "build-starpu-cuda: building (make -j${ZT_JOBS:-2}; a few minutes)"
-(cd "$src" && make -j"${ZT_JOBS:-2}" > "$b/starpu-make.log" 2>&1 && make install >> "$b/starpu-make.log" 2>&1) || {
+(cd "$src" && make -j"${ZT_JOBS:-2}" > "$b/starpu-make.log" 2>&1 &&
+   make install >> "$b/starpu-make.log" 2>&1) || {
   echo "build-starpu-cuda: error: the build failed, see $b/starpu-make.log" >&2
   exit 1
 }
 grep -q "define STARPU_USE_CUDA 1" "$conf"
-echo "build-starpu-cuda: installed StarPU $(sed -n 's/^Version: //p' "$prefix/lib/pkgconfig/starpu-1.3.pc") with CUDA in $prefix"
+ver=$(sed -n 's/^Version: //p' "$prefix/lib/pkgconfig/starpu-1.3.pc")
+echo "build-starpu-cuda: installed StarPU $ver with CUDA in $prefix"

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""bench/deepspeed/ds_worker.py: the DeepSpeed side of bench/deepspeed/run, run under the
+virtualenv's Python (bench/deepspeed/setup). One measurement per call, one result line
+"ds_result key=value ..." on stdout; any failure is one line "ds_error <message>" and exit 1.
+
+  ds_worker.py adam PARAMS STEPS WARMUP
+      DeepSpeedCPUAdam (adamw_mode, lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01) on one
+      flat fp32 tensor of PARAMS parameters with a gradient; median ms per optimizer.step()
+  ds_worker.py aio DIR BYTES BLOCK QDEPTH REPS SINGLE_SUBMIT OVERLAP
+      DeepSpeed's async I/O handle (the aio op: libaio, O_DIRECT) writing then reading BYTES from
+      one page-locked buffer to DIR/ds_aio.<pid>; median GB/s of each over REPS, data checked
+  ds_worker.py train MODEL DS DATA STEPS   (one process per rank: RANK, WORLD_SIZE, MASTER_ADDR,
+      MASTER_PORT in the environment)
+      GPT-2 of MODEL's shape (the parameters and names of tests/ref/gpt2_torch.py, one module per
+      block so that ZeRO-3 gathers per block), deepspeed.initialize with the DeepSpeed config DS
+      (zerotask reads the same file), gloo; rank r trains rows r*B/W..(r+1)*B/W-1 of each step's
+      global batch of DATA, as zerotask's rank r does; rank 0 prints the median ms per step (its
+      wall clock between two barriers around forward, backward and step) after 2 warm-up steps
+"""
+import os
+import statistics
+import sys
+import time
+import traceback
+
+os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
+def fail(msg):
+    print("ds_error %s" % " ".join(str(msg).split())[:2000], flush=True)
+    sys.exit(1)
+
+
+def adam(P, steps, warmup):
+    import torch
+    from deepspeed.ops.adam import DeepSpeedCPUAdam
+    torch.manual_seed(0)
+    p = torch.nn.Parameter(torch.empty(P).uniform_(-5.0, 5.0))
+    p.grad = torch.empty(P).uniform_(-0.5, 0.5)
+    opt = DeepSpeedCPUAdam([p], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
+                           adamw_mode=True)
+    ms = []
+    for s in range(warmup + steps):
+        t0 = time.perf_counter()
+        opt.step()
+        dt = time.perf_counter() - t0
+        if s >= warmup:
+            ms.append(1e3 * dt)
+    print("ds_result ms_per_step=%.3f threads=%d" % (statistics.median(ms),
+                                                    torch.get_num_threads()), flush=True)
+
+
+def aio(d, nbytes, block, qd, reps, single, overlap):
+    import torch
+    from deepspeed.ops.op_builder import AsyncIOBuilder
+    lib = AsyncIOBuilder().load(verbose=False)
+    h = lib.aio_handle(block, qd, bool(single), bool(overlap), 1)
+    buf = h.new_cpu_locked_tensor(nbytes, torch.empty(0, dtype=torch.uint8))
+    back = h.new_cpu_locked_tensor(nbytes, torch.empty(0, dtype=torch.uint8))
+    buf.copy_(torch.randint(0, 256, (nbytes,), dtype=torch.uint8))
+    path = os.path.join(d, "ds_aio.%d" % os.getpid())
+    w, r = [], []
+    try:
+        for k in range(reps):
+            if os.path.exists(path):
+                os.unlink(path)
+            t0 = time.perf_counter()
+            rc = h.sync_pwrite(buf, path)
+            t1 = time.perf_counter()
+            if rc < 0:
+                fail("aio sync_pwrite returned %s" % rc)
+            os.sync()
+            t2 = time.perf_counter()
+            rc = h.sync_pread(back, path)
+            t3 = time.perf_counter()
+            if rc < 0:
+                fail("aio sync_pread returned %s" % rc)
+            if k == 0 and not torch.equal(buf, back):
+                fail("aio: the data read back differs from what was written")
+            w.append(nbytes / (t1 - t0) / 1e9)
+            r.append(nbytes / (t3 - t2) / 1e9)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+        h.free_cpu_locked_tensor(buf)
+        h.free_cpu_locked_tensor(back)
+    print("ds_result write_GBps=%.4f read_GBps=%.4f" % (statistics.median(w),
+                                                       statistics.median(r)), flush=True)
+
+
+def train(model_path, ds_path, data, steps):
+    import json
+    import math
+    import torch
+    import torch.nn.functional as F
+    import deepspeed
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "tests", "ref"))
+    import gpt2_torch as ref  # the project's PyTorch reference: shapes, data rule, init
+
+    torch.set_num_threads(int(os.environ.get("ZT_DS_THREADS", "1")))
+    m = ref.load_model_shape(model_path)
+    with open(ds_path) as f:
+        ds = json.load(f)
+    W, r = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    B, T, C, NH = ds["train_batch_size"], m["seq_len"], m["n_embd"], m["n_head"]
+    rows = slice(r * (B // W), (r + 1) * (B // W))
+    tok = ref.load_tokens(data, m["vocab_size"])
+    batches = [tuple(t[rows].contiguous() for t in ref.step_batch(tok, s, B, T))
+               for s in range(1, steps + 1)]
+    init = dict(ref.init_weights(m, ds.get("seed", 1)))
+
+    def P(name):
+        return torch.nn.Parameter(init[name].clone())
+
+    class Block(torch.nn.Module):
+        def __init__(self, i):
+            super().__init__()
+            p = "transformer.h.%d." % i
+            self.w = torch.nn.ParameterDict({k.replace(".", "_"): P(p + k) for k in (
+                "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias")})
+
+        def forward(self, x):
+            w, (Bb, Tt, _) = self.w, x.shape
+            h = F.layer_norm(x, (C,), w["ln_1_weight"], w["ln_1_bias"], 1e-5)
+            q, k, v = (h @ w["attn_c_attn_weight"] + w["attn_c_attn_bias"]).split(C, dim=2)
+            q, k, v = (t.view(Bb, Tt, NH, C // NH).transpose(1, 2) for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            y = y.transpose(1, 2).reshape(Bb, Tt, C)
+            x = x + (y @ w["attn_c_proj_weight"] + w["attn_c_proj_bias"])
+            h = F.layer_norm(x, (C,), w["ln_2_weight"], w["ln_2_bias"], 1e-5)
+            h = F.gelu(h @ w["mlp_c_fc_weight"] + w["mlp_c_fc_bias"], approximate="tanh")
+            return x + (h @ w["mlp_c_proj_weight"] + w["mlp_c_proj_bias"])
+
+    class GPT2(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = P("transformer.wte.weight"), P("transformer.wpe.weight")
+            self.h = torch.nn.ModuleList(Block(i) for i in range(m["n_layer"]))
+            self.lnf_w, self.lnf_b = P("transformer.ln_f.weight"), P("transformer.ln_f.bias")
+
+        def forward(self, idx, tgt):
+            x = self.wte[idx] + self.wpe[:idx.shape[1]]
+            for b in self.h:
+                x = b(x)
+            x = F.layer_norm(x, (C,), self.lnf_w, self.lnf_b, 1e-5)
+            logits = x @ self.wte.t()
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
+
+    deepspeed.init_distributed(dist_backend="gloo")
+    model = GPT2()
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                           config=ds)
+    dist = torch.distributed
+    times = []
+    for s in range(1, steps + 1):
+        dist.barrier()
+        t0 = time.perf_counter()
+        loss = engine(*batches[s - 1])
+        engine.backward(loss)
+        engine.step()
+        lv = loss.item()
+        dist.barrier()
+        times.append((time.perf_counter() - t0) * 1e3)
+        if r == 0:
+            print("step %d loss %.6f ms %.1f" % (s, lv, times[-1]), flush=True)
+    if r == 0:
+        print("ds_result ms_per_step=%.3f steps=%d world=%d threads=%d optimizer=%s" % (
+            statistics.median(times[2:]), len(times) - 2, W, torch.get_num_threads(),
+            type(engine.optimizer).__name__), flush=True)
+    dist.barrier()
+
+
+def main():
+    what, args = sys.argv[1], sys.argv[2:]
+    try:
+        if what == "adam":
+            adam(int(args[0]), int(args[1]), int(args[2]))
+        elif what == "aio":
+            aio(args[0], *[int(x) for x in args[1:]])
+        elif what == "train":
+            train(args[0], args[1], args[2], int(args[3]))
+        else:
+            fail("unknown measurement %s" % what)
+    except SystemExit:
+        raise
+    except BaseException as e:  # the row records DeepSpeed's own error
+        tb = traceback.format_exc().strip().splitlines()
+        fail("%s: %s (at %s)" % (type(e).__name__, e, tb[-3].strip() if len(tb) > 2 else "?"))
+
+
+if __name__ == "__main__":
+    main()
