@@ -381,7 +381,9 @@ static int train_main(int argc, char **argv) {
     if (zt_engine_init(&e, &cfg) != ZT_OK) goto out;
     if (zt_gpt2_init(&m, e, &shape) != ZT_OK) goto out;
     if (init && zt_engine_load_safetensors(e, init) != ZT_OK) goto out;
+    double load_ms = now_ms();
     if (resume && zt_checkpoint_load(e, tagdir, &ck) != ZT_OK) goto out;
+    load_ms = now_ms() - load_ms;
     zt_knobs_log_effective();
     if (tracep) zt_trace_enable(1);
 
@@ -436,9 +438,9 @@ static int train_main(int argc, char **argv) {
     int every = cfg.steps_per_print > 0 ? cfg.steps_per_print : 1;
     const int64_t first = resume ? ck.step + 1 : 1;
     if (talk && resume)
-        printf("resumed from %s: step %lld done (written by %d rank(s) at ZeRO stage %d)%s\n",
-               tagdir, (long long)ck.step, ck.world_size, ck.zero_stage,
-               first > steps ? "; nothing left to train (--steps)" : "");
+        printf("resumed from %s: step %lld done (written by %d rank(s) at ZeRO stage %d; "
+               "loaded in %.0f ms)%s\n", tagdir, (long long)ck.step, ck.world_size, ck.zero_stage,
+               load_ms, first > steps ? "; nothing left to train (--steps)" : "");
     for (int64_t s = first; s <= steps; s++) {
         double t0 = now_ms(), loss;
         struct zt_step_info info;

@@ -15,7 +15,10 @@ virtualenv's Python (bench/deepspeed/setup). One measurement per call, one resul
       block so that ZeRO-3 gathers per block), deepspeed.initialize with the DeepSpeed config DS
       (zerotask reads the same file), gloo; rank r trains rows r*B/W..(r+1)*B/W-1 of each step's
       global batch of DATA, as zerotask's rank r does; rank 0 prints the median ms per step (its
-      wall clock between two barriers around forward, backward and step) after 2 warm-up steps
+      wall clock between two barriers around forward, backward and step) after 2 warm-up steps;
+      with ZT_DS_CKPT_DIR set it then saves the state there (engine.save_checkpoint) and loads
+      it back (engine.load_checkpoint), each timed between barriers, and prints both times and
+      the bytes written
 """
 import os
 import statistics
@@ -29,6 +32,15 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 def fail(msg):
     print("ds_error %s" % " ".join(str(msg).split())[:2000], flush=True)
     sys.exit(1)
+
+
+def drop_caches():
+    """the page cache's clean pages out (root only; else nothing): a load then reads the disk"""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass
 
 
 def adam(P, steps, warmup):
@@ -166,10 +178,29 @@ def train(model_path, ds_path, data, steps):
         times.append((time.perf_counter() - t0) * 1e3)
         if r == 0:
             print("step %d loss %.6f ms %.1f" % (s, lv, times[-1]), flush=True)
+    ck = os.environ.get("ZT_DS_CKPT_DIR")
+    extra = ""
+    if ck:  # a checkpoint of the trained state: saved, then loaded back, each between barriers
+        dist.barrier()
+        t0 = time.perf_counter()
+        engine.save_checkpoint(ck, tag="bench")
+        dist.barrier()
+        t1 = time.perf_counter()
+        os.sync()
+        if r == 0:
+            drop_caches()
+        dist.barrier()
+        t2 = time.perf_counter()
+        engine.load_checkpoint(ck, tag="bench")
+        dist.barrier()
+        t3 = time.perf_counter()
+        size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(ck) for f in fs)
+        extra = " save_ms=%.1f load_ms=%.1f ckpt_bytes=%d" % (1e3 * (t1 - t0), 1e3 * (t3 - t2),
+                                                            size)
     if r == 0:
-        print("ds_result ms_per_step=%.3f steps=%d world=%d threads=%d optimizer=%s" % (
-            statistics.median(times[2:]), len(times) - 2, W, torch.get_num_threads(),
-            type(engine.optimizer).__name__), flush=True)
+        print("ds_result ms_per_step=%.3f steps=%d world=%d threads=%d optimizer=%s%s" % (
+            statistics.median(times[2:]) if len(times) > 2 else times[-1], len(times) - 2, W,
+            torch.get_num_threads(), type(engine.optimizer).__name__, extra), flush=True)
     dist.barrier()
 
 
