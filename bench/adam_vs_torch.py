@@ -33,6 +33,8 @@ import subprocess
 import sys
 import time
 
+import benchlib  # bench/benchlib.py: median_step_ms (the peers run this file too)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENVS = {"unset": "OPENBLAS_CORETYPE unset", "haswell": "OPENBLAS_CORETYPE=Haswell"}
 GROUP = 1 << 20
@@ -72,15 +74,8 @@ def worker(P, steps, warmup):
         else:
             kw["foreach"] = foreach
         opt = torch.optim.AdamW(params, **kw)
-        ms = []
         with torch.no_grad():
-            for s in range(warmup + steps):
-                t0 = time.perf_counter()
-                opt.step()
-                dt = time.perf_counter() - t0
-                if s >= warmup:
-                    ms.append(1e3 * dt)
-        med = statistics.median(ms)
+            med = benchlib.median_step_ms(opt.step, steps, warmup)
         name = "%s %s" % (layout, "fused" if fused else "foreach=%s" % foreach)
         print("peer variant=%s params=%d tensors=%d ms_per_step=%.3f params_per_s=%.4g "
               "GBps=%.3f" % (name.replace(" ", "_"), P, len(sizes), med, P / (med * 1e-3),

@@ -1,5 +1,8 @@
-"""bench/benchlib.py: what the Python benchmarks share."""
+"""bench/benchlib.py: what the Python benchmarks share (standard library only: the peers'
+Pythons import it too)."""
 import os
+import statistics
+import time
 
 
 def openblas_envs(names):
@@ -23,3 +26,15 @@ def train_args(ap, steps=6, reps=3):
     ap.add_argument("--steps", type=int, default=steps)
     ap.add_argument("--reps", type=int, default=reps)
     ap.add_argument("--envs", default="default,Haswell")
+
+
+def median_step_ms(step, steps, warmup):
+    """call step() warmup + steps times; the median wall time of the last `steps` calls, in ms"""
+    ms = []
+    for s in range(warmup + steps):
+        t0 = time.perf_counter()
+        step()
+        dt = time.perf_counter() - t0
+        if s >= warmup:
+            ms.append(1e3 * dt)
+    return statistics.median(ms)

@@ -26,6 +26,9 @@ import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import benchlib  # noqa: E402  (bench/benchlib.py: median_step_ms)
+
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
@@ -51,15 +54,8 @@ def adam(P, steps, warmup):
     p.grad = torch.empty(P).uniform_(-0.5, 0.5)
     opt = DeepSpeedCPUAdam([p], lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01,
                            adamw_mode=True)
-    ms = []
-    for s in range(warmup + steps):
-        t0 = time.perf_counter()
-        opt.step()
-        dt = time.perf_counter() - t0
-        if s >= warmup:
-            ms.append(1e3 * dt)
-    print("ds_result ms_per_step=%.3f threads=%d" % (statistics.median(ms),
-                                                    torch.get_num_threads()), flush=True)
+    print("ds_result ms_per_step=%.3f threads=%d" % (
+        benchlib.median_step_ms(opt.step, steps, warmup), torch.get_num_threads()), flush=True)
 
 
 def aio(d, nbytes, block, qd, reps, single, overlap):
