@@ -34,6 +34,7 @@ import sys
 import time
 
 import benchlib  # bench/benchlib.py: median_step_ms (the peers run this file too)
+from benchlib import kv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENVS = {"unset": "OPENBLAS_CORETYPE unset", "haswell": "OPENBLAS_CORETYPE=Haswell"}
@@ -91,10 +92,6 @@ def run(cmd, env, what):
         sys.exit("adam_vs_torch: %s failed (exit %d): %s" % (what, p.returncode,
                                                             (p.stderr or p.stdout)[-2000:]))
     return p.stdout
-
-
-def kv(line):
-    return dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
 
 
 def make_env(e):

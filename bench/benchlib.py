@@ -1,6 +1,7 @@
 """bench/benchlib.py: what the Python benchmarks share (standard library only: the peers'
 Pythons import it too)."""
 import os
+import socket
 import statistics
 import time
 
@@ -38,3 +39,24 @@ def median_step_ms(step, steps, warmup):
         if s >= warmup:
             ms.append(1e3 * dt)
     return statistics.median(ms)
+
+
+def kv(line):
+    """the key=value fields of a result line ("name k=v k=v ...") as a dict of strings"""
+    return dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+
+
+def free_port():
+    """a TCP port on 127.0.0.1 nobody listens on now (MASTER_PORT of a torch.distributed job)"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def drop_caches():
+    """clean page-cache pages out (root only; else nothing), so that a read goes to the disk"""
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass

@@ -44,11 +44,12 @@ import collections
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import time
+
+import benchlib  # bench/benchlib.py: free_port (the peers run this file too)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = os.path.join(ROOT, "bench", "configs", "small_model.json")
@@ -132,16 +133,10 @@ def peer_version(py):
     return p.stdout.strip() if p.returncode == 0 else None
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_peer(a, py, mode, env_extra, tag):
     """NRANKS worker processes of this file under `py`; returns (ms, None) or (None, why)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(benchlib.free_port()))
     env.pop("OPENBLAS_CORETYPE", None)
     env.update(env_extra)
     procs, logs = [], []

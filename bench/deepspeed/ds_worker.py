@@ -27,7 +27,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import benchlib  # noqa: E402  (bench/benchlib.py: median_step_ms)
+import benchlib  # noqa: E402  (bench/benchlib.py: median_step_ms, drop_caches)
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
@@ -35,15 +35,6 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 def fail(msg):
     print("ds_error %s" % " ".join(str(msg).split())[:2000], flush=True)
     sys.exit(1)
-
-
-def drop_caches():
-    """the page cache's clean pages out (root only; else nothing): a load then reads the disk"""
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-    except OSError:
-        pass
 
 
 def adam(P, steps, warmup):
@@ -184,7 +175,7 @@ def train(model_path, ds_path, data, steps):
         t1 = time.perf_counter()
         os.sync()
         if r == 0:
-            drop_caches()
+            benchlib.drop_caches()
         dist.barrier()
         t2 = time.perf_counter()
         engine.load_checkpoint(ck, tag="bench")

@@ -59,15 +59,21 @@ static int check_convert(void) {
     CU(cudaMalloc((void **)&dw, N * sizeof *dw));
     CU(cudaMalloc((void **)&dh, N * sizeof *dh));
     CU(cudaMemcpy(dx, x, N * sizeof *x, cudaMemcpyHostToDevice));
-    for (int fmt = 0; fmt < 2; fmt++) {
-        const char *name = fmt ? "fp16" : "bf16";
-        if (fmt) {
-            zt_kern_f32_to_f16(hc, x, N);
-            CU(zt_cuda_f32_to_f16(dh, dx, N, 0));
-        } else {
-            zt_kern_f32_to_bf16(hc, x, N);
-            CU(zt_cuda_f32_to_bf16(dh, dx, N, 0));
-        }
+    /* each 16-bit format: its CPU and CUDA narrowing and widening */
+    const struct {
+        const char *name;
+        void (*narrow)(uint16_t *, const float *, size_t);
+        int (*narrow_cuda)(uint16_t *, const float *, size_t, void *);
+        void (*widen)(float *, const uint16_t *, size_t);
+        int (*widen_cuda)(float *, const uint16_t *, size_t, void *);
+    } fmts[] = {{"bf16", zt_kern_f32_to_bf16, zt_cuda_f32_to_bf16, zt_kern_bf16_to_f32,
+                 zt_cuda_bf16_to_f32},
+                {"fp16", zt_kern_f32_to_f16, zt_cuda_f32_to_f16, zt_kern_f16_to_f32,
+                 zt_cuda_f16_to_f32}};
+    for (int f = 0; f < 2; f++) {
+        const char *name = fmts[f].name;
+        fmts[f].narrow(hc, x, N);
+        CU(fmts[f].narrow_cuda(dh, dx, N, 0));
         CU(cudaMemcpy(hg, dh, N * sizeof *hg, cudaMemcpyDeviceToHost));
         size_t bad = 0, first = 0;
         for (size_t i = 0; i < N; i++)
@@ -77,13 +83,8 @@ static int check_convert(void) {
         ZT_TEST_TRUE(bad == 0, "fp32 -> %s: %zu of %d differ (first: input 0x%08x, cpu 0x%04x, "
                      "cuda 0x%04x)", name, bad, N, (unsigned)xb, hc[first], hg[first]);
         /* widening every 16-bit pattern the narrowing produced */
-        if (fmt) {
-            zt_kern_f16_to_f32(wc, hc, N);
-            CU(zt_cuda_f16_to_f32(dw, dh, N, 0));
-        } else {
-            zt_kern_bf16_to_f32(wc, hc, N);
-            CU(zt_cuda_bf16_to_f32(dw, dh, N, 0));
-        }
+        fmts[f].widen(wc, hc, N);
+        CU(fmts[f].widen_cuda(dw, dh, N, 0));
         CU(cudaMemcpy(wg, dw, N * sizeof *wg, cudaMemcpyDeviceToHost));
         ZT_TEST_TRUE(memcmp(wc, wg, N * sizeof *wc) == 0, "%s -> fp32: bit-identical", name);
     }
