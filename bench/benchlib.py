@@ -60,3 +60,11 @@ def drop_caches():
             f.write("3\n")
     except OSError:
         pass
+
+
+def settle(seconds=3):
+    """flush, then give the disk time to finish what the previous run left (ext4 mounted with
+    discard trims a deleted file's blocks after the unlink: a run started at once would write
+    while the trim goes on, whichever side deleted the file)"""
+    os.sync()
+    time.sleep(seconds)

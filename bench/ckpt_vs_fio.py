@@ -13,7 +13,9 @@ OPENBLAS_CORETYPE=Haswell), --reps times in turn:
           it to overlap
   alone   the same two fio writes with nothing else running.
 This VM's disk moves from ~0.6 to ~1.8 GB/s within minutes, so each condition is compared with
-fio under the same condition, in the same repetition:
+fio under the same condition, in the same repetition; the saving run and the fio runs take turns
+going first (even repetitions save first), and each starts on a settled disk (sync, 3 s: ext4's
+discard trims a deleted file's blocks after the unlink):
   bandwidth  checkpoint MB/s / the better fio MB/s, target >= 0.80: saves alongside training
              against fio alongside training, the last save against fio alone (medians over the
              repetitions);
@@ -36,7 +38,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import openblas_envs
+from benchlib import openblas_envs, settle
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -140,6 +142,7 @@ def main():
         env = dict(env, STARPU_NCPU="2", STARPU_SILENT="1")
         r = {k: [] for k in ("step", "fio_step", "save_step", "fio_train", "fio_alone",
                              "save_train", "save_last", "held")}
+        nbytes = None  # a checkpoint's size, from the first save
         for rep in range(a.reps):
             def cmd(k, steps):
                 log = os.path.join(a.dir, k + ".jsonl")
@@ -151,26 +154,42 @@ def main():
             c, log = cmd("plain", a.steps)
             _, ms, _, _ = train(c, env, log)
             r["step"] += ms[1:]  # the first step warms up
-            shutil.rmtree(ck, ignore_errors=True)
-            c, log = cmd("saving", a.steps)
-            out, ms, _, _ = train(c + ["--save-dir", ck, "--save-interval", "1"], env, log)
-            saves = [(int(m.group(2)), float(m.group(3)) * 1048576, float(m.group(4)),
-                      float(m.group(6))) for m in SAVED.finditer(out)]
-            if len(saves) != a.steps:
-                sys.exit("ckpt_vs_fio: expected %d saves, the trainer reported %d" % (
-                    a.steps, len(saves)))
-            shutil.rmtree(ck, ignore_errors=True)
-            nbytes = int(saves[0][1])
-            bw = [b / (w * 1e3) for _, b, w, _ in saves]
-            r["save_train"] += bw[:-1]
-            r["save_last"].append(bw[-1])
-            r["held"] += [h for _, _, _, h in saves[:-1]]
-            r["save_step"] += ms[1:]
-            c, log = cmd("fio", a.steps + 3)
-            _, ms, fbw, during = train(c, env, log, (a.fio, a.dir, nbytes))
-            r["fio_train"].append(max(fbw.values()))
-            r["fio_step"] += [ms[i] for i in during if 0 < i < len(ms)]
-            r["fio_alone"].append(max(fio_write(a.fio, a.dir, nbytes).values()))
+
+            def saving():
+                shutil.rmtree(ck, ignore_errors=True)
+                settle()
+                c, log = cmd("saving", a.steps)
+                out, ms, _, _ = train(c + ["--save-dir", ck, "--save-interval", "1"], env, log)
+                saves = [(int(m.group(2)), float(m.group(3)) * 1048576, float(m.group(4)),
+                          float(m.group(6))) for m in SAVED.finditer(out)]
+                if len(saves) != a.steps:
+                    sys.exit("ckpt_vs_fio: expected %d saves, the trainer reported %d" % (
+                        a.steps, len(saves)))
+                shutil.rmtree(ck, ignore_errors=True)
+                bw = [b / (w * 1e3) for _, b, w, _ in saves]
+                r["save_train"] += bw[:-1]
+                r["save_last"].append(bw[-1])
+                r["held"] += [h for _, _, _, h in saves[:-1]]
+                r["save_step"] += ms[1:]
+                return int(saves[0][1]), bw
+
+            def fio_runs(nbytes):
+                settle()
+                c, log = cmd("fio", a.steps + 3)
+                _, ms, fbw, during = train(c, env, log, (a.fio, a.dir, nbytes))
+                r["fio_train"].append(max(fbw.values()))
+                r["fio_step"] += [ms[i] for i in during if 0 < i < len(ms)]
+                settle()
+                r["fio_alone"].append(max(fio_write(a.fio, a.dir, nbytes).values()))
+
+            # the disk's state drifts within minutes: each side goes first in every other
+            # repetition, and each write starts on a settled disk
+            if rep % 2 == 0 or nbytes is None:
+                nbytes, bw = saving()
+                fio_runs(nbytes)
+            else:
+                fio_runs(nbytes)
+                nbytes, bw = saving()
             print("%s, repetition %d: saves %s MB/s (the last alone); fio %.0f MB/s alongside "
                   "training, %.0f alone (the better of O_DIRECT and buffered)" % (
                       ename, rep + 1, ", ".join("%.0f" % x for x in bw), r["fio_train"][-1],
