@@ -20,13 +20,13 @@
 #include <fcntl.h>    /* open, O_DIRECT */
 #include <stdint.h>   /* int64_t */
 #include <stdio.h>    /* printf, fprintf */
-#include <stdlib.h>   /* aligned_alloc, strtoll, qsort */
+#include <stdlib.h>   /* strtoll, qsort */
 #include <string.h>   /* strcmp, memcmp */
 #include <time.h>     /* clock_gettime */
 #include <unistd.h>   /* fsync, close, unlink, getpid */
 
 #include "bench_util.h" /* bench_now, bench_median, bench_parse_scaled */
-#include "zt_aio.h"    /* zt_aio_* */
+#include "zt_aio.h"    /* zt_aio_*, zt_aio_alloc */
 #include "zt_status.h" /* zt_error_last */
 
 
@@ -86,8 +86,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "swap_bench: %s\n", zt_error_last());
         return 1;
     }
-    char *w = aligned_alloc(ZT_AIO_ALIGN, (size_t)bytes), *r = aligned_alloc(ZT_AIO_ALIGN,
-                                                                             (size_t)bytes);
+    /* the engine's own buffers come from zt_aio_alloc (huge pages) */
+    char *w = zt_aio_alloc((size_t)bytes), *r = zt_aio_alloc((size_t)bytes);
     if (!w || !r) {
         fprintf(stderr, "swap_bench: cannot allocate 2 x %lld bytes\n", (long long)bytes);
         return 1;

@@ -9,6 +9,7 @@
 #include <pthread.h>   /* pthread_* */
 #include <stdlib.h>    /* calloc, free */
 #include <string.h>    /* strerror */
+#include <sys/mman.h>  /* madvise */
 #include <unistd.h>    /* pread, pwrite */
 #include "zt_log.h"    /* ZT_LOG_I */
 
@@ -45,6 +46,15 @@ struct zt_aio {
 };
 
 const char *zt_aio_engine_name(zt_aio_t a) { return a->uring ? "io_uring" : "threads"; }
+
+void *zt_aio_alloc(size_t bytes) {
+    void *p = NULL;
+    if (bytes < ZT_AIO_HUGE) return posix_memalign(&p, ZT_AIO_ALIGN, bytes ? bytes : 1) ? NULL : p;
+    size_t n = (bytes + ZT_AIO_HUGE - 1) / ZT_AIO_HUGE * ZT_AIO_HUGE;
+    if (posix_memalign(&p, ZT_AIO_HUGE, n) != 0) return NULL;
+    madvise(p, n, MADV_HUGEPAGE); /* a hint: without THP the buffer still works */
+    return p;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * thread pool */

@@ -114,11 +114,15 @@ struct zt_shard {
     int fd;
     int rank, world, n;
     struct zt_shard_rec *rec; /* [n] */
+    int dfd;                  /* opened O_DIRECT for aio (zt_shard_set_direct), or -1 */
+    struct zt_aio *aio;       /* borrowed: moves large reads through dfd, or NULL */
 };
 
 /* Open and validate a shard: magic, format, header CRC, every record inside the file. */
 enum zt_status zt_shard_open(struct zt_shard *s, const char *path);
-/* Read record i (all of it) into dst, checking its CRC32C. */
+/* Read record i (all of it) into dst, checking its CRC32C. With an aio engine attached
+ * (zt_shard_set_direct) and dst 4096-aligned, a large record is read O_DIRECT through it (its
+ * last partial 4096 bytes buffered): no page cache, queue_depth requests in flight. */
 enum zt_status zt_shard_read(const struct zt_shard *s, int i, float *dst);
 /* Check every record's CRC32C without keeping the data (zt-ckpt verify). */
 enum zt_status zt_shard_verify(const struct zt_shard *s);
@@ -135,6 +139,9 @@ struct zt_shard_set {
 };
 /* Open every shard (header checks) and check that shard k says rank k of n. */
 enum zt_status zt_shard_set_open(struct zt_shard_set *s, const char *const *paths, int n);
+/* Read records through aio (borrowed; it must outlive the set's reads) with O_DIRECT where the
+ * file system allows it (else buffered, as without it). */
+void zt_shard_set_direct(struct zt_shard_set *s, struct zt_aio *aio);
 /* Tensor `name` in `role` must be rows x cols in every record that holds it, and its records
  * must hold each row exactly once (else ZT_ERR_CKPT_CORRUPT naming the file or the tensor). */
 enum zt_status zt_shard_set_cover(const struct zt_shard_set *s, const char *name, int role,

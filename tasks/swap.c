@@ -114,7 +114,7 @@ static void finish(struct req *r) {
 static void *io_thread(void *arg) {
     int id = (int)(intptr_t)arg;
     char *bounce = NULL;
-    if (posix_memalign((void **)&bounce, ZT_AIO_ALIGN, (size_t)g.bounce_bytes) != 0) bounce = NULL;
+    bounce = zt_aio_alloc((size_t)g.bounce_bytes);
     pthread_mutex_lock(&g.mu);
     for (;;) {
         while (!g.head && !g.stop) pthread_cond_wait(&g.cv, &g.mu);
@@ -209,7 +209,7 @@ enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t
     if (is_aligned(buf, len, off))
         return zt_aio_read(g.aio, f->fd, f->path, buf, (size_t)len, off);
     char *bounce = NULL;
-    if (posix_memalign((void **)&bounce, ZT_AIO_ALIGN, (size_t)g.bounce_bytes) != 0)
+    if (!(bounce = zt_aio_alloc((size_t)g.bounce_bytes)))
         return zt_error_set(ZT_ERR_NOMEM, "swap file %s: out of memory", f->path);
     enum zt_status rc = read_bounce(f, buf, len, off, bounce);
     free(bounce);

@@ -11,12 +11,15 @@
  * - a bad file descriptor fails with the file's name and the system's reason;
  * - a write that hits the file size limit (RLIMIT_FSIZE: EFBIG, as a full disk gives ENOSPC)
  *   fails with ZT_ERR_IO naming the file and the offset of the first byte not written;
- * - ZT_AIO_AUTO picks io_uring on this kernel.
+ * - ZT_AIO_AUTO picks io_uring on this kernel;
+ * - zt_aio_alloc gives 4096-aligned small buffers and 2 MiB-aligned large ones marked for
+ *   transparent huge pages.
  */
 #define _GNU_SOURCE       /* O_DIRECT */
 #include <fcntl.h>        /* open, O_DIRECT */
 #include <signal.h>       /* signal, SIGXFSZ */
 #include <stdio.h>        /* snprintf */
+#include <stdint.h>       /* uintptr_t */
 #include <stdlib.h>       /* getenv, aligned_alloc */
 #include <string.h>       /* memcmp, strstr */
 #include <sys/resource.h> /* setrlimit */
@@ -122,6 +125,42 @@ static void size_limit(enum zt_aio_engine eng) {
                                                         "with the file and offset");
 }
 
+/* the VmFlags of the mapping that holds p (/proc/self/smaps), or "" */
+static void vm_flags(const void *p, char *out, size_t n) {
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0;
+    out[0] = '\0';
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            snprintf(out, n, "%s", line + 8);
+            break;
+        }
+    }
+    if (f) fclose(f);
+}
+
+/* zt_aio_alloc: small buffers 4096-aligned; large ones 2 MiB-aligned, usable to their rounded
+ * end, on a mapping marked for huge pages ("hg" in VmFlags: MADV_HUGEPAGE was applied; whether
+ * the kernel then backs it with huge pages is its THP policy) */
+static void alloc_buffers(void) {
+    char *s = zt_aio_alloc(12288), *b = zt_aio_alloc((5 << 20) + 4096);
+    ZT_TEST_TRUE(s && (uintptr_t)s % ZT_AIO_ALIGN == 0, "small buffer 4096-aligned");
+    ZT_TEST_TRUE(b && (uintptr_t)b % ZT_AIO_HUGE == 0, "large buffer 2 MiB-aligned");
+    if (b) {
+        memset(b, 0x5a, 6 << 20); /* rounded up to whole huge pages: all of it is ours */
+        char flags[512];
+        vm_flags(b, flags, sizeof flags);
+        ZT_TEST_TRUE(strstr(flags, " hg") != NULL, "large buffer marked MADV_HUGEPAGE "
+                     "(VmFlags:%s)", flags);
+    }
+    free(s);
+    free(b);
+}
+
 int main(void) {
     const char *tmp = getenv("ZT_IO_TEST_TMP");
     if (!tmp) tmp = "/tmp/zt-test-aio";
@@ -141,6 +180,7 @@ int main(void) {
     zt_aio_free(a);
     cfg.block_size = 1000;
     expect_err(__LINE__, zt_aio_init(&a, &cfg), ZT_ERR_CONFIG, "aio: block_size", "4096");
+    alloc_buffers();
     unlink(path);
     return zt_test_finish("test_aio");
 }
