@@ -2,8 +2,8 @@
  * bench/swap_bench.c: sequential write and read bandwidth of zerotask's NVMe swap engine
  * (io/zt_aio.h) on one O_DIRECT file, for bench/swap_vs_fio.py.
  *
- * Per rep: create DIR/zt_swap_bench.<pid> (O_DIRECT, truncated), write BYTES from one 4 KiB-aligned
- * buffer with zt_aio_write (one call per CALL bytes, default one call for all), then fsync (timed
+ * Per rep: create DIR/zt_swap_bench.<pid> (O_DIRECT, truncated, then sized to BYTES as the engine's
+ * swap files are), write BYTES from one buffer of zt_aio_alloc (as the engine's) with zt_aio_write (one call per CALL bytes, default one call for all), then fsync (timed
  * apart: fio's bandwidth does not include it either), then read the file back into a second
  * buffer with zt_aio_read and delete it. The first rep checks that what was read is what was
  * written. Prints the median over the reps in one line:
@@ -23,7 +23,7 @@
 #include <stdlib.h>   /* strtoll, qsort */
 #include <string.h>   /* strcmp, memcmp */
 #include <time.h>     /* clock_gettime */
-#include <unistd.h>   /* fsync, close, unlink, getpid */
+#include <unistd.h>   /* fsync, close, unlink, getpid, ftruncate */
 
 #include "bench_util.h" /* bench_now, bench_median, bench_parse_scaled */
 #include "zt_aio.h"    /* zt_aio_*, zt_aio_alloc */
@@ -105,8 +105,11 @@ int main(int argc, char **argv) {
     int status = 0;
     for (int rep = 0; rep < reps && !status; rep++) {
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
-        if (fd < 0) {
+        /* sized first, as the engine's swap files are (io/swapdir.c): on ext4 a direct write
+         * past the end of the file waits for its own completion, one request at a time */
+        if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
             perror(path);
+            if (fd >= 0) close(fd);
             status = 1;
             break;
         }

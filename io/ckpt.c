@@ -234,17 +234,30 @@ enum zt_status zt_shard_put(struct zt_shard_writer *w, int i, const float *data,
 }
 
 /* ---- direct writes of whole records (zt_shard_stream_*) ---- */
+static void close_direct(struct zt_shard_writer *w) {
+    if (w->dfd >= 0) close(w->dfd);
+    w->dfd = -1;
+}
+
 int zt_shard_direct(struct zt_shard_writer *w, struct zt_aio *aio) {
     if (!aio || !w->f.tmp) return 0;
     w->dfd = open(w->f.tmp, O_WRONLY | O_DIRECT | O_CLOEXEC);
     if (w->dfd < 0) return 0; /* e.g. tmpfs: the buffered path it is */
+    /* the file has its final (4096-padded) size before the first write, as fio lays its file
+     * out: on ext4 a direct write past the end of the file waits for its own completion
+     * (IOMAP_DIO_FORCE_WAIT for extending writes), so requests would reach the device one at
+     * a time; inside the file they stay queue_depth deep. No blocks are allocated here (a full
+     * disk still fails at the write), and the commit cuts the file to its exact end. */
+    int64_t end = w->hdr_bytes;
+    for (int i = 0; i < w->n; i++)
+        if (align_up(w->rec[i].offset + w->rec[i].bytes) > end)
+            end = align_up(w->rec[i].offset + w->rec[i].bytes);
+    if (ftruncate(w->dfd, end) != 0) {
+        close_direct(w);
+        return 0;
+    }
     w->aio = aio;
     return 1;
-}
-
-static void close_direct(struct zt_shard_writer *w) {
-    if (w->dfd >= 0) close(w->dfd);
-    w->dfd = -1;
 }
 
 /* write the staged bytes (padded to 4096 with zeros) at the buffer's file offset */

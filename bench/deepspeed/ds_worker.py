@@ -63,6 +63,10 @@ def aio(d, nbytes, block, qd, reps, single, overlap):
         for k in range(reps):
             if os.path.exists(path):
                 os.unlink(path)
+            # sized first, as zt-swap-bench's file (and both runtimes' swap files once written):
+            # on ext4 a direct write past the end of a file waits for its own completion
+            with open(path, "wb") as f:
+                f.truncate(nbytes)
             t0 = time.perf_counter()
             rc = h.sync_pwrite(buf, path)
             t1 = time.perf_counter()
