@@ -2,18 +2,19 @@
  * bench/swap_bench.c: sequential write and read bandwidth of zerotask's NVMe swap engine
  * (io/zt_aio.h) on one O_DIRECT file, for bench/swap_vs_fio.py.
  *
- * Per rep: create DIR/zt_swap_bench.<pid> (O_DIRECT, truncated, then sized to BYTES as the engine's
- * swap files are), write BYTES from one buffer of zt_aio_alloc (as the engine's) with zt_aio_write (one call per CALL bytes, default one call for all), then fsync (timed
+ * Per rep: create DIR/zt_swap_bench.<pid> (O_DIRECT, truncated; --layout sized (default): then sized
+ * to BYTES as the engine's swap files are; new: left empty, so every write extends it; allocated:
+ * written once, untimed, so the timed write overwrites allocated blocks), write BYTES from one buffer of zt_aio_alloc (as the engine's) with zt_aio_write (one call per CALL bytes, default one call for all), then fsync (timed
  * apart: fio's bandwidth does not include it either), then read the file back into a second
  * buffer with zt_aio_read and delete it. The first rep checks that what was read is what was
  * written. Prints the median over the reps in one line:
- *   swap_bench engine=io_uring bytes=N block_size=B queue_depth=Q call_bytes=C reps=R
+ *   swap_bench engine=io_uring layout=L bytes=N block_size=B queue_depth=Q call_bytes=C reps=R
  *              write_GBps=W read_GBps=R fsync_ms=F
  * (GB = 1e9 bytes).
  *
  * Usage: swap_bench --dir D [--bytes N] [--block-size B] [--queue-depth Q]
  *                   [--engine auto|io_uring|threads] [--reps R] [--call-bytes C]
- *                   [--single-submit] [--no-overlap]
+ *                   [--single-submit] [--no-overlap] [--layout sized|new|allocated]
  * Sizes take a K/M/G suffix (powers of 1024).
  */
 #define _GNU_SOURCE   /* O_DIRECT */
@@ -33,7 +34,7 @@
 static void usage(void) {
     fprintf(stderr, "usage: swap_bench --dir D [--bytes N] [--block-size B] [--queue-depth Q] "
                     "[--engine auto|io_uring|threads] [--reps R] [--call-bytes C] "
-                    "[--single-submit] [--no-overlap]\n");
+                    "[--single-submit] [--no-overlap] [--layout sized|new|allocated]\n");
     exit(2);
 }
 
@@ -54,7 +55,7 @@ int main(int argc, char **argv) {
     int64_t bytes = 1LL << 30, call = 0;
     struct zt_aio_cfg cfg = {.block_size = 1 << 20, .queue_depth = 8, .single_submit = 0,
                              .overlap_events = 1, .engine = ZT_AIO_AUTO};
-    int reps = 3;
+    int reps = 3, layout = 1; /* 0 new, 1 sized, 2 allocated */
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--single-submit")) { cfg.single_submit = 1; continue; }
@@ -67,6 +68,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(k, "--queue-depth")) cfg.queue_depth = atoi(v);
         else if (!strcmp(k, "--reps")) reps = atoi(v);
         else if (!strcmp(k, "--call-bytes")) call = bench_parse_scaled("swap_bench", v, 1024.0);
+        else if (!strcmp(k, "--layout")) {
+            if (!strcmp(v, "new")) layout = 0;
+            else if (!strcmp(v, "sized")) layout = 1;
+            else if (!strcmp(v, "allocated")) layout = 2;
+            else usage();
+        }
         else if (!strcmp(k, "--engine")) {
             if (!strcmp(v, "auto")) cfg.engine = ZT_AIO_AUTO;
             else if (!strcmp(v, "io_uring")) cfg.engine = ZT_AIO_URING;
@@ -105,10 +112,14 @@ int main(int argc, char **argv) {
     int status = 0;
     for (int rep = 0; rep < reps && !status; rep++) {
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0644);
-        /* sized first, as the engine's swap files are (io/swapdir.c): on ext4 a direct write
-         * past the end of the file waits for its own completion, one request at a time */
-        if (fd < 0 || ftruncate(fd, (off_t)bytes) != 0) {
-            perror(path);
+        /* sized: as the engine's swap files are (io/swapdir.c; on ext4 a direct write past the
+         * end of the file waits for its own completion, one request at a time); allocated: the
+         * blocks written once before the timed write (a swap file from the second step on) */
+        int bad = fd < 0 || (layout == 1 && ftruncate(fd, (off_t)bytes) != 0) ||
+                  (layout == 2 && (move(a, fd, path, w, bytes, call, 1) != ZT_OK || fsync(fd)));
+        if (bad) {
+            fprintf(stderr, "swap_bench: %s: cannot prepare the file (%s)\n", path,
+                    zt_error_last()[0] ? zt_error_last() : "system error");
             if (fd >= 0) close(fd);
             status = 1;
             break;
@@ -141,12 +152,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "swap_bench: rep %d: write %.3f GB/s (fsync %.1f ms), read %.3f GB/s\n",
                 rep + 1, tw[rep], tf[rep], tr[rep]);
     }
+    static const char *const layouts[] = {"new", "sized", "allocated"};
     if (!status)
-        printf("swap_bench engine=%s bytes=%lld block_size=%lld queue_depth=%d call_bytes=%lld "
-               "reps=%d write_GBps=%.4f read_GBps=%.4f fsync_ms=%.2f\n",
-               zt_aio_engine_name(a), (long long)bytes, (long long)cfg.block_size,
-               cfg.queue_depth, (long long)call, reps, bench_median(tw, reps), bench_median(tr, reps),
-               bench_median(tf, reps));
+        printf("swap_bench engine=%s layout=%s bytes=%lld block_size=%lld queue_depth=%d "
+               "call_bytes=%lld reps=%d write_GBps=%.4f read_GBps=%.4f fsync_ms=%.2f\n",
+               zt_aio_engine_name(a), layouts[layout], (long long)bytes,
+               (long long)cfg.block_size, cfg.queue_depth, (long long)call, reps,
+               bench_median(tw, reps), bench_median(tr, reps), bench_median(tf, reps));
     free(tw);
     free(tr);
     free(tf);

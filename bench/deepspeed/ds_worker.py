@@ -6,7 +6,7 @@ virtualenv's Python (bench/deepspeed/setup). One measurement per call, one resul
   ds_worker.py adam PARAMS STEPS WARMUP
       DeepSpeedCPUAdam (adamw_mode, lr 1e-3, betas 0.9/0.999, eps 1e-8, weight decay 0.01) on one
       flat fp32 tensor of PARAMS parameters with a gradient; median ms per optimizer.step()
-  ds_worker.py aio DIR BYTES BLOCK QDEPTH REPS SINGLE_SUBMIT OVERLAP
+  ds_worker.py aio DIR BYTES BLOCK QDEPTH REPS SINGLE_SUBMIT OVERLAP [new|allocated]
       DeepSpeed's async I/O handle (the aio op: libaio, O_DIRECT) writing then reading BYTES from
       one page-locked buffer to DIR/ds_aio.<pid>; median GB/s of each over REPS, data checked
   ds_worker.py train MODEL DS DATA STEPS   (one process per rank: RANK, WORLD_SIZE, MASTER_ADDR,
@@ -49,7 +49,7 @@ def adam(P, steps, warmup):
         benchlib.median_step_ms(opt.step, steps, warmup), torch.get_num_threads()), flush=True)
 
 
-def aio(d, nbytes, block, qd, reps, single, overlap):
+def aio(d, nbytes, block, qd, reps, single, overlap, layout="new"):
     import torch
     from deepspeed.ops.op_builder import AsyncIOBuilder
     lib = AsyncIOBuilder().load(verbose=False)
@@ -63,10 +63,10 @@ def aio(d, nbytes, block, qd, reps, single, overlap):
         for k in range(reps):
             if os.path.exists(path):
                 os.unlink(path)
-            # sized first, as zt-swap-bench's file (and both runtimes' swap files once written):
-            # on ext4 a direct write past the end of a file waits for its own completion
-            with open(path, "wb") as f:
-                f.truncate(nbytes)
+            if layout == "allocated":  # the timed write overwrites allocated blocks
+                if h.sync_pwrite(buf, path) < 0:
+                    fail("aio sync_pwrite returned an error (untimed first write)")
+                os.sync()
             t0 = time.perf_counter()
             rc = h.sync_pwrite(buf, path)
             t1 = time.perf_counter()
@@ -201,7 +201,7 @@ def main():
         if what == "adam":
             adam(int(args[0]), int(args[1]), int(args[2]))
         elif what == "aio":
-            aio(args[0], *[int(x) for x in args[1:]])
+            aio(args[0], *[int(x) for x in args[1:7]], *args[7:8])
         elif what == "train":
             train(args[0], args[1], args[2], int(args[3]))
         else:
