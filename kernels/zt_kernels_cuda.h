@@ -30,6 +30,23 @@ int zt_cuda_adamw(float *param, float *m, float *v, const float *grad, size_t n,
                   float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
                   float grad_scale, int decoupled, void *stream);
 
+/* GELU (tanh approximation) and its backward, as zt_kern_gelu_forward/backward (dinp may
+ * alias dout) */
+int zt_cuda_gelu_forward(float *out, const float *inp, size_t n, void *stream);
+int zt_cuda_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n,
+                          void *stream);
+/* out = a + b; da += dout, db += dout (either may be NULL), as zt_kern_residual_* */
+int zt_cuda_residual_forward(float *out, const float *a, const float *b, size_t n, void *stream);
+int zt_cuda_residual_backward(float *da, float *db, const float *dout, size_t n, void *stream);
+
+/* layernorm over the last dimension (eps 1e-5), as zt_kern_layernorm_forward/backward: the
+ * same summation order, so the same bits */
+int zt_cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
+                              const float *w, const float *b, int N, int C, void *stream);
+int zt_cuda_layernorm_backward(float *dinp, float *dw, float *db, const float *dout,
+                               const float *inp, const float *w, const float *mean,
+                               const float *rstd, int N, int C, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,9 @@
 /*
  * tests/kernels/test_cuda_kernels.c: kernels/cuda against kernels/cpu (issue 8), bit for bit:
  * the fp32 <-> bf16/fp16 converters on random values plus every special case (zeros, subnormals,
- * rounding ties, overflow, inf, NaN), and several AdamW and Adam (L2) steps with a gradient scale.
+ * rounding ties, overflow, inf, NaN), several AdamW and Adam (L2) steps with a gradient scale,
+ * GELU forward/backward (in place too) and the residual add, layernorm forward/backward at widths
+ * with and without leftover columns.
  * Built with -DZT_USE_CUDA=ON; without a usable CUDA device it exits with CTest's skip code (77)
  * and says why (here: the toolkit's stub libcuda answers cudaGetDeviceCount with error 35).
  */
@@ -132,6 +134,109 @@ static int check_adamw(void) {
     return 0;
 }
 
+/* copy n floats to a new device buffer (NULL on failure, after saying why) */
+static float *to_dev(const float *h, size_t n) {
+    float *d = NULL;
+    if (cudaMalloc((void **)&d, n * sizeof *d) != cudaSuccess ||
+        cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice) != cudaSuccess) {
+        printf("FAIL cudaMalloc/cudaMemcpy of %zu floats\n", n);
+        cudaFree(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* device buffer d (n floats) against the CPU's h, bit for bit */
+static int same_bits(const float *d, const float *h, size_t n, const char *what) {
+    float *g = malloc(n * sizeof *g);
+    size_t bad = 0, first = 0;
+    if (cudaMemcpy(g, d, n * sizeof *g, cudaMemcpyDeviceToHost) != cudaSuccess) bad = n;
+    for (size_t i = 0; bad < n && i < n; i++)
+        if (memcmp(&g[i], &h[i], 4) != 0 && !bad++) first = i;
+    ZT_TEST_TRUE(bad == 0, "%s: %zu of %zu differ from the CPU kernel (first at %zu: cpu %.9g, "
+                 "cuda %.9g)", what, bad, n, first, (double)h[first], (double)g[first]);
+    free(g);
+    return bad == 0;
+}
+
+/* GELU forward/backward and the residual add over inputs that reach both tails of exp */
+static int check_pointwise(void) {
+    float *x = malloc(N * sizeof *x), *dy = malloc(N * sizeof *dy), *y = malloc(N * sizeof *y),
+          *dx = malloc(N * sizeof *dx), *acc = malloc(N * sizeof *acc);
+    for (size_t i = 0; i < N; i++) {
+        x[i] = i % 1000 == 0 ? next_f(-60, 60) : next_f(-6, 6);
+        dy[i] = next_f(-1, 1);
+        acc[i] = next_f(-1, 1);
+    }
+    float *gx = to_dev(x, N), *gdy = to_dev(dy, N), *gy = to_dev(x, N), *ga = to_dev(acc, N),
+          *gb = to_dev(acc, N);
+    if (!gx || !gdy || !gy || !ga || !gb) return 1;
+    zt_kern_gelu_forward(y, x, N);
+    CU(zt_cuda_gelu_forward(gy, gx, N, 0));
+    same_bits(gy, y, N, "gelu forward");
+    zt_kern_gelu_backward(dx, x, dy, N);
+    CU(zt_cuda_gelu_backward(gy, gx, gdy, N, 0));
+    same_bits(gy, dx, N, "gelu backward");
+    CU(cudaMemcpy(gy, dy, N * sizeof *dy, cudaMemcpyHostToDevice)); /* in place: dinp = dout */
+    CU(zt_cuda_gelu_backward(gy, gx, gy, N, 0));
+    same_bits(gy, dx, N, "gelu backward in place");
+    zt_kern_residual_forward(y, x, dy, N);
+    CU(zt_cuda_residual_forward(gy, gx, gdy, N, 0));
+    same_bits(gy, y, N, "residual forward");
+    memcpy(y, acc, N * sizeof *y);
+    zt_kern_residual_backward(y, NULL, dy, N);
+    CU(zt_cuda_residual_backward(ga, NULL, gdy, N, 0));
+    same_bits(ga, y, N, "residual backward (da only)");
+    CU(zt_cuda_residual_backward(NULL, gb, gdy, N, 0));
+    same_bits(gb, y, N, "residual backward (db only)");
+    cudaFree(gx), cudaFree(gdy), cudaFree(gy), cudaFree(ga), cudaFree(gb);
+    free(x), free(dy), free(y), free(dx), free(acc);
+    return 0;
+}
+
+/* layernorm forward and backward for widths with and without leftover columns (C % 8) and a
+ * row count that does not fill the last block; backward accumulates into nonzero buffers */
+static int check_layernorm(int Nr, int C) {
+    size_t nc = (size_t)Nr * C;
+    float *x = malloc(nc * 4), *w = malloc(C * 4), *b = malloc(C * 4), *dy = malloc(nc * 4),
+          *y = malloc(nc * 4), *mean = malloc(Nr * 4), *rstd = malloc(Nr * 4),
+          *dx = malloc(nc * 4), *dw = malloc(C * 4), *db = malloc(C * 4);
+    for (size_t i = 0; i < nc; i++) {
+        x[i] = next_f(-3, 3) + (i % 7 == 0 ? 10.0f : 0.0f);
+        dy[i] = next_f(-1, 1);
+        dx[i] = next_f(-0.1f, 0.1f);
+    }
+    for (int c = 0; c < C; c++) {
+        w[c] = next_f(0.5f, 1.5f), b[c] = next_f(-0.2f, 0.2f);
+        dw[c] = next_f(-0.1f, 0.1f), db[c] = next_f(-0.1f, 0.1f);
+    }
+    float *gx = to_dev(x, nc), *gw = to_dev(w, C), *gb = to_dev(b, C), *gdy = to_dev(dy, nc),
+          *gy = to_dev(y, nc), *gm = to_dev(mean, Nr), *gr = to_dev(rstd, Nr),
+          *gdx = to_dev(dx, nc), *gdw = to_dev(dw, C), *gdb = to_dev(db, C);
+    if (!gx || !gw || !gb || !gdy || !gy || !gm || !gr || !gdx || !gdw || !gdb) return 1;
+    zt_kern_layernorm_forward(y, mean, rstd, x, w, b, Nr, C);
+    CU(zt_cuda_layernorm_forward(gy, gm, gr, gx, gw, gb, Nr, C, 0));
+    zt_kern_layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, Nr, C);
+    CU(zt_cuda_layernorm_backward(gdx, gdw, gdb, gdy, gx, gw, gm, gr, Nr, C, 0));
+    const struct {
+        const char *name;
+        const float *dev, *cpu;
+        size_t n;
+    } outs[] = {{"forward: out", gy, y, nc},          {"forward: mean", gm, mean, (size_t)Nr},
+                {"forward: rstd", gr, rstd, (size_t)Nr}, {"backward: dinp", gdx, dx, nc},
+                {"backward: dw", gdw, dw, (size_t)C},  {"backward: db", gdb, db, (size_t)C}};
+    for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "layernorm %dx%d %s", Nr, C, outs[k].name);
+        same_bits(outs[k].dev, outs[k].cpu, outs[k].n, what);
+    }
+    float *dev[] = {gx, gw, gb, gdy, gy, gm, gr, gdx, gdw, gdb};
+    for (size_t k = 0; k < sizeof dev / sizeof dev[0]; k++) cudaFree(dev[k]);
+    free(x), free(w), free(b), free(dy), free(y), free(mean), free(rstd), free(dx), free(dw),
+        free(db);
+    return 0;
+}
+
 int main(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -140,6 +245,8 @@ int main(void) {
                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
         return ZT_TEST_SKIP;
     }
-    if (check_convert() || check_adamw()) return 1;
+    if (check_convert() || check_adamw() || check_pointwise() || check_layernorm(100, 768) ||
+        check_layernorm(33, 37) || check_layernorm(5, 3))
+        return 1;
     return zt_test_finish("test_cuda_kernels");
 }
