@@ -233,6 +233,14 @@ enum zt_status zt_shard_put(struct zt_shard_writer *w, int i, const float *data,
     return ZT_OK;
 }
 
+/* where the file ends: where its last record does (an empty one after the data included) */
+static int64_t data_end(const struct zt_shard_writer *w) {
+    int64_t end = w->hdr_bytes;
+    for (int i = 0; i < w->n; i++)
+        if (w->rec[i].offset + w->rec[i].bytes > end) end = w->rec[i].offset + w->rec[i].bytes;
+    return end;
+}
+
 /* ---- direct writes of whole records (zt_shard_stream_*) ---- */
 static void close_direct(struct zt_shard_writer *w) {
     if (w->dfd >= 0) close(w->dfd);
@@ -248,11 +256,7 @@ int zt_shard_direct(struct zt_shard_writer *w, struct zt_aio *aio) {
      * (IOMAP_DIO_FORCE_WAIT for extending writes), so requests would reach the device one at
      * a time; inside the file they stay queue_depth deep. No blocks are allocated here (a full
      * disk still fails at the write), and the commit cuts the file to its exact end. */
-    int64_t end = w->hdr_bytes;
-    for (int i = 0; i < w->n; i++)
-        if (align_up(w->rec[i].offset + w->rec[i].bytes) > end)
-            end = align_up(w->rec[i].offset + w->rec[i].bytes);
-    if (ftruncate(w->dfd, end) != 0) {
+    if (ftruncate(w->dfd, align_up(data_end(w))) != 0) {
         close_direct(w);
         return 0;
     }
@@ -383,11 +387,7 @@ enum zt_status zt_shard_commit(struct zt_shard_writer *w) {
     memcpy(buf + PRE, h, hl);
     free(h);
     enum zt_status rc = ZT_OK;
-    /* the file ends where its last record does (an empty one after the data included) */
-    int64_t end = w->hdr_bytes;
-    for (int i = 0; i < w->n; i++)
-        if (w->rec[i].offset + w->rec[i].bytes > end) end = w->rec[i].offset + w->rec[i].bytes;
-    if (ftruncate(w->f.fd, end) != 0) {
+    if (ftruncate(w->f.fd, data_end(w)) != 0) {
         w->f.what = "extend";
         rc = zt_afile_fail(&w->f);
     } else if (lseek(w->f.fd, 0, SEEK_SET) < 0 ||
