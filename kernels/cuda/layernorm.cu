@@ -10,6 +10,7 @@
  * CPU loop does.
  */
 #include <cuda_runtime.h>
+#include "kern_math.cuh"
 #include "zt_kernels_cuda.h"
 
 #define LANES 8
@@ -17,15 +18,6 @@
 #define THREADS (LANES * ROWS_PER_BLOCK)
 #define LN_EPS 1e-5f
 #define FULL 0xffffffffu
-
-/* the row's lane partials added in the CPU's tree order; valid in lane 0 */
-__device__ static float lanes_sum(float acc) {
-    float l[LANES];
-#pragma unroll
-    for (int k = 0; k < LANES; k++) l[k] = __shfl_sync(FULL, acc, k, LANES);
-    return __fadd_rn(__fadd_rn(__fadd_rn(l[0], l[1]), __fadd_rn(l[2], l[3])),
-                     __fadd_rn(__fadd_rn(l[4], l[5]), __fadd_rn(l[6], l[7])));
-}
 
 __global__ static void k_ln_forward(float *out, float *mean, float *rstd, const float *inp,
                                     const float *w, const float *b, int N, int C) {
@@ -36,7 +28,7 @@ __global__ static void k_ln_forward(float *out, float *mean, float *rstd, const 
     const int c8 = C / LANES * LANES;
     float acc = 0.0f;
     for (int i = 0; live && i < c8; i += LANES) acc = __fadd_rn(acc, x[i + lane]);
-    float s = lanes_sum(acc);
+    float s = zt_lanes_sum8(acc);
     if (lane == 0)
         for (int i = c8; live && i < C; i++) s = __fadd_rn(s, x[i]);
     const float m = __shfl_sync(FULL, __fdiv_rn(s, (float)C), 0, LANES);
@@ -45,7 +37,7 @@ __global__ static void k_ln_forward(float *out, float *mean, float *rstd, const 
         float d = __fsub_rn(x[i + lane], m);
         vacc = __fadd_rn(vacc, __fmul_rn(d, d));
     }
-    float v = lanes_sum(vacc);
+    float v = zt_lanes_sum8(vacc);
     if (lane == 0)
         for (int i = c8; live && i < C; i++) {
             float d = __fsub_rn(x[i], m);
@@ -80,7 +72,7 @@ __global__ static void k_ln_backward_inp(float *dinp, const float *dout, const f
         a1 = __fadd_rn(a1, dn);
         a2 = __fadd_rn(a2, __fmul_rn(dn, nrm));
     }
-    float s1 = lanes_sum(a1), s2 = lanes_sum(a2);
+    float s1 = zt_lanes_sum8(a1), s2 = zt_lanes_sum8(a2);
     if (lane == 0)
         for (int i = c8; live && i < C; i++) {
             float nrm = __fmul_rn(__fsub_rn(x[i], m), r);

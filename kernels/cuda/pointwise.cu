@@ -3,35 +3,18 @@
  * and kernels/cpu/residual.c on the device. The CPU kernels are compiled as ISO C11, so gcc
  * contracts nothing (-ffp-contract=off); here every operation is rounded on its own
  * (__fmul_rn, __fadd_rn, __fsub_rn, __fdiv_rn: nvcc cannot fuse them) in the CPU's order, and
- * exp is kernels/cpu/kern_math.h's polynomial, so each result has the CPU kernel's bits.
+ * exp is kernels/cpu/kern_math.h's polynomial (kern_math.cuh), so each result has the CPU
+ * kernel's bits.
  * One thread per element, grid-stride.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include "kern_math.cuh"
 #include "zt_kernels_cuda.h"
 
 #define THREADS 256
 #define GELU_SCALING_FACTOR 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_CUBIC 0.044715f
-
-/* zt_kern_expf (kernels/cpu/kern_math.h), operation for operation */
-__device__ static float zt_expf(float x) {
-    float t = __fadd_rn(__fmul_rn(x, 1.44269504088896341f), 12582912.0f);
-    float fx = __fsub_rn(t, 12582912.0f);
-    int32_t n = __float_as_int(t) - 0x4B400000;
-    float r = __fsub_rn(x, __fmul_rn(fx, 0.693359375f));
-    r = __fsub_rn(r, __fmul_rn(fx, -2.12194440e-4f));
-    float p = 1.9875691500e-4f;
-    p = __fadd_rn(__fmul_rn(p, r), 1.3981999507e-3f);
-    p = __fadd_rn(__fmul_rn(p, r), 8.3334519073e-3f);
-    p = __fadd_rn(__fmul_rn(p, r), 4.1665795894e-2f);
-    p = __fadd_rn(__fmul_rn(p, r), 1.6666665459e-1f);
-    p = __fadd_rn(__fmul_rn(p, r), 5.0000001201e-1f);
-    p = __fadd_rn(__fadd_rn(__fmul_rn(p, __fmul_rn(r, r)), r), 1.0f);
-    n = n < -126 ? -126 : n;
-    n = n > 127 ? 127 : n;
-    return __fmul_rn(p, __int_as_float((n + 127) << 23));
-}
 
 /* u = SF * (x + ((CUBIC * x) * x) * x), e = exp(-2u), as the CPU kernel */
 __device__ static float gelu_e(float x) {

@@ -3,11 +3,17 @@
  * the fp32 <-> bf16/fp16 converters on random values plus every special case (zeros, subnormals,
  * rounding ties, overflow, inf, NaN), several AdamW and Adam (L2) steps with a gradient scale,
  * GELU forward/backward (in place too) and the residual add, layernorm forward/backward at widths
- * with and without leftover columns.
+ * with and without leftover columns, the encoder with repeated tokens and wrapping positions,
+ * cross-entropy (losses within 1 ulp, gradients exact) at vocabularies with and without
+ * leftover columns and larger than one shared-memory chunk; the matmuls (cuBLAS) against
+ * OpenBLAS by normalised error, their bias gradient bit for bit; attention forward and backward by
+ * normalised error.
  * Built with -DZT_USE_CUDA=ON; without a usable CUDA device it exits with CTest's skip code (77)
  * and says why (here: the toolkit's stub libcuda answers cudaGetDeviceCount with error 35).
  */
+#include <cublas_v2.h>        /* cublasCreate */
 #include <cuda_runtime_api.h> /* cudaMalloc, cudaMemcpy */
+#include <math.h>             /* fabs */
 #include <stdint.h>           /* uint16_t, uint32_t */
 #include <stdio.h>            /* printf */
 #include <stdlib.h>           /* malloc */
@@ -237,6 +243,215 @@ static int check_layernorm(int Nr, int C) {
     return 0;
 }
 
+/* one device int array from host (NULL on failure) */
+static int32_t *to_dev_i32(const int32_t *h, size_t n) {
+    int32_t *d = NULL;
+    if (cudaMalloc((void **)&d, n * sizeof *d) != cudaSuccess ||
+        cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice) != cudaSuccess) {
+        printf("FAIL cudaMalloc/cudaMemcpy of %zu ints\n", n);
+        cudaFree(d);
+        return NULL;
+    }
+    return d;
+}
+
+/* the encoder over N rows of a T-position context starting at t0, with a small vocabulary so
+ * tokens repeat (the backward's per-element order matters) and rows that wrap past T */
+static int check_encoder(int Nr, int T, int t0, int C, int V) {
+    size_t nc = (size_t)Nr * C;
+    int32_t *tok = malloc(Nr * sizeof *tok);
+    float *wte = malloc((size_t)V * C * 4), *wpe = malloc((size_t)T * C * 4), *y = malloc(nc * 4),
+          *dy = malloc(nc * 4), *dwte = malloc((size_t)V * C * 4),
+          *dwpe = malloc((size_t)T * C * 4);
+    for (int n = 0; n < Nr; n++) tok[n] = (int32_t)(next_u32() % (uint32_t)V);
+    for (size_t i = 0; i < (size_t)V * C; i++) wte[i] = next_f(-1, 1), dwte[i] = next_f(-1, 1);
+    for (size_t i = 0; i < (size_t)T * C; i++) wpe[i] = next_f(-1, 1), dwpe[i] = next_f(-1, 1);
+    for (size_t i = 0; i < nc; i++) dy[i] = next_f(-1, 1) * (i % 5 == 0 ? 1e-4f : 1.0f);
+    int32_t *gt = to_dev_i32(tok, (size_t)Nr);
+    float *gwte = to_dev(wte, (size_t)V * C), *gwpe = to_dev(wpe, (size_t)T * C),
+          *gy = to_dev(dy, nc), *gdy = to_dev(dy, nc), *gdwte = to_dev(dwte, (size_t)V * C),
+          *gdwpe = to_dev(dwpe, (size_t)T * C);
+    if (!gt || !gwte || !gwpe || !gy || !gdy || !gdwte || !gdwpe) return 1;
+    zt_kern_encoder_forward(y, tok, wte, wpe, Nr, T, t0, C);
+    CU(zt_cuda_encoder_forward(gy, gt, gwte, gwpe, Nr, T, t0, C, 0));
+    char what[80];
+    snprintf(what, sizeof what, "encoder N=%d T=%d t0=%d C=%d forward", Nr, T, t0, C);
+    same_bits(gy, y, nc, what);
+    zt_kern_encoder_backward(dwte, dwpe, dy, tok, Nr, T, t0, C);
+    CU(zt_cuda_encoder_backward(gdwte, gdwpe, gdy, gt, Nr, T, t0, C, 0));
+    snprintf(what, sizeof what, "encoder N=%d T=%d t0=%d C=%d backward dwte", Nr, T, t0, C);
+    same_bits(gdwte, dwte, (size_t)V * C, what);
+    snprintf(what, sizeof what, "encoder N=%d T=%d t0=%d C=%d backward dwpe", Nr, T, t0, C);
+    same_bits(gdwpe, dwpe, (size_t)T * C, what);
+    cudaFree(gt), cudaFree(gwte), cudaFree(gwpe), cudaFree(gy), cudaFree(gdy), cudaFree(gdwte),
+        cudaFree(gdwpe);
+    free(tok), free(wte), free(wpe), free(y), free(dy), free(dwte), free(dwpe);
+    return 0;
+}
+
+/* distance in units in the last place between two finite floats of the same sign */
+static uint32_t ulps(float a, float b) {
+    uint32_t ua, ub;
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    return ua > ub ? ua - ub : ub - ua;
+}
+
+/* cross-entropy over N rows of V logits: losses within 1 ulp (the one rounding that may differ:
+ * CUDA's double log against glibc's), the gradient (dscale != 0) and the untouched logits
+ * (dscale == 0) bit for bit */
+static int check_xent(int Nr, int V, float dscale) {
+    size_t nv = (size_t)Nr * V;
+    float *x = malloc(nv * 4), *loss = malloc(Nr * 4), *gl = malloc(Nr * 4);
+    int32_t *tgt = malloc(Nr * sizeof *tgt);
+    for (size_t i = 0; i < nv; i++) x[i] = next_f(-8, 8) + (i % 97 == 0 ? 30.0f : 0.0f);
+    for (int n = 0; n < Nr; n++) tgt[n] = (int32_t)(next_u32() % (uint32_t)V);
+    float *gx = to_dev(x, nv), *gloss = to_dev(loss, (size_t)Nr);
+    int32_t *gt = to_dev_i32(tgt, (size_t)Nr);
+    if (!gx || !gloss || !gt) return 1;
+    zt_kern_crossentropy_forward_backward(x, loss, tgt, Nr, V, dscale);
+    CU(zt_cuda_crossentropy_forward_backward(gx, gloss, gt, Nr, V, dscale, 0));
+    CU(cudaMemcpy(gl, gloss, Nr * 4, cudaMemcpyDeviceToHost));
+    uint32_t worst = 0;
+    int exact = 0;
+    for (int n = 0; n < Nr; n++) {
+        uint32_t u = ulps(loss[n], gl[n]);
+        worst = u > worst ? u : worst;
+        exact += u == 0;
+    }
+    ZT_TEST_TRUE(worst <= 1, "cross-entropy %dx%d dscale %g: losses within 1 ulp of the CPU's "
+                 "(%d of %d identical, worst %u ulp)", Nr, V, (double)dscale, exact, Nr, worst);
+    char what[80];
+    snprintf(what, sizeof what, "cross-entropy %dx%d dscale %g: %s", Nr, V, (double)dscale,
+             dscale != 0.0f ? "gradient" : "logits untouched");
+    same_bits(gx, x, nv, what);
+    cudaFree(gx), cudaFree(gloss), cudaFree(gt);
+    free(x), free(loss), free(gl), free(tgt);
+    return 0;
+}
+
+/* the gradient norm's sum of squares: within 1e-12 relative of the CPU's, and the same bits on
+ * a second run */
+static int check_sumsq(size_t n) {
+    float *x = malloc(n * 4);
+    for (size_t i = 0; i < n; i++) x[i] = next_f(-1, 1) * (i % 1009 == 0 ? 100.0f : 1.0f);
+    float *gx = to_dev(x, n);
+    double *gs = NULL, *go = NULL, r1 = 0, r2 = 0;
+    if (!gx) return 1;
+    CU(cudaMalloc((void **)&gs, zt_cuda_sumsq_scratch_doubles() * sizeof(double)));
+    CU(cudaMalloc((void **)&go, sizeof(double)));
+    CU(zt_cuda_sumsq(go, gs, gx, n, 0));
+    CU(cudaMemcpy(&r1, go, sizeof r1, cudaMemcpyDeviceToHost));
+    CU(zt_cuda_sumsq(go, gs, gx, n, 0));
+    CU(cudaMemcpy(&r2, go, sizeof r2, cudaMemcpyDeviceToHost));
+    double c = zt_kern_sumsq(x, n);
+    ZT_TEST_TRUE(fabs(r1 - c) <= 1e-12 * c, "sumsq of %zu: %.17g against the CPU's %.17g", n, r1,
+                 c);
+    ZT_TEST_TRUE(memcmp(&r1, &r2, sizeof r1) == 0, "sumsq of %zu: the same bits twice", n);
+    cudaFree(gx), cudaFree(gs), cudaFree(go);
+    free(x);
+    return 0;
+}
+
+/* device buffer d against the CPU's h: max |d - h| / max |h| (the normalised error) */
+static double norm_err(const float *d, const float *h, size_t n) {
+    float *g = malloc(n * sizeof *g);
+    double num = 0, den = 0;
+    if (cudaMemcpy(g, d, n * sizeof *g, cudaMemcpyDeviceToHost) != cudaSuccess) num = INFINITY;
+    for (size_t i = 0; num < INFINITY && i < n; i++) {
+        double e = fabs((double)g[i] - (double)h[i]), m = fabs((double)h[i]);
+        num = e > num || e != e ? e : num;
+        den = m > den ? m : den;
+    }
+    free(g);
+    return den > 0 ? num / den : num;
+}
+
+#define MM_TOL 1e-5 /* fp32 sums of up to a few thousand products in another order */
+
+/* the Conv1D and tied-head products and their gradients against OpenBLAS (normalised error;
+ * cuBLAS sums in another order), the bias gradient bit for bit; weight gradients for a row
+ * range inside the matrix, the input gradients both overwritten and accumulated */
+static int check_matmul(cublasHandle_t h, int Nr, int C, int OC) {
+    size_t nc = (size_t)Nr * C, no = (size_t)Nr * OC, wc = (size_t)C * OC;
+    float *x = malloc(nc * 4), *w = malloc(wc * 4), *bias = malloc(OC * 4), *dy = malloc(no * 4),
+          *y = malloc(no * 4), *dx = malloc(nc * 4), *dw = malloc(wc * 4), *db = malloc(OC * 4);
+    for (size_t i = 0; i < nc; i++) x[i] = next_f(-1, 1), dx[i] = next_f(-1, 1);
+    for (size_t i = 0; i < wc; i++) w[i] = next_f(-0.1f, 0.1f), dw[i] = next_f(-0.1f, 0.1f);
+    for (size_t i = 0; i < no; i++) dy[i] = next_f(-1, 1);
+    for (int o = 0; o < OC; o++) bias[o] = next_f(-1, 1), db[o] = next_f(-1, 1);
+    float *gx = to_dev(x, nc), *gw = to_dev(w, wc), *gb = to_dev(bias, OC), *gdy = to_dev(dy, no),
+          *gy = to_dev(dy, no), *gdx = to_dev(dx, nc), *gdw = to_dev(dw, wc), *gdb = to_dev(db, OC);
+    if (!gx || !gw || !gb || !gdy || !gy || !gdx || !gdw || !gdb) return 1;
+    const int lo = C / 3, hi = C - C / 4, olo = OC / 5, ohi = OC - OC / 3;
+    struct {
+        const char *what;
+        double err;
+    } r[7];
+    int k = 0;
+    zt_kern_matmul_forward(y, x, w, bias, Nr, C, OC);
+    CU(zt_cuda_matmul_forward(h, gy, gx, gw, gb, Nr, C, OC, 0));
+    r[k].what = "forward with bias", r[k++].err = norm_err(gy, y, no);
+    zt_kern_matmul_backward_inp(dx, dy, w, Nr, C, OC, 1);
+    CU(zt_cuda_matmul_backward_inp(h, gdx, gdy, gw, Nr, C, OC, 1, 0));
+    r[k].what = "backward inp (accumulate)", r[k++].err = norm_err(gdx, dx, nc);
+    zt_kern_matmul_backward_weight(dw + (size_t)lo * OC, x, dy, Nr, C, OC, lo, hi);
+    CU(zt_cuda_matmul_backward_weight(h, gdw + (size_t)lo * OC, gx, gdy, Nr, C, OC, lo, hi, 0));
+    r[k].what = "backward weight rows", r[k++].err = norm_err(gdw, dw, wc);
+    zt_kern_matmul_backward_bias(db, dy, Nr, OC);
+    CU(zt_cuda_matmul_backward_bias(gdb, gdy, Nr, OC, 0));
+    same_bits(gdb, db, (size_t)OC, "matmul backward bias");
+    /* tied head: w read as [OC,C] */
+    zt_kern_matmul_t_forward(y, x, w, Nr, C, OC);
+    CU(zt_cuda_matmul_t_forward(h, gy, gx, gw, Nr, C, OC, 0));
+    r[k].what = "tied forward", r[k++].err = norm_err(gy, y, no);
+    zt_kern_matmul_t_backward_inp(dx, dy, w, Nr, C, OC, 0);
+    CU(zt_cuda_matmul_t_backward_inp(h, gdx, gdy, gw, Nr, C, OC, 0, 0));
+    r[k].what = "tied backward inp (overwrite)", r[k++].err = norm_err(gdx, dx, nc);
+    zt_kern_matmul_t_backward_weight(dw + (size_t)olo * C, dy, x, Nr, C, OC, olo, ohi);
+    CU(zt_cuda_matmul_t_backward_weight(h, gdw + (size_t)olo * C, gdy, gx, Nr, C, OC, olo, ohi,
+                                        0));
+    r[k].what = "tied backward weight rows", r[k++].err = norm_err(gdw, dw, wc);
+    for (int i = 0; i < k; i++)
+        ZT_TEST_TRUE(r[i].err <= MM_TOL, "matmul %dx%dx%d %s: normalised error %.3g (<= %g)", Nr,
+                     C, OC, r[i].what, r[i].err, MM_TOL);
+    float *dev[] = {gx, gw, gb, gdy, gy, gdx, gdw, gdb};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cudaFree(dev[i]);
+    free(x), free(w), free(bias), free(dy), free(y), free(dx), free(dw), free(db);
+    return 0;
+}
+
+/* attention forward and backward against the CPU (normalised error: cuBLAS products) for a
+ * T that is not a multiple of the CPU's row block, and heads of 8 columns */
+static int check_attention(cublasHandle_t h, int B, int T, int C, int NH) {
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qkv = malloc(nq * 4), *dy = malloc(no * 4), *y = malloc(no * 4), *att = malloc(na * 4),
+          *dq = malloc(nq * 4), *scr = malloc(zt_kern_attention_scratch_floats(T) * 4);
+    for (size_t i = 0; i < nq; i++) qkv[i] = next_f(-2, 2);
+    for (size_t i = 0; i < no; i++) dy[i] = next_f(-1, 1);
+    float *gq = to_dev(qkv, nq), *gdy = to_dev(dy, no), *gy = to_dev(dy, no), *ga = to_dev(att, na),
+          *gdq = to_dev(dq, nq), *gs = NULL;
+    if (!gq || !gdy || !gy || !ga || !gdq) return 1;
+    CU(cudaMalloc((void **)&gs, zt_cuda_attention_scratch_floats(T, NH) * 4));
+    zt_kern_attention_forward(y, att, qkv, B, T, C, NH);
+    CU(zt_cuda_attention_forward(h, gy, ga, gq, B, T, C, NH, 0));
+    zt_kern_attention_backward(dq, scr, dy, qkv, att, B, T, C, NH);
+    CU(zt_cuda_attention_backward(h, gdq, gs, gdy, gq, ga, B, T, C, NH, 0));
+    const struct {
+        const char *what;
+        const float *dev, *cpu;
+        size_t n;
+    } r[] = {{"out", gy, y, no}, {"att", ga, att, na}, {"dqkv", gdq, dq, nq}};
+    for (size_t k = 0; k < sizeof r / sizeof r[0]; k++) {
+        double e = norm_err(r[k].dev, r[k].cpu, r[k].n);
+        ZT_TEST_TRUE(e <= MM_TOL, "attention B=%d T=%d C=%d NH=%d %s: normalised error %.3g "
+                     "(<= %g)", B, T, C, NH, r[k].what, e, MM_TOL);
+    }
+    cudaFree(gq), cudaFree(gdy), cudaFree(gy), cudaFree(ga), cudaFree(gdq), cudaFree(gs);
+    free(qkv), free(dy), free(y), free(att), free(dq), free(scr);
+    return 0;
+}
+
 int main(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -246,7 +461,19 @@ int main(void) {
         return ZT_TEST_SKIP;
     }
     if (check_convert() || check_adamw() || check_pointwise() || check_layernorm(100, 768) ||
-        check_layernorm(33, 37) || check_layernorm(5, 3))
+        check_layernorm(33, 37) || check_layernorm(5, 3) || check_encoder(300, 64, 37, 768, 50) ||
+        check_encoder(7, 1024, 0, 37, 3) || check_xent(16, 50257, 1.0f / 16) ||
+        check_xent(33, 37, 0.5f) || check_xent(9, 5000, 0.0f) || check_xent(4, 3, 1.0f) ||
+        check_sumsq(N) || check_sumsq(7) || check_sumsq(40000000))
         return 1;
+    cublasHandle_t h;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+        printf("FAIL cublasCreate\n");
+        return 1;
+    }
+    int bad = check_matmul(h, 64, 768, 2304) || check_matmul(h, 37, 41, 53) ||
+              check_attention(h, 2, 100, 96, 4) || check_attention(h, 1, 37, 40, 5);
+    cublasDestroy(h);
+    if (bad) return 1;
     return zt_test_finish("test_cuda_kernels");
 }
