@@ -1,9 +1,12 @@
 /*
  * kernels/zt_kernels_cuda.h: CUDA versions of kernels/ (issue 8), launched asynchronously on a
  * caller's stream (a StarPU CUDA worker's local stream); pure compute, no StarPU, no
- * allocation. Each produces the same bits as its CPU twin in zt_kernels.h: the arithmetic is
- * written with round-to-nearest intrinsics (__fmaf_rn where the CPU kernel fuses, __fmul_rn and
- * __fadd_rn where it does not), so nvcc's contraction cannot change a result.
+ * allocation. The element-wise and row kernels produce the same bits as their CPU twins in
+ * zt_kernels.h: the arithmetic is written with round-to-nearest intrinsics (__fmaf_rn where the
+ * CPU kernel fuses, __fmul_rn and __fadd_rn where it does not) in the CPU's order, so nvcc's
+ * contraction cannot change a result. The exceptions are said at each: the matmuls and
+ * attention's products (cuBLAS: fp32 rounding, another order), the sum of squares (its own
+ * fixed order) and cross-entropy's loss (CUDA's double log).
  * Pointers are device pointers; stream is a cudaStream_t (0: the default stream). Return 0, or
  * the cudaError_t of the launch (the matmuls: or a cublasStatus_t).
  * Built only with -DZT_USE_CUDA=ON; tests/kernels/test_cuda_kernels.c compares with kernels/cpu.

@@ -51,6 +51,40 @@ void layernorm_param_reduce_cpu(void *buffers[], void *cl_arg) {
     }
 }
 
+#ifdef ZT_USE_CUDA
+#include <cuda_runtime_api.h> /* cudaMemsetAsync */
+#include "zt_kernels_cuda.h"  /* zt_cuda_layernorm_* */
+
+void layernorm_forward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_layernorm_args *a = cl_arg;
+    int N = (int)zt_slot_nx(buffers, &a->hdr, 1);
+    ZT_CUDA_OK("layernorm_forward",
+               zt_cuda_layernorm_forward(zt_slot_ptr(buffers, &a->hdr, 0),
+                                         zt_slot_ptr(buffers, &a->hdr, 1),
+                                         zt_slot_ptr(buffers, &a->hdr, 2),
+                                         zt_slot_ptr(buffers, &a->hdr, 3),
+                                         zt_slot_ptr(buffers, &a->hdr, 4),
+                                         zt_slot_ptr(buffers, &a->hdr, 5), N, a->C,
+                                         zt_cuda_stream()));
+}
+
+void layernorm_backward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_layernorm_args *a = cl_arg;
+    float *part = zt_slot_ptr(buffers, &a->hdr, 1);
+    int N = (int)zt_slot_nx(buffers, &a->hdr, 5);
+    ZT_CUDA_OK("layernorm_backward", cudaMemsetAsync(part, 0, 2 * (size_t)a->C * sizeof(float),
+                                                     (cudaStream_t)zt_cuda_stream()));
+    ZT_CUDA_OK("layernorm_backward",
+               zt_cuda_layernorm_backward(zt_slot_ptr(buffers, &a->hdr, 0), part, part + a->C,
+                                          zt_slot_ptr(buffers, &a->hdr, 2),
+                                          zt_slot_ptr(buffers, &a->hdr, 3),
+                                          zt_slot_ptr(buffers, &a->hdr, 4),
+                                          zt_slot_ptr(buffers, &a->hdr, 5),
+                                          zt_slot_ptr(buffers, &a->hdr, 6), N, a->C,
+                                          zt_cuda_stream()));
+}
+#endif
+
 enum zt_status zt_task_layernorm_forward(const struct zt_task_opts *o, zt_tensor_t out,
                                          zt_tensor_t mean, zt_tensor_t rstd, int blk,
                                          zt_tensor_t inp, zt_tensor_t w, zt_tensor_t b) {

@@ -74,6 +74,69 @@ void matmul_t_backward_weight_cpu(void *buffers[], void *cl_arg) {
                                      (int)a->r0, (int)a->r1);
 }
 
+#ifdef ZT_USE_CUDA
+#include "zt_kernels_cuda.h" /* zt_cuda_matmul_* */
+
+#define SLOT(i) zt_slot_ptr(buffers, &a->hdr, i)
+
+void matmul_forward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
+    ZT_CUDA_OK("matmul_forward", zt_cuda_matmul_forward(zt_cuda_blas(), SLOT(0), SLOT(1), SLOT(2),
+                                                        SLOT(3), N, a->C, a->OC,
+                                                        zt_cuda_stream()));
+}
+
+void matmul_backward_inp_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 0) / a->C);
+    ZT_CUDA_OK("matmul_backward_inp",
+               zt_cuda_matmul_backward_inp(zt_cuda_blas(), SLOT(0), SLOT(1), SLOT(2), N, a->C,
+                                           a->OC, a->accumulate, zt_cuda_stream()));
+}
+
+void matmul_backward_weight_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
+    ZT_CUDA_OK("matmul_backward_weight",
+               zt_cuda_matmul_backward_weight(zt_cuda_blas(), SLOT(0), SLOT(1), SLOT(2), N, a->C,
+                                              a->OC, (int)a->r0, (int)a->r1, zt_cuda_stream()));
+}
+
+void matmul_backward_bias_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->OC);
+    ZT_CUDA_OK("matmul_backward_bias",
+               zt_cuda_matmul_backward_bias(SLOT(0), SLOT(1), N, a->OC, zt_cuda_stream()));
+}
+
+void matmul_t_forward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
+    ZT_CUDA_OK("matmul_t_forward", zt_cuda_matmul_t_forward(zt_cuda_blas(), SLOT(0), SLOT(1),
+                                                            SLOT(2), N, a->C, a->OC,
+                                                            zt_cuda_stream()));
+}
+
+void matmul_t_backward_inp_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 0) / a->C);
+    ZT_CUDA_OK("matmul_t_backward_inp",
+               zt_cuda_matmul_t_backward_inp(zt_cuda_blas(), SLOT(0), SLOT(1), SLOT(2), N, a->C,
+                                             a->OC, a->accumulate, zt_cuda_stream()));
+}
+
+void matmul_t_backward_weight_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_matmul_args *a = cl_arg;
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 2) / a->C);
+    ZT_CUDA_OK("matmul_t_backward_weight",
+               zt_cuda_matmul_t_backward_weight(zt_cuda_blas(), SLOT(0), SLOT(1), SLOT(2), N,
+                                                a->C, a->OC, (int)a->r0, (int)a->r1,
+                                                zt_cuda_stream()));
+}
+#undef SLOT
+#endif
+
 /* shapes: inp [N,C] and w rows x cols must agree with the layout */
 static enum zt_status check_w(const char *fn, zt_tensor_t inp_or_dinp, zt_tensor_t w, int tied,
                               int *C, int *OC) {

@@ -36,6 +36,45 @@ void residual_backward_cpu(void *buffers[], void *cl_arg) {
                               (size_t)zt_slot_nx(buffers, &a->hdr, 2));
 }
 
+#ifdef ZT_USE_CUDA
+#include "zt_kernels_cuda.h" /* zt_cuda_gelu_*, zt_cuda_residual_* */
+
+void gelu_forward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_pointwise_args *a = cl_arg;
+    ZT_CUDA_OK("gelu_forward", zt_cuda_gelu_forward(zt_slot_ptr(buffers, &a->hdr, 0),
+                                                    zt_slot_ptr(buffers, &a->hdr, 1),
+                                                    (size_t)zt_slot_nx(buffers, &a->hdr, 0),
+                                                    zt_cuda_stream()));
+}
+
+void gelu_backward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_pointwise_args *a = cl_arg;
+    float *d = zt_slot_ptr(buffers, &a->hdr, 0);
+    ZT_CUDA_OK("gelu_backward", zt_cuda_gelu_backward(d, zt_slot_ptr(buffers, &a->hdr, 1), d,
+                                                      (size_t)zt_slot_nx(buffers, &a->hdr, 0),
+                                                      zt_cuda_stream()));
+}
+
+void residual_forward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_pointwise_args *a = cl_arg;
+    ZT_CUDA_OK("residual_forward",
+               zt_cuda_residual_forward(zt_slot_ptr(buffers, &a->hdr, 0),
+                                        zt_slot_ptr(buffers, &a->hdr, 1),
+                                        zt_slot_ptr(buffers, &a->hdr, 2),
+                                        (size_t)zt_slot_nx(buffers, &a->hdr, 0), zt_cuda_stream()));
+}
+
+void residual_backward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_pointwise_args *a = cl_arg;
+    ZT_CUDA_OK("residual_backward",
+               zt_cuda_residual_backward(zt_slot_ptr(buffers, &a->hdr, 0),
+                                         zt_slot_ptr(buffers, &a->hdr, 1),
+                                         zt_slot_ptr(buffers, &a->hdr, 2),
+                                         (size_t)zt_slot_nx(buffers, &a->hdr, 2),
+                                         zt_cuda_stream()));
+}
+#endif
+
 static enum zt_status same(const char *fn, zt_tensor_t x, zt_tensor_t y) {
     if (!y) return ZT_OK;
     ZT_CHECK(zt_check_same_blocks(fn, x, y));

@@ -162,10 +162,13 @@ static double run_delay_us(void) {
     return sscanf(b, "%llu %llu", &run, &delay) == 2 ? (double)delay / 1e3 : -1;
 }
 
-static void zt_dispatch_cpu(void *buffers[], void *cl_arg) {
+typedef void (*zt_run_fn)(void *buffers[], const struct zt_task_hdr *h, void *cl_arg);
+
+/* run the body (run) and, when tracing is on, record it */
+static void dispatch(void *buffers[], void *cl_arg, zt_run_fn run) {
     const struct zt_task_hdr *h = cl_arg;
     if (!zt_trace_enabled()) {
-        run_body(buffers, h, cl_arg);
+        run(buffers, h, cl_arg);
         return;
     }
     /* how long the worker waited for a core (runnable, not running) since its previous traced
@@ -175,7 +178,7 @@ static void zt_dispatch_cpu(void *buffers[], void *cl_arg) {
     struct timespec c0, c1;
     int cpu_ok = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0) == 0;
     double t0 = starpu_timing_now();
-    run_body(buffers, h, cl_arg);
+    run(buffers, h, cl_arg);
     double t1 = starpu_timing_now();
     cpu_ok = cpu_ok && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1) == 0;
     double waited = wait0 >= 0 && last_wait >= 0 ? wait0 - last_wait : -1;
@@ -195,6 +198,43 @@ static void zt_dispatch_cpu(void *buffers[], void *cl_arg) {
                    (int64_t)STARPU_VECTOR_GET_ELEMSIZE(buffers[i]);
     zt_trace_record(&r);
 }
+
+static void zt_dispatch_cpu(void *buffers[], void *cl_arg) { dispatch(buffers, cl_arg, run_body); }
+
+#ifdef ZT_USE_CUDA
+#include <cuda_runtime_api.h> /* cudaGetLastError */
+#include <starpu_cublas.h>    /* starpu_cublas_init, starpu_cublas_shutdown */
+#include <starpu_cublas_v2.h> /* starpu_cublas_get_local_handle (declared only here) */
+
+static zt_impl_fn g_impl_cuda[ZT_KIND_COUNT];
+
+static void run_cuda(void *buffers[], const struct zt_task_hdr *h, void *cl_arg) {
+    /* StarPU's event polling can leave cudaErrorNotReady as the thread's last error: clear it,
+     * so the body's launch checks see only their own */
+    (void)cudaGetLastError();
+    g_impl_cuda[h->kind](buffers, cl_arg);
+}
+
+/* asynchronous (STARPU_CUDA_ASYNC): a traced CUDA task's times are those of its launches */
+static void zt_dispatch_cuda(void *buffers[], void *cl_arg) { dispatch(buffers, cl_arg, run_cuda); }
+
+void *zt_cuda_stream(void) { return (void *)starpu_cuda_get_local_stream(); }
+void *zt_cuda_blas(void) { return (void *)starpu_cublas_get_local_handle(); }
+
+/* Where a task of a kind with a CUDA body runs, decided by the task alone, never by the
+ * scheduler: with CUDA workers, a task whose slots are each one fp32 block runs only on them
+ * (zerotask's placement rule: the GPU computes what it can), any other only on CPU workers.
+ * cuBLAS and OpenBLAS sum in different orders, so a scheduler free to choose would make the
+ * losses depend on its choices; this way they depend only on the model and the machine. */
+static int zt_cuda_can_run(unsigned workerid, struct starpu_task *task, unsigned nimpl) {
+    (void)nimpl;
+    const struct zt_task_hdr *h = task->cl_arg;
+    int on_gpu = h && g_impl_cuda[h->kind] && starpu_cuda_worker_get_count() > 0;
+    for (int s = 0; on_gpu && s < h->nslot; s++)
+        on_gpu = h->count[s] <= 1 && !(h->count[s] && zt_dtype_is16(h->dtype[s]));
+    return on_gpu == (starpu_worker_get_type((int)workerid) == STARPU_CUDA_WORKER);
+}
+#endif
 
 /* ---- codelets and perf models, generated from the kind list ---- */
 #define ZT_KIND_PM_(k)                                                                           \
@@ -219,8 +259,33 @@ static void blas_init_worker(void *arg) {
     zt_kern_blas_init();
 }
 
+#ifdef ZT_USE_CUDA
+/* the kinds with a CUDA body get it as their second implementation, before any submission */
+static void cuda_codelets(void) {
+#define ZT_KIND_CUDA_(k) g_impl_cuda[ZT_KIND_##k] = k##_cuda;
+    ZT_CUDA_KINDS(ZT_KIND_CUDA_)
+#undef ZT_KIND_CUDA_
+    for (int k = 0; k < ZT_KIND_COUNT; k++) {
+        if (!g_impl_cuda[k] || g_cl[k].cuda_funcs[0]) continue;
+        g_cl[k].cuda_funcs[0] = zt_dispatch_cuda;
+        g_cl[k].cuda_flags[0] = STARPU_CUDA_ASYNC;
+        g_cl[k].can_execute = zt_cuda_can_run;
+    }
+}
+#endif
+
+#ifdef ZT_USE_CUDA
+static int g_tasks_refs; /* zt_tasks_init calls not yet matched by zt_tasks_free */
+#endif
+
 enum zt_status zt_tasks_init(void) {
     ZT_CHECK(zt_runtime_init());
+#ifdef ZT_USE_CUDA
+    cuda_codelets();
+    /* one handle per CUDA worker, on its stream (nothing without one); once per StarPU run:
+     * StarPU creates new handles on every call and destroys them on every shutdown */
+    if (g_tasks_refs++ == 0) starpu_cublas_init();
+#endif
     zt_kern_blas_init();
     /* OpenBLAS' thread count is per process, but be explicit on every worker too */
     starpu_execute_on_each_worker(blas_init_worker, NULL, STARPU_CPU);
@@ -230,6 +295,9 @@ enum zt_status zt_tasks_init(void) {
 void zt_tasks_free(void) {
     starpu_task_wait_for_all();
     zt_attention_scratch_free();
+#ifdef ZT_USE_CUDA
+    if (--g_tasks_refs == 0) starpu_cublas_shutdown();
+#endif
     zt_runtime_free();
 }
 

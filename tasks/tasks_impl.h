@@ -74,6 +74,42 @@ enum zt_status zt_check_same_blocks(const char *fn, zt_tensor_t a, zt_tensor_t b
 ZT_TASK_KINDS(ZT_KIND_DECL_)
 #undef ZT_KIND_DECL_
 
+#ifdef ZT_USE_CUDA
+/* Kinds with a CUDA body (<kind>_cuda, next to <kind>_cpu): it launches kernels/cuda on the
+ * worker's stream (STARPU_CUDA_ASYNC) and returns. With CUDA workers such a task runs on them
+ * when every slot is fp32 and one block, and only on CPU workers otherwise (zt_cuda_can_run):
+ * StarPU places each block of a tensor in device memory on its own, so only a one-block slot is
+ * one contiguous device array; and the placement never depends on the scheduler. */
+#define ZT_CUDA_KINDS(X)                                                                         \
+    X(layernorm_forward)                                                                         \
+    X(layernorm_backward)                                                                        \
+    X(matmul_forward)                                                                            \
+    X(matmul_backward_inp)                                                                       \
+    X(matmul_backward_weight)                                                                    \
+    X(matmul_backward_bias)                                                                      \
+    X(matmul_t_forward)                                                                          \
+    X(matmul_t_backward_inp)                                                                     \
+    X(matmul_t_backward_weight)                                                                  \
+    X(gelu_forward)                                                                              \
+    X(gelu_backward)                                                                             \
+    X(residual_forward)                                                                          \
+    X(residual_backward)                                                                         \
+    X(crossentropy)
+#define ZT_KIND_DECL_CUDA_(k) void k##_cuda(void *buffers[], void *cl_arg);
+ZT_CUDA_KINDS(ZT_KIND_DECL_CUDA_)
+#undef ZT_KIND_DECL_CUDA_
+/* the running CUDA worker's stream (cudaStream_t) and cuBLAS handle (cublasHandle_t) */
+void *zt_cuda_stream(void);
+void *zt_cuda_blas(void);
+/* a CUDA body's kernel launch returned rc (cudaError_t or cublasStatus_t): abort naming the
+ * kind, as a CPU body cannot fail either */
+#define ZT_CUDA_OK(kind, call)                                                                   \
+    do {                                                                                         \
+        int zt_rc_ = (int)(call);                                                                \
+        ZT_ASSERT_MSG(zt_rc_ == 0, "CUDA task %s: launch failed (%d)", kind, zt_rc_);            \
+    } while (0)
+#endif
+
 /* Free the attention-backward scratch tensor (attention.c); called by zt_tasks_free. */
 void zt_attention_scratch_free(void);
 

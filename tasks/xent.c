@@ -21,6 +21,20 @@ void crossentropy_cpu(void *buffers[], void *cl_arg) {
     zt_kern_crossentropy_forward_backward(logits, losses, tg, N, a->V, a->dscale);
 }
 
+#ifdef ZT_USE_CUDA
+#include "zt_kernels_cuda.h" /* zt_cuda_crossentropy_forward_backward */
+
+void crossentropy_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_xent_args *a = cl_arg;
+    int N = (int)zt_slot_nx(buffers, &a->hdr, 1);
+    ZT_CUDA_OK("crossentropy", zt_cuda_crossentropy_forward_backward(
+                                   zt_slot_ptr(buffers, &a->hdr, 0),
+                                   zt_slot_ptr(buffers, &a->hdr, 1),
+                                   zt_slot_ptr(buffers, &a->hdr, 2), N, a->V, a->dscale,
+                                   zt_cuda_stream()));
+}
+#endif
+
 enum zt_status zt_task_crossentropy(const struct zt_task_opts *o, zt_tensor_t logits,
                                     zt_tensor_t losses, int blk, zt_tensor_t targets,
                                     float dscale) {

@@ -37,7 +37,7 @@ __global__ static void k_softmax(float *P, long long R, int T) {
         if (lane == 0) m = max_cpu(m, o);
     }
     if (lane == 0)
-        for (int j = n8; j < n; j++) m = max_cpu(m, row[j]);
+        for (int j = n8; live && j < n; j++) m = max_cpu(m, row[j]);
     const float mx = __shfl_sync(FULL, m, 0, LANES);
     for (int j = lane; live && j < n; j += LANES) row[j] = zt_expf(__fsub_rn(row[j], mx));
     __syncwarp();
