@@ -98,6 +98,15 @@ int zt_cuda_attention_backward(void *handle, float *dqkv, float *scratch, const 
 size_t zt_cuda_sumsq_scratch_doubles(void);
 int zt_cuda_sumsq(double *out, double *scratch, const float *x, size_t n, void *stream);
 
+/* The reduction of the NCCL collectives (tasks/comm.c), in the MPI path's order and bits:
+ * rows holds N copies of n elements of type dt (row r at element r * stride); for every j,
+ * s = row0[j] + row1[j] + ... + row(N-1)[j] in fp32, in that order (16-bit widened exactly);
+ * then acc[j] += s in fp32, rounded to acc's type adt (acc may be NULL), and out[j] = s rounded
+ * to dt (out may be NULL; it may be one of the rows). Types: ZT_CUDA_F32, _BF16, _F16. */
+enum { ZT_CUDA_F32 = 0, ZT_CUDA_BF16 = 1, ZT_CUDA_F16 = 2 };
+int zt_cuda_rank_sum(void *out, void *acc, const void *rows, size_t stride, int N, size_t n,
+                     int dt, int adt, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

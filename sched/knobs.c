@@ -26,6 +26,10 @@ static const struct zt_knob g_knobs[] = {
     {"ZT_COMM_TIMEOUT", ZT_KNOB_INT, "300",
      "seconds a collective may wait for the other ranks; past it, the rank reports which ranks "
      "have not reached which collective (number and task name) and aborts the job"},
+    {"ZT_NCCL", ZT_KNOB_BOOL, "1",
+     "GPU build with one CUDA worker per rank on every rank: 1 = the collectives run on that "
+     "worker through NCCL on device memory, 0 = through MPI on host memory (same sums, same "
+     "bits); ignored otherwise"},
     {"ZT_AIO_ENGINE", ZT_KNOB_STR, "auto",
      "NVMe swap engine: auto (io_uring, or pread/pwrite threads when the kernel refuses "
      "io_uring), io_uring, or threads"},

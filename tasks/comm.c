@@ -230,6 +230,197 @@ void comm_allreduce_cpu(void *buffers[], void *cl_arg) { comm_body(buffers, cl_a
 void comm_reduce_scatter_cpu(void *buffers[], void *cl_arg) { comm_body(buffers, cl_arg, 1, 0); }
 void comm_allgather_cpu(void *buffers[], void *cl_arg) { comm_body(buffers, cl_arg, 0, 1); }
 
+#ifdef ZT_USE_NCCL
+/* ---- the same collectives through NCCL on device memory (GPU build, issue 8) ----
+ * With one CUDA worker per rank on every rank, the collective tasks run on that worker
+ * (zt_comm_nccl_active, registry.c's placement) and move the blocks device to device with
+ * NCCL's point-to-point calls, in one group per collective, on the worker's stream; the
+ * messages are those of the MPI path (rank r's part goes to rank r, block by block, to be summed
+ * there; an all-gather sends every part to every rank), and the sums are kernels/cuda/comm.cu's:
+ * the MPI path's rank order and bits. The task's token still orders them (one stream per
+ * worker, submitted in the same order on every rank), and every rank still sends the watchdog
+ * its note on entering a collective; NCCL's own waits have no timeout of ours. MPI launches the
+ * ranks and carries the communicator's id (ncclGetUniqueId on rank 0, MPI_Bcast). */
+#include <cuda_runtime_api.h> /* cudaMallocAsync, cudaMemcpyAsync */
+#include <nccl.h>             /* ncclSend, ncclRecv, ncclGroupStart */
+#include "zt_kernels_cuda.h"  /* zt_cuda_rank_sum */
+#include "zt_sched.h"         /* zt_knob_int */
+
+static ncclComm_t g_nccl = NULL; /* NULL: the collectives go through MPI */
+static ncclResult_t g_nccl_rc;   /* the worker's ncclCommInitRank / ncclCommDestroy */
+
+int zt_comm_nccl_active(void) { return g_nccl != NULL; }
+
+/* a failed NCCL or CUDA call in a collective is fatal for the job, as a failed MPI call is */
+#define DEV_OK(what, type, call, ok, errstr)                                                     \
+    do {                                                                                         \
+        type rc_ = (call);                                                                       \
+        if (rc_ != ok) {                                                                         \
+            char m_[160];                                                                        \
+            snprintf(m_, sizeof m_, "%s: %s", what, errstr(rc_));                                \
+            die(m_, a);                                                                          \
+        }                                                                                        \
+    } while (0)
+#define NCCL_OK(what, call) DEV_OK(what, ncclResult_t, call, ncclSuccess, ncclGetErrorString)
+#define CUDA_OK(what, call) DEV_OK(what, cudaError_t, call, cudaSuccess, cudaGetErrorString)
+
+static int cuda_type(int dtype) {
+    return dtype == ZT_DTYPE_BF16 ? ZT_CUDA_BF16 : dtype == ZT_DTYPE_F16 ? ZT_CUDA_F16
+                                                                         : ZT_CUDA_F32;
+}
+
+/* send (or receive) the blocks of rank part's part, in place, to (from) rank peer, one message
+ * per block in block order: both sides walk the same list, so the messages pair up */
+static void nccl_blocks(void *buffers[], const struct zt_comm_args *a, int part, int peer,
+                        int send, cudaStream_t st) {
+    for (int64_t b = a->part[2 * part]; b < a->part[2 * part + 1]; b++) {
+        void *p = zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b);
+        size_t bytes = (size_t)zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b) *
+                       (size_t)a->elemsize;
+        if (send) NCCL_OK("ncclSend", ncclSend(p, bytes, ncclUint8, peer, g_nccl, st));
+        else NCCL_OK("ncclRecv", ncclRecv(p, bytes, ncclUint8, peer, g_nccl, st));
+    }
+}
+
+/* the reduce-scatter of reduce_scatter_body on the device: the copies of this rank's part
+ * arrive in rows of a device scratch (its own copy too), then one rank-order sum per block */
+static void nccl_reduce_scatter(void *buffers[], const struct zt_comm_args *a, cudaStream_t st,
+                                int acc, int keep) {
+    const int N = a->nranks, me = zt_comm_rank();
+    const int64_t my = part_elems(buffers, a, me);
+    const size_t es = (size_t)a->elemsize;
+    unsigned char *scratch = NULL;
+    CUDA_OK("allocating a reduce-scatter's device scratch",
+            cudaMallocAsync((void **)&scratch, (size_t)(my > 0 ? my : 1) * (size_t)N * es, st));
+    NCCL_OK("ncclGroupStart", ncclGroupStart());
+    for (int k = 1; k < N && my > 0; k++) {
+        int r = (me + k) % N;
+        int64_t at = 0;
+        for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
+            int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+            NCCL_OK("ncclRecv", ncclRecv(scratch + ((size_t)r * (size_t)my + (size_t)at) * es,
+                                         (size_t)n * es, ncclUint8, r, g_nccl, st));
+            at += n;
+        }
+    }
+    for (int k = 1; k < N; k++) nccl_blocks(buffers, a, (me + k) % N, (me + k) % N, 1, st);
+    NCCL_OK("ncclGroupEnd", ncclGroupEnd());
+    int64_t at = 0;
+    for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
+        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+        CUDA_OK("copying a block into the reduce-scatter's scratch",
+                cudaMemcpyAsync(scratch + ((size_t)me * (size_t)my + (size_t)at) * es,
+                                zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b),
+                                (size_t)n * es, cudaMemcpyDeviceToDevice, st));
+        at += n;
+    }
+    at = 0;
+    for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++) {
+        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+        CUDA_OK("the rank-order sum",
+                (cudaError_t)zt_cuda_rank_sum(
+                    keep ? zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b) : NULL,
+                    acc ? zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i) : NULL,
+                    scratch + (size_t)at * es, (size_t)my, N, (size_t)n,
+                    cuda_type(a->hdr.dtype[S_BLOCKS]), cuda_type(a->hdr.dtype[S_AUX]), st));
+        at += n;
+    }
+    CUDA_OK("freeing a reduce-scatter's device scratch", cudaFreeAsync(scratch, st));
+}
+
+/* allgather_body on the device: every part to every rank, in place */
+static void nccl_allgather(void *buffers[], const struct zt_comm_args *a, cudaStream_t st) {
+    const int N = a->nranks, me = zt_comm_rank();
+    NCCL_OK("ncclGroupStart", ncclGroupStart());
+    for (int k = 1; k < N; k++) {
+        int r = (me + k) % N;
+        nccl_blocks(buffers, a, r, r, 0, st);  /* its part from r */
+        nccl_blocks(buffers, a, me, r, 1, st); /* ours to r */
+    }
+    NCCL_OK("ncclGroupEnd", ncclGroupEnd());
+}
+
+static void comm_body_nccl(void *buffers[], void *cl_arg, int reduce, int gather) {
+    const struct zt_comm_args *a = cl_arg;
+    const int aux = a->hdr.count[S_AUX] > 0, me = zt_comm_rank();
+    cudaStream_t st = (cudaStream_t)zt_cuda_stream();
+    if (gather && !reduce && aux) /* copy_source on the device */
+        for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++)
+            CUDA_OK("copying an all-gather's source",
+                    cudaMemcpyAsync(zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b),
+                                    zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i),
+                                    (size_t)zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b) *
+                                        (size_t)a->elemsize,
+                                    cudaMemcpyDeviceToDevice, st));
+    if (a->nranks == 1 && !(reduce && aux)) return;
+    if (zt_comm_skip(a->seq)) {
+        fprintf(stderr, "zerotask: rank %d skips collective #%lld %s (ZT_TEST_SKIP_COLLECTIVE)\n",
+                me, (long long)a->seq, zt_task_kind_name(a->hdr.kind));
+        return;
+    }
+    const struct zt_coll_id id = coll_id(a);
+    if (a->nranks > 1) zt_comm_enter(&id);
+    if (reduce) nccl_reduce_scatter(buffers, a, st, aux, !aux || gather);
+    if (gather && a->nranks > 1) nccl_allgather(buffers, a, st);
+}
+
+void comm_allreduce_cuda(void *buffers[], void *cl_arg) { comm_body_nccl(buffers, cl_arg, 1, 1); }
+void comm_reduce_scatter_cuda(void *buffers[], void *cl_arg) {
+    comm_body_nccl(buffers, cl_arg, 1, 0);
+}
+void comm_allgather_cuda(void *buffers[], void *cl_arg) { comm_body_nccl(buffers, cl_arg, 0, 1); }
+
+static void nccl_init_worker(void *arg) {
+    g_nccl_rc = ncclCommInitRank(&g_nccl, zt_comm_size(), *(ncclUniqueId *)arg, zt_comm_rank());
+    if (g_nccl_rc != ncclSuccess) g_nccl = NULL;
+}
+
+static void nccl_free_worker(void *arg) {
+    (void)arg;
+    g_nccl_rc = ncclCommDestroy(g_nccl);
+}
+
+enum zt_status zt_comm_nccl_init(void) {
+    int64_t want = 1;
+    ZT_CHECK(zt_knob_int("ZT_NCCL", 0, 1, &want));
+    /* every rank must take the same transport: NCCL only if each has exactly one CUDA worker */
+    int ok = want && starpu_cuda_worker_get_count() == 1, all = ok;
+    if (zt_comm_size() > 1 &&
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, zt_comm_mpi()) != MPI_SUCCESS)
+        return zt_error_set(ZT_ERR_RUNTIME, "choosing the collectives' transport: MPI_Allreduce "
+                                       "failed");
+    if (!all) return ZT_OK;
+    ncclUniqueId uid;
+    ncclResult_t rc = zt_comm_rank() == 0 ? ncclGetUniqueId(&uid) : ncclSuccess;
+    int bad = rc != ncclSuccess;
+    if (zt_comm_size() > 1) {
+        MPI_Bcast(&bad, 1, MPI_INT, 0, zt_comm_mpi());
+        if (!bad) MPI_Bcast(&uid, (int)sizeof uid, MPI_BYTE, 0, zt_comm_mpi());
+    }
+    if (bad)
+        return zt_error_set(ZT_ERR_RUNTIME, "NCCL: ncclGetUniqueId on rank 0 failed%s%s (ZT_NCCL=0 "
+                                       "runs the collectives through MPI)",
+                            rc != ncclSuccess ? ": " : "",
+                            rc != ncclSuccess ? ncclGetErrorString(rc) : "");
+    /* on the CUDA worker's thread, with its device current */
+    starpu_execute_on_each_worker(nccl_init_worker, &uid, STARPU_CUDA);
+    if (g_nccl_rc != ncclSuccess)
+        return zt_error_set(ZT_ERR_RUNTIME, "NCCL: ncclCommInitRank (rank %d of %d) failed: %s "
+                                       "(ZT_NCCL=0 runs the collectives through MPI)",
+                            zt_comm_rank(), zt_comm_size(), ncclGetErrorString(g_nccl_rc));
+    return ZT_OK;
+}
+
+void zt_comm_nccl_free(void) {
+    if (!g_nccl) return;
+    starpu_execute_on_each_worker(nccl_free_worker, NULL, STARPU_CUDA);
+    g_nccl = NULL;
+}
+#undef NCCL_OK
+#undef CUDA_OK
+#undef DEV_OK
+#endif
+
 static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struct zt_task_opts *o,
                              const struct zt_block_ref *refs, int n, const int64_t *part,
                              const struct zt_block_ref *aux, int naux, size_t elemsize,

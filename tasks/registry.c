@@ -234,6 +234,16 @@ static int zt_cuda_can_run(unsigned workerid, struct starpu_task *task, unsigned
         on_gpu = h->count[s] <= 1 && !(h->count[s] && zt_dtype_is16(h->dtype[s]));
     return on_gpu == (starpu_worker_get_type((int)workerid) == STARPU_CUDA_WORKER);
 }
+
+#ifdef ZT_USE_NCCL
+/* a collective runs on the CUDA worker (NCCL) on every rank, or on CPU workers (MPI) on every
+ * rank: zt_comm_nccl_init agreed on one with the others, so no rank waits for a message the
+ * other transport carries */
+static int zt_nccl_can_run(unsigned workerid, struct starpu_task *task, unsigned nimpl) {
+    (void)task, (void)nimpl;
+    return zt_comm_nccl_active() == (starpu_worker_get_type((int)workerid) == STARPU_CUDA_WORKER);
+}
+#endif
 #endif
 
 /* ---- codelets and perf models, generated from the kind list ---- */
@@ -264,6 +274,9 @@ static void blas_init_worker(void *arg) {
 static void cuda_codelets(void) {
 #define ZT_KIND_CUDA_(k) g_impl_cuda[ZT_KIND_##k] = k##_cuda;
     ZT_CUDA_KINDS(ZT_KIND_CUDA_)
+#ifdef ZT_USE_NCCL
+    ZT_NCCL_KINDS(ZT_KIND_CUDA_)
+#endif
 #undef ZT_KIND_CUDA_
     for (int k = 0; k < ZT_KIND_COUNT; k++) {
         if (!g_impl_cuda[k] || g_cl[k].cuda_funcs[0]) continue;
@@ -271,6 +284,11 @@ static void cuda_codelets(void) {
         g_cl[k].cuda_flags[0] = STARPU_CUDA_ASYNC;
         g_cl[k].can_execute = zt_cuda_can_run;
     }
+#ifdef ZT_USE_NCCL
+#define ZT_KIND_NCCL_(k) g_cl[ZT_KIND_##k].can_execute = zt_nccl_can_run;
+    ZT_NCCL_KINDS(ZT_KIND_NCCL_)
+#undef ZT_KIND_NCCL_
+#endif
 }
 #endif
 
@@ -284,7 +302,18 @@ enum zt_status zt_tasks_init(void) {
     cuda_codelets();
     /* one handle per CUDA worker, on its stream (nothing without one); once per StarPU run:
      * StarPU creates new handles on every call and destroys them on every shutdown */
-    if (g_tasks_refs++ == 0) starpu_cublas_init();
+    if (g_tasks_refs++ == 0) {
+        starpu_cublas_init();
+#ifdef ZT_USE_NCCL
+        enum zt_status st = zt_comm_nccl_init();
+        if (st != ZT_OK) {
+            starpu_cublas_shutdown();
+            g_tasks_refs--;
+            zt_runtime_free();
+            return st;
+        }
+#endif
+    }
 #endif
     zt_kern_blas_init();
     /* OpenBLAS' thread count is per process, but be explicit on every worker too */
@@ -296,7 +325,12 @@ void zt_tasks_free(void) {
     starpu_task_wait_for_all();
     zt_attention_scratch_free();
 #ifdef ZT_USE_CUDA
-    if (--g_tasks_refs == 0) starpu_cublas_shutdown();
+    if (--g_tasks_refs == 0) {
+#ifdef ZT_USE_NCCL
+        zt_comm_nccl_free();
+#endif
+        starpu_cublas_shutdown();
+    }
 #endif
     zt_runtime_free();
 }

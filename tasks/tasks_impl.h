@@ -97,6 +97,17 @@ ZT_TASK_KINDS(ZT_KIND_DECL_)
     X(crossentropy)
 #define ZT_KIND_DECL_CUDA_(k) void k##_cuda(void *buffers[], void *cl_arg);
 ZT_CUDA_KINDS(ZT_KIND_DECL_CUDA_)
+#ifdef ZT_USE_NCCL
+/* The collectives with an NCCL body on their CUDA worker (tasks/comm.c), taken there only while
+ * zt_comm_nccl_active() (one CUDA worker per rank on every rank, ZT_NCCL=1). */
+#define ZT_NCCL_KINDS(X) X(comm_allreduce) X(comm_reduce_scatter) X(comm_allgather)
+ZT_NCCL_KINDS(ZT_KIND_DECL_CUDA_)
+int zt_comm_nccl_active(void);
+/* After StarPU starts: agree with every rank on the transport, and create the NCCL
+ * communicator on the CUDA worker (the id from rank 0 through MPI); ZT_OK with MPI kept too. */
+enum zt_status zt_comm_nccl_init(void);
+void zt_comm_nccl_free(void);
+#endif
 #undef ZT_KIND_DECL_CUDA_
 /* the running CUDA worker's stream (cudaStream_t) and cuBLAS handle (cublasHandle_t) */
 void *zt_cuda_stream(void);

@@ -7,7 +7,7 @@
  * cross-entropy (losses within 1 ulp, gradients exact) at vocabularies with and without
  * leftover columns and larger than one shared-memory chunk; the matmuls (cuBLAS) against
  * OpenBLAS by normalised error, their bias gradient bit for bit; attention forward and backward by
- * normalised error.
+ * normalised error; the collectives' rank-order sum (every element type and accumulator).
  * Built with -DZT_USE_CUDA=ON; without a usable CUDA device it exits with CTest's skip code (77)
  * and says why (here: the toolkit's stub libcuda answers cudaGetDeviceCount with error 35).
  */
@@ -474,6 +474,75 @@ static int check_attention(cublasHandle_t h, int B, int T, int C, int NH) {
     return 0;
 }
 
+/* 16-bit or fp32 elements (dt: ZT_CUDA_*) to fp32 and back, with the CPU converters */
+static void widen_h(int dt, float *d, const void *s, size_t n) {
+    if (dt == ZT_CUDA_BF16) zt_kern_bf16_to_f32(d, s, n);
+    else if (dt == ZT_CUDA_F16) zt_kern_f16_to_f32(d, s, n);
+    else memcpy(d, s, n * 4);
+}
+static void narrow_h(int dt, void *d, const float *s, size_t n) {
+    if (dt == ZT_CUDA_BF16) zt_kern_f32_to_bf16(d, s, n);
+    else if (dt == ZT_CUDA_F16) zt_kern_f32_to_f16(d, s, n);
+    else memcpy(d, s, n * 4);
+}
+
+/* the NCCL collectives' sum (zt_cuda_rank_sum) against the MPI path's arithmetic
+ * (tasks/comm.c reduce_scatter_body: fp32 adds in rank order 0..N-1, 16-bit copies widened and
+ * the sum and accumulator rounded once), bit for bit: rows of a strided scratch, with and
+ * without an accumulator of either width, with and without keeping the sum */
+static int check_rank_sum(int ranks, int dt, int adt, int with_acc, int keep) {
+    const size_t n = 1003, stride = 1100, es = dt == ZT_CUDA_F32 ? 4 : 2;
+    const size_t aes = adt == ZT_CUDA_F32 ? 4 : 2, nr = (size_t)ranks * stride;
+    float *w = malloc(nr * 4), *a32 = malloc(n * 4), *o32 = malloc(n * 4);
+    unsigned char *rows = malloc(nr * es), *acc = malloc(n * aes), *out = malloc(n * es);
+    unsigned char *g_acc = malloc(n * aes), *g_out = malloc(n * es);
+    for (size_t i = 0; i < nr; i++) w[i] = i % 97 == 0 ? next_f(-3e4f, 3e4f) : next_f(-2, 2);
+    for (size_t j = 0; j < n; j++) a32[j] = next_f(-1, 1);
+    narrow_h(dt, rows, w, nr); /* the copies as they travel */
+    narrow_h(adt, acc, a32, n);
+    void *d_rows = NULL, *d_acc = NULL, *d_out = NULL;
+    CU(cudaMalloc(&d_rows, nr * es));
+    CU(cudaMalloc(&d_acc, n * aes));
+    CU(cudaMalloc(&d_out, n * es));
+    CU(cudaMemcpy(d_rows, rows, nr * es, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(d_acc, acc, n * aes, cudaMemcpyHostToDevice));
+    /* the CPU: reduce_scatter_body's loop */
+    widen_h(dt, w, rows, nr);
+    widen_h(adt, a32, acc, n);
+    for (size_t j = 0; j < n; j++) {
+        float sum = w[j];
+        for (int r = 1; r < ranks; r++) sum += w[(size_t)r * stride + j];
+        if (with_acc) a32[j] += sum;
+        o32[j] = sum;
+    }
+    narrow_h(adt, acc, a32, n);
+    narrow_h(dt, out, o32, n);
+    CU(zt_cuda_rank_sum(keep ? d_out : NULL, with_acc ? d_acc : NULL, d_rows, stride, ranks, n,
+                        dt, adt, 0));
+    CU(cudaMemcpy(g_acc, d_acc, n * aes, cudaMemcpyDeviceToHost));
+    CU(cudaMemcpy(g_out, d_out, n * es, cudaMemcpyDeviceToHost));
+    if (with_acc)
+        ZT_TEST_TRUE(memcmp(g_acc, acc, n * aes) == 0, "rank sum of %d ranks (type %d): the "
+                     "accumulator (type %d) differs from the CPU's", ranks, dt, adt);
+    if (keep)
+        ZT_TEST_TRUE(memcmp(g_out, out, n * es) == 0, "rank sum of %d ranks (type %d): the sum "
+                     "differs from the CPU's", ranks, dt);
+    cudaFree(d_rows), cudaFree(d_acc), cudaFree(d_out);
+    free(w), free(a32), free(o32), free(rows), free(acc), free(out), free(g_acc), free(g_out);
+    return 0;
+}
+
+static int check_rank_sums(void) {
+    const int types[] = {ZT_CUDA_F32, ZT_CUDA_BF16, ZT_CUDA_F16};
+    for (int ranks = 1; ranks <= 4; ranks++)
+        for (int t = 0; t < 3; t++)
+            if (check_rank_sum(ranks, types[t], types[t], 0, 1) ||          /* the sum only */
+                check_rank_sum(ranks, types[t], ZT_CUDA_F32, 1, 0) ||       /* fp32 accumulator */
+                check_rank_sum(ranks, types[t], types[t], 1, 1))            /* both */
+                return 1;
+    return 0;
+}
+
 int main(void) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
@@ -487,7 +556,7 @@ int main(void) {
         check_encoder(500, 64, 5, 40, 200) ||
         check_encoder(7, 1024, 0, 37, 3) || check_xent(16, 50257, 1.0f / 16) ||
         check_xent(33, 37, 0.5f) || check_xent(9, 5001, 0.0f) || check_xent(4, 3, 1.0f) ||
-        check_sumsq(N) || check_sumsq(7) || check_sumsq(40000000))
+        check_sumsq(N) || check_sumsq(7) || check_sumsq(40000000) || check_rank_sums())
         return 1;
     cublasHandle_t h;
     if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
