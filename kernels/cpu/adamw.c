@@ -27,7 +27,6 @@
 #include "zt_kernels.h" /* prototypes */
 
 #define SUMSQ_LANES 8
-#define ADAM_BLOCK 512
 
 // ----------------------------------------------------------------------------
 // param[n], m[n], v[n] updated in place from grad[n] (see the header for the formula)
@@ -44,35 +43,28 @@ void zt_kern_adamw(float *param, float *m, float *v, const float *grad, size_t n
     const float neg_step = (float)(-((double)lr / (double)bc1));
     const float wd = weight_decay;
 
-    // Blocks of ADAM_BLOCK elements in three passes, so that the two arithmetic passes vectorize:
-    // in strict ISO C mode (math-errno) gcc guards every sqrtf with a branch, which would keep the
-    // whole loop scalar. The operations and their order are the same as in a single loop.
-    float s[ADAM_BLOCK]; /* sqrt(v) of the current block */
-    for (size_t i0 = 0; i0 < n; i0 += ADAM_BLOCK) {
-        const size_t nb = n - i0 < ADAM_BLOCK ? n - i0 : ADAM_BLOCK;
-        float *p = param + i0;
-        float *mb = m + i0;
-        float *vb = v + i0;
-        const float *gb = grad + i0;
-        if (decoupled) {
-            for (size_t i = 0; i < nb; i++) {
-                float g = gb[i] * grad_scale;
-                p[i] = p[i] * decay;
-                mb[i] = fmaf(g, omb1, mb[i] * beta1);
-                vb[i] = vb[i] * beta2 + (omb2 * g) * g;
-            }
-        } else {
-            for (size_t i = 0; i < nb; i++) {
-                float g = gb[i] * grad_scale;
-                g = fmaf(p[i], wd, g);
-                mb[i] = fmaf(g, omb1, mb[i] * beta1);
-                vb[i] = vb[i] * beta2 + (omb2 * g) * g;
-            }
+    // One pass, each element's operations in the order above: the loads and stores of the four
+    // arrays overlap the divider and square-root unit, which a pass per operation left idle in
+    // turn (sqrtf vectorizes: the library is built without math-errno). Two loops, so that
+    // neither tests the mode per element.
+    if (decoupled) {
+        for (size_t i = 0; i < n; i++) {
+            const float g = grad[i] * grad_scale;
+            const float p = param[i] * decay;
+            const float mi = fmaf(g, omb1, m[i] * beta1);
+            const float vi = v[i] * beta2 + (omb2 * g) * g;
+            m[i] = mi;
+            v[i] = vi;
+            param[i] = p + (neg_step * mi) / (sqrtf(vi) / bc2_sqrt + eps);
         }
-        for (size_t i = 0; i < nb; i++) s[i] = sqrtf(vb[i]);
-        for (size_t i = 0; i < nb; i++) {
-            float denom = s[i] / bc2_sqrt + eps;
-            p[i] = p[i] + (neg_step * mb[i]) / denom;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const float g = fmaf(param[i], wd, grad[i] * grad_scale);
+            const float mi = fmaf(g, omb1, m[i] * beta1);
+            const float vi = v[i] * beta2 + (omb2 * g) * g;
+            m[i] = mi;
+            v[i] = vi;
+            param[i] = param[i] + (neg_step * mi) / (sqrtf(vi) / bc2_sqrt + eps);
         }
     }
 }
