@@ -50,6 +50,8 @@ struct zt_shard_rec {
 uint32_t zt_crc32c(uint32_t crc, const void *p, size_t n);
 /* The same with tables only (the reference the SSE4.2 path is tested against). */
 uint32_t zt_crc32c_portable(uint32_t crc, const void *p, size_t n);
+/* zt_crc32c of src while copying its n bytes to dst (no overlap): one pass over the data. */
+uint32_t zt_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n);
 
 struct zt_shard_writer {
     struct zt_afile f;

@@ -56,6 +56,28 @@ static void check_crc(void) {
     ZT_TEST_TRUE(same, "crc32c: the fast path equals the table path at every alignment and length");
     uint32_t c = zt_crc32c(0, "1234", 4);
     ZT_TEST_TRUE(zt_crc32c(c, "56789", 5) == 0xE3069283u, "crc32c chained");
+    /* long buffers (three chains joined) and the checksumming copy: lengths around the
+     * three-piece threshold (768) and its 24-byte steps, and large ones, at every alignment */
+    const size_t nbig = (1 << 20) + 77;
+    unsigned char *src = malloc(nbig + 8), *dst = malloc(nbig + 8);
+    for (size_t i = 0; i < nbig + 8; i++) src[i] = (unsigned char)((i * 2654435761u) >> 13);
+    static const size_t lens[] = {767, 768, 769, 771, 775, 791, 792, 793, 4096, 65536 + 5,
+                                  262144, (1 << 20) + 77};
+    int same_crc = 1, same_copy = 1, same_bytes = 1;
+    for (int a = 0; a < 8; a++)
+        for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+            size_t n = lens[l];
+            uint32_t want = zt_crc32c_portable(0xBEEFu, src + a, n);
+            same_crc &= zt_crc32c(0xBEEFu, src + a, n) == want;
+            memset(dst, 0, nbig + 8);
+            same_copy &= zt_crc32c_copy(0xBEEFu, dst + (7 - a), src + a, n) == want;
+            same_bytes &= memcmp(dst + (7 - a), src + a, n) == 0 && dst[7 - a + n] == 0;
+        }
+    ZT_TEST_TRUE(same_crc, "crc32c: long buffers (three joined chains) equal the table path");
+    ZT_TEST_TRUE(same_copy, "crc32c_copy: the same CRC as the table path");
+    ZT_TEST_TRUE(same_bytes, "crc32c_copy: copies exactly n bytes");
+    free(src);
+    free(dst);
 }
 
 static struct zt_shard_rec rec(const char *name, int role, int64_t rows, int64_t cols,
