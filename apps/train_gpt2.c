@@ -381,6 +381,10 @@ static int train_main(int argc, char **argv) {
     if (zt_engine_init(&e, &cfg) != ZT_OK) goto out;
     if (zt_gpt2_init(&m, e, &shape) != ZT_OK) goto out;
     if (init && zt_engine_load_safetensors(e, init) != ZT_OK) goto out;
+    /* the ranks start the load together, so that "loaded in" times the load, not how much
+     * later the last rank got here (start-up skew of 0.5-0.9 s was counted before) */
+    double together = 0;
+    if (resume && zt_comm_sum_double(&together) != ZT_OK) goto out;
     double load_ms = now_ms();
     if (resume && zt_checkpoint_load(e, tagdir, &ck) != ZT_OK) goto out;
     load_ms = now_ms() - load_ms;

@@ -19,7 +19,25 @@ struct chunk {
     char *buf;
     size_t len, done;
     int64_t off;
+    int fin; /* thread pool: set under the engine's mutex when the chunk has all arrived */
 };
+
+/* a read's progress report (zt_aio_read_progress): the chunks before `next` have all arrived */
+struct progress {
+    void (*fn)(void *ctx, size_t bytes);
+    void *ctx;
+    int next;
+    size_t bytes;
+};
+
+/* step past the finished chunks at the front; 1 when there is something new to report */
+static int advance(struct progress *pg, const struct chunk *c, int n, int pool) {
+    if (!pg) return 0;
+    int before = pg->next;
+    while (pg->next < n && (pool ? c[pg->next].fin : c[pg->next].done == c[pg->next].len))
+        pg->bytes += c[pg->next++].len;
+    return pg->next > before;
+}
 
 /* a request of the thread pool: one chunk of one caller's call */
 struct job {
@@ -85,6 +103,7 @@ static void *worker(void *arg) {
             *j->err = err; /* the failure at the lowest offset is the one reported */
             *j->err_off = c->off + (int64_t)c->done;
         }
+        c->fin = !err;
         --*j->left;
         pthread_cond_broadcast(&a->done);
         free(j);
@@ -94,7 +113,7 @@ static void *worker(void *arg) {
 }
 
 static int threads_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
-                      int64_t *err_off) {
+                      int64_t *err_off, struct progress *pg) {
     int err = 0, left = n;
     pthread_mutex_lock(&a->mu);
     for (int i = 0; i < n; i++) {
@@ -114,8 +133,17 @@ static int threads_io(struct zt_aio *a, int fd, int write, struct chunk *c, int 
         a->tail = j;
     }
     pthread_cond_broadcast(&a->work);
-    while (left > 0) pthread_cond_wait(&a->done, &a->mu);
+    while (left > 0) {
+        pthread_cond_wait(&a->done, &a->mu);
+        if (!err && advance(pg, c, n, 1)) { /* reported without the engine's lock */
+            pthread_mutex_unlock(&a->mu);
+            pg->fn(pg->ctx, pg->bytes);
+            pthread_mutex_lock(&a->mu);
+        }
+    }
+    int last = !err && advance(pg, c, n, 1); /* what finished while the report ran */
     pthread_mutex_unlock(&a->mu);
+    if (last) pg->fn(pg->ctx, pg->bytes);
     return err;
 }
 
@@ -174,7 +202,7 @@ static int flush(struct io_uring *r, int *pending, int *inflight) {
 }
 
 static int uring_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
-                    int64_t *err_off) {
+                    int64_t *err_off, struct progress *pg) {
     struct io_uring *r = ring_get(a);
     if (!r) {
         *err_off = n ? c[0].off : 0;
@@ -243,6 +271,7 @@ static int uring_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
         } else {
             ch->done += (size_t)res;
             if (ch->done < ch->len) todo[nt++ % n] = i; /* short: continue from where it stopped */
+            else if (!err && advance(pg, c, n, 0)) pg->fn(pg->ctx, pg->bytes);
         }
     }
     free(todo);
@@ -319,7 +348,7 @@ void zt_aio_free(zt_aio_t a) {
 }
 
 static enum zt_status io(zt_aio_t a, int fd, const char *path, const struct zt_aio_seg *seg,
-                         int nseg, int write) {
+                         int nseg, int write, struct progress *pg) {
     const char *op = write ? "write" : "read";
     size_t bs = (size_t)a->cfg.block_size;
     int n = 0;
@@ -337,10 +366,10 @@ static enum zt_status io(zt_aio_t a, int fd, const char *path, const struct zt_a
         for (size_t at = 0; at < seg[k].len; at += bs, i++)
             c[i] = (struct chunk){(char *)seg[k].buf + at,
                                   seg[k].len - at < bs ? seg[k].len - at : bs, 0,
-                                  seg[k].off + (int64_t)at};
+                                  seg[k].off + (int64_t)at, 0};
     int64_t err_off = c[0].off;
-    int err = a->uring ? uring_io(a, fd, write, c, n, &err_off)
-                       : threads_io(a, fd, write, c, n, &err_off);
+    int err = a->uring ? uring_io(a, fd, write, c, n, &err_off, pg)
+                       : threads_io(a, fd, write, c, n, &err_off, pg);
     free(c);
     if (!err) return ZT_OK;
     if (err == ENODATA)
@@ -352,17 +381,25 @@ static enum zt_status io(zt_aio_t a, int fd, const char *path, const struct zt_a
 
 enum zt_status zt_aio_writev(zt_aio_t a, int fd, const char *path, const struct zt_aio_seg *seg,
                              int nseg) {
-    return io(a, fd, path, seg, nseg, 1);
+    return io(a, fd, path, seg, nseg, 1, NULL);
 }
 
 enum zt_status zt_aio_read(zt_aio_t a, int fd, const char *path, void *buf, size_t len,
                            int64_t off) {
     struct zt_aio_seg seg = {buf, len, off};
-    return io(a, fd, path, &seg, 1, 0);
+    return io(a, fd, path, &seg, 1, 0, NULL);
+}
+
+enum zt_status zt_aio_read_progress(zt_aio_t a, int fd, const char *path, void *buf, size_t len,
+                                    int64_t off, void (*fn)(void *ctx, size_t bytes),
+                                    void *ctx) {
+    struct zt_aio_seg seg = {buf, len, off};
+    struct progress pg = {fn, ctx, 0, 0};
+    return io(a, fd, path, &seg, 1, 0, fn ? &pg : NULL);
 }
 
 enum zt_status zt_aio_write(zt_aio_t a, int fd, const char *path, const void *buf, size_t len,
                             int64_t off) {
     struct zt_aio_seg seg = {(void *)buf, len, off};
-    return io(a, fd, path, &seg, 1, 1);
+    return io(a, fd, path, &seg, 1, 1, NULL);
 }

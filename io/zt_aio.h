@@ -57,6 +57,13 @@ enum zt_status zt_aio_read(zt_aio_t a, int fd, const char *path, void *buf, size
                            int64_t off);
 enum zt_status zt_aio_write(zt_aio_t a, int fd, const char *path, const void *buf, size_t len,
                             int64_t off);
+/* zt_aio_read that also says how far it has got: fn(ctx, k) from the calling thread each time
+ * the first k bytes of buf have all arrived (k grows by whole requests; the last call has
+ * k == len unless the read fails), so that another thread can work on the front of the buffer
+ * while the rest is still in flight. */
+enum zt_status zt_aio_read_progress(zt_aio_t a, int fd, const char *path, void *buf, size_t len,
+                                    int64_t off, void (*fn)(void *ctx, size_t bytes),
+                                    void *ctx);
 
 /* Write several buffers (each at its own offset) as one stream of requests: queue_depth stay in
  * flight across their boundaries. The same rules and errors as zt_aio_write. */

@@ -42,6 +42,21 @@ static int expect_err(int line, enum zt_status rc, enum zt_status code, const ch
     return 0;
 }
 
+/* zt_aio_read_progress's reports: growing, whole requests, the last the whole length, and the
+ * reported front really there when it is reported */
+struct prog {
+    const unsigned char *want, *buf;
+    size_t n, last, bs, calls; /* n: the read's length (its last report may be short) */
+    int bad;
+};
+static void on_progress(void *ctx, size_t k) {
+    struct prog *p = ctx;
+    p->calls++;
+    if (k <= p->last || (k % p->bs != 0 && k != p->n) || memcmp(p->want, p->buf, k) != 0)
+        p->bad = 1;
+    p->last = k;
+}
+
 static void round_trip(enum zt_aio_engine eng, int64_t bs, int qd, int single, int overlap) {
     struct zt_aio_cfg cfg = {bs, qd, single, overlap, eng};
     zt_aio_t a;
@@ -61,6 +76,18 @@ static void round_trip(enum zt_aio_engine eng, int64_t bs, int qd, int single, i
     memset(r, 0, n);
     ZT_TEST_TRUE(zt_aio_read(a, fd, path, r, 5 * 4096, 7 * 4096) == ZT_OK, zt_error_last());
     ZT_TEST_TRUE(memcmp(w + 7 * 4096, r, 5 * 4096) == 0, "a part at an offset");
+    memset(r, 0, n);
+    struct prog pg = {w, r, n, 0, (size_t)bs, 0, 0};
+    ZT_TEST_TRUE(zt_aio_read_progress(a, fd, path, r, n, 0, on_progress, &pg) == ZT_OK,
+                 zt_error_last());
+    ZT_TEST_TRUE(!pg.bad && pg.last == n && pg.calls >= 1 && memcmp(w, r, n) == 0,
+                 "progress (%s, bs %lld, qd %d): %zu reports, growing, of whole requests that had "
+                 "arrived, the last %zu of %zu", want, (long long)bs, qd, pg.calls, pg.last, n);
+    pg = (struct prog){w + n - 4096, r, 8 * 4096, 0, (size_t)bs, 0, 0};
+    expect_err(__LINE__, zt_aio_read_progress(a, fd, path, r, 8 * 4096, (int64_t)n - 4096,
+                                              on_progress, &pg),
+               ZT_ERR_IO, path, "unexpected end of file");
+    ZT_TEST_TRUE(!pg.bad && pg.last < 8 * 4096, "a failed read never reports its whole length");
     /* past the end: the data ends at n */
     expect_err(__LINE__, zt_aio_read(a, fd, path, r, 8 * 4096, (int64_t)n - 4096), ZT_ERR_IO,
                path, "unexpected end of file");

@@ -191,10 +191,12 @@ static void check_stream(const char *p1, const char *p2) {
  * buffered reads into an unaligned buffer; a flipped bit in the direct part and in the tail are
  * both caught */
 static void check_direct_read(const char *p) {
-    enum { ND = 3 };
+    enum { ND = 4 };
     struct zt_shard_rec r[ND] = {rec("whole", 0, 256, 1024, 0, 256), /* 1 MiB */
                                  rec("tail", 1, 300, 257, 0, 300),   /* 308400 bytes */
-                                 rec("small", 2, 10, 7, 0, 10)};
+                                 rec("small", 2, 10, 7, 0, 10),
+                                 rec("big", 0, 1301, 1031, 0, 1301)}; /* 5.1 MiB: read on a
+                                                                        helper thread */
     float *v[ND];
     int64_t n[ND];
     for (int i = 0; i < ND; i++) {
@@ -215,7 +217,7 @@ static void check_direct_read(const char *p) {
     ZT_TEST_TRUE(zt_shard_set_open(&set, paths, 1) == ZT_OK, "set opens (%s)", zt_error_last());
     zt_shard_set_direct(&set, a);
     ZT_TEST_TRUE(set.sh[0].dfd >= 0 && set.sh[0].aio == a, "shard opened O_DIRECT");
-    float *got = malloc((size_t)n[0] * sizeof(float) + 8);
+    float *got = malloc((size_t)n[3] * sizeof(float) + 8);
     for (int i = 0; i < ND; i++) {
         rc = zt_shard_set_read(&set, r[i].name, r[i].role, r[i].cols, 0, n[i], got);
         ZT_TEST_TRUE(rc == ZT_OK && memcmp(got, v[i], (size_t)n[i] * 4) == 0,
@@ -226,14 +228,25 @@ static void check_direct_read(const char *p) {
         ZT_TEST_TRUE(rc == ZT_OK && memcmp(odd, v[i], (size_t)n[i] * 4) == 0,
                      "record %s read buffered into an unaligned buffer equals it too", r[i].name);
     }
+    /* rows 17-1200 of "big" (the copy made in the checksum's pass), then rows 3-9 (from the
+     * record kept since) */
+    for (int k = 0; k < 2; k++) {
+        int64_t x0 = (k ? 3 : 17) * 1031, x1 = (k ? 10 : 1201) * 1031;
+        rc = zt_shard_set_read(&set, "big", 0, 1031, x0, x1, got);
+        ZT_TEST_TRUE(rc == ZT_OK && memcmp(got, v[3] + x0, (size_t)(x1 - x0) * 4) == 0,
+                     "rows of big read through the helper thread (%s)", zt_error_last());
+    }
     int64_t o0 = set.sh[0].rec[0].offset, o1 = set.sh[0].rec[1].offset;
+    int64_t o3 = set.sh[0].rec[3].offset;
     zt_shard_set_close(&set);
     flip(p, o0 + 5000);            /* in the direct part of "whole" */
     flip(p, o1 + 308400 - 3);      /* in the buffered tail of "tail" */
+    flip(p, o3 + 4 * 1031 * 1200); /* late in "big", after the copied rows 17-20 */
     ZT_TEST_TRUE(zt_shard_set_open(&set, paths, 1) == ZT_OK, "damaged set opens");
     zt_shard_set_direct(&set, a);
-    for (int i = 0; i < 2; i++) {
-        rc = zt_shard_set_read(&set, r[i].name, r[i].role, r[i].cols, 0, n[i], got);
+    for (int i = 0; i < ND; i += i == 1 ? 2 : 1) { /* whole, tail, big */
+        rc = zt_shard_set_read(&set, r[i].name, r[i].role, r[i].cols, i == 3 ? 17 * 1031 : 0,
+                               i == 3 ? 21 * 1031 : n[i], got);
         ZT_TEST_TRUE(rc == ZT_ERR_CKPT_CORRUPT && strstr(zt_error_last(), r[i].name) &&
                          strstr(zt_error_last(), "checksum mismatch"),
                      "a flipped bit in %s is caught on the direct path (%s)", r[i].name,
