@@ -31,7 +31,8 @@ struct zt_param {
     struct zt_engine *e;
     /* this rank's storage: home holds the values (whole at stages 0-2 and for persistent
      * parameters at stage 3, else only its own blocks), ghome the gradient sums (whole at
-     * stages 0-1, else its own blocks); NULL when it owns none of the parameter's blocks */
+     * stages 0-1, else its own blocks; at stage 1 only its own blocks are summed over the
+     * ranks: scattered_sums); NULL when it owns none of the parameter's blocks */
     zt_tensor_t home, ghome;
     /* mixed precision: home holds the fp32 master weights (this rank's blocks at stage >= 1,
      * else whole) and work the bf16/fp16 copy the model reads (whole, or its own blocks where
@@ -386,6 +387,11 @@ static int partial_home(const struct zt_engine *e, const struct zt_param *p) {
     return e->stage >= 3 && !p->persistent;
 }
 static int partial_ghome(const struct zt_engine *e) { return e->stage >= 2; }
+/* stage 1 (with reduce_scatter, more than one rank): ghome is whole, but after the reduction
+ * only the rank's own blocks hold the sums (reduce_bucket) */
+static int scattered_sums(const struct zt_engine *e) {
+    return e->stage == 1 && e->size > 1 && e->cfg.reduce_scatter;
+}
 /* the fp32 values are only this rank's blocks: stage 3 (not persistent), and in mixed precision
  * every stage >= 1 (the master weights live with the optimizer state, DeepSpeed's layout) */
 static int partial_master(const struct zt_engine *e, const struct zt_param *p) {
@@ -1265,6 +1271,13 @@ static enum zt_status reduce_bucket(zt_engine_t e, int k) {
     const int n = bk->b1 - bk->b0;
     if (e->stage < 2) {
         const int64_t *part = bucket_parts(e, bk->b0, bk->b1);
+        /* stage 1: a rank's AdamW reads only its part of the sums, and the norm is gathered
+         * as per-group sums of squares, so the other parts need not come back: half the
+         * traffic of an all-reduce (the same sums, bit for bit). reduce_scatter false keeps
+         * the all-reduce. */
+        if (scattered_sums(e))
+            return zt_task_comm_reduce_scatter(&o, &e->gblk[bk->b0], n, part, NULL, 0,
+                                               e->token);
         return zt_task_comm_allreduce(&o, &e->gblk[bk->b0], n, part, NULL, 0, e->token);
     }
     /* stage >= 2: the bucket's gradient slots (a parameter without one contributes zeros), summed
@@ -1606,12 +1619,15 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
 }
 
 /* A whole copy of the values (which = 0) or gradient sums (1) on every rank when this rank holds
- * only its blocks of them (stage 3 values, stage >= 2 gradients): each rank copies its blocks
+ * only its blocks of them (stage 3 values, stage >= 2 gradients, stage 1's reduce-scattered
+ * sums): each rank copies its blocks
  * into a temporary tensor in the flat layout, then the blocks are all-gathered bucket by bucket.
  * *out is NULL when the rank's own tensors are whole already. */
 static enum zt_status consolidate(zt_engine_t e, int which, zt_tensor_t *out) {
     *out = NULL;
-    if (which ? e->stage < 2 && !e->mp : !(e->mp ? e->stage >= 1 : e->stage >= 3)) return ZT_OK;
+    if (which ? e->stage < 2 && !e->mp && !scattered_sums(e)
+              : !(e->mp ? e->stage >= 1 : e->stage >= 3))
+        return ZT_OK;
     int64_t *rows = calloc((size_t)e->nb, sizeof *rows);
     if (!rows) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     for (int b = 0; b < e->nb; b++) rows[b] = e->babs[b + 1] - e->babs[b];
