@@ -1819,26 +1819,30 @@ static void save_fail(struct save_job *j, enum zt_status rc) {
     pthread_mutex_unlock(&j->mu);
 }
 
-static void *save_writer(void *arg) {
-    struct save_job *j = arg;
+/* the writer's stream (zt_aio_write_stream): queued buffers in order, each handed back to the
+ * stager as soon as it is on the disk, while the buffers after it are still being written */
+static int writer_next(void *ctx, struct zt_aio_seg *seg, int wait) {
+    struct save_job *j = ctx;
     pthread_mutex_lock(&j->mu);
-    for (;;) {
-        while (j->qn == 0 && !j->stop) pthread_cond_wait(&j->cv, &j->mu);
-        if (j->qn == 0) break;
-        /* every queued buffer in one call: the device queue stays full across them */
-        struct zt_aio_seg seg[SAVE_STAGES];
-        int n = j->qn;
-        memcpy(seg, j->q, (size_t)n * sizeof *seg);
-        j->qn = 0;
-        int failed = j->rc != ZT_OK;
-        pthread_mutex_unlock(&j->mu);
-        enum zt_status rc = failed ? ZT_OK : zt_aio_writev(j->aio, j->w.dfd, j->w.f.path, seg, n);
-        if (rc != ZT_OK) save_fail(j, rc);
-        pthread_mutex_lock(&j->mu);
-        for (int k = 0; k < n; k++) j->stage[j->nstage++] = seg[k].buf;
-        pthread_cond_broadcast(&j->cv);
+    while (wait && j->qn == 0 && !j->stop) pthread_cond_wait(&j->cv, &j->mu);
+    int got = j->qn > 0 ? 1 : j->stop ? -1 : 0;
+    if (got > 0) {
+        *seg = j->q[0];
+        memmove(j->q, j->q + 1, (size_t)--j->qn * sizeof *j->q);
     }
     pthread_mutex_unlock(&j->mu);
+    return got;
+}
+
+static void writer_done(void *ctx, void *buf) {
+    stage_put(ctx, buf);
+}
+
+static void *save_writer(void *arg) {
+    struct save_job *j = arg;
+    struct zt_aio_stream st = {writer_next, writer_done, j};
+    enum zt_status rc = zt_aio_write_stream(j->aio, j->w.dfd, j->w.f.path, &st);
+    if (rc != ZT_OK) save_fail(j, rc);
     return NULL;
 }
 

@@ -285,6 +285,206 @@ static int uring_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * a stream of writes (zt_aio_write_stream): segments are taken from the caller while earlier
+ * ones are in flight, and each is handed back as soon as its last request completes */
+struct sreq { /* one request of a segment */
+    struct sseg *sg;
+    char *buf;
+    size_t len, done;
+    int64_t off;
+};
+struct sseg {
+    struct zt_aio_seg seg;
+    struct sreq *rq;
+    int n, next, left; /* requests, the next to submit, those not finished */
+    struct sseg *prev, *succ; /* the segments not handed back yet */
+};
+
+static void sseg_link(struct sseg **live, struct sseg *sg) {
+    sg->succ = *live;
+    if (*live) (*live)->prev = sg;
+    *live = sg;
+}
+
+/* hand sg's buffer back and forget it */
+static void sseg_done(struct sseg **live, struct sseg *sg, const struct zt_aio_stream *st) {
+    if (sg->prev) sg->prev->succ = sg->succ;
+    else *live = sg->succ;
+    if (sg->succ) sg->succ->prev = sg->prev;
+    st->done(st->ctx, sg->seg.buf);
+    free(sg->rq);
+    free(sg);
+}
+
+static int seg_check(const struct zt_aio_seg *g) {
+    return (((uintptr_t)g->buf | g->len | (uint64_t)g->off) % ZT_AIO_ALIGN) == 0;
+}
+
+static struct sseg *sseg_new(const struct zt_aio_seg *g, size_t bs) {
+    struct sseg *sg = calloc(1, sizeof *sg);
+    int n = (int)((g->len + bs - 1) / bs);
+    if (!sg || !(sg->rq = calloc((size_t)(n > 0 ? n : 1), sizeof *sg->rq))) {
+        free(sg);
+        return NULL;
+    }
+    sg->seg = *g;
+    sg->n = sg->left = n;
+    for (int i = 0; i < n; i++)
+        sg->rq[i] = (struct sreq){sg, (char *)g->buf + (size_t)i * bs,
+                                  g->len - (size_t)i * bs < bs ? g->len - (size_t)i * bs : bs, 0,
+                                  g->off + (int64_t)((size_t)i * bs)};
+    return sg;
+}
+
+static void note_err(int *err, int64_t *err_off, int e, int64_t off) {
+    if (!*err || off < *err_off) {
+        *err = e;
+        *err_off = off;
+    }
+}
+
+static int uring_stream(struct zt_aio *a, int fd, const struct zt_aio_stream *st, int *bad,
+                        int64_t *err_off) {
+    struct io_uring *r = ring_get(a);
+    if (!r) return ENOMEM;
+    const size_t bs = (size_t)a->cfg.block_size;
+    const int qd = a->cfg.queue_depth;
+    int err = 0, inflight = 0, pending = 0, end = 0, broken = 0;
+    struct sseg *cur = NULL, *live = NULL; /* cur: the segment whose requests go out now */
+    struct sreq **redo = malloc((size_t)qd * sizeof *redo); /* short or interrupted: again */
+    int nredo = 0;
+    if (!redo) {
+        ring_put(a, r);
+        return ENOMEM;
+    }
+    for (;;) {
+        /* fill the queue: requests to redo, then the current segment's, then new segments */
+        int k = 0;
+        while (!broken && inflight < qd && (a->cfg.overlap_events || inflight == 0 || pending)) {
+            struct sreq *q = NULL;
+            if (nredo > 0) {
+                q = redo[--nredo];
+            } else if (cur && cur->next < cur->n) {
+                q = &cur->rq[cur->next++];
+            } else {
+                cur = NULL;
+                if (end) break;
+                struct zt_aio_seg g;
+                int got = st->next(st->ctx, &g, inflight == 0 && pending == 0);
+                if (got < 0) {
+                    end = 1;
+                    break;
+                }
+                if (got == 0) break;
+                if (!err && !seg_check(&g)) {
+                    *bad = 1;
+                    note_err(&err, err_off, EINVAL, g.off);
+                }
+                if (err || !(cur = sseg_new(&g, bs))) { /* after a failure: back unwritten */
+                    if (!err) note_err(&err, err_off, ENOMEM, g.off);
+                    st->done(st->ctx, g.buf);
+                    continue;
+                }
+                sseg_link(&live, cur);
+                if (cur->n == 0) {
+                    sseg_done(&live, cur, st);
+                    cur = NULL;
+                }
+                continue;
+            }
+            struct io_uring_sqe *sq = io_uring_get_sqe(r);
+            if (!sq) {
+                redo[nredo++] = q;
+                break;
+            }
+            io_uring_prep_write(sq, fd, q->buf + q->done, (unsigned)(q->len - q->done),
+                                (uint64_t)(q->off + (int64_t)q->done));
+            io_uring_sqe_set_data(sq, q);
+            inflight++;
+            pending++;
+            if (a->cfg.single_submit && (k = flush(r, &pending, &inflight)) < 0) break;
+        }
+        if (k == 0) k = flush(r, &pending, &inflight);
+        if (k < 0) { /* refused: this ring is left as it is; the stream fails */
+            note_err(&err, err_off, -k, cur ? cur->seg.off : 0);
+            broken = 1;
+        }
+        if (inflight == 0) {
+            if (end || broken) break;
+            continue; /* next() waits for the next segment */
+        }
+        struct io_uring_cqe *cqe;
+        k = io_uring_wait_cqe(r, &cqe);
+        if (k == -EINTR || k == -EAGAIN) continue;
+        if (k < 0) { /* the ring itself failed: nothing more will complete */
+            note_err(&err, err_off, -k, 0);
+            broken = 1;
+            break;
+        }
+        struct sreq *q = io_uring_cqe_get_data(cqe);
+        int res = cqe->res;
+        io_uring_cqe_seen(r, cqe);
+        inflight--;
+        if (res == -EINTR || res == -EAGAIN) {
+            redo[nredo++] = q;
+            continue;
+        }
+        if (res <= 0) note_err(&err, err_off, res < 0 ? -res : EIO, q->off + (int64_t)q->done);
+        else q->done += (size_t)res;
+        if (res > 0 && q->done < q->len && !err) { /* short: the rest again */
+            redo[nredo++] = q;
+            continue;
+        }
+        struct sseg *sg = q->sg;
+        sg->left--;
+        if (err && sg->next < sg->n) { /* a failed stream submits no more of it */
+            sg->left -= sg->n - sg->next;
+            sg->next = sg->n;
+        }
+        if (sg->left == 0) { /* its last request: the buffer goes back */
+            if (sg == cur) cur = NULL;
+            sseg_done(&live, sg, st);
+        }
+    }
+    free(redo);
+    if (broken) { /* torn down first: the kernel lets go of what the ring still held */
+        io_uring_queue_exit(r);
+        free(r);
+    } else {
+        ring_put(a, r);
+    }
+    /* after a broken ring: its segments go back unwritten, and so does the rest of the stream */
+    while (live) sseg_done(&live, live, st);
+    struct zt_aio_seg g;
+    while (!end && st->next(st->ctx, &g, 1) > 0) st->done(st->ctx, g.buf);
+    return err;
+}
+
+enum zt_status zt_aio_write_stream(zt_aio_t a, int fd, const char *path,
+                                   const struct zt_aio_stream *st) {
+    int err = 0, bad = 0;
+    int64_t err_off = 0;
+    if (a->uring) {
+        err = uring_stream(a, fd, st, &bad, &err_off);
+    } else { /* the thread pool: one segment at a time */
+        struct zt_aio_seg g;
+        int failed = 0;
+        while (st->next(st->ctx, &g, 1) > 0) {
+            if (!failed && zt_aio_write(a, fd, path, g.buf, g.len, g.off) != ZT_OK) failed = 1;
+            st->done(st->ctx, g.buf);
+        }
+        return failed ? zt_error_last_code() : ZT_OK;
+    }
+    if (!err) return ZT_OK;
+    if (bad)
+        return zt_error_set(ZT_ERR_INVALID, "%s: write at offset %lld: buffer, length and "
+                            "offset must be multiples of %d (O_DIRECT)", path, (long long)err_off,
+                            ZT_AIO_ALIGN);
+    return zt_error_set(ZT_ERR_IO, "%s: write at offset %lld failed: %s", path,
+                        (long long)err_off, strerror(err));
+}
+
+/* ---------------------------------------------------------------------------------------------
  * API */
 enum zt_status zt_aio_init(zt_aio_t *out, const struct zt_aio_cfg *cfg) {
     *out = NULL;

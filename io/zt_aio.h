@@ -74,4 +74,19 @@ struct zt_aio_seg {
 };
 enum zt_status zt_aio_writev(zt_aio_t a, int fd, const char *path, const struct zt_aio_seg *seg,
                              int nseg);
+/* A stream of writes to one file: next(ctx, &seg, wait) gives the next segment (1), none yet
+ * (0; only when wait is 0) or the end (-1), and is asked again whenever a request slot is free,
+ * so queue_depth requests stay in flight across segments that arrive while others are written;
+ * done(ctx, seg.buf) hands each segment's buffer back as soon as its last request completed
+ * (also after a failure, unwritten), so a producer can refill it. Both are called from the
+ * calling thread. The first failure is the result, with the file offset (ZT_ERR_IO), after
+ * every segment up to the end was handed back; the thread-pool engine writes one segment at a
+ * time. */
+struct zt_aio_stream {
+    int (*next)(void *ctx, struct zt_aio_seg *seg, int wait);
+    void (*done)(void *ctx, void *buf);
+    void *ctx;
+};
+enum zt_status zt_aio_write_stream(zt_aio_t a, int fd, const char *path,
+                                   const struct zt_aio_stream *st);
 #endif /* ZT_AIO_H */
