@@ -1840,6 +1840,7 @@ static void writer_done(void *ctx, void *buf) {
 
 static void *save_writer(void *arg) {
     struct save_job *j = arg;
+    zt_runtime_io_thread(); /* ZT_IO_NICE */
     struct zt_aio_stream st = {writer_next, writer_done, j};
     enum zt_status rc = zt_aio_write_stream(j->aio, j->w.dfd, j->w.f.path, &st);
     if (rc != ZT_OK) save_fail(j, rc);

@@ -6,8 +6,11 @@
  * so the user's settings always win; we only pick a scheduler when STARPU_SCHED is unset, and a
  * STARPU_SCHED that names no policy is an error instead of StarPU's silent fallback to lws.
  */
+#include <errno.h>     /* errno */
 #include <stdlib.h>    /* getenv, setenv */
 #include <string.h>    /* strcmp */
+#include <sys/resource.h> /* setpriority */
+#include <sys/syscall.h> /* SYS_gettid */
 #include <starpu.h>    /* starpu_init, starpu_conf */
 #include <unistd.h>    /* sysconf */
 #include "zt_comm.h"   /* zt_comm_init, local rank */
@@ -15,6 +18,7 @@
 #include "zt_sched.h"  /* our prototypes */
 
 static int g_refs = 0;
+static int g_io_nice = 0; /* ZT_IO_NICE, once the runtime has read it */
 static const char *g_sched_name = "lws";
 
 /* Default StarPU policy: lws honours priorities (PLATFORM.md item 10) and needs no calibration. */
@@ -77,10 +81,13 @@ static void share_cores(struct starpu_conf *conf) {
 enum zt_status zt_runtime_init(void) {
     if (g_refs++ > 0) return ZT_OK;
     enum zt_status rc = zt_comm_init();
+    int64_t nice = 0;
     if (rc == ZT_OK) {
         rc = check_sched_env();
+        if (rc == ZT_OK) rc = zt_knob_int("ZT_IO_NICE", -20, 19, &nice);
         if (rc != ZT_OK) zt_comm_free();
     }
+    g_io_nice = (int)nice;
     if (rc != ZT_OK) {
         g_refs = 0;
         return rc;
@@ -137,6 +144,12 @@ int zt_runtime_pause_if_idle(void) {
 }
 
 void zt_runtime_resume(void) { starpu_resume(); }
+
+void zt_runtime_io_thread(void) {
+    if (g_io_nice != 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), g_io_nice) != 0)
+        ZT_LOG_D("ZT_IO_NICE=%d: not allowed here (%s); the I/O thread keeps its priority",
+                 g_io_nice, strerror(errno));
+}
 
 int zt_runtime_nworkers(void) { return (int)starpu_worker_get_count(); }
 

@@ -26,6 +26,11 @@ enum zt_status zt_runtime_wait_all(void);
  * polling for work, leaving the cores to host threads such as a checkpoint's writers) and
  * return 1; else 0. A 1 must be followed by zt_runtime_resume before tasks are submitted. */
 int zt_runtime_pause_if_idle(void);
+/* Called by each of zerotask's own I/O threads (swap service, checkpoint writer) as it starts:
+ * gives it the ZT_IO_NICE priority (Linux: per thread). Their short CPU bursts keep the disk
+ * busy, so they go ahead of the compute workers; a negative value needs CAP_SYS_NICE, and
+ * without it (or before zt_runtime_init) the thread keeps the process's priority. */
+void zt_runtime_io_thread(void);
 void zt_runtime_resume(void);
 int zt_runtime_nworkers(void);
 /* Name of the scheduling policy in use ("lws", ...). */

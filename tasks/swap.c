@@ -113,6 +113,7 @@ static void finish(struct req *r) {
 
 static void *io_thread(void *arg) {
     int id = (int)(intptr_t)arg;
+    zt_runtime_io_thread(); /* ZT_IO_NICE */
     char *bounce = NULL;
     bounce = zt_aio_alloc((size_t)g.bounce_bytes);
     pthread_mutex_lock(&g.mu);

@@ -159,6 +159,8 @@ fails("ZT_HOST_MEM_LIMIT not a size", ds(1, 1, tag="_limit"),
 fails("ZT_AIO_ENGINE unknown", ds(1, 1, dict(nv), tag="_eng"),
       ["ZT_AIO_ENGINE=posix", "expected one of auto, io_uring, threads"], code=2,
       env={"ZT_AIO_ENGINE": "posix"})
+fails("ZT_IO_NICE out of range", ds(1, 1, tag="_nice"),
+      ["ZT_IO_NICE=99", "expected an integer in [-20, 19]"], code=2, env={"ZT_IO_NICE": "99"})
 
 # tmpfs (memory): works, with a warning
 if os.path.isdir("/dev/shm"):
