@@ -39,6 +39,14 @@ static int advance(struct progress *pg, const struct chunk *c, int n, int pool) 
     return pg->next > before;
 }
 
+/* keep the failure at the lowest offset (the one a call reports) */
+static void note_err(int *err, int64_t *err_off, int e, int64_t off) {
+    if (!*err || off < *err_off) {
+        *err = e;
+        *err_off = off;
+    }
+}
+
 /* a request of the thread pool: one chunk of one caller's call */
 struct job {
     int fd, write;
@@ -99,10 +107,7 @@ static void *worker(void *arg) {
             else c->done += (size_t)r;
         }
         pthread_mutex_lock(&a->mu);
-        if (err && (!*j->err || c->off + (int64_t)c->done < *j->err_off)) {
-            *j->err = err; /* the failure at the lowest offset is the one reported */
-            *j->err_off = c->off + (int64_t)c->done;
-        }
+        if (err) note_err(j->err, j->err_off, err, c->off + (int64_t)c->done);
         c->fin = !err;
         --*j->left;
         pthread_cond_broadcast(&a->done);
@@ -237,11 +242,7 @@ static int uring_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
         }
         if (k == 0) k = flush(r, &pending, &inflight);
         if (k < 0) { /* the ring refused a submission: wait for what is in flight, then stop */
-            int at = todo[(head - 1) % n];
-            if (!err || c[at].off < *err_off) {
-                err = -k;
-                *err_off = c[at].off;
-            }
+            note_err(&err, err_off, -k, c[todo[(head - 1) % n]].off);
             broken = 1; /* its queue may still hold requests: never reuse this ring */
             head = nt;
         }
@@ -264,10 +265,8 @@ static int uring_io(struct zt_aio *a, int fd, int write, struct chunk *c, int n,
         if (res == -EINTR || res == -EAGAIN) {
             todo[nt++ % n] = i; /* resubmit as is */
         } else if (res < 0 || res == 0) {
-            if (!err || ch->off + (int64_t)ch->done < *err_off) { /* the lowest offset's */
-                err = res < 0 ? -res : (write ? EIO : ENODATA);
-                *err_off = ch->off + (int64_t)ch->done;
-            }
+            note_err(&err, err_off, res < 0 ? -res : (write ? EIO : ENODATA),
+                     ch->off + (int64_t)ch->done);
         } else {
             ch->done += (size_t)res;
             if (ch->done < ch->len) todo[nt++ % n] = i; /* short: continue from where it stopped */
@@ -334,13 +333,6 @@ static struct sseg *sseg_new(const struct zt_aio_seg *g, size_t bs) {
                                   g->len - (size_t)i * bs < bs ? g->len - (size_t)i * bs : bs, 0,
                                   g->off + (int64_t)((size_t)i * bs)};
     return sg;
-}
-
-static void note_err(int *err, int64_t *err_off, int e, int64_t off) {
-    if (!*err || off < *err_off) {
-        *err = e;
-        *err_off = off;
-    }
 }
 
 static int uring_stream(struct zt_aio *a, int fd, const struct zt_aio_stream *st, int *bad,

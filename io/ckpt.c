@@ -668,34 +668,30 @@ static enum zt_status read_rec(const struct zt_shard *s, int i, void *buf, void 
     uint32_t crc = 0;
     pthread_t th;
     struct pipe p = {.s = s, .buf = buf, .len = (size_t)direct, .off = r->offset};
+    int threaded = 0; /* the direct part was read by the helper thread */
     if (direct >= PIPE_MIN && pthread_mutex_init(&p.mu, NULL) == 0) {
         pthread_cond_init(&p.cv, NULL);
-        if (pthread_create(&th, NULL, pipe_reader, &p) == 0) {
-            for (;;) {
-                pthread_mutex_lock(&p.mu);
-                while (p.ready == done && !p.over) pthread_cond_wait(&p.cv, &p.mu);
-                size_t k = p.ready;
-                int over = p.over;
-                pthread_mutex_unlock(&p.mu);
-                if (k > done) {
-                    crc = crc_part(crc, buf, done, k, dst, lo, hi);
-                    done = k;
-                } else if (over) {
-                    break;
-                }
+        threaded = pthread_create(&th, NULL, pipe_reader, &p) == 0;
+        while (threaded) {
+            pthread_mutex_lock(&p.mu);
+            while (p.ready == done && !p.over) pthread_cond_wait(&p.cv, &p.mu);
+            size_t k = p.ready;
+            int over = p.over;
+            pthread_mutex_unlock(&p.mu);
+            if (k > done) {
+                crc = crc_part(crc, buf, done, k, dst, lo, hi);
+                done = k;
+            } else if (over) {
+                break;
             }
-            pthread_join(th, NULL);
-            direct = -1; /* read */
         }
+        if (threaded) pthread_join(th, NULL);
         pthread_cond_destroy(&p.cv);
         pthread_mutex_destroy(&p.mu);
         if (p.rc != ZT_OK) return zt_error_set(p.rc, "%s", p.msg);
-        if (direct == -1) direct = p.len;
-        else if (direct > 0) /* no thread: read here */
-            ZT_CHECK(zt_aio_read(s->aio, s->dfd, s->path, buf, (size_t)direct, r->offset));
-    } else if (direct > 0) {
-        ZT_CHECK(zt_aio_read(s->aio, s->dfd, s->path, buf, (size_t)direct, r->offset));
     }
+    if (direct > 0 && !threaded) /* no helper: read here */
+        ZT_CHECK(zt_aio_read(s->aio, s->dfd, s->path, buf, (size_t)direct, r->offset));
     ZT_CHECK(read_at(s, (char *)buf + direct, r->bytes - direct, r->offset + direct));
     if (crc_part(crc, buf, done, (size_t)r->bytes, dst, lo, hi) != r->crc) return crc_fail(s, i);
     return ZT_OK;
