@@ -46,6 +46,22 @@ void zt_kern_f16_to_f32(float *dst, const uint16_t *src, size_t n);
 void zt_kern_blas_init(void);
 
 /* ---------------------------------------------------------------------------------------------
+ * single-precision product, row-major (kernels/cpu/gemm.c): C[M,N] = alpha op(A) op(B) + beta C,
+ * op(A) = A[M,K] (ta = 0) or A[K,M]^T (ta = 1), op(B) = B[K,N] (tb = 0) or B[N,K]^T (tb = 1),
+ * leading dimensions as BLAS; beta = 0 never reads C. Every matmul and attention kernel uses it.
+ * Engine, per process, set before any kernel runs: ZT_GEMM_AVX512 (ours; the default where the
+ * CPU has AVX-512F; each element's summation order depends on K only) or ZT_GEMM_OPENBLAS. */
+enum zt_gemm_engine { ZT_GEMM_OPENBLAS = 0, ZT_GEMM_AVX512 = 1 };
+int zt_kern_gemm_avx512_available(void);
+enum zt_gemm_engine zt_kern_gemm_get(void);
+/* -1 (and no change) when asked for ZT_GEMM_AVX512 on a CPU without AVX-512F */
+int zt_kern_gemm_set(enum zt_gemm_engine e);
+void zt_kern_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc);
+/* test only: 1 makes the AVX-512 engine pack on its stack, as when its buffers cannot be had */
+void zt_kern_gemm_test_nobuf(int on);
+
+/* ---------------------------------------------------------------------------------------------
  * encoder: token + position embedding
  * out[N,C] = wte[tokens[n], :] + wpe[(t0 + n) % T, :], n = 0..N-1
  * (t0 is the position of the first row: the global row index of row 0 modulo T). */

@@ -30,6 +30,11 @@ static const struct zt_knob g_knobs[] = {
      "GPU build with one CUDA worker per rank on every rank: 1 = the collectives run on that "
      "worker through NCCL on device memory, 0 = through MPI on host memory (same sums, same "
      "bits); ignored otherwise"},
+    {"ZT_GEMM", ZT_KNOB_STR, "auto",
+     "CPU matrix products: auto (zerotask's AVX-512 GEMM where the CPU has AVX-512F, OpenBLAS "
+     "otherwise), avx512 (an error without AVX-512F) or openblas. Ours ignores "
+     "OPENBLAS_CORETYPE, which can force OpenBLAS's slower AVX2 kernels on an AVX-512 CPU; "
+     "each engine gives its own (deterministic) bits"},
     {"ZT_AIO_ENGINE", ZT_KNOB_STR, "auto",
      "NVMe swap engine: auto (io_uring, or pread/pwrite threads when the kernel refuses "
      "io_uring), io_uring, or threads"},

@@ -24,8 +24,9 @@
 #include <stdio.h>         /* sscanf */
 #include <unistd.h>        /* pread, close */
 #include <starpu.h>        /* starpu_task_insert, starpu_codelet */
-#include "zt_kernels.h"    /* zt_kern_blas_init */
-#include "zt_sched.h"      /* zt_runtime_init, zt_trace_record */
+#include "zt_kernels.h"    /* zt_kern_blas_init, zt_kern_gemm_set */
+#include "zt_log.h"        /* ZT_LOG_D */
+#include "zt_sched.h"      /* zt_runtime_init, zt_trace_record, zt_knob_str */
 #include "tasks_impl.h"    /* struct zt_task_hdr, struct zt_tb */
 
 static const char *const g_names[ZT_KIND_COUNT] = {
@@ -296,7 +297,22 @@ static void cuda_codelets(void) {
 static int g_tasks_refs; /* zt_tasks_init calls not yet matched by zt_tasks_free */
 #endif
 
+/* ZT_GEMM: the engine of every CPU product (kernels/cpu/gemm.c), before any task runs */
+static enum zt_status gemm_engine(void) {
+    static const char *const engines[] = {"auto", "avx512", "openblas", NULL};
+    const char *eng = "auto";
+    ZT_CHECK(zt_knob_str("ZT_GEMM", engines, &eng));
+    int own = strcmp(eng, "avx512") == 0 ||
+              (strcmp(eng, "auto") == 0 && zt_kern_gemm_avx512_available());
+    if (zt_kern_gemm_set(own ? ZT_GEMM_AVX512 : ZT_GEMM_OPENBLAS) != 0)
+        return zt_error_set(ZT_ERR_CONFIG, "ZT_GEMM=avx512: this CPU has no AVX-512F; expected "
+                                           "auto or openblas");
+    ZT_LOG_D("CPU products: %s", own ? "zerotask AVX-512 GEMM" : "OpenBLAS sgemm");
+    return ZT_OK;
+}
+
 enum zt_status zt_tasks_init(void) {
+    ZT_CHECK(gemm_engine());
     ZT_CHECK(zt_runtime_init());
 #ifdef ZT_USE_CUDA
     cuda_codelets();

@@ -2,7 +2,7 @@
  * kernels/cpu/attention.c: causal multi-head self-attention, GPT-2 style, forward and backward
  * (bottom layer, pure compute).
  *
- * Per (b, h) the products are OpenBLAS sgemm calls reading q, k, v in place from qkv[B,T,3C]
+ * Per (b, h) the products are zt_kern_sgemm calls reading q, k, v in place from qkv[B,T,3C]
  * (leading dimension 3C, head h at column offset h*hs): no copies. The causal structure is used
  * by cutting the T rows into blocks of ATT_TB: row block [i0, i1) only needs key columns
  * [0, i1), and column block [j0, j1) of a transposed product only needs rows [j0, T), so about
@@ -13,7 +13,6 @@
  * CausalSelfAttention (https://github.com/karpathy/nanoGPT/blob/master/model.py).
  */
 #include <assert.h> /* assert */
-#include <cblas.h>  /* cblas_sgemm */
 #include <math.h>   /* sqrtf */
 #include <stddef.h> /* size_t */
 #include <stdint.h> /* int32_t, uint32_t */
@@ -71,7 +70,7 @@ static void causal_xyt(float *P, float alpha, const float *X, int ldx, const flo
                        int T, int hs) {
     for (int i0 = 0; i0 < T; i0 += ATT_TB) {
         int i1 = blk_end(i0, T);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, i1 - i0, i1, hs, alpha,
+        zt_kern_sgemm(0, 1, i1 - i0, i1, hs, alpha,
                     X + (size_t)i0 * ldx, ldx, Y, ldy, 0.0f, P + (size_t)i0 * T, T);
     }
 }
@@ -80,7 +79,7 @@ static void causal_xyt(float *P, float alpha, const float *X, int ldx, const flo
 static void causal_py(float *O, int ldo, const float *P, const float *Y, int ldy, int T, int hs) {
     for (int i0 = 0; i0 < T; i0 += ATT_TB) {
         int i1 = blk_end(i0, T);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, hs, i1, 1.0f,
+        zt_kern_sgemm(0, 0, i1 - i0, hs, i1, 1.0f,
                     P + (size_t)i0 * T, T, Y, ldy, 0.0f, O + (size_t)i0 * ldo, ldo);
     }
 }
@@ -90,7 +89,7 @@ static void causal_pty(float *O, int ldo, const float *P, const float *Y, int ld
                        int hs) {
     for (int j0 = 0; j0 < T; j0 += ATT_TB) {
         int j1 = blk_end(j0, T);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, j1 - j0, hs, T - j0, 1.0f,
+        zt_kern_sgemm(1, 0, j1 - j0, hs, T - j0, 1.0f,
                     P + (size_t)j0 * T + j0, T, Y + (size_t)j0 * ldy, ldy, 0.0f,
                     O + (size_t)j0 * ldo, ldo);
     }

@@ -1,15 +1,14 @@
 /*
- * kernels/cpu/matmul.c: linear layers as OpenBLAS sgemm (bottom layer, pure compute).
+ * kernels/cpu/matmul.c: linear layers as zt_kern_sgemm products (bottom layer, pure compute).
  *
  * Two layouts (see zt_kernels.h): Hugging Face Conv1D, out = inp @ w + bias with w[C,OC], and the
- * tied output head, out = inp @ wte^T with w[OC,C]. All arrays are row-major, so every call below
- * is CblasRowMajor and the transposes only say which operand is read transposed. BLAS runs
- * single-threaded (zt_kern_blas_init), so each product has a fixed summation order.
+ * tied output head, out = inp @ wte^T with w[OC,C]. All arrays are row-major; the two flags of
+ * each zt_kern_sgemm call say which operand is read transposed. Either GEMM engine runs
+ * single-threaded per call (kernels/cpu/gemm.c), so each product has a fixed summation order.
  * Reference: llm.c train_gpt2.c matmul_forward / matmul_backward (same maths, naive loops there);
  * https://www.netlib.org/lapack/explore-html/ (sgemm: C = alpha op(A) op(B) + beta C).
  */
 #include <assert.h> /* assert */
-#include <cblas.h>  /* cblas_sgemm */
 #include <stddef.h> /* size_t */
 #include <string.h> /* memcpy */
 
@@ -33,7 +32,7 @@ void zt_kern_matmul_forward(float *out, const float *inp, const float *w, const 
         }
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, OC, C, 1.0f, inp, C, w, OC, beta,
+    zt_kern_sgemm(0, 0, N, OC, C, 1.0f, inp, C, w, OC, beta,
                 out, OC);
 }
 
@@ -42,7 +41,7 @@ void zt_kern_matmul_backward_inp(float *dinp, const float *dout, const float *w,
                                  int OC, int accumulate) {
     assert(N >= 0 && C > 0 && OC > 0);
     if (N == 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, C, OC, 1.0f, dout, OC, w, OC,
+    zt_kern_sgemm(0, 1, N, C, OC, 1.0f, dout, OC, w, OC,
                 accumulate ? 1.0f : 0.0f, dinp, C);
 }
 
@@ -52,7 +51,7 @@ void zt_kern_matmul_backward_weight(float *dw, const float *inp, const float *do
                                     int OC, int c0, int c1) {
     assert(N >= 0 && C > 0 && OC > 0 && 0 <= c0 && c0 <= c1 && c1 <= C);
     if (N == 0 || c1 == c0) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c1 - c0, OC, N, 1.0f, inp + c0, C, dout,
+    zt_kern_sgemm(1, 0, c1 - c0, OC, N, 1.0f, inp + c0, C, dout,
                 OC, 1.0f, dw, OC);
 }
 
@@ -79,7 +78,7 @@ void zt_kern_matmul_backward_bias(float *dbias, const float *dout, int N, int OC
 void zt_kern_matmul_t_forward(float *out, const float *inp, const float *w, int N, int C, int OC) {
     assert(N >= 0 && C > 0 && OC > 0);
     if (N == 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, 0.0f, out,
+    zt_kern_sgemm(0, 1, N, OC, C, 1.0f, inp, C, w, C, 0.0f, out,
                 OC);
 }
 
@@ -88,7 +87,7 @@ void zt_kern_matmul_t_backward_inp(float *dinp, const float *dout, const float *
                                    int OC, int accumulate) {
     assert(N >= 0 && C > 0 && OC > 0);
     if (N == 0) return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C,
+    zt_kern_sgemm(0, 0, N, C, OC, 1.0f, dout, OC, w, C,
                 accumulate ? 1.0f : 0.0f, dinp, C);
 }
 
@@ -98,6 +97,6 @@ void zt_kern_matmul_t_backward_weight(float *dw, const float *dout, const float 
                                       int OC, int o0, int o1) {
     assert(N >= 0 && C > 0 && OC > 0 && 0 <= o0 && o0 <= o1 && o1 <= OC);
     if (N == 0 || o1 == o0) return;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, o1 - o0, C, N, 1.0f, dout + o0, OC, inp,
+    zt_kern_sgemm(1, 0, o1 - o0, C, N, 1.0f, dout + o0, OC, inp,
                 C, 1.0f, dw, C);
 }

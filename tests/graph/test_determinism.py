@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """tests/graph/test_determinism.py: the same seed and config give bit-identical per-step losses
 and final weights across repeated runs, across StarPU schedulers (eager, lws, ws, prio, dmda,
-dmdas, random) and across worker counts (STARPU_NCPU 1 and 2).
+dmdas, random) and across worker counts (STARPU_NCPU 1 and 2); with the AVX-512 GEMM (ZT_GEMM=auto
+on an AVX-512 CPU) also whatever OPENBLAS_CORETYPE says. ZT_GEMM=openblas is deterministic too,
+with its own bits and losses within 1e-4 of ours; a bad ZT_GEMM is a one-line error.
 
 Usage: test_determinism.py ZT_TRAIN_BINARY WORKDIR
 """
@@ -61,6 +63,20 @@ for sched in ["eager", "lws", "ws", "prio", "dmda", "dmdas", "random"]:
         runs["%s-ncpu%s" % (sched, ncpu)] = run("%s_%s" % (sched, ncpu),
                                                 {"STARPU_SCHED": sched, "STARPU_NCPU": ncpu})
 runs["lws-ncpu2-repeat"] = run("repeat", {"STARPU_SCHED": "lws", "STARPU_NCPU": "2"})
+avx512 = "avx512f" in open("/proc/cpuinfo").read()
+if avx512:
+    # ZT_GEMM=auto is zerotask's AVX-512 GEMM here: OpenBLAS's core type does not reach it
+    for ct in ["Haswell", "SkylakeX"]:
+        runs["lws-ncpu2-coretype-" + ct] = run(ct, {"STARPU_SCHED": "lws", "STARPU_NCPU": "2",
+                                                    "OPENBLAS_CORETYPE": ct})
+else:
+    print("no AVX-512F here: ZT_GEMM=auto is OpenBLAS; the core-type runs are skipped")
+
+# the OpenBLAS engine is deterministic too (its own bits): across schedulers and worker counts
+blas = {label: run("blas_" + label, dict(env, ZT_GEMM="openblas"))
+        for label, env in [("lws-ncpu2", {"STARPU_SCHED": "lws", "STARPU_NCPU": "2"}),
+                           ("eager-ncpu1", {"STARPU_SCHED": "eager", "STARPU_NCPU": "1"}),
+                           ("dmdas-ncpu2", {"STARPU_SCHED": "dmdas", "STARPU_NCPU": "2"})]}
 
 ref_label = "lws-ncpu2"
 ref = runs[ref_label]
@@ -76,5 +92,35 @@ if len(set(ref[0])) < 2:
 if ref[2][-1] >= ref[2][0]:
     print("FAIL loss did not fall: %s" % ref[2], file=sys.stderr)
     bad += 1
-print("%d passed, %d failed" % (len(runs) - bad, bad))
+bref = blas["lws-ncpu2"]
+for label, (texts, digest, losses) in blas.items():
+    same = texts == bref[0] and digest == bref[1]
+    print("openblas %-18s %s losses %s weights %s" % (label, "ok  " if same else "DIFF", texts[-1],
+                                                      digest[:12]))
+    if not same:
+        bad += 1
+# both engines train the same model: the losses agree to float rounding, not bits
+for a, b in zip(ref[2], bref[2]):
+    if abs(a - b) > 1e-4 * max(1.0, abs(b)):
+        print("FAIL engines disagree: %s vs %s" % (ref[2], bref[2]), file=sys.stderr)
+        bad += 1
+        break
+# a bad engine name is a one-line error before training
+p = subprocess.run([ZT, "--ds-config", ds, "--model", model, "--data", data, "--steps", "1",
+                    "--quiet"], env=dict(os.environ, ZT_GEMM="mkl"), capture_output=True,
+                   text=True, timeout=120)
+want = "ZT_GEMM=mkl: expected one of auto, avx512, openblas"
+if p.returncode == 0 or want not in p.stderr or len(p.stderr.strip().splitlines()) != 1:
+    print("FAIL ZT_GEMM=mkl: exit %d, stderr %r (want one line with %r)"
+          % (p.returncode, p.stderr, want), file=sys.stderr)
+    bad += 1
+if not avx512:
+    p = subprocess.run([ZT, "--ds-config", ds, "--model", model, "--data", data, "--steps", "1",
+                        "--quiet"], env=dict(os.environ, ZT_GEMM="avx512"), capture_output=True,
+                       text=True, timeout=120)
+    if p.returncode == 0 or "no AVX-512F" not in p.stderr:
+        print("FAIL ZT_GEMM=avx512 without AVX-512F: exit %d, %r" % (p.returncode, p.stderr),
+              file=sys.stderr)
+        bad += 1
+print("%d passed, %d failed" % (len(runs) + len(blas) - bad, bad))
 sys.exit(1 if bad else 0)

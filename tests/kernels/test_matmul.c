@@ -5,6 +5,7 @@
  * buffer) and accumulating (+=); backward_weight and backward_bias accumulating into non-zero
  * buffers, with the weight gradient built from row chunks c0..c1 (o0..o1 for matmul_t) as well as
  * in one call; and every gradient against central finite differences of the float forward.
+ * The engine is the default one (ZT_GEMM=auto: ours on an AVX-512 CPU; test_gemm covers both).
  * Chunked and unchunked weight gradients are NOT compared bitwise: OpenBLAS's result depends on
  * the M extent of the call (edge/small-matrix kernels), so a chunked dw may differ from the full
  * one in the last bit; each is deterministic for a fixed chunking.
