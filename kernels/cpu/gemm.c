@@ -123,6 +123,31 @@ static inline __attribute__((target("avx512f"))) __mmask16 lanes(int n) {
     return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
 
+/* r[j] lane k -> r[k] lane j: interleave pairs, then quads, then 128-bit lanes twice */
+static inline __attribute__((always_inline, target("avx512f"))) void tr16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 4; i++) {
+            __m512 lo = r[8 * h + i], hi = r[8 * h + 4 + i];
+            t[8 * h + i] = _mm512_shuffle_f32x4(lo, hi, 0x88);
+            t[8 * h + 4 + i] = _mm512_shuffle_f32x4(lo, hi, 0xDD);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+    }
+}
+
 /* op(B)[0:kc, 0:nc] into 32-column micro-panels, each k-major (p[k*32 + j]), zero past nc.
  * tb = 0: B is [K,N] (row k contiguous); tb = 1: B is [N,K], transposed 16 x 16 in registers. */
 static __attribute__((target("avx512f"))) void pack_b(int tb, int kc, int nc, const float *B,
@@ -143,32 +168,12 @@ static __attribute__((target("avx512f"))) void pack_b(int tb, int kc, int nc, co
             for (int kb = 0; kb < kc; kb += 16) {
                 int kn = kc - kb < 16 ? kc - kb : 16;
                 __mmask16 km = lanes(kn);
-                __m512 r[16], t[16];
+                __m512 r[16];
                 const float *s = B + (size_t)(j0 + jh) * ldb + kb;
                 for (int j = 0; j < 16; j++)
                     r[j] = jh + j < nr ? _mm512_maskz_loadu_ps(km, s + (size_t)j * ldb)
                                        : _mm512_setzero_ps();
-                // 16 x 16 transpose: interleave pairs, then quads, then 128-bit lanes twice
-                for (int i = 0; i < 8; i++) {
-                    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-                    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-                }
-                for (int i = 0; i < 4; i++) {
-                    r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-                    r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-                    r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-                    r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-                }
-                for (int h = 0; h < 2; h++)
-                    for (int i = 0; i < 4; i++) {
-                        __m512 lo = r[8 * h + i], hi = r[8 * h + 4 + i];
-                        t[8 * h + i] = _mm512_shuffle_f32x4(lo, hi, 0x88);
-                        t[8 * h + 4 + i] = _mm512_shuffle_f32x4(lo, hi, 0xDD);
-                    }
-                for (int i = 0; i < 8; i++) {
-                    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
-                    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
-                }
+                tr16(r);
                 for (int k = 0; k < kn; k++)
                     _mm512_store_ps(p + (size_t)(kb + k) * GEMM_NR + jh, r[k]);
             }
@@ -177,25 +182,36 @@ static __attribute__((target("avx512f"))) void pack_b(int tb, int kc, int nc, co
 }
 
 /* alpha op(A)[0:m, 0:kc] into 12-row micro-panels, each k-major (p[k*12 + i]), zero past m.
- * ta = 0: A is [M,K]; ta = 1: A is [K,M]. */
-static void pack_a(int ta, int m, int kc, const float *A, size_t lda, float alpha, float *out) {
+ * ta = 0: A is [M,K], 16 x 16 blocks transposed in registers; ta = 1: A is [K,M]. Each value is
+ * alpha * a rounded once (none when alpha is 1), whichever way it is packed. */
+static __attribute__((target("avx512f"))) void pack_a(int ta, int m, int kc, const float *A,
+                                                     size_t lda, float alpha, float *out) {
+    const __m512 va = _mm512_set1_ps(alpha);
+    const __mmask16 m12 = lanes(GEMM_MR);
     for (int i0 = 0; i0 < m; i0 += GEMM_MR) {
         int mr = m - i0 < GEMM_MR ? m - i0 : GEMM_MR;
         float *p = out + (size_t)i0 * kc;
         if (!ta) {
-            for (int i = 0; i < GEMM_MR; i++) {
-                if (i < mr) {
-                    const float *s = A + (size_t)(i0 + i) * lda;
-                    for (int k = 0; k < kc; k++) p[(size_t)k * GEMM_MR + i] = alpha * s[k];
-                } else {
-                    for (int k = 0; k < kc; k++) p[(size_t)k * GEMM_MR + i] = 0.0f;
+            const float *s = A + (size_t)i0 * lda;
+            for (int kb = 0; kb < kc; kb += 16) {
+                int kn = kc - kb < 16 ? kc - kb : 16;
+                __mmask16 km = lanes(kn);
+                __m512 r[16];
+                for (int i = 0; i < 16; i++)
+                    r[i] = i < mr ? _mm512_maskz_loadu_ps(km, s + (size_t)i * lda + kb)
+                                  : _mm512_setzero_ps();
+                tr16(r);
+                for (int k = 0; k < kn; k++) {
+                    __m512 x = alpha == 1.0f ? r[k] : _mm512_mul_ps(va, r[k]);
+                    _mm512_mask_storeu_ps(p + (size_t)(kb + k) * GEMM_MR, m12, x);
                 }
             }
         } else {
+            const __mmask16 mm = lanes(mr);
             for (int k = 0; k < kc; k++) {
-                const float *s = A + (size_t)k * lda + i0;
-                for (int i = 0; i < GEMM_MR; i++)
-                    p[(size_t)k * GEMM_MR + i] = i < mr ? alpha * s[i] : 0.0f;
+                __m512 x = _mm512_maskz_loadu_ps(mm, A + (size_t)k * lda + i0);
+                if (alpha != 1.0f) x = _mm512_mul_ps(va, x);
+                _mm512_mask_storeu_ps(p + (size_t)k * GEMM_MR, m12, x);
             }
         }
     }
