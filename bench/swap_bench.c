@@ -3,7 +3,8 @@
  * (io/zt_aio.h) on one O_DIRECT file, for bench/swap_vs_fio.py.
  *
  * Per rep: create DIR/zt_swap_bench.<pid> (O_DIRECT, truncated; --layout sized (default): then sized
- * to BYTES as the engine's swap files are; new: left empty, so every write extends it; allocated:
+ * to BYTES as the engine's swap files are; new: left empty (zt_aio_write sizes it to the write's
+ * end before its requests, as it does for any write past the end of a file); allocated:
  * written once, untimed, so the timed write overwrites allocated blocks), write BYTES from one buffer of zt_aio_alloc (as the engine's) with zt_aio_write (one call per CALL bytes, default one call for all), then fsync (timed
  * apart: fio's bandwidth does not include it either), then read the file back into a second
  * buffer with zt_aio_read and delete it. The first rep checks that what was read is what was

@@ -10,7 +10,8 @@
 #include <stdlib.h>    /* calloc, free */
 #include <string.h>    /* strerror */
 #include <sys/mman.h>  /* madvise */
-#include <unistd.h>    /* pread, pwrite */
+#include <sys/stat.h>  /* fstat, S_ISREG */
+#include <unistd.h>    /* pread, pwrite, ftruncate */
 #include "zt_log.h"    /* ZT_LOG_I */
 
 #define MAX_THREADS 64
@@ -539,6 +540,24 @@ void zt_aio_free(zt_aio_t a) {
     free(a);
 }
 
+/* A write that ends past the end of a regular file first sets the file's size to its end, as
+ * the swap files are sized when created: ext4 completes an O_DIRECT write that extends the file
+ * synchronously under the inode lock, so request after request would extend it one at a time
+ * (queue depth 1 in effect), while writes inside the size (into a hole) run queue_depth at a
+ * time (1 GiB of 1 MiB writes at depth 8 here: 2.0 GB/s extending, 2.4-2.5 inside the size).
+ * Nothing is written by it: a failed write leaves a hole, and one the size cannot take (a file
+ * size limit) fails as it would have. */
+static void size_ahead(int fd, const struct zt_aio_seg *seg, int nseg) {
+    int64_t end = 0;
+    for (int k = 0; k < nseg; k++)
+        if (seg[k].off + (int64_t)seg[k].len > end) end = seg[k].off + (int64_t)seg[k].len;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < end &&
+        ftruncate(fd, (off_t)end) != 0)
+        ZT_LOG_D("aio: could not size the file to %lld bytes before writing (%s); writing anyway",
+                 (long long)end, strerror(errno));
+}
+
 static enum zt_status io(zt_aio_t a, int fd, const char *path, const struct zt_aio_seg *seg,
                          int nseg, int write, struct progress *pg) {
     const char *op = write ? "write" : "read";
@@ -552,6 +571,7 @@ static enum zt_status io(zt_aio_t a, int fd, const char *path, const struct zt_a
         n += (int)((seg[k].len + bs - 1) / bs);
     }
     if (n == 0) return ZT_OK;
+    if (write) size_ahead(fd, seg, nseg);
     struct chunk *c = calloc((size_t)n, sizeof *c);
     if (!c) return zt_error_set(ZT_ERR_NOMEM, "%s: out of memory for a %s", path, op);
     for (int k = 0, i = 0; k < nseg; k++)

@@ -23,7 +23,7 @@
 #include <stdlib.h>       /* getenv, aligned_alloc */
 #include <string.h>       /* memcmp, strstr */
 #include <sys/resource.h> /* setrlimit */
-#include <sys/stat.h>     /* mkdir */
+#include <sys/stat.h>     /* mkdir, fstat */
 #include <sys/wait.h>     /* waitpid */
 #include <unistd.h>       /* fork, close */
 
@@ -176,6 +176,14 @@ static void round_trip(enum zt_aio_engine eng, int64_t bs, int qd, int single, i
     ZT_TEST_TRUE(zt_aio_read(a, fd, path, back, n + 3 * 4096, 0) == ZT_OK, zt_error_last());
     ZT_TEST_TRUE(memcmp(back, r, n) == 0 && memcmp(back + n, w, 3 * 4096) == 0,
                  "writev's segments at their offsets");
+    /* the file was sized to the writes' end before they ran, and an inner write keeps it */
+    struct stat sb;
+    ZT_TEST_TRUE(fstat(fd, &sb) == 0 && sb.st_size == (off_t)(n + 3 * 4096),
+                 "file size after an extending writev: %lld, want %zu", (long long)sb.st_size,
+                 n + 3 * 4096);
+    ZT_TEST_TRUE(zt_aio_write(a, fd, path, w, 4096, 4096) == ZT_OK, zt_error_last());
+    ZT_TEST_TRUE(fstat(fd, &sb) == 0 && sb.st_size == (off_t)(n + 3 * 4096),
+                 "an inner write changed the file size to %lld", (long long)sb.st_size);
     free(back);
     seg[1].len = 100;
     expect_err(__LINE__, zt_aio_writev(a, fd, path, seg, 3), ZT_ERR_INVALID, path,
