@@ -94,6 +94,8 @@ struct zt_engine {
     int mp;
     enum zt_dtype wdt;
     void *flat_w;          /* the working copy (mp) */
+    size_t flat_bytes[3];  /* bytes of flat_p, flat_g, flat_w */
+    int flat_pin[3];       /* each page-locked for the GPUs (zt_host_pin) */
     int64_t work_n;
     struct zt_block_ref *wblk; /* working-copy blocks in flat order (pblk in fp32 training) */
     /* fp16 loss scaling (DeepSpeed's DynamicLossScaler, or a static scale) and the optimizer
@@ -156,6 +158,8 @@ struct zt_engine {
     int nbuf;
     int64_t buf_elems;     /* elements of one part of a slot buffer (the largest unit) */
     void **bufmem;
+    int64_t bufmem_bytes;  /* bytes of each bufmem[k] */
+    char *bufpin;          /* [nbuf] bufmem[k] page-locked for the GPUs (zt_host_pin) */
     zt_tensor_t *bm, *bv, *bw;
     zt_tensor_t *bh;       /* inf: each slot's 16-bit copy of its unit (swapped to file B) */
     zt_tensor_t fordA, fordB, pipe; /* file-order blocks (one per unit), pipeline token */
@@ -282,6 +286,9 @@ void zt_engine_free(zt_engine_t e) {
     free(e->rbuckets);
     free(e->gbuckets);
     free(e->part);
+    void *flat[3] = {e->flat_p, e->flat_g, e->flat_w};
+    for (int i = 0; i < 3; i++)
+        if (e->flat_pin[i]) zt_host_unpin(flat[i], e->flat_bytes[i]);
     free(e->flat_p);
     free(e->flat_g);
     free(e->flat_w);
@@ -771,13 +778,16 @@ static enum zt_status offload_init(zt_engine_t e, uint64_t rng0) {
     e->bv = calloc((size_t)e->nbuf + 1, sizeof *e->bv);
     e->bw = calloc((size_t)e->nbuf + 1, sizeof *e->bw);
     e->bh = calloc((size_t)e->nbuf + 1, sizeof *e->bh);
-    if (!e->bufmem || !e->bm || !e->bv || !e->bw || !e->bh)
+    e->bufpin = calloc((size_t)e->nbuf + 1, 1);
+    e->bufmem_bytes = slot_bytes;
+    if (!e->bufmem || !e->bm || !e->bv || !e->bw || !e->bh || !e->bufpin)
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     for (int k = 0; k < e->nbuf; k++) {
         if (!(e->bufmem[k] = zt_aio_alloc((size_t)slot_bytes)))
             return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %d swap buffers of %.1f "
                                 "MiB", e->nbuf, slot_bytes / 1048576.0);
         memset(e->bufmem[k], 0, (size_t)slot_bytes);
+        e->bufpin[k] = (char)zt_host_pin(e->bufmem[k], (size_t)slot_bytes);
         char *b = e->bufmem[k];
         ZT_CHECK(zt_tensor_init(&e->bm[k], "swap_exp_avg", b, e->buf_elems, 1, 4, 1, NULL));
         ZT_CHECK(zt_tensor_init(&e->bv[k], "swap_exp_avg_sq", b + maxg, e->buf_elems, 1, 4, 1,
@@ -817,8 +827,10 @@ static void offload_free(zt_engine_t e) {
         zt_tensor_free(e->bv[k]);
         zt_tensor_free(e->bw[k]);
         zt_tensor_free(e->bh[k]);
+        if (e->bufpin && e->bufpin[k]) zt_host_unpin(e->bufmem[k], (size_t)e->bufmem_bytes);
         free(e->bufmem[k]);
     }
+    free(e->bufpin);
     free(e->bm);
     free(e->bv);
     free(e->bw);
@@ -920,6 +932,12 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     memset(e->flat_p, 0, (size_t)np_ * sizeof(float));
     memset(e->flat_g, 0, (size_t)ng_ * ws);
     if (fw) memset(fw, 0, (size_t)nw_ * ws);
+    /* GPU build with CUDA workers: page-locked, so host-device copies overlap compute */
+    e->flat_bytes[0] = (size_t)np_ * sizeof(float);
+    e->flat_bytes[1] = (size_t)ng_ * ws;
+    e->flat_bytes[2] = fw ? (size_t)nw_ * ws : 0;
+    void *flat[3] = {fp, fg, fw};
+    for (int i = 0; i < 3; i++) e->flat_pin[i] = zt_host_pin(flat[i], e->flat_bytes[i]);
     /* tensors and initial values (declaration order from the seeded generator, the whole
      * stream on every rank, so that any world size and stage starts from the same weights) */
     int64_t hcur = 0, gcur = 0, wcur = 0, maxn = 0;

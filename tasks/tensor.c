@@ -9,11 +9,13 @@
 #include <starpu.h>      /* starpu_vector_data_register */
 #include "tasks_impl.h"  /* zt_tensor API */
 #include "zt_kernels.h"  /* 16-bit conversions */
+#include "zt_log.h"      /* ZT_LOG_W */
 
 struct zt_tensor {
     char name[96];
     unsigned char *ptr;
     int owns;
+    int pinned; /* owned memory page-locked for the GPUs (zt_host_pin) */
     int64_t rows, cols;
     size_t elemsize;
     enum zt_dtype dtype;
@@ -68,6 +70,7 @@ enum zt_status zt_tensor_init(zt_tensor_t *out, const char *name, void *ptr, int
         memset(p, 0, bytes);
         t->ptr = p;
         t->owns = 1;
+        t->pinned = zt_host_pin(p, bytes);
     }
     for (int j = 0; j < nblk; j++) {
         uintptr_t p = (uintptr_t)(t->ptr + (size_t)t->row0[j] * (size_t)cols * elemsize);
@@ -121,10 +124,37 @@ void zt_tensor_free(zt_tensor_t t) {
     if (!t) return;
     for (int j = 0; j < t->nblk; j++)
         if (t->h[j]) starpu_data_unregister(t->h[j]);
+    if (t->pinned) zt_host_unpin(t->ptr, (size_t)t->rows * (size_t)t->cols * t->elemsize);
     if (t->owns) free(t->ptr);
     free(t->row0);
     free(t->h);
     free(t);
+}
+
+int zt_host_pin(void *p, size_t bytes) {
+#ifdef ZT_USE_CUDA
+    static int warned;
+    if (!p || bytes == 0 || starpu_cuda_worker_get_count() == 0) return 0;
+    if (starpu_memory_pin(p, bytes) == 0) return 1;
+    if (!warned) {
+        warned = 1;
+        ZT_LOG_W("could not page-lock %zu bytes of host memory for the GPU (cudaHostRegister); "
+                 "host-device copies of such memory will not overlap compute", bytes);
+    }
+#else
+    (void)p;
+    (void)bytes;
+#endif
+    return 0;
+}
+
+void zt_host_unpin(void *p, size_t bytes) {
+#ifdef ZT_USE_CUDA
+    starpu_memory_unpin(p, bytes);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }
 
 const char *zt_tensor_name(zt_tensor_t t) { return t->name; }

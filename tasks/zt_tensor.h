@@ -45,6 +45,17 @@ enum zt_status zt_tensor_init(zt_tensor_t *t, const char *name, void *ptr, int64
 enum zt_status zt_tensor_init_dtype(zt_tensor_t *t, const char *name, void *ptr, int64_t rows,
                                     int64_t cols, enum zt_dtype dtype, int nblk,
                                     const int64_t *blk_rows);
+/* Page-lock host memory for DMA to and from the GPUs (starpu_memory_pin: cudaHostRegister), as
+ * DeepSpeed pins its offload buffers, so that StarPU's copies between a tensor's host blocks and
+ * a CUDA worker run asynchronously on its streams, overlapped with compute. Only in a CUDA build
+ * (-DZT_USE_CUDA=ON) whose process has CUDA workers; returns 1 when pinned (then call
+ * zt_host_unpin before freeing p), 0 when not: no CUDA worker, or the driver refused (a warning
+ * once; the memory stays pageable and everything still works, the copies just go synchronous).
+ * Tensors that allocate their memory pin it themselves; the engine pins its flat parameter,
+ * gradient and swap buffers. */
+int zt_host_pin(void *p, size_t bytes);
+void zt_host_unpin(void *p, size_t bytes);
+
 /* Unregister every block (waits for the tasks using them), then free owned memory. */
 void zt_tensor_free(zt_tensor_t t);
 
