@@ -421,12 +421,14 @@ def gpt2_loss(P, m, idx, tgt, mask, fast=False):
 # trainer
 
 class Trainer:
-    def __init__(self, m, cfg, weights, dtype, lr_convention, fast=False):
+    def __init__(self, m, cfg, weights, dtype, lr_convention, fast=False, device="cpu"):
         self.m, self.cfg, self.conv, self.fast = m, cfg, lr_convention, fast
         self.names = [n for n, _ in weights]
-        self.params = [t.detach().to(dtype).clone().requires_grad_(True) for _, t in weights]
+        self.params = [t.detach().to(device=device, dtype=dtype).clone().requires_grad_(True)
+                       for _, t in weights]
         self.P = dict(zip(self.names, self.params))
-        self.mask = torch.ones(m["seq_len"], m["seq_len"], dtype=torch.bool).tril()
+        self.mask = torch.ones(m["seq_len"], m["seq_len"], dtype=torch.bool,
+                               device=device).tril()
         kw = dict(lr=cfg["lr"], betas=cfg["betas"], eps=cfg["eps"],
                   weight_decay=cfg["weight_decay"], foreach=None if fast else False)
         if cfg["adam_w_mode"]:
@@ -505,6 +507,8 @@ def main(argv):
                     help="deepspeed: step s uses last_batch_iteration s-2 (step 1: the "
                          "constructor's value); shifted: s-1")
     ap.add_argument("--quiet", action="store_true", help="no per-step lines")
+    ap.add_argument("--device", default="cpu",
+                    help="torch device of the run, e.g. cuda (bench/gpu_step.py; default cpu)")
     a = ap.parse_args(argv)
 
     if a.threads:
@@ -532,7 +536,11 @@ def main(argv):
     tok = load_tokens(a.data, m["vocab_size"])
     dtype = torch.float32 if a.dtype == "float32" else torch.float64
     # --bench: PyTorch at its best (multi-tensor AdamW, fused attention where torch has it)
-    tr = Trainer(m, cfg, load_weights(a.init, m), dtype, a.lr_convention, fast=a.bench)
+    dev = torch.device(a.device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device %s: torch.cuda.is_available() is False" % a.device)
+    tr = Trainer(m, cfg, load_weights(a.init, m), dtype, a.lr_convention, fast=a.bench,
+                 device=dev)
     B, T = cfg["train_batch_size"], m["seq_len"]
 
     out = {"losses": [], "lrs": [], "grad_norms": []}
@@ -544,7 +552,8 @@ def main(argv):
         out["losses"].append(loss)
         print("eval loss %.6f" % loss)
     else:
-        batches = [step_batch(tok, s, B, T) for s in range(1, a.steps + 1)]  # outside timing
+        batches = [tuple(x.to(dev) for x in step_batch(tok, s, B, T))
+                   for s in range(1, a.steps + 1)]  # outside timing
         every = max(1, cfg["steps_per_print"])
         times = []
         for s in range(1, a.steps + 1):
@@ -553,6 +562,8 @@ def main(argv):
                 hook = lambda: st_write(a.grads_out, tr.grads(), {"step": 1, "dtype": a.dtype})
             t0 = time.perf_counter()
             loss, lr, gn = tr.step(s, *batches[s - 1], on_grads=None if a.bench else hook)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)  # the optimizer's kernels are asynchronous
             ms = (time.perf_counter() - t0) * 1e3
             if a.bench and hook:
                 print("gpt2_torch: note: --grads-out ignored with --bench", file=sys.stderr)
@@ -570,8 +581,9 @@ def main(argv):
         if a.bench:
             med = float(np.median(times[2:]))
             print("ms/step %.3f (median of %d steps after 2 warm-up; %.0f tokens/s; torch %s; "
-                  "%d threads; %s)" % (med, len(times) - 2, B * T / (med / 1e3), torch.__version__,
-                                       torch.get_num_threads(), a.dtype))
+                  "%d threads; %s; %s)" % (med, len(times) - 2, B * T / (med / 1e3),
+                                           torch.__version__, torch.get_num_threads(), a.dtype,
+                                           dev))
     if a.params_out:
         st_write(a.params_out, tr.weights(), {"steps": 0 if a.eval_only else a.steps,
                                               "dtype": a.dtype})
