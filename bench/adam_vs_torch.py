@@ -87,11 +87,7 @@ def worker(P, steps, warmup):
 # ---------------------------------------------------------------------------------------------
 # driver
 def run(cmd, env, what):
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit("adam_vs_torch: %s failed (exit %d): %s" % (what, p.returncode,
-                                                            (p.stderr or p.stdout)[-2000:]))
-    return p.stdout
+    return benchlib.run_or_exit("adam_vs_torch", cmd, env, what)
 
 
 def make_env(e):

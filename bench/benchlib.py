@@ -3,7 +3,18 @@ Pythons import it too)."""
 import os
 import socket
 import statistics
+import subprocess
+import sys
 import time
+
+
+def run_or_exit(prog, cmd, env, what):
+    """stdout of cmd; a failure ends the benchmark with one line naming what failed"""
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit("%s: %s failed (exit %d): %s" % (prog, what, p.returncode,
+                                                 (p.stderr or p.stdout)[-2000:]))
+    return p.stdout
 
 
 def openblas_envs(names):

@@ -28,16 +28,14 @@ import subprocess
 import sys
 import time
 
+from benchlib import run_or_exit  # bench/benchlib.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLE = os.path.join(ROOT, "tests", "ref", "gpt2_torch.py")
 
 
 def run(cmd, env, what):
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit("gpu_step: %s failed (exit %d): %s" % (what, p.returncode,
-                                                       (p.stderr or p.stdout)[-2000:]))
-    return p.stdout
+    return run_or_exit("gpu_step", cmd, env, what)
 
 
 def flops_per_token(m):
