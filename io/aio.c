@@ -547,10 +547,7 @@ void zt_aio_free(zt_aio_t a) {
  * time (1 GiB of 1 MiB writes at depth 8 here: 2.0 GB/s extending, 2.4-2.5 inside the size).
  * Nothing is written by it: a failed write leaves a hole, and one the size cannot take (a file
  * size limit) fails as it would have. */
-static void size_ahead(int fd, const struct zt_aio_seg *seg, int nseg) {
-    int64_t end = 0;
-    for (int k = 0; k < nseg; k++)
-        if (seg[k].off + (int64_t)seg[k].len > end) end = seg[k].off + (int64_t)seg[k].len;
+static void size_ahead(int fd, int64_t end) {
     struct stat st;
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < end &&
         ftruncate(fd, (off_t)end) != 0)
@@ -563,15 +560,17 @@ static enum zt_status io(zt_aio_t a, int fd, const char *path, const struct zt_a
     const char *op = write ? "write" : "read";
     size_t bs = (size_t)a->cfg.block_size;
     int n = 0;
+    int64_t end = 0; /* of the furthest segment */
     for (int k = 0; k < nseg; k++) {
         if (((uintptr_t)seg[k].buf | seg[k].len | (uint64_t)seg[k].off) % ZT_AIO_ALIGN)
             return zt_error_set(ZT_ERR_INVALID, "%s: %s of %zu bytes at offset %lld: buffer, "
                                 "length and offset must be multiples of %d (O_DIRECT)", path, op,
                                 seg[k].len, (long long)seg[k].off, ZT_AIO_ALIGN);
         n += (int)((seg[k].len + bs - 1) / bs);
+        if (seg[k].off + (int64_t)seg[k].len > end) end = seg[k].off + (int64_t)seg[k].len;
     }
     if (n == 0) return ZT_OK;
-    if (write) size_ahead(fd, seg, nseg);
+    if (write) size_ahead(fd, end);
     struct chunk *c = calloc((size_t)n, sizeof *c);
     if (!c) return zt_error_set(ZT_ERR_NOMEM, "%s: out of memory for a %s", path, op);
     for (int k = 0, i = 0; k < nseg; k++)

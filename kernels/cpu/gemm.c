@@ -264,57 +264,52 @@ static int tile_mode(int pc, float beta) {
     return pc > 0 ? 1 : beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
 }
 
-/* Without the thread's buffers (no memory): the same tiles in the same k order, so the same
- * bits, each micro-panel packed on the stack just before its tile (slower: op(B) is packed
- * once per 12 rows). */
-static __attribute__((noinline, target("avx512f"))) void sgemm_stack(
+/* The blocked product with packing buffers for mcap rows of op(A) and ncap columns of op(B)
+ * (multiples of the tile), kc <= GEMM_KC deep. Every element gets the same tiles in the same k
+ * order whatever the capacities, so the same bits. */
+static __attribute__((target("avx512f"))) void blocked(
     int ta, int tb, int M, int N, int K, float alpha, const float *A, size_t lda, const float *B,
-    size_t ldb, float beta, float *C, size_t ldc) {
-    _Alignas(64) float ap[GEMM_MR * GEMM_KC];
-    _Alignas(64) float bp[GEMM_NR * GEMM_KC];
+    size_t ldb, float beta, float *C, size_t ldc, float *abuf, int mcap, float *bbuf, int ncap) {
     for (int pc = 0; pc < K; pc += GEMM_KC) {
         int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, mode = tile_mode(pc, beta);
-        for (int i0 = 0; i0 < M; i0 += GEMM_MR) {
-            int mr = M - i0 < GEMM_MR ? M - i0 : GEMM_MR;
-            pack_a(ta, mr, kc, ta ? A + (size_t)pc * lda + i0 : A + (size_t)i0 * lda + pc, lda,
-                   alpha, ap);
-            for (int j0 = 0; j0 < N; j0 += GEMM_NR) {
-                int nr = N - j0 < GEMM_NR ? N - j0 : GEMM_NR;
-                pack_b(tb, kc, nr, tb ? B + (size_t)j0 * ldb + pc : B + (size_t)pc * ldb + j0, ldb,
-                       bp);
-                tile(kc, ap, bp, C + (size_t)i0 * ldc + j0, ldc, mr, nr, mode, beta);
-            }
-        }
-    }
-}
-
-static void avx512_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
-                         size_t lda, const float *B, size_t ldb, float beta, float *C,
-                         size_t ldc) {
-    struct gemm_buf *g = thread_buf();
-    if (!g) {
-        sgemm_stack(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-        return;
-    }
-    for (int pc = 0; pc < K; pc += GEMM_KC) {
-        int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, mode = tile_mode(pc, beta);
-        for (int ic = 0; ic < M; ic += GEMM_MC) {
-            int mc = M - ic < GEMM_MC ? M - ic : GEMM_MC;
+        for (int ic = 0; ic < M; ic += mcap) {
+            int mc = M - ic < mcap ? M - ic : mcap;
             pack_a(ta, mc, kc, ta ? A + (size_t)pc * lda + ic : A + (size_t)ic * lda + pc, lda,
-                   alpha, g->a);
-            for (int jc = 0; jc < N; jc += GEMM_NC) {
-                int nc = N - jc < GEMM_NC ? N - jc : GEMM_NC;
+                   alpha, abuf);
+            for (int jc = 0; jc < N; jc += ncap) {
+                int nc = N - jc < ncap ? N - jc : ncap;
                 pack_b(tb, kc, nc, tb ? B + (size_t)jc * ldb + pc : B + (size_t)pc * ldb + jc,
-                       ldb, g->b);
+                       ldb, bbuf);
                 for (int i0 = 0; i0 < mc; i0 += GEMM_MR)
                     for (int j0 = 0; j0 < nc; j0 += GEMM_NR)
-                        tile(kc, g->a + (size_t)i0 * kc, g->b + (size_t)j0 * kc,
+                        tile(kc, abuf + (size_t)i0 * kc, bbuf + (size_t)j0 * kc,
                              C + (size_t)(ic + i0) * ldc + jc + j0, ldc,
                              mc - i0 < GEMM_MR ? mc - i0 : GEMM_MR,
                              nc - j0 < GEMM_NR ? nc - j0 : GEMM_NR, mode, beta);
             }
         }
     }
+}
+
+/* Without the thread's buffers (no memory): one micro-panel of each on the stack (slower: op(B)
+ * is packed again for every 12 rows). */
+static __attribute__((noinline, target("avx512f"))) void sgemm_stack(
+    int ta, int tb, int M, int N, int K, float alpha, const float *A, size_t lda, const float *B,
+    size_t ldb, float beta, float *C, size_t ldc) {
+    _Alignas(64) float ap[GEMM_MR * GEMM_KC];
+    _Alignas(64) float bp[GEMM_NR * GEMM_KC];
+    blocked(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, ap, GEMM_MR, bp, GEMM_NR);
+}
+
+static void avx512_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
+                         size_t lda, const float *B, size_t ldb, float beta, float *C,
+                         size_t ldc) {
+    struct gemm_buf *g = thread_buf();
+    if (!g)
+        sgemm_stack(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        blocked(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, g->a, GEMM_MC, g->b,
+                GEMM_NC);
 }
 #endif /* ZT_GEMM_HAVE_AVX512 */
 
