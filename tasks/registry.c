@@ -30,20 +30,51 @@
 #include "tasks_impl.h"    /* struct zt_task_hdr, struct zt_tb */
 
 static const char *const g_names[ZT_KIND_COUNT] = {
-#define ZT_KIND_NAME_(k) #k,
+#define ZT_KIND_NAME_(k, cls, phase) #k,
     ZT_TASK_KINDS(ZT_KIND_NAME_)
 #undef ZT_KIND_NAME_
 };
+static const enum zt_task_class g_class[ZT_KIND_COUNT] = {
+#define ZT_KIND_CLASS_(k, cls, phase) ZT_TASK_CLASS_##cls,
+    ZT_TASK_KINDS(ZT_KIND_CLASS_)
+#undef ZT_KIND_CLASS_
+};
+static const enum zt_task_phase g_phase[ZT_KIND_COUNT] = {
+#define ZT_KIND_PHASE_(k, cls, phase) ZT_TASK_PHASE_##phase,
+    ZT_TASK_KINDS(ZT_KIND_PHASE_)
+#undef ZT_KIND_PHASE_
+};
+static const char *const g_class_names[ZT_TASK_CLASS_COUNT] = {
+    "compute", "communication", "swap", "checkpoint", "data"};
+static const char *const g_phase_names[ZT_TASK_PHASE_COUNT] = {
+    "none", "forward", "backward", "weight_grad", "optimizer"};
 
 const char *zt_task_kind_name(int kind) {
     return (kind >= 0 && kind < ZT_KIND_COUNT) ? g_names[kind] : "?";
 }
 const char *const *zt_task_kind_names(void) { return g_names; }
+int zt_task_kind_find(const char *name) {
+    for (int k = 0; k < ZT_KIND_COUNT; k++)
+        if (!strcmp(g_names[k], name)) return k;
+    return -1;
+}
+enum zt_task_class zt_task_kind_class(int kind) {
+    return (kind >= 0 && kind < ZT_KIND_COUNT) ? g_class[kind] : ZT_TASK_CLASS_COMPUTE;
+}
+enum zt_task_phase zt_task_kind_phase(int kind) {
+    return (kind >= 0 && kind < ZT_KIND_COUNT) ? g_phase[kind] : ZT_TASK_PHASE_NONE;
+}
+const char *zt_task_class_name(enum zt_task_class cls) {
+    return ((int)cls >= 0 && cls < ZT_TASK_CLASS_COUNT) ? g_class_names[cls] : "?";
+}
+const char *zt_task_phase_name(enum zt_task_phase phase) {
+    return ((int)phase >= 0 && phase < ZT_TASK_PHASE_COUNT) ? g_phase_names[phase] : "?";
+}
 
 /* ---- dispatcher ---- */
 typedef void (*zt_impl_fn)(void *buffers[], void *cl_arg);
 static const zt_impl_fn g_impl[ZT_KIND_COUNT] = {
-#define ZT_KIND_IMPL_(k) k##_cpu,
+#define ZT_KIND_IMPL_(k, cls, phase) k##_cpu,
     ZT_TASK_KINDS(ZT_KIND_IMPL_)
 #undef ZT_KIND_IMPL_
 };
@@ -248,14 +279,14 @@ static int zt_nccl_can_run(unsigned workerid, struct starpu_task *task, unsigned
 #endif
 
 /* ---- codelets and perf models, generated from the kind list ---- */
-#define ZT_KIND_PM_(k)                                                                           \
+#define ZT_KIND_PM_(k, cls, phase)                                                                           \
     static struct starpu_perfmodel zt_pm_##k = {.type = STARPU_HISTORY_BASED,                     \
                                                 .symbol = "zt_" #k};
 ZT_TASK_KINDS(ZT_KIND_PM_)
 #undef ZT_KIND_PM_
 
 static struct starpu_codelet g_cl[ZT_KIND_COUNT] = {
-#define ZT_KIND_CL_(k)                                                                           \
+#define ZT_KIND_CL_(k, cls, phase)                                                                           \
     {.cpu_funcs = {zt_dispatch_cpu}, .cpu_funcs_name = {"zt_dispatch_cpu"},                     \
      .nbuffers = STARPU_VARIABLE_NBUFFERS, .model = &zt_pm_##k, .name = #k},
     ZT_TASK_KINDS(ZT_KIND_CL_)

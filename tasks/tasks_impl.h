@@ -70,7 +70,7 @@ enum zt_status zt_check_blk(const char *fn, zt_tensor_t t, int blk);
 enum zt_status zt_check_same_blocks(const char *fn, zt_tensor_t a, zt_tensor_t b);
 
 /* Codelet bodies, one per kind (defined in the op files). */
-#define ZT_KIND_DECL_(k) void k##_cpu(void *buffers[], void *cl_arg);
+#define ZT_KIND_DECL_(k, cls, phase) void k##_cpu(void *buffers[], void *cl_arg);
 ZT_TASK_KINDS(ZT_KIND_DECL_)
 #undef ZT_KIND_DECL_
 
