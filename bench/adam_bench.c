@@ -132,7 +132,8 @@ static int run_adam(int64_t P, int64_t group, int steps, int warmup) {
     }
     cp[0] = 1.0f; /* coefficient */
     cp[1] = 0.0f; /* norm (unused) */
-    struct zt_block_ref *pr = malloc((size_t)ng * sizeof *pr), *gr = malloc((size_t)ng * sizeof *gr);
+    struct zt_block_ref *pr = malloc((size_t)ng * sizeof *pr),
+                        *gr = malloc((size_t)ng * sizeof *gr);
     for (int b = 0; b < ng; b++) {
         pr[b] = (struct zt_block_ref){p, b, 0};
         gr[b] = (struct zt_block_ref){g, b, 0};

@@ -2,10 +2,12 @@
  * bench/swap_bench.c: sequential write and read bandwidth of zerotask's NVMe swap engine
  * (io/zt_aio.h) on one O_DIRECT file, for bench/swap_vs_fio.py.
  *
- * Per rep: create DIR/zt_swap_bench.<pid> (O_DIRECT, truncated; --layout sized (default): then sized
- * to BYTES as the engine's swap files are; new: left empty (zt_aio_write sizes it to the write's
- * end before its requests, as it does for any write past the end of a file); allocated:
- * written once, untimed, so the timed write overwrites allocated blocks), write BYTES from one buffer of zt_aio_alloc (as the engine's) with zt_aio_write (one call per CALL bytes, default one call for all), then fsync (timed
+ * Per rep: create DIR/zt_swap_bench.<pid> (O_DIRECT, truncated; --layout sized (default): then
+ * sized to BYTES as the engine's swap files are; new: left empty (zt_aio_write sizes it to the
+ * write's end before its requests, as it does for any write past the end of a file);
+ * allocated: written once, untimed, so the timed write overwrites allocated blocks), write
+ * BYTES from one buffer of zt_aio_alloc (as the engine's) with zt_aio_write (one call per CALL
+ * bytes, default one call for all), then fsync (timed
  * apart: fio's bandwidth does not include it either), then read the file back into a second
  * buffer with zt_aio_read and delete it. The first rep checks that what was read is what was
  * written. Prints the median over the reps in one line:
@@ -65,7 +67,8 @@ int main(int argc, char **argv) {
         i++;
         if (!strcmp(k, "--dir")) dir = v;
         else if (!strcmp(k, "--bytes")) bytes = bench_parse_scaled("swap_bench", v, 1024.0);
-        else if (!strcmp(k, "--block-size")) cfg.block_size = bench_parse_scaled("swap_bench", v, 1024.0);
+        else if (!strcmp(k, "--block-size"))
+            cfg.block_size = bench_parse_scaled("swap_bench", v, 1024.0);
         else if (!strcmp(k, "--queue-depth")) cfg.queue_depth = atoi(v);
         else if (!strcmp(k, "--reps")) reps = atoi(v);
         else if (!strcmp(k, "--call-bytes")) call = bench_parse_scaled("swap_bench", v, 1024.0);

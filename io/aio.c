@@ -544,7 +544,7 @@ void zt_aio_free(zt_aio_t a) {
  * the swap files are sized when created: ext4 completes an O_DIRECT write that extends the file
  * synchronously under the inode lock, so request after request would extend it one at a time
  * (queue depth 1 in effect), while writes inside the size (into a hole) run queue_depth at a
- * time (1 GiB of 1 MiB writes at depth 8 here: 2.0 GB/s extending, 2.4-2.5 inside the size).
+ * time (bench/README.md, zt-swap-bench --layout new, has the figures).
  * Nothing is written by it: a failed write leaves a hole, and one the size cannot take (a file
  * size limit) fails as it would have. */
 static void size_ahead(int fd, int64_t end) {

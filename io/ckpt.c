@@ -99,8 +99,8 @@ uint32_t zt_crc32c_portable(uint32_t crc, const void *p, size_t n) {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /* SSE4.2's crc32 instruction computes the same CRC32C, 8 bytes per instruction. One chain of
- * them waits for each result (3 cycles: ~7 GB/s here), so a long buffer is cut into three
- * pieces whose chains run side by side (the instruction issues every cycle: ~13 GB/s) and their
+ * them waits for each result (a latency of 3 cycles), so a long buffer is cut into three
+ * pieces whose chains run side by side (the instruction issues every cycle) and their
  * CRCs are joined (crc_join). With dst, the words are also stored there as they are read: the
  * checkpoint's staging copy costs one pass over the data instead of two. */
 __attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, void *dst,
@@ -538,8 +538,10 @@ enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
                         get_i64(j, "world_size", &world) || !cJSON_IsArray(recs)))
         rc = bad(s, "header lacks format, rank, world_size or records");
     if (rc == ZT_OK && fmt != ZT_SHARD_FORMAT)
-        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: format %lld (this zerotask reads "
-                          "format %d)", path, (long long)fmt, ZT_SHARD_FORMAT);
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT,
+                          "checkpoint shard %s: format %lld (this zerotask reads "
+                          "format %d)",
+                          path, (long long)fmt, ZT_SHARD_FORMAT);
     if (rc == ZT_OK) {
         s->rank = (int)rank;
         s->world = (int)world;
@@ -561,8 +563,8 @@ enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
             get_i64(o, "row0", &r->row0) || get_i64(o, "row1", &r->row1) ||
             get_i64(o, "offset", &r->offset) || get_i64(o, "bytes", &r->bytes) ||
             get_i64(o, "crc32c", &crc) || crc < 0 || crc > 0xffffffffll) {
-            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: record %d is malformed", path,
-                              i);
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: record %d is malformed",
+                              path, i);
             break;
         }
         snprintf(r->name, sizeof r->name, "%s", nm->valuestring);
@@ -654,8 +656,8 @@ static void *pipe_reader(void *arg) {
 /* Read record i into buf and check its CRC32C; bytes [lo, hi) of it also go to dst (NULL:
  * none), copied in the checksum's pass. A large record read O_DIRECT is read by a helper thread
  * while this one checksums and copies what has arrived, so the disk never waits for the CPU
- * (cold resume of gpt2-124M, 2 ranks: ~280 ms of ~900 were checksums and copies after the
- * reads). dst may hold part of a record that then fails its check: the caller stops. */
+ * and the checksums cost no time after the last read. dst may hold part of a record that
+ * then fails its check: the caller stops. */
 static enum zt_status read_rec(const struct zt_shard *s, int i, void *buf, void *dst, size_t lo,
                                size_t hi) {
     const struct zt_shard_rec *r = &s->rec[i];

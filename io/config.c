@@ -57,7 +57,8 @@ static enum zt_status cfg_err(const struct ctx *c, const char *path, const char 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (path && *path) return zt_error_set(ZT_ERR_CONFIG, "%s %s: %s: %s", c->kind, c->file, path, msg);
+    if (path && *path)
+        return zt_error_set(ZT_ERR_CONFIG, "%s %s: %s: %s", c->kind, c->file, path, msg);
     return zt_error_set(ZT_ERR_CONFIG, "%s %s: %s", c->kind, c->file, msg);
 }
 
@@ -108,7 +109,8 @@ static int edit_distance(const char *a, const char *b) {
             int v = d[i - 1][j] + 1;
             if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
             if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
-            if (i > 1 && j > 1 && tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
+            if (i > 1 && j > 1 &&
+                tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
                 tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) &&
                 d[i - 2][j - 2] + 1 < v)
                 v = d[i - 2][j - 2] + 1;
@@ -172,7 +174,8 @@ static enum zt_status check_keys(const struct ctx *c, const cJSON *obj, const ch
 
 static enum zt_status get_object(const struct ctx *c, const cJSON *v, const char *path) {
     char g[96];
-    if (!cJSON_IsObject(v)) return cfg_err(c, path, "expected an object, got %s", describe(v, g, sizeof g));
+    if (!cJSON_IsObject(v))
+        return cfg_err(c, path, "expected an object, got %s", describe(v, g, sizeof g));
     return ZT_OK;
 }
 
@@ -189,7 +192,8 @@ static enum zt_status get_int(const struct ctx *c, const cJSON *v, const char *p
         return ZT_OK;
     }
     if (hi >= INT_MAX && !(isint && d > (double)hi))
-        return cfg_err(c, path, "expected an integer >= %lld, got %s", lo, describe(v, g, sizeof g));
+        return cfg_err(c, path, "expected an integer >= %lld, got %s", lo,
+                       describe(v, g, sizeof g));
     return cfg_err(c, path, "expected an integer in [%lld, %lld], got %s", lo, hi,
                    describe(v, g, sizeof g));
 }
@@ -230,7 +234,8 @@ static enum zt_status get_bool(const struct ctx *c, const cJSON *v, const char *
 static enum zt_status get_string(const struct ctx *c, const cJSON *v, const char *path,
                                  const char **out) {
     char g[96];
-    if (!cJSON_IsString(v)) return cfg_err(c, path, "expected a string, got %s", describe(v, g, sizeof g));
+    if (!cJSON_IsString(v))
+        return cfg_err(c, path, "expected a string, got %s", describe(v, g, sizeof g));
     *out = v->valuestring;
     return ZT_OK;
 }
@@ -720,11 +725,15 @@ static enum zt_status parse_optimizer(const struct ctx *c, const cJSON *v, struc
         for (; t[i] && i + 1 < sizeof low; i++) low[i] = (char)tolower((unsigned char)t[i]);
         low[i] = '\0';
         if (in_list(low, optim_types_notimpl))
-            return cfg_err(c, "optimizer.type", "\"%s\" is a DeepSpeed optimizer that zerotask "
-                                                "does not implement yet (supported: Adam, AdamW)", t);
+            return cfg_err(c, "optimizer.type",
+                           "\"%s\" is a DeepSpeed optimizer that zerotask "
+                           "does not implement yet (supported: Adam, AdamW)",
+                           t);
         static const char *const ok[] = {"Adam", "AdamW", NULL};
         const char *s = near_miss(t, ok, NULL);
-        if (s) return cfg_err(c, "optimizer.type", "unknown optimizer \"%s\"; did you mean '%s'?", t, s);
+        if (s)
+            return cfg_err(c, "optimizer.type", "unknown optimizer \"%s\"; did you mean '%s'?", t,
+                           s);
         return cfg_err(c, "optimizer.type", "unknown optimizer \"%s\" (supported: Adam, AdamW)", t);
     }
     cfg->adam_w_mode = 1;
@@ -741,8 +750,9 @@ static enum zt_status parse_optimizer(const struct ctx *c, const cJSON *v, struc
     if ((x = cJSON_GetObjectItemCaseSensitive(pa, "betas"))) {
         char g[96];
         if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2)
-            return cfg_err(c, "optimizer.params.betas", "expected an array of 2 numbers in [0, 1), got %s",
-                           cJSON_IsArray(x) ? "an array of another length" : describe(x, g, sizeof g));
+            return cfg_err(
+                c, "optimizer.params.betas", "expected an array of 2 numbers in [0, 1), got %s",
+                cJSON_IsArray(x) ? "an array of another length" : describe(x, g, sizeof g));
         double b[2] = {0, 0};
         for (int i = 0; i < 2; i++) {
             char p[PATH_MAX_LEN];
@@ -799,7 +809,9 @@ static enum zt_status parse_scheduler(const struct ctx *c, const cJSON *v, struc
                                             "WarmupDecayLR, WarmupCosineLR)", t);
     } else {
         const char *s = near_miss(t, sched_types_impl, sched_types_notimpl);
-        if (s) return cfg_err(c, "scheduler.type", "unknown scheduler \"%s\"; did you mean '%s'?", t, s);
+        if (s)
+            return cfg_err(c, "scheduler.type", "unknown scheduler \"%s\"; did you mean '%s'?", t,
+                           s);
         return cfg_err(c, "scheduler.type", "unknown scheduler \"%s\" (supported: WarmupLR, "
                                             "WarmupDecayLR, WarmupCosineLR)", t);
     }
@@ -821,7 +833,8 @@ static enum zt_status parse_scheduler(const struct ctx *c, const cJSON *v, struc
             cfg->warmup_max_lr = (float)d;
         }
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_num_steps")))
-            ZT_CHECK(get_int32(c, x, "scheduler.params.warmup_num_steps", 0, &cfg->warmup_num_steps));
+            ZT_CHECK(
+                get_int32(c, x, "scheduler.params.warmup_num_steps", 0, &cfg->warmup_num_steps));
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "total_num_steps"))) {
             ZT_CHECK(get_int32(c, x, "scheduler.params.total_num_steps", 1, &cfg->total_num_steps));
             have_total = 1;
@@ -883,10 +896,12 @@ static enum zt_status resolve_batch(const struct ctx *c, struct zt_config *cfg, 
                                 "be given");
     }
     if (tbs > INT_MAX)
-        return cfg_err(c, "train_batch_size", "the derived train batch size %lld does not fit in 32 bits", tbs);
+        return cfg_err(c, "train_batch_size",
+                       "the derived train batch size %lld does not fit in 32 bits", tbs);
     if (mb < 1 || ga < 1 || tbs != mb * ga * ws)
-        return cfg_err(c, NULL, "train_batch_size must equal train_micro_batch_size_per_gpu * "
-                                "gradient_accumulation_steps * world_size: %lld != %lld * %lld * %d",
+        return cfg_err(c, NULL,
+                       "train_batch_size must equal train_micro_batch_size_per_gpu * "
+                       "gradient_accumulation_steps * world_size: %lld != %lld * %lld * %d",
                        tbs, mb, ga, ws);
     cfg->train_batch_size = (int)tbs;
     cfg->micro_batch = (int)mb;
@@ -967,11 +982,13 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
         rc = get_int32(&c, x, "train_batch_size", 1, &cfg.train_batch_size);
         has_tbs = 1;
     }
-    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "train_micro_batch_size_per_gpu"))) {
+    if (rc == ZT_OK &&
+        (x = cJSON_GetObjectItemCaseSensitive(root, "train_micro_batch_size_per_gpu"))) {
         rc = get_int32(&c, x, "train_micro_batch_size_per_gpu", 1, &cfg.micro_batch);
         has_micro = 1;
     }
-    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "gradient_accumulation_steps"))) {
+    if (rc == ZT_OK &&
+        (x = cJSON_GetObjectItemCaseSensitive(root, "gradient_accumulation_steps"))) {
         rc = get_int32(&c, x, "gradient_accumulation_steps", 1, &cfg.grad_accum);
         has_acc = 1;
     }
@@ -1006,7 +1023,8 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
     if (rc != ZT_OK) return rc;
     if (!has_optim)
         ZT_LOG_I("config %s: no \"optimizer\" section; using AdamW lr=%g betas=[%g, %g] eps=%g "
-                 "weight_decay=%g", c.file, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
+                 "weight_decay=%g",
+                 c.file, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay);
     *out = cfg;
     return ZT_OK;
 }
@@ -1041,7 +1059,7 @@ enum zt_status zt_config_load(struct zt_config *cfg, const char *path, int world
 //   WarmupDecayLR:  lr(it) = min + (max - min) * (it < W ? gamma(it)
 //                                                 : max(0, (N - it) / max(1, N - W)))
 //   WarmupCosineLR: ratio(it) = it < W ? wmr + gamma(it) * (1 - wmr)
-//                             : max(0, cmr + (1 - cmr) * (1 + cos(pi * (it - W + 1) / (N - W))) / 2)
+//                     : max(0, cmr + (1 - cmr) * (1 + cos(pi * (it - W + 1) / (N - W))) / 2)
 //                   lr(it) = lr0 * ratio(it)     (wmr = warmup_min_ratio, cmr = cos_min_ratio)
 //   it < 0 ("before it has started"): WarmupLR/WarmupDecayLR return min_lrs; WarmupCosineLR
 //   returns [0.0] (an lr of 0, not a ratio).
@@ -1099,7 +1117,8 @@ float zt_config_lr(const struct zt_config *cfg, int64_t step) {
 static enum zt_status parse_shape(struct zt_model_shape *out, const char *json, size_t len,
                                   const char *name) {
     struct ctx c = {"model shape", name ? name : "(string)"};
-    static const char *const keys[] = {"vocab_size", "seq_len", "n_embd", "n_layer", "n_head", NULL};
+    static const char *const keys[] = {"vocab_size", "seq_len", "n_embd",
+                                       "n_layer",    "n_head",  NULL};
     cJSON *root = NULL;
     ZT_CHECK(parse_object(&c, json, len, &root));
     enum zt_status rc = check_keys(&c, root, "", keys, NULL);

@@ -85,7 +85,8 @@ static enum zt_status parse_entry(const char *path, const char *name, const cJSO
         if (strcmp(dt->valuestring, dtype_names[i]) == 0) d = i;
     if (d < 0) {
         int known = 0;
-        for (const char *const *p = dtype_unsupported; *p; p++) known |= !strcmp(*p, dt->valuestring);
+        for (const char *const *p = dtype_unsupported; *p; p++)
+            known |= !strcmp(*p, dt->valuestring);
         return CORRUPT(st, "safetensors %s: tensor '%s': %s dtype '%.16s' (zerotask reads only "
                            "F32, BF16 and F16)", path, name, known ? "unsupported" : "unknown",
                        dt->valuestring);
@@ -138,7 +139,8 @@ static int cmp_by_offset(const void *a, const void *b) {
 }
 
 /* Byte ranges must tile [0, datalen) (the reference implementation's rule). */
-static enum zt_status check_tiling(const char *path, struct zt_st_tensor *t, int n, size_t datalen) {
+static enum zt_status check_tiling(const char *path, struct zt_st_tensor *t, int n,
+                                   size_t datalen) {
     if (n == 0) {
         if (datalen)
             return CORRUPT(st, "safetensors %s: %zu bytes of data but no tensors", path, datalen);
@@ -210,7 +212,8 @@ static enum zt_status parse_header(struct zt_safetensors *st, const char *hdr, s
         if (strcmp(name, "__metadata__") == 0) {
             int ok = cJSON_IsObject(it);
             for (const cJSON *m = ok ? it->child : NULL; m; m = m->next) ok &= cJSON_IsString(m);
-            if (!ok) rc = CORRUPT(st, "safetensors %s: __metadata__ must be an object of strings", path);
+            if (!ok)
+                rc = CORRUPT(st, "safetensors %s: __metadata__ must be an object of strings", path);
             continue;
         }
         if (strlen(name) >= ZT_ST_MAX_NAME) {

@@ -34,7 +34,8 @@ enum zt_status zt_tokens_open(struct zt_tokens *t, const char *path, int vocab_s
                             vocab_size);
     snprintf(t->path, sizeof t->path, "%s", path);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return zt_error_set(ZT_ERR_IO, "tokens %s: cannot open (%s)", path, strerror(errno));
+    if (fd < 0)
+        return zt_error_set(ZT_ERR_IO, "tokens %s: cannot open (%s)", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);

@@ -88,7 +88,7 @@ struct zt_config {
     struct zt_offload_cfg {
         enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME } device;
         char nvme_path[512];     /* default "/local_nvme" (DeepSpeed's) */
-        int pin_memory;          /* accepted; pinning matters only with a GPU (issue 8) */
+        int pin_memory;          /* accepted; host buffers are pinned when CUDA workers exist */
         int buffer_count;        /* optimizer: 0 = "auto" (default; the engine fills
                                   * ZT_SWAP_BUFFER_MEM), parameters: 5 (DeepSpeed's default) */
         int pipeline_read, pipeline_write; /* optimizer only */

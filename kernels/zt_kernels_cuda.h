@@ -1,5 +1,5 @@
 /*
- * kernels/zt_kernels_cuda.h: CUDA versions of kernels/ (issue 8), launched asynchronously on a
+ * kernels/zt_kernels_cuda.h: CUDA versions of kernels/ (docs/cuda.md), launched asynchronously on a
  * caller's stream (a StarPU CUDA worker's local stream); pure compute, no StarPU, no
  * allocation. The element-wise and row kernels produce the same bits as their CPU twins in
  * zt_kernels.h: the arithmetic is written with round-to-nearest intrinsics (__fmaf_rn where the

@@ -11,7 +11,7 @@ jobs=${ZT_TEST_JOBS:-2}
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2
 (cd build && ctest --output-on-failure -j"$jobs")
-# The GPU build (issue 8, docs/cuda.md): no GPU here or in CI, but every CUDA source and every
+# The GPU build (docs/cuda.md): no GPU here or in CI, but every CUDA source and every
 # ZT_USE_CUDA/ZT_USE_NCCL path of the C code must build; its device tests skip (77) without a
 # device, and without one it must train exactly as the CPU build does. ZT_TEST_CUDA=0 skips it.
 if [ "${ZT_TEST_CUDA:-1}" != 0 ] && [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then
