@@ -1,6 +1,7 @@
 /*
- * io/config.c: the DeepSpeed-style training config, its learning-rate schedules, and the
- * model-shape JSON.
+ * io/config.c: the DeepSpeed-style training config: its key tables, one parser per section,
+ * the batch-size rule, defaults and zt_config_load. The field readers are io/json_fields.c, the
+ * learning-rate schedules io/lr_schedule.c, the model-shape JSON io/model_shape.c.
  *
  * Layer: io/ (platform; no StarPU). Parsed with cJSON. Every problem is ZT_ERR_CONFIG with one
  * line "config <file>: <json.path>: <what was expected>", so the user can fix the file without
@@ -17,306 +18,21 @@
  *   only tbs          -> accum = 1, micro = tbs / world (then checked: must divide)
  *   only micro        -> accum = 1, tbs = micro * world
  *   none / only accum -> error ("Either train_batch_size or train_micro_batch_size_per_gpu").
- *
- * Learning-rate schedules: see the block above zt_config_lr_at() for the exact formulas, the
- * DeepSpeed source they come from, and the step convention.
  */
 #include "zt_config.h"
 
-#include <cjson/cJSON.h> /* cJSON_ParseWithLengthOpts, cJSON_Is*, cJSON_Delete */
-#include <ctype.h>       /* isspace, tolower */
-#include <errno.h>       /* errno */
+#include <cjson/cJSON.h> /* cJSON_GetObjectItemCaseSensitive, cJSON_Is*, cJSON_Delete */
+#include <ctype.h>       /* tolower */
 #include <limits.h>      /* INT_MAX */
-#include <math.h>        /* cos, log, isfinite, floor, M_PI */
-#include <stdarg.h>      /* va_list */
 #include <stddef.h>      /* offsetof */
-#include <stdio.h>       /* fopen, fread, snprintf */
-#include <stdlib.h>      /* malloc, free */
-#include <string.h>      /* strcmp, strlen, strerror, memcpy */
+#include <stdio.h>       /* snprintf */
+#include <stdlib.h>      /* free */
+#include <string.h>      /* strcmp, strlen */
 #include <strings.h>     /* strcasecmp */
-#include <sys/stat.h>    /* fstat */
 
-#include "zt_log.h"    /* ZT_LOG_W, ZT_LOG_I */
-#include "zt_status.h" /* zt_error_set, ZT_ERR_CONFIG */
-
-// ----------------------------------------------------------------------------
-// error context: "<kind> <file>: <path>: <message>"
-
-struct ctx {
-    const char *kind; /* "config" or "model shape" */
-    const char *file; /* path or caller-given name */
-};
-
-#define PATH_MAX_LEN 256
-
-static enum zt_status cfg_err(const struct ctx *c, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static enum zt_status cfg_err(const struct ctx *c, const char *path, const char *fmt, ...) {
-    char msg[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (path && *path)
-        return zt_error_set(ZT_ERR_CONFIG, "%s %s: %s: %s", c->kind, c->file, path, msg);
-    return zt_error_set(ZT_ERR_CONFIG, "%s %s: %s", c->kind, c->file, msg);
-}
-
-static void path_key(char *out, const char *parent, const char *key) {
-    if (parent && *parent)
-        snprintf(out, PATH_MAX_LEN, "%s.%s", parent, key);
-    else
-        snprintf(out, PATH_MAX_LEN, "%s", key);
-}
-
-/* Describe a JSON value for "got ..." in messages. */
-static const char *describe(const cJSON *v, char *buf, size_t n) {
-    if (cJSON_IsNumber(v)) {
-        snprintf(buf, n, "%.17g", v->valuedouble);
-        /* shorten the common case: print with %g when it round-trips */
-        char s[64];
-        snprintf(s, sizeof s, "%g", v->valuedouble);
-        if (strtod(s, NULL) == v->valuedouble) snprintf(buf, n, "%s", s);
-    } else if (cJSON_IsString(v)) {
-        snprintf(buf, n, "a string (\"%.40s\")", v->valuestring);
-    } else if (cJSON_IsBool(v)) {
-        snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
-    } else if (cJSON_IsNull(v)) {
-        snprintf(buf, n, "null");
-    } else if (cJSON_IsArray(v)) {
-        snprintf(buf, n, "an array");
-    } else if (cJSON_IsObject(v)) {
-        snprintf(buf, n, "an object");
-    } else {
-        snprintf(buf, n, "an invalid value");
-    }
-    return buf;
-}
-
-// ----------------------------------------------------------------------------
-// key tables and "did you mean"
-
-/* Optimal string alignment distance (Levenshtein + adjacent transposition), case-insensitive. */
-static int edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 64 || lb > 64) return 1000;
-    int d[65][65];
-    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        for (size_t j = 1; j <= lb; j++) {
-            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-            int v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
-            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
-            if (i > 1 && j > 1 &&
-                tolower((unsigned char)a[i - 1]) == tolower((unsigned char)b[j - 2]) &&
-                tolower((unsigned char)a[i - 2]) == tolower((unsigned char)b[j - 1]) &&
-                d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    }
-    return d[la][lb];
-}
-
-/* Closest name among the NULL-terminated lists, or NULL when none is a near miss. The allowed
- * distance grows with the length of the candidate (1 for short names, at most 3). */
-static const char *near_miss(const char *key, const char *const *a, const char *const *b) {
-    const char *best = NULL;
-    int bestd = 1000;
-    const char *const *lists[2] = {a, b};
-    for (int l = 0; l < 2; l++) {
-        for (const char *const *p = lists[l]; p && *p; p++) {
-            size_t n = strlen(*p);
-            int lim = n <= 3 ? 1 : n <= 7 ? 2 : 3;
-            int d = edit_distance(key, *p);
-            if (d <= lim && d < (int)n && d < bestd) {
-                bestd = d;
-                best = *p;
-            }
-        }
-    }
-    return best;
-}
-
-static int in_list(const char *key, const char *const *list) {
-    for (const char *const *p = list; p && *p; p++)
-        if (strcmp(key, *p) == 0) return 1;
-    return 0;
-}
-
-/* Check every key of obj: no duplicates, each either implemented (impl) or an error. Keys in
- * notimpl are DeepSpeed keys we know but do not implement yet. */
-static enum zt_status check_keys(const struct ctx *c, const cJSON *obj, const char *path,
-                                 const char *const *impl, const char *const *notimpl) {
-    char p[PATH_MAX_LEN];
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        const char *k = it->string ? it->string : "";
-        path_key(p, path, k);
-        /* cJSON keeps duplicated keys as separate children and returns the first on lookup:
-         * a later duplicate would be silently ignored, so reject it */
-        for (const cJSON *prev = obj->child; prev != it; prev = prev->next)
-            if (prev->string && strcmp(prev->string, k) == 0)
-                return cfg_err(c, p, "key appears more than once (each key may be given once)");
-        if (in_list(k, impl)) continue;
-        if (in_list(k, notimpl))
-            return cfg_err(c, p, "is a DeepSpeed key that zerotask does not implement yet");
-        const char *s = near_miss(k, impl, notimpl);
-        if (s) return cfg_err(c, p, "unknown key; did you mean '%s'?", s);
-        return cfg_err(c, p, "unknown key");
-    }
-    return ZT_OK;
-}
-
-// ----------------------------------------------------------------------------
-// typed getters
-
-static enum zt_status get_object(const struct ctx *c, const cJSON *v, const char *path) {
-    char g[96];
-    if (!cJSON_IsObject(v))
-        return cfg_err(c, path, "expected an object, got %s", describe(v, g, sizeof g));
-    return ZT_OK;
-}
-
-/* Integer in [lo, hi]; JSON numbers with a fraction are rejected. hi of INT_MAX or more is
- * described as ">= lo" unless the value is above it. */
-static enum zt_status get_int(const struct ctx *c, const cJSON *v, const char *path, long long lo,
-                              long long hi, long long *out) {
-    char g[96];
-    int isint = cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
-                floor(v->valuedouble) == v->valuedouble;
-    double d = isint ? v->valuedouble : 0;
-    if (isint && d >= (double)lo && d <= (double)hi) {
-        *out = (long long)d;
-        return ZT_OK;
-    }
-    if (hi >= INT_MAX && !(isint && d > (double)hi))
-        return cfg_err(c, path, "expected an integer >= %lld, got %s", lo,
-                       describe(v, g, sizeof g));
-    return cfg_err(c, path, "expected an integer in [%lld, %lld], got %s", lo, hi,
-                   describe(v, g, sizeof g));
-}
-
-static enum zt_status get_int32(const struct ctx *c, const cJSON *v, const char *path, int lo,
-                                int *out) {
-    long long x = 0;
-    ZT_CHECK(get_int(c, v, path, lo, INT_MAX, &x));
-    *out = (int)x;
-    return ZT_OK;
-}
-
-enum range { GT0, GE0, UNIT_HALF_OPEN /* [0,1) */, UNIT_CLOSED /* [0,1] */ };
-
-static enum zt_status get_num(const struct ctx *c, const cJSON *v, const char *path, enum range r,
-                              double *out) {
-    static const char *const what[] = {"a number > 0", "a number >= 0", "a number in [0, 1)",
-                                       "a number in [0, 1]"};
-    char g[96];
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return cfg_err(c, path, "expected %s, got %s", what[r], describe(v, g, sizeof g));
-    double d = v->valuedouble;
-    int ok = r == GT0 ? d > 0 : r == GE0 ? d >= 0 : r == UNIT_HALF_OPEN ? d >= 0 && d < 1
-                                                                        : d >= 0 && d <= 1;
-    if (!ok) return cfg_err(c, path, "expected %s, got %s", what[r], describe(v, g, sizeof g));
-    *out = d;
-    return ZT_OK;
-}
-
-static enum zt_status get_bool(const struct ctx *c, const cJSON *v, const char *path, int *out) {
-    char g[96];
-    if (!cJSON_IsBool(v))
-        return cfg_err(c, path, "expected true or false, got %s", describe(v, g, sizeof g));
-    *out = cJSON_IsTrue(v) ? 1 : 0;
-    return ZT_OK;
-}
-
-static enum zt_status get_string(const struct ctx *c, const cJSON *v, const char *path,
-                                 const char **out) {
-    char g[96];
-    if (!cJSON_IsString(v))
-        return cfg_err(c, path, "expected a string, got %s", describe(v, g, sizeof g));
-    *out = v->valuestring;
-    return ZT_OK;
-}
-
-// ----------------------------------------------------------------------------
-// JSON text -> cJSON object (empty, syntax error with position, not an object)
-
-static enum zt_status parse_object(const struct ctx *c, const char *json, size_t len, cJSON **out) {
-    *out = NULL;
-    size_t i = 0;
-    while (i < len && isspace((unsigned char)json[i])) i++;
-    if (i == len) return cfg_err(c, NULL, "file is empty (expected a JSON object)");
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-    size_t off = end ? (size_t)(end - json) : 0;
-    if (root) {
-        /* cJSON stops after the first value: anything but whitespace after it is an error */
-        while (off < len && isspace((unsigned char)json[off])) off++;
-        if (off < len && json[off] != '\0') {
-            cJSON_Delete(root);
-            root = NULL;
-        }
-    }
-    if (!root) {
-        if (off > len) off = len;
-        size_t line = 1, col = 1;
-        for (size_t k = 0; k < off; k++) {
-            if (json[k] == '\n') {
-                line++;
-                col = 1;
-            } else {
-                col++;
-            }
-        }
-        return cfg_err(c, NULL, "invalid JSON at line %zu, column %zu (byte offset %zu)", line,
-                       col, off);
-    }
-    if (!cJSON_IsObject(root)) {
-        char g[96];
-        describe(root, g, sizeof g);
-        cJSON_Delete(root);
-        return cfg_err(c, NULL, "expected a JSON object at the top level, got %s", g);
-    }
-    *out = root;
-    return ZT_OK;
-}
-
-/* Read a whole file; ZT_ERR_IO when it cannot be opened or read. */
-static enum zt_status read_file(const char *kind, const char *path, char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return zt_error_set(ZT_ERR_IO, "%s %s: cannot open (%s)", kind, path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return zt_error_set(ZT_ERR_IO, "%s %s: not a regular file", kind, path);
-    }
-    if (sb.st_size > 64 * 1024 * 1024) {
-        fclose(f);
-        return zt_error_set(ZT_ERR_CONFIG, "%s %s: file is %lld bytes; a config is at most 64 MiB",
-                            kind, path, (long long)sb.st_size);
-    }
-    size_t n = (size_t)sb.st_size;
-    char *b = malloc(n + 1);
-    if (!b) {
-        fclose(f);
-        return zt_error_set(ZT_ERR_NOMEM, "%s %s: out of memory", kind, path);
-    }
-    size_t got = fread(b, 1, n, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || got != n) {
-        free(b);
-        return zt_error_set(ZT_ERR_IO, "%s %s: read error", kind, path);
-    }
-    b[n] = '\0';
-    *buf = b;
-    *len = n;
-    return ZT_OK;
-}
+#include "json_fields.h" /* zt_json_*: checked field readers */
+#include "zt_log.h"      /* ZT_LOG_W, ZT_LOG_I */
+#include "zt_status.h"   /* zt_error_set, ZT_ERR_CONFIG */
 
 // ----------------------------------------------------------------------------
 // the DeepSpeed key tables
@@ -409,70 +125,72 @@ static const char *const sched_params_notimpl[] = {"last_batch_iteration", NULL}
 // sections
 
 /* "enabled" of a precision section (DeepSpeed's default false) */
-static enum zt_status get_enabled(const struct ctx *c, const cJSON *v, const char *path, int *on) {
+static enum zt_status get_enabled(const struct zt_json_ctx *c, const cJSON *v, const char *path,
+                                  int *on) {
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(v, "enabled");
-    char p[PATH_MAX_LEN];
-    path_key(p, path, "enabled");
+    char p[ZT_JSON_PATH_MAX];
+    zt_json_path(p, path, "enabled");
     *on = 0;
-    if (en) ZT_CHECK(get_bool(c, en, p, on));
+    if (en) ZT_CHECK(zt_json_bool(c, en, p, on));
     return ZT_OK;
 }
 
-static enum zt_status parse_amp(const struct ctx *c, const cJSON *v) {
-    ZT_CHECK(get_object(c, v, "amp"));
-    ZT_CHECK(check_keys(c, v, "amp", amp_impl, amp_notimpl));
+static enum zt_status parse_amp(const struct zt_json_ctx *c, const cJSON *v) {
+    ZT_CHECK(zt_json_object(c, v, "amp"));
+    ZT_CHECK(zt_json_check_keys(c, v, "amp", amp_impl, amp_notimpl));
     int on;
     ZT_CHECK(get_enabled(c, v, "amp", &on));
     if (on)
-        return cfg_err(c, "amp", "is a DeepSpeed key that zerotask does not implement yet (it "
+        return zt_json_err(c, "amp", "is a DeepSpeed key that zerotask does not implement yet (it "
                                  "runs NVIDIA apex; use \"bf16\" or \"fp16\")");
     return ZT_OK;
 }
 
 /* "bf16" / "bfloat16" (path) or "fp16": sets *on and, for fp16, the loss-scaler keys */
-static enum zt_status parse_precision(const struct ctx *c, const cJSON *v, const char *path,
+static enum zt_status parse_precision(const struct zt_json_ctx *c, const cJSON *v, const char *path,
                                       int fp16, int *on, struct zt_config *cfg) {
-    ZT_CHECK(get_object(c, v, path));
-    ZT_CHECK(check_keys(c, v, path, fp16 ? fp16_impl : bf16_impl,
+    ZT_CHECK(zt_json_object(c, v, path));
+    ZT_CHECK(zt_json_check_keys(c, v, path, fp16 ? fp16_impl : bf16_impl,
                         fp16 ? fp16_notimpl : bf16_notimpl));
     ZT_CHECK(get_enabled(c, v, path, on));
     if (!fp16) return ZT_OK;
-    char p[PATH_MAX_LEN];
+    char p[ZT_JSON_PATH_MAX];
     const cJSON *x;
     long long k = 0;
     double d = 0;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "loss_scale"))) {
-        path_key(p, path, "loss_scale");
-        ZT_CHECK(get_num(c, x, p, GE0, &d));
+        zt_json_path(p, path, "loss_scale");
+        ZT_CHECK(zt_json_num(c, x, p, ZT_JSON_GE0, &d));
         cfg->loss_scale = d;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "initial_scale_power"))) {
-        path_key(p, path, "initial_scale_power");
-        ZT_CHECK(get_int(c, x, p, 0, 126, &k)); /* 2^126 is the largest fp32 power of two < inf/2 */
+        zt_json_path(p, path, "initial_scale_power");
+        ZT_CHECK(
+            zt_json_int(c, x, p, 0, 126, &k)); /* 2^126 is the largest fp32 power of two < inf/2 */
         cfg->initial_scale_power = (int)k;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "loss_scale_window"))) {
-        path_key(p, path, "loss_scale_window");
-        ZT_CHECK(get_int32(c, x, p, 1, &cfg->loss_scale_window));
+        zt_json_path(p, path, "loss_scale_window");
+        ZT_CHECK(zt_json_int32(c, x, p, 1, &cfg->loss_scale_window));
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "hysteresis"))) {
-        path_key(p, path, "hysteresis");
-        ZT_CHECK(get_int32(c, x, p, 1, &cfg->hysteresis));
+        zt_json_path(p, path, "hysteresis");
+        ZT_CHECK(zt_json_int32(c, x, p, 1, &cfg->hysteresis));
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "consecutive_hysteresis"))) {
-        path_key(p, path, "consecutive_hysteresis");
-        ZT_CHECK(get_bool(c, x, p, &cfg->consecutive_hysteresis));
+        zt_json_path(p, path, "consecutive_hysteresis");
+        ZT_CHECK(zt_json_bool(c, x, p, &cfg->consecutive_hysteresis));
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "min_loss_scale"))) {
-        path_key(p, path, "min_loss_scale");
-        ZT_CHECK(get_num(c, x, p, GT0, &d));
+        zt_json_path(p, path, "min_loss_scale");
+        ZT_CHECK(zt_json_num(c, x, p, ZT_JSON_GT0, &d));
         cfg->min_loss_scale = d;
     }
     return ZT_OK;
 }
 
 /* the sections together: at most one precision enabled; communication_data_type names it */
-static enum zt_status parse_precisions(const struct ctx *c, const cJSON *root,
+static enum zt_status parse_precisions(const struct zt_json_ctx *c, const cJSON *root,
                                        struct zt_config *cfg) {
     const cJSON *x;
     int bf = 0, fp = 0, on = 0;
@@ -482,7 +200,7 @@ static enum zt_status parse_precisions(const struct ctx *c, const cJSON *root,
     for (int i = 0; i < 2; i++)
         if ((x = cJSON_GetObjectItemCaseSensitive(root, bfkeys[i]))) {
             if (bfname) /* DeepSpeed reads one or the other: two would leave one ignored */
-                return cfg_err(c, bfkeys[i], "\"bf16\" and \"bfloat16\" are the same section; "
+                return zt_json_err(c, bfkeys[i], "\"bf16\" and \"bfloat16\" are the same section; "
                                              "give only one");
             ZT_CHECK(parse_precision(c, x, bfkeys[i], 0, &on, cfg));
             bf = on;
@@ -491,22 +209,22 @@ static enum zt_status parse_precisions(const struct ctx *c, const cJSON *root,
     if ((x = cJSON_GetObjectItemCaseSensitive(root, "fp16")))
         ZT_CHECK(parse_precision(c, x, "fp16", 1, &fp, cfg));
     if (bf && fp)
-        return cfg_err(c, "fp16", "and \"%s\" are both enabled; enable at most one precision "
+        return zt_json_err(c, "fp16", "and \"%s\" are both enabled; enable at most one precision "
                                   "(DeepSpeed refuses both too)", bfname);
     cfg->precision = bf ? ZT_PREC_BF16 : fp ? ZT_PREC_FP16 : ZT_PREC_FP32;
     if ((x = cJSON_GetObjectItemCaseSensitive(root, "communication_data_type"))) {
         static const char *const names[] = {"fp32", "bf16", "fp16"};
         const char *s = NULL;
-        ZT_CHECK(get_string(c, x, "communication_data_type", &s));
+        ZT_CHECK(zt_json_string(c, x, "communication_data_type", &s));
         int k = 0;
         while (k < 3 && strcmp(s, names[k]) != 0) k++;
         if (k == 3)
-            return cfg_err(c, "communication_data_type", "expected \"fp32\", \"bf16\" or "
+            return zt_json_err(c, "communication_data_type", "expected \"fp32\", \"bf16\" or "
                                                          "\"fp16\", got \"%s\"", s);
         /* gradients are reduced in the training precision (summed in fp32 either way): another
          * type would only change the bytes moved */
         if (k != (int)cfg->precision)
-            return cfg_err(c, "communication_data_type", "is \"%s\" but training runs in %s: "
+            return zt_json_err(c, "communication_data_type", "is \"%s\" but training runs in %s: "
                            "zerotask does not implement another communication type yet (leave "
                            "the key out, or give \"%s\")", s, names[cfg->precision],
                            names[cfg->precision]);
@@ -515,30 +233,30 @@ static enum zt_status parse_precisions(const struct ctx *c, const cJSON *root,
 }
 
 /* zero_optimization.offload_optimizer / offload_param (which: 0 / 1) */
-static enum zt_status parse_offload(const struct ctx *c, const cJSON *v, int which,
+static enum zt_status parse_offload(const struct zt_json_ctx *c, const cJSON *v, int which,
                                     struct zt_offload_cfg *o) {
     const char *path = which ? "zero_optimization.offload_param"
                              : "zero_optimization.offload_optimizer";
-    char p[PATH_MAX_LEN];
-    ZT_CHECK(get_object(c, v, path));
-    ZT_CHECK(check_keys(c, v, path, which ? offparam_impl : offopt_impl,
+    char p[ZT_JSON_PATH_MAX];
+    ZT_CHECK(zt_json_object(c, v, path));
+    ZT_CHECK(zt_json_check_keys(c, v, path, which ? offparam_impl : offopt_impl,
                         which ? NULL : offopt_notimpl));
     const cJSON *x;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "device"))) {
         const char *d = NULL;
-        path_key(p, path, "device");
-        ZT_CHECK(get_string(c, x, p, &d));
+        zt_json_path(p, path, "device");
+        ZT_CHECK(zt_json_string(c, x, p, &d));
         if (strcmp(d, "none") == 0) o->device = ZT_OFFLOAD_NONE;
         else if (strcmp(d, "cpu") == 0) o->device = ZT_OFFLOAD_CPU;
         else if (strcmp(d, "nvme") == 0) o->device = ZT_OFFLOAD_NVME;
-        else return cfg_err(c, p, "expected \"none\", \"cpu\" or \"nvme\", got \"%s\"", d);
+        else return zt_json_err(c, p, "expected \"none\", \"cpu\" or \"nvme\", got \"%s\"", d);
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "nvme_path"))) {
         const char *d = NULL;
-        path_key(p, path, "nvme_path");
-        ZT_CHECK(get_string(c, x, p, &d));
+        zt_json_path(p, path, "nvme_path");
+        ZT_CHECK(zt_json_string(c, x, p, &d));
         if (!*d || strlen(d) >= sizeof o->nvme_path - 64)
-            return cfg_err(c, p, "expected a directory path of 1 to %zu characters",
+            return zt_json_err(c, p, "expected a directory path of 1 to %zu characters",
                            sizeof o->nvme_path - 65);
         snprintf(o->nvme_path, sizeof o->nvme_path, "%s", d);
     }
@@ -547,29 +265,29 @@ static enum zt_status parse_offload(const struct ctx *c, const cJSON *v, int whi
     int *bdst[] = {&o->pin_memory, &o->pipeline_read, &o->pipeline_write, NULL};
     for (int i = 0; i < 4; i++) {
         if (!(x = cJSON_GetObjectItemCaseSensitive(v, bools[i]))) continue;
-        path_key(p, path, bools[i]);
+        zt_json_path(p, path, bools[i]);
         int b = 0;
-        ZT_CHECK(get_bool(c, x, p, &b));
+        ZT_CHECK(zt_json_bool(c, x, p, &b));
         if (bdst[i]) *bdst[i] = b;
         else o->pipeline_read = o->pipeline_write = b; /* DeepSpeed's "pipeline": both */
     }
     long long n = 0;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "buffer_count"))) {
-        path_key(p, path, "buffer_count");
+        zt_json_path(p, path, "buffer_count");
         if (!which && cJSON_IsString(x) && strcmp(x->valuestring, "auto") == 0)
             n = 0; /* the engine sizes it (ZT_SWAP_BUFFER_MEM) */
         else
-            ZT_CHECK(get_int(c, x, p, 1, 1 << 16, &n));
+            ZT_CHECK(zt_json_int(c, x, p, 1, 1 << 16, &n));
         o->buffer_count = (int)n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "buffer_size"))) {
-        path_key(p, path, "buffer_size");
-        ZT_CHECK(get_int(c, x, p, 1, INT64_MAX / 8, &n));
+        zt_json_path(p, path, "buffer_size");
+        ZT_CHECK(zt_json_int(c, x, p, 1, INT64_MAX / 8, &n));
         o->buffer_size = n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "max_in_cpu"))) {
-        path_key(p, path, "max_in_cpu");
-        ZT_CHECK(get_int(c, x, p, 0, INT64_MAX / 8, &n));
+        zt_json_path(p, path, "max_in_cpu");
+        ZT_CHECK(zt_json_int(c, x, p, 0, INT64_MAX / 8, &n));
         o->max_in_cpu = n;
     }
     return ZT_OK;
@@ -581,79 +299,82 @@ static const char *const ckpt_notimpl[] = {"tag_validation", "load_universal",
                                            "use_node_local_storage", "parallel_write", "writer",
                                            NULL};
 
-static enum zt_status parse_checkpoint(const struct ctx *c, const cJSON *v,
+static enum zt_status parse_checkpoint(const struct zt_json_ctx *c, const cJSON *v,
                                        struct zt_config *cfg) {
-    ZT_CHECK(get_object(c, v, "checkpoint"));
-    ZT_CHECK(check_keys(c, v, "checkpoint", ckpt_impl, ckpt_notimpl));
+    ZT_CHECK(zt_json_object(c, v, "checkpoint"));
+    ZT_CHECK(zt_json_check_keys(c, v, "checkpoint", ckpt_impl, ckpt_notimpl));
     const cJSON *x;
     long long n = 0;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "save_interval"))) {
-        ZT_CHECK(get_int(c, x, "checkpoint.save_interval", 0, INT64_MAX / 2, &n));
+        ZT_CHECK(zt_json_int(c, x, "checkpoint.save_interval", 0, INT64_MAX / 2, &n));
         cfg->ckpt_save_interval = n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "keep_last"))) {
-        ZT_CHECK(get_int(c, x, "checkpoint.keep_last", 0, 1 << 20, &n));
+        ZT_CHECK(zt_json_int(c, x, "checkpoint.keep_last", 0, 1 << 20, &n));
         cfg->ckpt_keep_last = (int)n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "dir"))) {
         const char *d = NULL;
-        ZT_CHECK(get_string(c, x, "checkpoint.dir", &d));
+        ZT_CHECK(zt_json_string(c, x, "checkpoint.dir", &d));
         if (strlen(d) == 0 || strlen(d) >= sizeof cfg->ckpt_dir - 64)
-            return cfg_err(c, "checkpoint.dir", "expected a directory path of 1 to %d bytes",
+            return zt_json_err(c, "checkpoint.dir", "expected a directory path of 1 to %d bytes",
                            (int)sizeof cfg->ckpt_dir - 65);
         snprintf(cfg->ckpt_dir, sizeof cfg->ckpt_dir, "%s", d);
     }
     return ZT_OK;
 }
 
-static enum zt_status parse_aio(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
-    ZT_CHECK(get_object(c, v, "aio"));
-    ZT_CHECK(check_keys(c, v, "aio", aio_impl, aio_notimpl));
+static enum zt_status parse_aio(const struct zt_json_ctx *c, const cJSON *v,
+                                struct zt_config *cfg) {
+    ZT_CHECK(zt_json_object(c, v, "aio"));
+    ZT_CHECK(zt_json_check_keys(c, v, "aio", aio_impl, aio_notimpl));
     const cJSON *x;
     long long n = 0;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "block_size"))) {
-        ZT_CHECK(get_int(c, x, "aio.block_size", 4096, (long long)1 << 30, &n));
+        ZT_CHECK(zt_json_int(c, x, "aio.block_size", 4096, (long long)1 << 30, &n));
         if (n % 4096)
-            return cfg_err(c, "aio.block_size", "expected a multiple of 4096 bytes (O_DIRECT), "
+            return zt_json_err(c, "aio.block_size", "expected a multiple of 4096 bytes (O_DIRECT), "
                                                 "got %lld", n);
         cfg->aio_block_size = n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "queue_depth"))) {
-        ZT_CHECK(get_int(c, x, "aio.queue_depth", 1, 4096, &n));
+        ZT_CHECK(zt_json_int(c, x, "aio.queue_depth", 1, 4096, &n));
         cfg->aio_queue_depth = (int)n;
     }
     static const char *const threads[] = {"thread_count", "intra_op_parallelism"};
     for (int i = 0; i < 2; i++) {
         if (!(x = cJSON_GetObjectItemCaseSensitive(v, threads[i]))) continue;
-        char p[PATH_MAX_LEN];
-        path_key(p, "aio", threads[i]);
-        ZT_CHECK(get_int(c, x, p, 1, 64, &n));
+        char p[ZT_JSON_PATH_MAX];
+        zt_json_path(p, "aio", threads[i]);
+        ZT_CHECK(zt_json_int(c, x, p, 1, 64, &n));
         cfg->aio_thread_count = (int)n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "single_submit")))
-        ZT_CHECK(get_bool(c, x, "aio.single_submit", &cfg->aio_single_submit));
+        ZT_CHECK(zt_json_bool(c, x, "aio.single_submit", &cfg->aio_single_submit));
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "overlap_events")))
-        ZT_CHECK(get_bool(c, x, "aio.overlap_events", &cfg->aio_overlap_events));
+        ZT_CHECK(zt_json_bool(c, x, "aio.overlap_events", &cfg->aio_overlap_events));
     return ZT_OK;
 }
 
-static enum zt_status parse_zero(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
-    ZT_CHECK(get_object(c, v, "zero_optimization"));
-    ZT_CHECK(check_keys(c, v, "zero_optimization", zero_impl, zero_notimpl));
+static enum zt_status parse_zero(const struct zt_json_ctx *c, const cJSON *v,
+                                 struct zt_config *cfg) {
+    ZT_CHECK(zt_json_object(c, v, "zero_optimization"));
+    ZT_CHECK(zt_json_check_keys(c, v, "zero_optimization", zero_impl, zero_notimpl));
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(v, "stage");
     if (st) {
         long long s = 0;
-        ZT_CHECK(get_int(c, st, "zero_optimization.stage", 0, 3, &s));
+        ZT_CHECK(zt_json_int(c, st, "zero_optimization.stage", 0, 3, &s));
         cfg->zero_stage = (int)s;
     }
     const cJSON *x;
     long long n = 0;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "reduce_bucket_size"))) {
-        ZT_CHECK(get_int(c, x, "zero_optimization.reduce_bucket_size", 1, INT64_MAX / 8, &n));
+        ZT_CHECK(zt_json_int(c, x, "zero_optimization.reduce_bucket_size", 1, INT64_MAX / 8, &n));
         cfg->reduce_bucket_size = n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "allgather_bucket_size"))) {
-        ZT_CHECK(get_int(c, x, "zero_optimization.allgather_bucket_size", 1, INT64_MAX / 8, &n));
+        ZT_CHECK(
+            zt_json_int(c, x, "zero_optimization.allgather_bucket_size", 1, INT64_MAX / 8, &n));
         cfg->allgather_bucket_size = n;
     }
     static const struct {
@@ -668,50 +389,51 @@ static enum zt_status parse_zero(const struct ctx *c, const cJSON *v, struct zt_
     };
     for (size_t i = 0; i < sizeof s3 / sizeof s3[0]; i++) {
         if (!(x = cJSON_GetObjectItemCaseSensitive(v, s3[i].key))) continue;
-        char p[PATH_MAX_LEN];
-        path_key(p, "zero_optimization", s3[i].key);
-        ZT_CHECK(get_int(c, x, p, s3[i].lo, INT64_MAX / 8, &n));
+        char p[ZT_JSON_PATH_MAX];
+        zt_json_path(p, "zero_optimization", s3[i].key);
+        ZT_CHECK(zt_json_int(c, x, p, s3[i].lo, INT64_MAX / 8, &n));
         *(int64_t *)((char *)cfg + s3[i].at) = n;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "overlap_comm")))
-        ZT_CHECK(get_bool(c, x, "zero_optimization.overlap_comm", &cfg->overlap_comm));
+        ZT_CHECK(zt_json_bool(c, x, "zero_optimization.overlap_comm", &cfg->overlap_comm));
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "offload_optimizer")))
         ZT_CHECK(parse_offload(c, x, 0, &cfg->offload_optimizer));
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "offload_param")))
         ZT_CHECK(parse_offload(c, x, 1, &cfg->offload_param));
     /* DeepSpeed partitions the optimizer state from stage 1 and the parameters at stage 3 */
     if (cfg->offload_optimizer.device != ZT_OFFLOAD_NONE && cfg->zero_stage < 1)
-        return cfg_err(c, "zero_optimization.offload_optimizer", "needs stage >= 1 (the "
+        return zt_json_err(c, "zero_optimization.offload_optimizer", "needs stage >= 1 (the "
                        "optimizer state is partitioned from stage 1), got stage %d",
                        cfg->zero_stage);
     if (cfg->offload_param.device != ZT_OFFLOAD_NONE && cfg->zero_stage < 3)
-        return cfg_err(c, "zero_optimization.offload_param", "needs stage 3 (parameters are "
+        return zt_json_err(c, "zero_optimization.offload_param", "needs stage 3 (parameters are "
                        "partitioned only at stage 3), got stage %d", cfg->zero_stage);
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "reduce_scatter")))
-        ZT_CHECK(get_bool(c, x, "zero_optimization.reduce_scatter", &cfg->reduce_scatter));
+        ZT_CHECK(zt_json_bool(c, x, "zero_optimization.reduce_scatter", &cfg->reduce_scatter));
     /* our gradients and partitions are always contiguous slices of one flat buffer: these two
      * only accept DeepSpeed's values */
     int b = 1;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "contiguous_gradients"))) {
-        ZT_CHECK(get_bool(c, x, "zero_optimization.contiguous_gradients", &b));
+        ZT_CHECK(zt_json_bool(c, x, "zero_optimization.contiguous_gradients", &b));
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "allgather_partitions"))) {
-        ZT_CHECK(get_bool(c, x, "zero_optimization.allgather_partitions", &b));
+        ZT_CHECK(zt_json_bool(c, x, "zero_optimization.allgather_partitions", &b));
         if (!b)
-            return cfg_err(c, "zero_optimization.allgather_partitions",
+            return zt_json_err(c, "zero_optimization.allgather_partitions",
                            "false (a broadcast per partition) is not implemented; zerotask "
                            "always all-gathers partitions");
     }
     return ZT_OK;
 }
 
-static enum zt_status parse_optimizer(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
-    ZT_CHECK(get_object(c, v, "optimizer"));
-    ZT_CHECK(check_keys(c, v, "optimizer", optim_impl, optim_notimpl));
+static enum zt_status parse_optimizer(const struct zt_json_ctx *c, const cJSON *v,
+                                      struct zt_config *cfg) {
+    ZT_CHECK(zt_json_object(c, v, "optimizer"));
+    ZT_CHECK(zt_json_check_keys(c, v, "optimizer", optim_impl, optim_notimpl));
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(v, "type");
-    if (!ty) return cfg_err(c, "optimizer.type", "missing (expected \"Adam\" or \"AdamW\")");
+    if (!ty) return zt_json_err(c, "optimizer.type", "missing (expected \"Adam\" or \"AdamW\")");
     const char *t = "";
-    ZT_CHECK(get_string(c, ty, "optimizer.type", &t));
+    ZT_CHECK(zt_json_string(c, ty, "optimizer.type", &t));
     /* DeepSpeed lower-cases the optimizer name before comparing (engine.optimizer_name) */
     if (strcasecmp(t, "adam") == 0) {
         cfg->optim = ZT_OPTIM_ADAM;
@@ -724,58 +446,59 @@ static enum zt_status parse_optimizer(const struct ctx *c, const cJSON *v, struc
         size_t i = 0;
         for (; t[i] && i + 1 < sizeof low; i++) low[i] = (char)tolower((unsigned char)t[i]);
         low[i] = '\0';
-        if (in_list(low, optim_types_notimpl))
-            return cfg_err(c, "optimizer.type",
+        if (zt_json_in_list(low, optim_types_notimpl))
+            return zt_json_err(c, "optimizer.type",
                            "\"%s\" is a DeepSpeed optimizer that zerotask "
                            "does not implement yet (supported: Adam, AdamW)",
                            t);
         static const char *const ok[] = {"Adam", "AdamW", NULL};
-        const char *s = near_miss(t, ok, NULL);
+        const char *s = zt_json_near_miss(t, ok, NULL);
         if (s)
-            return cfg_err(c, "optimizer.type", "unknown optimizer \"%s\"; did you mean '%s'?", t,
-                           s);
-        return cfg_err(c, "optimizer.type", "unknown optimizer \"%s\" (supported: Adam, AdamW)", t);
+            return zt_json_err(c, "optimizer.type", "unknown optimizer \"%s\"; did you mean '%s'?",
+                               t, s);
+        return zt_json_err(c, "optimizer.type", "unknown optimizer \"%s\" (supported: Adam, AdamW)",
+                           t);
     }
     cfg->adam_w_mode = 1;
     const cJSON *pa = cJSON_GetObjectItemCaseSensitive(v, "params");
     if (!pa) return ZT_OK;
-    ZT_CHECK(get_object(c, pa, "optimizer.params"));
-    ZT_CHECK(check_keys(c, pa, "optimizer.params", adam_impl, adam_notimpl));
+    ZT_CHECK(zt_json_object(c, pa, "optimizer.params"));
+    ZT_CHECK(zt_json_check_keys(c, pa, "optimizer.params", adam_impl, adam_notimpl));
     double d = 0;
     const cJSON *x;
     if ((x = cJSON_GetObjectItemCaseSensitive(pa, "lr"))) {
-        ZT_CHECK(get_num(c, x, "optimizer.params.lr", GT0, &d));
+        ZT_CHECK(zt_json_num(c, x, "optimizer.params.lr", ZT_JSON_GT0, &d));
         cfg->lr = (float)d;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(pa, "betas"))) {
         char g[96];
         if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2)
-            return cfg_err(
+            return zt_json_err(
                 c, "optimizer.params.betas", "expected an array of 2 numbers in [0, 1), got %s",
-                cJSON_IsArray(x) ? "an array of another length" : describe(x, g, sizeof g));
+                cJSON_IsArray(x) ? "an array of another length" : zt_json_describe(x, g, sizeof g));
         double b[2] = {0, 0};
         for (int i = 0; i < 2; i++) {
-            char p[PATH_MAX_LEN];
+            char p[ZT_JSON_PATH_MAX];
             snprintf(p, sizeof p, "optimizer.params.betas[%d]", i);
-            ZT_CHECK(get_num(c, cJSON_GetArrayItem(x, i), p, UNIT_HALF_OPEN, &b[i]));
+            ZT_CHECK(zt_json_num(c, cJSON_GetArrayItem(x, i), p, ZT_JSON_UNIT_HALF_OPEN, &b[i]));
         }
         cfg->beta1 = (float)b[0];
         cfg->beta2 = (float)b[1];
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(pa, "eps"))) {
-        ZT_CHECK(get_num(c, x, "optimizer.params.eps", GT0, &d));
+        ZT_CHECK(zt_json_num(c, x, "optimizer.params.eps", ZT_JSON_GT0, &d));
         cfg->eps = (float)d;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(pa, "weight_decay"))) {
-        ZT_CHECK(get_num(c, x, "optimizer.params.weight_decay", GE0, &d));
+        ZT_CHECK(zt_json_num(c, x, "optimizer.params.weight_decay", ZT_JSON_GE0, &d));
         cfg->weight_decay = (float)d;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(pa, "adam_w_mode"))) {
         int m = 1;
-        ZT_CHECK(get_bool(c, x, "optimizer.params.adam_w_mode", &m));
+        ZT_CHECK(zt_json_bool(c, x, "optimizer.params.adam_w_mode", &m));
         /* DeepSpeed silently forces decoupled decay for AdamW; a contradiction is an error here */
         if (cfg->optim == ZT_OPTIM_ADAMW && !m)
-            return cfg_err(c, "optimizer.params.adam_w_mode",
+            return zt_json_err(c, "optimizer.params.adam_w_mode",
                            "false contradicts type AdamW, which always decouples weight decay "
                            "(use type Adam for L2-style decay)");
         cfg->adam_w_mode = m;
@@ -783,15 +506,16 @@ static enum zt_status parse_optimizer(const struct ctx *c, const cJSON *v, struc
     return ZT_OK;
 }
 
-static enum zt_status parse_scheduler(const struct ctx *c, const cJSON *v, struct zt_config *cfg) {
-    ZT_CHECK(get_object(c, v, "scheduler"));
-    ZT_CHECK(check_keys(c, v, "scheduler", sched_impl, NULL));
+static enum zt_status parse_scheduler(const struct zt_json_ctx *c, const cJSON *v,
+                                      struct zt_config *cfg) {
+    ZT_CHECK(zt_json_object(c, v, "scheduler"));
+    ZT_CHECK(zt_json_check_keys(c, v, "scheduler", sched_impl, NULL));
     const cJSON *ty = cJSON_GetObjectItemCaseSensitive(v, "type");
     if (!ty)
-        return cfg_err(c, "scheduler.type",
+        return zt_json_err(c, "scheduler.type",
                        "missing (expected \"WarmupLR\", \"WarmupDecayLR\" or \"WarmupCosineLR\")");
     const char *t = "";
-    ZT_CHECK(get_string(c, ty, "scheduler.type", &t));
+    ZT_CHECK(zt_json_string(c, ty, "scheduler.type", &t));
     const char *const *params;
     /* DeepSpeed compares scheduler names case-sensitively (VALID_LR_SCHEDULES) */
     if (strcmp(t, "WarmupLR") == 0) {
@@ -803,68 +527,72 @@ static enum zt_status parse_scheduler(const struct ctx *c, const cJSON *v, struc
     } else if (strcmp(t, "WarmupCosineLR") == 0) {
         cfg->sched = ZT_LR_WARMUP_COSINE;
         params = cosine_params;
-    } else if (in_list(t, sched_types_notimpl)) {
-        return cfg_err(c, "scheduler.type", "\"%s\" is a DeepSpeed scheduler that zerotask does "
-                                            "not implement yet (supported: WarmupLR, "
-                                            "WarmupDecayLR, WarmupCosineLR)", t);
+    } else if (zt_json_in_list(t, sched_types_notimpl)) {
+        return zt_json_err(c, "scheduler.type",
+                           "\"%s\" is a DeepSpeed scheduler that zerotask does "
+                           "not implement yet (supported: WarmupLR, "
+                           "WarmupDecayLR, WarmupCosineLR)",
+                           t);
     } else {
-        const char *s = near_miss(t, sched_types_impl, sched_types_notimpl);
+        const char *s = zt_json_near_miss(t, sched_types_impl, sched_types_notimpl);
         if (s)
-            return cfg_err(c, "scheduler.type", "unknown scheduler \"%s\"; did you mean '%s'?", t,
-                           s);
-        return cfg_err(c, "scheduler.type", "unknown scheduler \"%s\" (supported: WarmupLR, "
+            return zt_json_err(c, "scheduler.type", "unknown scheduler \"%s\"; did you mean '%s'?",
+                               t, s);
+        return zt_json_err(c, "scheduler.type", "unknown scheduler \"%s\" (supported: WarmupLR, "
                                             "WarmupDecayLR, WarmupCosineLR)", t);
     }
     const cJSON *pa = cJSON_GetObjectItemCaseSensitive(v, "params");
     int have_total = 0;
     if (pa) {
-        ZT_CHECK(get_object(c, pa, "scheduler.params"));
+        ZT_CHECK(zt_json_object(c, pa, "scheduler.params"));
         /* a parameter of another scheduler type is an unknown key here: DeepSpeed would fail
          * with "unexpected keyword argument" */
-        ZT_CHECK(check_keys(c, pa, "scheduler.params", params, sched_params_notimpl));
+        ZT_CHECK(zt_json_check_keys(c, pa, "scheduler.params", params, sched_params_notimpl));
         double d = 0;
         const cJSON *x;
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_min_lr"))) {
-            ZT_CHECK(get_num(c, x, "scheduler.params.warmup_min_lr", GE0, &d));
+            ZT_CHECK(zt_json_num(c, x, "scheduler.params.warmup_min_lr", ZT_JSON_GE0, &d));
             cfg->warmup_min_lr = (float)d;
         }
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_max_lr"))) {
-            ZT_CHECK(get_num(c, x, "scheduler.params.warmup_max_lr", GT0, &d));
+            ZT_CHECK(zt_json_num(c, x, "scheduler.params.warmup_max_lr", ZT_JSON_GT0, &d));
             cfg->warmup_max_lr = (float)d;
         }
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_num_steps")))
-            ZT_CHECK(
-                get_int32(c, x, "scheduler.params.warmup_num_steps", 0, &cfg->warmup_num_steps));
+            ZT_CHECK(zt_json_int32(c, x, "scheduler.params.warmup_num_steps", 0,
+                                   &cfg->warmup_num_steps));
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "total_num_steps"))) {
-            ZT_CHECK(get_int32(c, x, "scheduler.params.total_num_steps", 1, &cfg->total_num_steps));
+            ZT_CHECK(
+                zt_json_int32(c, x, "scheduler.params.total_num_steps", 1, &cfg->total_num_steps));
             have_total = 1;
         }
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_min_ratio"))) {
-            ZT_CHECK(get_num(c, x, "scheduler.params.warmup_min_ratio", UNIT_CLOSED, &d));
+            ZT_CHECK(
+                zt_json_num(c, x, "scheduler.params.warmup_min_ratio", ZT_JSON_UNIT_CLOSED, &d));
             cfg->warmup_min_ratio = (float)d;
         }
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "cos_min_ratio"))) {
-            ZT_CHECK(get_num(c, x, "scheduler.params.cos_min_ratio", UNIT_CLOSED, &d));
+            ZT_CHECK(zt_json_num(c, x, "scheduler.params.cos_min_ratio", ZT_JSON_UNIT_CLOSED, &d));
             cfg->cos_min_ratio = (float)d;
         }
         if ((x = cJSON_GetObjectItemCaseSensitive(pa, "warmup_type"))) {
             const char *w = "";
-            ZT_CHECK(get_string(c, x, "scheduler.params.warmup_type", &w));
+            ZT_CHECK(zt_json_string(c, x, "scheduler.params.warmup_type", &w));
             /* DeepSpeed warns and falls back to log for an unknown type; we refuse it */
             if (strcmp(w, "log") == 0)
                 cfg->warmup_type = ZT_WARMUP_LOG;
             else if (strcmp(w, "linear") == 0)
                 cfg->warmup_type = ZT_WARMUP_LINEAR;
             else
-                return cfg_err(c, "scheduler.params.warmup_type",
+                return zt_json_err(c, "scheduler.params.warmup_type",
                                "expected \"log\" or \"linear\", got \"%s\"", w);
         }
     }
     if (cfg->sched != ZT_LR_WARMUP && !have_total)
-        return cfg_err(c, "scheduler.params.total_num_steps", "missing (%s requires it)", t);
+        return zt_json_err(c, "scheduler.params.total_num_steps", "missing (%s requires it)", t);
     int w = cfg->warmup_num_steps < 2 ? 2 : cfg->warmup_num_steps; /* DeepSpeed: max(2, n) */
     if (cfg->sched == ZT_LR_WARMUP_COSINE && cfg->total_num_steps == w)
-        return cfg_err(c, "scheduler.params.total_num_steps",
+        return zt_json_err(c, "scheduler.params.total_num_steps",
                        "expected a value different from the effective warmup_num_steps %d "
                        "(WarmupCosineLR divides by their difference)", w);
     if (cfg->sched != ZT_LR_WARMUP && cfg->total_num_steps < w)
@@ -874,7 +602,7 @@ static enum zt_status parse_scheduler(const struct ctx *c, const cJSON *v, struc
 }
 
 /* DeepSpeed's batch rule (see the file comment). */
-static enum zt_status resolve_batch(const struct ctx *c, struct zt_config *cfg, int has_tbs,
+static enum zt_status resolve_batch(const struct zt_json_ctx *c, struct zt_config *cfg, int has_tbs,
                                     int has_micro, int has_acc, int ws) {
     long long tbs = cfg->train_batch_size, mb = cfg->micro_batch, ga = cfg->grad_accum;
     if (has_tbs && has_micro && has_acc) {
@@ -892,14 +620,15 @@ static enum zt_status resolve_batch(const struct ctx *c, struct zt_config *cfg, 
         ga = 1;
         tbs = mb * ws;
     } else {
-        return cfg_err(c, NULL, "either train_batch_size or train_micro_batch_size_per_gpu must "
-                                "be given");
+        return zt_json_err(c, NULL,
+                           "either train_batch_size or train_micro_batch_size_per_gpu must "
+                           "be given");
     }
     if (tbs > INT_MAX)
-        return cfg_err(c, "train_batch_size",
+        return zt_json_err(c, "train_batch_size",
                        "the derived train batch size %lld does not fit in 32 bits", tbs);
     if (mb < 1 || ga < 1 || tbs != mb * ga * ws)
-        return cfg_err(c, NULL,
+        return zt_json_err(c, NULL,
                        "train_batch_size must equal train_micro_batch_size_per_gpu * "
                        "gradient_accumulation_steps * world_size: %lld != %lld * %lld * %d",
                        tbs, mb, ga, ws);
@@ -965,7 +694,7 @@ void zt_config_defaults(struct zt_config *cfg) {
 
 static enum zt_status parse_config(struct zt_config *out, const char *json, size_t len,
                                    const char *name, const char *path, int world_size) {
-    struct ctx c = {"config", name ? name : "(string)"};
+    struct zt_json_ctx c = {"config", name ? name : "(string)"};
     if (world_size < 1)
         return zt_error_set(ZT_ERR_INVALID, "config %s: world size must be >= 1, got %d", c.file,
                             world_size);
@@ -974,22 +703,22 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
     zt_config_defaults(&cfg);
     snprintf(cfg.path, sizeof cfg.path, "%s", path ? path : "");
     cJSON *root = NULL;
-    ZT_CHECK(parse_object(&c, json, len, &root));
-    enum zt_status rc = check_keys(&c, root, "", top_impl, top_notimpl);
+    ZT_CHECK(zt_json_parse_object(&c, json, len, &root));
+    enum zt_status rc = zt_json_check_keys(&c, root, "", top_impl, top_notimpl);
     int has_tbs = 0, has_micro = 0, has_acc = 0, has_optim = 0;
     const cJSON *x;
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "train_batch_size"))) {
-        rc = get_int32(&c, x, "train_batch_size", 1, &cfg.train_batch_size);
+        rc = zt_json_int32(&c, x, "train_batch_size", 1, &cfg.train_batch_size);
         has_tbs = 1;
     }
     if (rc == ZT_OK &&
         (x = cJSON_GetObjectItemCaseSensitive(root, "train_micro_batch_size_per_gpu"))) {
-        rc = get_int32(&c, x, "train_micro_batch_size_per_gpu", 1, &cfg.micro_batch);
+        rc = zt_json_int32(&c, x, "train_micro_batch_size_per_gpu", 1, &cfg.micro_batch);
         has_micro = 1;
     }
     if (rc == ZT_OK &&
         (x = cJSON_GetObjectItemCaseSensitive(root, "gradient_accumulation_steps"))) {
-        rc = get_int32(&c, x, "gradient_accumulation_steps", 1, &cfg.grad_accum);
+        rc = zt_json_int32(&c, x, "gradient_accumulation_steps", 1, &cfg.grad_accum);
         has_acc = 1;
     }
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "optimizer"))) {
@@ -1000,15 +729,15 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
         rc = parse_scheduler(&c, x, &cfg);
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "gradient_clipping"))) {
         double d = 0;
-        rc = get_num(&c, x, "gradient_clipping", GE0, &d);
+        rc = zt_json_num(&c, x, "gradient_clipping", ZT_JSON_GE0, &d);
         cfg.gradient_clipping = (float)d;
     }
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "steps_per_print")))
-        rc = get_int32(&c, x, "steps_per_print", 1, &cfg.steps_per_print);
+        rc = zt_json_int32(&c, x, "steps_per_print", 1, &cfg.steps_per_print);
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "seed"))) {
         long long s = 0;
         /* JSON numbers are doubles: integers above 2^53 would not be exact */
-        rc = get_int(&c, x, "seed", 0, 9007199254740992LL, &s);
+        rc = zt_json_int(&c, x, "seed", 0, 9007199254740992LL, &s);
         cfg.seed = (uint64_t)s;
     }
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "zero_optimization")))
@@ -1039,121 +768,8 @@ enum zt_status zt_config_load(struct zt_config *cfg, const char *path, int world
     if (!cfg || !path) return zt_error_set(ZT_ERR_INVALID, "zt_config_load: NULL argument");
     char *buf;
     size_t len;
-    ZT_CHECK(read_file("config", path, &buf, &len));
+    ZT_CHECK(zt_json_read_file("config", path, &buf, &len));
     enum zt_status rc = parse_config(cfg, buf, len, path, path, world_size);
-    free(buf);
-    return rc;
-}
-
-// ----------------------------------------------------------------------------
-// learning-rate schedules
-//
-// Source: deepspeed/runtime/lr_schedules.py (DeepSpeed master; classes WarmupLR, WarmupDecayLR,
-// WarmupCosineLR), computed in double as Python does. Notation: it = last_batch_iteration,
-// W = max(2, warmup_num_steps) ("self.warmup_num_steps = max(2, warmup_num_steps)"),
-// N = total_num_steps, min/max = warmup_min_lr/warmup_max_lr, lr0 = optimizer.params.lr.
-//
-//   warmup gamma(it), it < W:  log:    log(it + 1) / log(W)
-//                              linear: it / W
-//   WarmupLR:       lr(it) = min + (max - min) * (it < W ? gamma(it) : 1)
-//   WarmupDecayLR:  lr(it) = min + (max - min) * (it < W ? gamma(it)
-//                                                 : max(0, (N - it) / max(1, N - W)))
-//   WarmupCosineLR: ratio(it) = it < W ? wmr + gamma(it) * (1 - wmr)
-//                     : max(0, cmr + (1 - cmr) * (1 + cos(pi * (it - W + 1) / (N - W))) / 2)
-//                   lr(it) = lr0 * ratio(it)     (wmr = warmup_min_ratio, cmr = cos_min_ratio)
-//   it < 0 ("before it has started"): WarmupLR/WarmupDecayLR return min_lrs; WarmupCosineLR
-//   returns [0.0] (an lr of 0, not a ratio).
-//
-// Step convention. The schedule is built with last_batch_iteration = -1 and its __init__ writes
-// get_lr() into the optimizer ("if last_batch_iteration == -1: self._last_lr =
-// update_lr(self.optimizer.param_groups, self.get_lr())"); the engine then calls
-// lr_scheduler.step() after every optimizer step (engine._take_model_step), and step() does
-// last_batch_iteration += 1 before recomputing. So training step s (1-based) runs with
-//   s == 1: lr(-1)   (warmup_min_lr, or 0 for WarmupCosineLR)
-//   s >= 2: lr(s - 2)
-// e.g. WarmupLR linear, min 0, max 1e-3, W 10: steps 1..4 use 0, 0, 1e-4, 2e-4.
-
-double zt_config_lr_at(const struct zt_config *cfg, int64_t it) {
-    if (cfg->sched == ZT_LR_CONSTANT) return cfg->lr;
-    double W = cfg->warmup_num_steps < 2 ? 2.0 : (double)cfg->warmup_num_steps;
-    double N = (double)cfg->total_num_steps;
-    double lo = cfg->warmup_min_lr, hi = cfg->warmup_max_lr;
-    if (it < 0) return cfg->sched == ZT_LR_WARMUP_COSINE ? 0.0 : lo;
-    double x = (double)it;
-    double gamma = 1.0;
-    if (x < W) gamma = cfg->warmup_type == ZT_WARMUP_LOG ? log(x + 1.0) / log(W) : x / W;
-    switch (cfg->sched) {
-    case ZT_LR_WARMUP: return lo + (hi - lo) * gamma;
-    case ZT_LR_WARMUP_DECAY:
-        if (x >= W) {
-            double den = N - W > 1.0 ? N - W : 1.0;
-            gamma = (N - x) / den;
-            if (gamma < 0.0) gamma = 0.0;
-        }
-        return lo + (hi - lo) * gamma;
-    case ZT_LR_WARMUP_COSINE: {
-        double wmr = cfg->warmup_min_ratio, cmr = cfg->cos_min_ratio, ratio;
-        if (x < W) {
-            ratio = wmr + gamma * (1.0 - wmr);
-        } else {
-            double r = (1.0 + cos(M_PI * (x - W + 1.0) / (N - W))) / 2.0;
-            ratio = cmr + (1.0 - cmr) * r;
-            if (ratio < 0.0) ratio = 0.0;
-        }
-        return (double)cfg->lr * ratio;
-    }
-    default: return cfg->lr;
-    }
-}
-
-float zt_config_lr(const struct zt_config *cfg, int64_t step) {
-    if (cfg->sched == ZT_LR_CONSTANT) return cfg->lr;
-    return (float)zt_config_lr_at(cfg, step <= 1 ? -1 : step - 2);
-}
-
-// ----------------------------------------------------------------------------
-// model shape
-
-static enum zt_status parse_shape(struct zt_model_shape *out, const char *json, size_t len,
-                                  const char *name) {
-    struct ctx c = {"model shape", name ? name : "(string)"};
-    static const char *const keys[] = {"vocab_size", "seq_len", "n_embd",
-                                       "n_layer",    "n_head",  NULL};
-    cJSON *root = NULL;
-    ZT_CHECK(parse_object(&c, json, len, &root));
-    enum zt_status rc = check_keys(&c, root, "", keys, NULL);
-    int vals[5] = {0};
-    for (int i = 0; i < 5 && rc == ZT_OK; i++) {
-        const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, keys[i]);
-        if (!x)
-            rc = cfg_err(&c, keys[i], "missing (the model shape needs vocab_size, seq_len, "
-                                      "n_embd, n_layer and n_head)");
-        else
-            rc = get_int32(&c, x, keys[i], 1, &vals[i]);
-    }
-    cJSON_Delete(root);
-    if (rc != ZT_OK) return rc;
-    if (vals[2] % vals[4] != 0)
-        return cfg_err(&c, "n_embd", "expected a multiple of n_head %d, got %d", vals[4], vals[2]);
-    out->vocab_size = vals[0];
-    out->seq_len = vals[1];
-    out->n_embd = vals[2];
-    out->n_layer = vals[3];
-    out->n_head = vals[4];
-    return ZT_OK;
-}
-
-enum zt_status zt_model_shape_parse(struct zt_model_shape *m, const char *json, const char *name) {
-    if (!m || !json) return zt_error_set(ZT_ERR_INVALID, "zt_model_shape_parse: NULL argument");
-    return parse_shape(m, json, strlen(json), name);
-}
-
-enum zt_status zt_model_shape_load(struct zt_model_shape *m, const char *path) {
-    if (!m || !path) return zt_error_set(ZT_ERR_INVALID, "zt_model_shape_load: NULL argument");
-    char *buf;
-    size_t len;
-    ZT_CHECK(read_file("model shape", path, &buf, &len));
-    enum zt_status rc = parse_shape(m, buf, len, path);
     free(buf);
     return rc;
 }
