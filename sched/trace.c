@@ -38,13 +38,13 @@ static int64_t *g_deps;
 static int64_t g_ndeps, g_capdeps;
 
 /* per handle: its last writer and the readers since (open addressing on the pointer) */
-struct hstate {
+struct handle_state {
     const void *key;
     int64_t last_w;
     int64_t *rd;
     int nrd, caprd;
 };
-static struct hstate *g_map;
+static struct handle_state *g_map;
 static size_t g_mapcap, g_mapn;
 
 /* the run's description (zt_trace_meta), written by rank 0 */
@@ -60,28 +60,28 @@ void zt_trace_meta(const char *key, const char *value) {
 
 int zt_trace_enabled(void) { return g_on; }
 
-static size_t hslot(const struct hstate *m, size_t cap, const void *key) {
+static size_t handle_slot(const struct handle_state *m, size_t cap, const void *key) {
     size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
     while (m[i].key && m[i].key != key) i = (i + 1) & (cap - 1);
     return i;
 }
 
-static struct hstate *hget(const void *key) {
+static struct handle_state *handle_get(const void *key) {
     if (g_mapcap) {
-        size_t i = hslot(g_map, g_mapcap, key);
+        size_t i = handle_slot(g_map, g_mapcap, key);
         if (g_map[i].key) return &g_map[i];
     }
     if (2 * (g_mapn + 1) > g_mapcap) {
         size_t cap = g_mapcap ? 2 * g_mapcap : 1024;
-        struct hstate *m = calloc(cap, sizeof *m);
+        struct handle_state *m = calloc(cap, sizeof *m);
         if (!m) return NULL;
         for (size_t i = 0; i < g_mapcap; i++)
-            if (g_map[i].key) m[hslot(m, cap, g_map[i].key)] = g_map[i];
+            if (g_map[i].key) m[handle_slot(m, cap, g_map[i].key)] = g_map[i];
         free(g_map);
         g_map = m;
         g_mapcap = cap;
     }
-    size_t i = hslot(g_map, g_mapcap, key);
+    size_t i = handle_slot(g_map, g_mapcap, key);
     if (!g_map[i].key) {
         g_map[i].key = key;
         g_mapn++;
@@ -124,7 +124,7 @@ int64_t zt_trace_submit(const struct starpu_data_descr *d, int n, int prio) {
         int64_t bytes = (int64_t)starpu_data_get_size(d[i].handle);
         if (m & 1) t->bytes_r += bytes;
         if (m & 2) t->bytes_w += bytes;
-        struct hstate *h = hget(d[i].handle);
+        struct handle_state *h = handle_get(d[i].handle);
         if (!h) {
             ok = 0;
             break;
@@ -137,7 +137,7 @@ int64_t zt_trace_submit(const struct starpu_data_descr *d, int n, int prio) {
     for (int i = 0; i < n && ok; i++) { /* then the task becomes the handles' user */
         int m = (int)(d[i].mode & STARPU_RW);
         if (!m) continue;
-        struct hstate *h = hget(d[i].handle);
+        struct handle_state *h = handle_get(d[i].handle);
         if (m & 2) {
             h->last_w = id;
             h->nrd = 0;
@@ -240,20 +240,20 @@ static void *pack_local(size_t *len) {
 /* one rank's part of the gathered bytes */
 struct rank_part {
     struct trace_hdr h;
-    const char *wn;
+    const char *worker_names;
     const struct zt_trace_rec *rec;
     const struct trace_sub *sub;
     const int64_t *deps;
-    int64_t *at; /* [nsub + 1]: id -> index of its record, or -1 */
+    int64_t *rec_of_id; /* [nsub + 1]: id -> index of its record, or -1 */
 };
 
 static const char *unpack(const char *p, struct rank_part *rp) {
     memcpy(&rp->h, p, sizeof rp->h);
-    rp->wn = p + sizeof rp->h;
-    rp->rec = (const void *)(rp->wn + (size_t)rp->h.nworkers * TRACE_WNAME);
+    rp->worker_names = p + sizeof rp->h;
+    rp->rec = (const void *)(rp->worker_names + (size_t)rp->h.nworkers * TRACE_WNAME);
     rp->sub = (const void *)(rp->rec + rp->h.nrec);
     rp->deps = (const void *)(rp->sub + rp->h.nsub);
-    rp->at = NULL;
+    rp->rec_of_id = NULL;
     return (const char *)(rp->deps + rp->h.ndeps);
 }
 
@@ -291,15 +291,15 @@ static enum zt_status unpack_all(const char *path, const char *all, size_t total
     for (; *nr < nranks && p < all + total; (*nr)++) {
         struct rank_part *x = &rp[*nr];
         p = unpack(p, x);
-        x->at = malloc((size_t)(x->h.nsub + 1) * sizeof *x->at);
-        if (!x->at) {
+        x->rec_of_id = malloc((size_t)(x->h.nsub + 1) * sizeof *x->rec_of_id);
+        if (!x->rec_of_id) {
             (*nr)++;
             return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
         }
-        for (int64_t i = 0; i <= x->h.nsub; i++) x->at[i] = -1;
+        for (int64_t i = 0; i <= x->h.nsub; i++) x->rec_of_id[i] = -1;
         for (int64_t i = 0; i < x->h.nrec; i++) {
             if (t0 < 0 || x->rec[i].start_us < t0) t0 = x->rec[i].start_us;
-            if (x->rec[i].id >= 1 && x->rec[i].id <= x->h.nsub) x->at[x->rec[i].id] = i;
+            if (x->rec[i].id >= 1 && x->rec[i].id <= x->h.nsub) x->rec_of_id[x->rec[i].id] = i;
         }
         for (int64_t i = 0; i < x->h.nsub; i++) /* submissions come first */
             if (t0 < 0 || x->sub[i].submit_us < t0) t0 = x->sub[i].submit_us;
@@ -333,7 +333,7 @@ static void json_rank_names(struct zt_tracefile_json *j, const struct rank_part 
     char name[TRACE_WNAME + 1];
     zt_tracefile_json_process(j, r);
     for (int w = 0; w < x->h.nworkers; w++) {
-        snprintf(name, sizeof name, "%.*s", TRACE_WNAME, x->wn + (size_t)w * TRACE_WNAME);
+        snprintf(name, sizeof name, "%.*s", TRACE_WNAME, x->worker_names + (size_t)w * TRACE_WNAME);
         zt_tracefile_json_thread(j, r, w, name);
     }
     int io_named[8] = {0};
@@ -359,7 +359,7 @@ static void write_rank(struct zt_tracefile_json *j, FILE *g, double origin,
         zt_tracefile_json_task(j, &t, e->bytes, sub_of(x, e->id) != NULL);
         zt_tracefile_write_task(g, &t, origin);
         for (int64_t k = 0; k < t.ndeps; k++) {
-            int64_t at = x->at[t.deps[k]];
+            int64_t at = x->rec_of_id[t.deps[k]];
             if (at < 0) continue;
             const struct zt_trace_rec *de = &x->rec[at];
             zt_tracefile_json_flow(j, r, de->worker, de->start_us, de->end_us, e->worker,
@@ -402,7 +402,7 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
     enum zt_status rc2 = put_file("trace replay file", rpath, g, &rpl, &rlen);
     if (rc == ZT_OK) rc = rc2;
 out:
-    for (int r = 0; r < nr; r++) free(rp[r].at);
+    for (int r = 0; r < nr; r++) free(rp[r].rec_of_id);
     free(rp);
     return rc;
 }
