@@ -1,21 +1,24 @@
 /*
- * sched/trace.c: per-task trace records and their Chrome trace-event JSON export.
+ * sched/trace.c: per-task trace records, gathered from every rank and written as the trace files.
  *
- * Layer: sched/. The codelet dispatcher (tasks/dispatch.c) times each task body with
- * starpu_timing_now() and calls zt_trace_record(); StarPU's FxT tracing is not in Debian's build
- * (PLATFORM.md item 2), so this is our own. The JSON opens in Perfetto (ui.perfetto.dev) and
- * chrome://tracing: one process per rank, one thread per StarPU worker. With several ranks the
- * records are gathered to rank 0, which writes the one file.
+ * Layer: sched/. The codelet dispatcher times each task body with starpu_timing_now() and calls
+ * zt_trace_record(); each submission goes through zt_trace_submit(), which derives the task's
+ * dependencies from its data accesses. StarPU's FxT tracing is not in Debian's build
+ * (PLATFORM.md item 2), so this is our own. zt_trace_write() gathers the records to rank 0,
+ * which writes the Chrome trace-event JSON (Perfetto, chrome://tracing: one process per rank,
+ * one thread per StarPU worker) and the replay file beside it, both in the formats of
+ * io/zt_tracefile.h.
  */
-#include <pthread.h>   /* pthread_mutex_t */
-#include <stdint.h>    /* uintptr_t */
-#include <stdio.h>     /* open_memstream, fprintf */
-#include <stdlib.h>    /* realloc */
-#include <string.h>    /* memcpy */
-#include <starpu.h>    /* starpu_worker_get_name */
-#include "zt_comm.h"   /* zt_comm_gatherv_bytes */
-#include "zt_file.h"   /* zt_afile_* */
-#include "zt_sched.h"  /* struct zt_trace_rec */
+#include <pthread.h>      /* pthread_mutex_t */
+#include <stdint.h>       /* uintptr_t */
+#include <stdio.h>        /* open_memstream, snprintf */
+#include <stdlib.h>       /* realloc */
+#include <string.h>       /* memcpy */
+#include <starpu.h>       /* starpu_worker_get_name */
+#include "zt_comm.h"      /* zt_comm_gatherv_bytes */
+#include "zt_file.h"      /* zt_afile_* */
+#include "zt_sched.h"     /* struct zt_trace_rec */
+#include "zt_tracefile.h" /* the trace files' writers, struct zt_tracefile_meta */
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct zt_trace_rec *g_recs;
@@ -35,61 +38,50 @@ static int64_t *g_deps;
 static int64_t g_ndeps, g_capdeps;
 
 /* per handle: its last writer and the readers since (open addressing on the pointer) */
-struct hstate {
+struct handle_state {
     const void *key;
     int64_t last_w;
     int64_t *rd;
     int nrd, caprd;
 };
-static struct hstate *g_map;
+static struct handle_state *g_map;
 static size_t g_mapcap, g_mapn;
 
 /* the run's description (zt_trace_meta), written by rank 0 */
-#define TRACE_NMETA 32
-static char g_meta[TRACE_NMETA][2][64];
-static int g_nmeta;
+static struct zt_tracefile_meta g_meta;
 
 void zt_trace_enable(int on) { g_on = on; }
 
 void zt_trace_meta(const char *key, const char *value) {
     pthread_mutex_lock(&g_lock);
-    int i = 0;
-    while (i < g_nmeta && strcmp(g_meta[i][0], key) != 0) i++;
-    if (i < TRACE_NMETA) {
-        snprintf(g_meta[i][0], sizeof g_meta[i][0], "%s", key);
-        snprintf(g_meta[i][1], sizeof g_meta[i][1], "%s", value);
-        /* one word each in the replay file */
-        for (char *c = g_meta[i][1]; *c; c++)
-            if (*c == ' ' || *c == '\t' || *c == '"' || *c == '\\' || *c == '\n') *c = '_';
-        if (i == g_nmeta) g_nmeta++;
-    }
+    zt_tracefile_meta_set(&g_meta, key, value);
     pthread_mutex_unlock(&g_lock);
 }
 
 int zt_trace_enabled(void) { return g_on; }
 
-static size_t hslot(const struct hstate *m, size_t cap, const void *key) {
+static size_t handle_slot(const struct handle_state *m, size_t cap, const void *key) {
     size_t i = ((uintptr_t)key >> 4) * 0x9E3779B97F4A7C15ull & (cap - 1);
     while (m[i].key && m[i].key != key) i = (i + 1) & (cap - 1);
     return i;
 }
 
-static struct hstate *hget(const void *key) {
+static struct handle_state *handle_get(const void *key) {
     if (g_mapcap) {
-        size_t i = hslot(g_map, g_mapcap, key);
+        size_t i = handle_slot(g_map, g_mapcap, key);
         if (g_map[i].key) return &g_map[i];
     }
     if (2 * (g_mapn + 1) > g_mapcap) {
         size_t cap = g_mapcap ? 2 * g_mapcap : 1024;
-        struct hstate *m = calloc(cap, sizeof *m);
+        struct handle_state *m = calloc(cap, sizeof *m);
         if (!m) return NULL;
         for (size_t i = 0; i < g_mapcap; i++)
-            if (g_map[i].key) m[hslot(m, cap, g_map[i].key)] = g_map[i];
+            if (g_map[i].key) m[handle_slot(m, cap, g_map[i].key)] = g_map[i];
         free(g_map);
         g_map = m;
         g_mapcap = cap;
     }
-    size_t i = hslot(g_map, g_mapcap, key);
+    size_t i = handle_slot(g_map, g_mapcap, key);
     if (!g_map[i].key) {
         g_map[i].key = key;
         g_mapn++;
@@ -132,7 +124,7 @@ int64_t zt_trace_submit(const struct starpu_data_descr *d, int n, int prio) {
         int64_t bytes = (int64_t)starpu_data_get_size(d[i].handle);
         if (m & 1) t->bytes_r += bytes;
         if (m & 2) t->bytes_w += bytes;
-        struct hstate *h = hget(d[i].handle);
+        struct handle_state *h = handle_get(d[i].handle);
         if (!h) {
             ok = 0;
             break;
@@ -145,7 +137,7 @@ int64_t zt_trace_submit(const struct starpu_data_descr *d, int n, int prio) {
     for (int i = 0; i < n && ok; i++) { /* then the task becomes the handles' user */
         int m = (int)(d[i].mode & STARPU_RW);
         if (!m) continue;
-        struct hstate *h = hget(d[i].handle);
+        struct handle_state *h = handle_get(d[i].handle);
         if (m & 2) {
             h->last_w = id;
             h->nrd = 0;
@@ -248,34 +240,25 @@ static void *pack_local(size_t *len) {
 /* one rank's part of the gathered bytes */
 struct rank_part {
     struct trace_hdr h;
-    const char *wn;
+    const char *worker_names;
     const struct zt_trace_rec *rec;
     const struct trace_sub *sub;
     const int64_t *deps;
-    int64_t *at; /* [nsub + 1]: id -> index of its record, or -1 */
+    int64_t *rec_of_id; /* [nsub + 1]: id -> index of its record, or -1 */
 };
 
 static const char *unpack(const char *p, struct rank_part *rp) {
     memcpy(&rp->h, p, sizeof rp->h);
-    rp->wn = p + sizeof rp->h;
-    rp->rec = (const void *)(rp->wn + (size_t)rp->h.nworkers * TRACE_WNAME);
+    rp->worker_names = p + sizeof rp->h;
+    rp->rec = (const void *)(rp->worker_names + (size_t)rp->h.nworkers * TRACE_WNAME);
     rp->sub = (const void *)(rp->rec + rp->h.nrec);
     rp->deps = (const void *)(rp->sub + rp->h.nsub);
-    rp->at = NULL;
+    rp->rec_of_id = NULL;
     return (const char *)(rp->deps + rp->h.ndeps);
 }
 
 static const struct trace_sub *sub_of(const struct rank_part *rp, int64_t id) {
     return id >= 1 && id <= rp->h.nsub ? &rp->sub[id - 1] : NULL;
-}
-
-/* the replay file's name: PATH with .json replaced by .ztr, or PATH.ztr */
-static void replay_path(char *out, size_t n, const char *path) {
-    size_t l = strlen(path);
-    if (l > 5 && strcmp(path + l - 5, ".json") == 0)
-        snprintf(out, n, "%.*s.ztr", (int)(l - 5), path);
-    else
-        snprintf(out, n, "%s.ztr", path);
 }
 
 /* close the memory stream f (its text in *buf, *len) and write it to path crash-safely */
@@ -296,34 +279,103 @@ static enum zt_status put_file(const char *what, const char *path, FILE *f, char
     return rc;
 }
 
-static enum zt_status write_all_ranks(const char *path, const char *const *names, int nnames,
-                                      const char *all, size_t total, int nranks) {
-    struct rank_part *rp = calloc((size_t)nranks, sizeof *rp);
-    if (!rp) return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
-    /* one time origin for every rank: ranks on one machine share CLOCK_MONOTONIC, which
-     * starpu_timing_now reads, so their lanes line up */
+/* Split the gathered bytes into the ranks' parts (at most nranks; *nr of them), each with its
+ * id -> record index, and find the time origin: the earliest submission or start of any rank
+ * (ranks on one machine share CLOCK_MONOTONIC, which starpu_timing_now reads, so their lanes
+ * line up). */
+static enum zt_status unpack_all(const char *path, const char *all, size_t total, int nranks,
+                                 struct rank_part *rp, int *nr, double *origin) {
     double t0 = -1;
     const char *p = all;
-    int nr = 0;
-    enum zt_status rc = ZT_OK;
-    for (; nr < nranks && p < all + total; nr++) {
-        p = unpack(p, &rp[nr]);
-        const struct rank_part *x = &rp[nr];
-        rp[nr].at = malloc((size_t)(x->h.nsub + 1) * sizeof *rp[nr].at);
-        if (!rp[nr].at) {
-            rc = zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
-            nr++;
-            goto out;
+    *nr = 0;
+    for (; *nr < nranks && p < all + total; (*nr)++) {
+        struct rank_part *x = &rp[*nr];
+        p = unpack(p, x);
+        x->rec_of_id = malloc((size_t)(x->h.nsub + 1) * sizeof *x->rec_of_id);
+        if (!x->rec_of_id) {
+            (*nr)++;
+            return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
         }
-        for (int64_t i = 0; i <= x->h.nsub; i++) rp[nr].at[i] = -1;
+        for (int64_t i = 0; i <= x->h.nsub; i++) x->rec_of_id[i] = -1;
         for (int64_t i = 0; i < x->h.nrec; i++) {
             if (t0 < 0 || x->rec[i].start_us < t0) t0 = x->rec[i].start_us;
-            if (x->rec[i].id >= 1 && x->rec[i].id <= x->h.nsub) rp[nr].at[x->rec[i].id] = i;
+            if (x->rec[i].id >= 1 && x->rec[i].id <= x->h.nsub) x->rec_of_id[x->rec[i].id] = i;
         }
         for (int64_t i = 0; i < x->h.nsub; i++) /* submissions come first */
             if (t0 < 0 || x->sub[i].submit_us < t0) t0 = x->sub[i].submit_us;
     }
-    if (t0 < 0) t0 = 0;
+    *origin = t0 < 0 ? 0 : t0;
+    return ZT_OK;
+}
+
+/* record e of rank r as the trace files hold it; what was known at its submission when it was
+ * submitted while tracing was on (else its start stands for its submission) */
+static void file_task(const struct rank_part *x, int r, const struct zt_trace_rec *e,
+                      const char *kind, struct zt_tracefile_task *t) {
+    *t = (struct zt_tracefile_task){
+        .rank = r, .id = e->id, .kind = kind, .step = e->step, .layer = e->layer, .mb = e->mb,
+        .blk = e->blk, .worker = e->worker, .node = e->node, .submit_us = e->start_us,
+        .start_us = e->start_us, .end_us = e->end_us, .cpu_us = e->cpu_us,
+        .waited_us = e->waited_us, .bytes_read = e->bytes};
+    const struct trace_sub *sb = sub_of(x, e->id);
+    if (sb) {
+        t->submit_us = sb->submit_us;
+        t->bytes_read = sb->bytes_r;
+        t->bytes_written = sb->bytes_w;
+        t->prio = sb->prio;
+        t->ndeps = sb->ndep;
+        t->deps = &x->deps[sb->dep0];
+    }
+}
+
+/* rank r's process and thread names: its StarPU workers, then the I/O threads it recorded */
+static void json_rank_names(struct zt_tracefile_json *j, const struct rank_part *x, int r) {
+    char name[TRACE_WNAME + 1];
+    zt_tracefile_json_process(j, r);
+    for (int w = 0; w < x->h.nworkers; w++) {
+        snprintf(name, sizeof name, "%.*s", TRACE_WNAME, x->worker_names + (size_t)w * TRACE_WNAME);
+        zt_tracefile_json_thread(j, r, w, name);
+    }
+    int io_named[8] = {0};
+    for (int64_t i = 0; i < x->h.nrec; i++) {
+        int k = x->rec[i].worker - ZT_TRACE_IO_WORKER;
+        if (k < 0 || k >= 8 || io_named[k]) continue;
+        io_named[k] = 1;
+        snprintf(name, sizeof name, "I/O thread %d", k);
+        zt_tracefile_json_thread(j, r, x->rec[i].worker, name);
+    }
+}
+
+/* rank r's tasks into both files: a JSON event and a replay line each, and a flow arrow from
+ * each recorded dependency */
+static void write_rank(struct zt_tracefile_json *j, FILE *g, double origin,
+                       const struct rank_part *x, int r, const char *const *names, int nnames) {
+    json_rank_names(j, x, r);
+    for (int64_t i = 0; i < x->h.nrec; i++) {
+        const struct zt_trace_rec *e = &x->rec[i];
+        const char *kind = (e->kind >= 0 && e->kind < nnames) ? names[e->kind] : "task";
+        struct zt_tracefile_task t;
+        file_task(x, r, e, kind, &t);
+        zt_tracefile_json_task(j, &t, e->bytes, sub_of(x, e->id) != NULL);
+        zt_tracefile_write_task(g, &t, origin);
+        for (int64_t k = 0; k < t.ndeps; k++) {
+            int64_t at = x->rec_of_id[t.deps[k]];
+            if (at < 0) continue;
+            const struct zt_trace_rec *de = &x->rec[at];
+            zt_tracefile_json_flow(j, r, de->worker, de->start_us, de->end_us, e->worker,
+                                   e->start_us);
+        }
+    }
+}
+
+static enum zt_status write_all_ranks(const char *path, const char *const *names, int nnames,
+                                      const char *all, size_t total, int nranks) {
+    struct rank_part *rp = calloc((size_t)nranks, sizeof *rp);
+    if (!rp) return zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
+    int nr = 0;
+    double origin = 0;
+    enum zt_status rc;
+    ZT_CHECK_GOTO(unpack_all(path, all, total, nranks, rp, &nr, &origin), rc, out);
     char *json = NULL, *rpl = NULL;
     size_t jlen = 0, rlen = 0;
     FILE *f = open_memstream(&json, &jlen), *g = open_memstream(&rpl, &rlen);
@@ -335,96 +387,22 @@ static enum zt_status write_all_ranks(const char *path, const char *const *names
         rc = zt_error_set(ZT_ERR_NOMEM, "trace %s: out of memory", path);
         goto out;
     }
-    fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{");
-    fprintf(g, "# zerotask replay 3: rank id kind step layer mb blk worker node submit_us "
-               "start_us end_us cpu_us waited_us bytes_read bytes_written prio ndeps "
-               "deps...\n# meta");
+    struct zt_tracefile_meta meta;
     pthread_mutex_lock(&g_lock);
-    for (int i = 0; i < g_nmeta; i++) {
-        fprintf(f, "%s\"%s\":\"%s\"", i ? "," : "", g_meta[i][0], g_meta[i][1]);
-        fprintf(g, " %s=%s", g_meta[i][0], g_meta[i][1]);
-    }
+    meta = g_meta;
     pthread_mutex_unlock(&g_lock);
-    fprintf(f, "},\"traceEvents\":[\n");
-    fprintf(g, "\n");
-    int first = 1;
-    int64_t flow = 0;
-    for (int r = 0; r < nr; r++) {
-        const struct rank_part *x = &rp[r];
-        fprintf(f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
-                   "\"args\":{\"name\":\"rank %d\"}}", first ? "" : ",\n", r, r);
-        first = 0;
-        for (int w = 0; w < x->h.nworkers; w++)
-            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                       "\"args\":{\"name\":\"%.*s\"}}", r, w, TRACE_WNAME,
-                    x->wn + (size_t)w * TRACE_WNAME);
-        int io_named[8] = {0};
-        for (int64_t i = 0; i < x->h.nrec; i++) { /* I/O threads' tracks */
-            int k = x->rec[i].worker - ZT_TRACE_IO_WORKER;
-            if (k < 0 || k >= 8 || io_named[k]) continue;
-            io_named[k] = 1;
-            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                       "\"args\":{\"name\":\"I/O thread %d\"}}", r, x->rec[i].worker, k);
-        }
-        for (int64_t i = 0; i < x->h.nrec; i++) {
-            const struct zt_trace_rec *e = &x->rec[i];
-            const char *nm = (e->kind >= 0 && e->kind < nnames) ? names[e->kind] : "task";
-            const struct trace_sub *sb = sub_of(x, e->id);
-            fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"task\",\"ph\":\"X\",\"pid\":%d,"
-                       "\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"kind\":\"%s\","
-                       "\"rank\":%d,\"step\":%lld,\"layer\":%d,\"mb\":%d,\"blk\":%d,"
-                       "\"worker\":%d,\"node\":%d,\"bytes\":%lld,\"id\":%lld",
-                    nm, r, e->worker, e->start_us - t0, e->end_us - e->start_us, nm, r,
-                    (long long)e->step, e->layer, e->mb, e->blk, e->worker, e->node,
-                    (long long)e->bytes, (long long)e->id);
-            if (e->cpu_us >= 0) fprintf(f, ",\"cpu_us\":%.3f", e->cpu_us);
-            if (e->waited_us >= 0) fprintf(f, ",\"waited_us\":%.3f", e->waited_us);
-            fprintf(g, "%d %lld %s %lld %d %d %d %d %d", r, (long long)e->id, nm,
-                    (long long)e->step, e->layer, e->mb, e->blk, e->worker, e->node);
-            if (sb) {
-                fprintf(f, ",\"submit\":%.3f,\"bytes_read\":%lld,\"bytes_written\":%lld,"
-                           "\"prio\":%lld,\"deps\":[", sb->submit_us - t0, (long long)sb->bytes_r,
-                        (long long)sb->bytes_w, (long long)sb->prio);
-                for (int64_t k = 0; k < sb->ndep; k++)
-                    fprintf(f, "%s%lld", k ? "," : "", (long long)x->deps[sb->dep0 + k]);
-                fprintf(f, "]");
-                fprintf(g, " %.3f %.3f %.3f %.3f %.3f %lld %lld %lld %lld", sb->submit_us - t0,
-                        e->start_us - t0, e->end_us - t0, e->cpu_us, e->waited_us,
-                        (long long)sb->bytes_r,
-                        (long long)sb->bytes_w, (long long)sb->prio, (long long)sb->ndep);
-                for (int64_t k = 0; k < sb->ndep; k++)
-                    fprintf(g, " %lld", (long long)x->deps[sb->dep0 + k]);
-            } else {
-                fprintf(g, " %.3f %.3f %.3f %.3f %.3f %lld 0 0 0", e->start_us - t0,
-                        e->start_us - t0, e->end_us - t0, e->cpu_us, e->waited_us,
-                        (long long)e->bytes);
-            }
-            fprintf(f, "}}");
-            fprintf(g, "\n");
-            /* a flow arrow from each dependency's slice (its last instant) to this one */
-            for (int64_t k = 0; sb && k < sb->ndep; k++) {
-                int64_t d = x->deps[sb->dep0 + k];
-                if (x->at[d] < 0) continue;
-                const struct zt_trace_rec *de = &x->rec[x->at[d]];
-                double ts = de->end_us - 0.001 > de->start_us ? de->end_us - 0.001 : de->start_us;
-                flow++;
-                fprintf(f, ",\n{\"name\":\"dep\",\"cat\":\"dep\",\"ph\":\"s\",\"id\":%lld,"
-                           "\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", (long long)flow, r, de->worker,
-                        ts - t0);
-                fprintf(f, ",\n{\"name\":\"dep\",\"cat\":\"dep\",\"ph\":\"f\",\"bp\":\"e\","
-                           "\"id\":%lld,\"pid\":%d,\"tid\":%d,\"ts\":%.3f}", (long long)flow, r,
-                        e->worker, e->start_us - t0);
-            }
-        }
-    }
-    fprintf(f, "\n]}\n");
+    struct zt_tracefile_json j;
+    zt_tracefile_json_begin(&j, f, origin, &meta);
+    zt_tracefile_write_header(g, &meta);
+    for (int r = 0; r < nr; r++) write_rank(&j, g, origin, &rp[r], r, names, nnames);
+    zt_tracefile_json_end(&j);
     char rpath[1100];
-    replay_path(rpath, sizeof rpath, path);
+    zt_tracefile_replay_path(rpath, sizeof rpath, path);
     rc = put_file("trace", path, f, &json, &jlen);
     enum zt_status rc2 = put_file("trace replay file", rpath, g, &rpl, &rlen);
     if (rc == ZT_OK) rc = rc2;
 out:
-    for (int r = 0; r < nr; r++) free(rp[r].at);
+    for (int r = 0; r < nr; r++) free(rp[r].rec_of_id);
     free(rp);
     return rc;
 }

@@ -8,9 +8,10 @@
 #ifndef ZT_SCHED_H
 #define ZT_SCHED_H
 
-#include <stdint.h>    /* int64_t */
-#include <stdio.h>     /* FILE */
-#include "zt_status.h" /* enum zt_status */
+#include <stdint.h>       /* int64_t */
+#include <stdio.h>        /* FILE */
+#include "zt_status.h"    /* enum zt_status */
+#include "zt_tracefile.h" /* ZT_TRACE_IO_WORKER, the trace files' format */
 
 #ifdef __cplusplus
 extern "C" {
@@ -84,12 +85,13 @@ int zt_prio_level(enum zt_prio_class c, int layer, int n_layer);
 int zt_prio_map(int level, int lo, int hi);
 
 /* ---- tracing ---- */
+/* What the codelet dispatcher (and the I/O threads) record of a task as it ends. */
 struct zt_trace_rec {
     int kind;      /* task kind (tasks/zt_task_kinds.h) */
     int layer;     /* -1 when not per layer */
     int mb;        /* micro-batch, -1 when not */
     int blk;       /* row block, -1 when whole */
-    int worker;
+    int worker;    /* StarPU worker, or ZT_TRACE_IO_WORKER + index of one of our I/O threads */
     int node;      /* memory node the task ran on (StarPU's numbering; 0 = host memory) */
     int64_t step;
     int64_t id;    /* from zt_trace_submit (0: submitted while tracing was off) */
@@ -102,31 +104,32 @@ struct zt_trace_rec {
                               * task's end and this task's start; < 0 when not measured */
     int64_t bytes;           /* bytes of the task's buffers */
 };
-/* Records of I/O threads (swap transfers) use worker ZT_TRACE_IO_WORKER + thread index. */
-#define ZT_TRACE_IO_WORKER 1000
 /* Turn recording on (before the tasks to record are submitted). */
 void zt_trace_enable(int on);
 int zt_trace_enabled(void);
 /* Called for each task (and swap or host task) with its data accesses d[0..n) and StarPU
  * priority as it is submitted, in submission order: returns its id (1, 2, ... per rank; 0 when
- * tracing is off) and records its submit time, priority, bytes read and written and the tasks it depends on, derived as
- * StarPU's sequential consistency does (a read waits for the handle's last writer, a write for
- * its last writer and the readers since; scratch buffers for none). */
+ * tracing is off) and records its submit time, priority, bytes read and written and the tasks
+ * it depends on, derived as StarPU's sequential consistency does (a read waits for the
+ * handle's last writer, a write for its last writer and the readers since; scratch buffers for
+ * none). */
 struct starpu_data_descr;
 int64_t zt_trace_submit(const struct starpu_data_descr *d, int n, int prio);
 /* Describe the run for the tools that read the trace (zt-trace: world size, ZeRO stage, workers,
  * cores, parameters, memory per tier, ...): key=value on the replay file's "# meta" line and in
- * the JSON's otherData. Rank 0's are written; a key set again is replaced; 32 at most. */
+ * the JSON's otherData (zt_tracefile_meta_set: a key set again is replaced, blanks and quotes in
+ * the value become '_', ZT_TRACEFILE_META_MAX keys at most). Rank 0's are written. */
 void zt_trace_meta(const char *key, const char *value);
 /* Called by the codelet dispatcher after each task when enabled (thread-safe, per worker). */
 void zt_trace_record(const struct zt_trace_rec *r);
 /* Sum of recorded task time by kind for the step (or all steps with step < 0). */
 double zt_trace_busy_us(int64_t step);
-/* Write every record of every rank as Chrome trace-event JSON (Perfetto opens it): one process
- * per rank, one thread per worker, a flow arrow per dependency; kind names from names[kind].
- * Also writes the replay file (path with .json replaced by, or else followed by, .ztr): a line
- * per task (docs/traces.md). Collective: every rank calls it; rank 0 writes both files,
- * atomically (tmp + rename). */
+/* Write every record of every rank as Chrome trace-event JSON to path (Perfetto opens it): one
+ * process per rank, one thread per worker, a flow arrow per dependency; kind names from
+ * names[kind]. Also writes the replay file beside it (zt_tracefile_replay_path: path with .json
+ * replaced by, or else followed by, .ztr), a line per task. Both formats are io/zt_tracefile.h's
+ * (docs/traces.md). Collective: every rank calls it; rank 0 writes both files, atomically
+ * (tmp + rename). */
 enum zt_status zt_trace_write(const char *path, const char *const *names, int nnames);
 void zt_trace_reset(void);
 

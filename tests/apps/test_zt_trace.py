@@ -13,7 +13,10 @@ not against zt-trace's own output:
 - plot: two PNG files; project: memory per rank falls as ranks grow at stage 2, communication
   volume follows the ring's (N-1)/N, shares lie in [0, 1);
 - bad input: a missing file, a file that is not a replay file, a truncated line, a dependency on
-  a later task, unknown options and values: one line "zt-trace: error: ...", exit 1 or 2.
+  a later task, unknown options and values: one line "zt-trace: error: ...", exit 1 or 2;
+- the trace's JSON path (the one given to zt-train --trace) reads the replay file beside it, for
+  summary and replay alike; a JSON path whose replay file is missing is one error line naming
+  both.
 
 Usage: test_zt_trace.py ZT_TRAIN ZT_TRACE MPIEXEC WORKDIR
 """
@@ -102,10 +105,20 @@ for x in summ["steps"]:
     if not (x["critical_ms"] <= x["span_ms"] + 1e-3 and x["idle_ms_per_worker"] >= -1e-6):
         run.check(False, "summary row %s: critical path longer than the span, or idle < 0" % x)
         break
+# the path given to zt-train --trace works as well: zt-trace reads the replay file beside it
+via = json.loads(ztt("summary", j1, "--json").stdout)
+run.check(via["trace"] == z1 and via["steps"] == summ["steps"],
+          "summary %s reads %s: %s" % (os.path.basename(j1), os.path.basename(via["trace"]),
+                                       "same rows" if via["steps"] == summ["steps"] else
+                                       "other rows"))
 rep = json.loads(ztt("replay", z1, "--json").stdout)
 run.check(abs(rep["predicted_ms"] / rep["recorded_ms"] - 1) < 0.05,
           "replay as recorded: %.3f ms for a recorded %.3f ms" % (rep["predicted_ms"],
                                                                    rep["recorded_ms"]))
+via = json.loads(ztt("replay", j1, "--json").stdout)
+run.check(via["trace"] == z1 and via["predicted_ms"] == rep["predicted_ms"],
+          "replay %s: %.3f ms, as the replay file's %.3f ms" % (
+              os.path.basename(j1), via["predicted_ms"], rep["predicted_ms"]))
 # each replay gets a core per worker: workers beyond the node's cores share one (pinned, as
 # StarPU binds them) and may rightly lose to fewer workers, as they did on a 2-core CI machine
 w = {n: json.loads(ztt("replay", z1, "--workers", n, "--cores", n, "--durations", "cpu",
@@ -219,4 +232,10 @@ for args, code, word in cases:
               and word in err[0], "zt-trace %s: exit %d (want %d), %r" % (
                   " ".join(args[:1] + [os.path.basename(a) for a in args[1:]]), p.returncode,
                   code, err))
+p = ztt("summary", run.path("nothing.json"), ok=False)
+err = p.stderr.strip().splitlines()
+run.check(p.returncode == 1 and len(err) == 1 and err[0].startswith("zt-trace: error: ") and
+          "nothing.json" in err[0] and "nothing.ztr" in err[0],
+          "zt-trace summary nothing.json (no replay file beside it): exit %d, %r" % (
+              p.returncode, err))
 sys.exit(run.finish("test_zt_trace"))

@@ -1,0 +1,215 @@
+/*
+ * tests/io/test_tracefile.c: proves the trace file format module (io/zt_tracefile.h) keeps its
+ * contract:
+ * - the replay file's writer and reader round-trip every column of every task, the metadata
+ *   (a key set twice keeps its last value, blanks and quotes in a value become '_') and the
+ *   dependency lists, with times relative to the origin and the header at the current version;
+ * - a version 2 file (no cpu_us and waited_us columns) reads with both at -1;
+ * - the reader finds the replay file beside the JSON path (F.json -> F.ztr, F -> F.ztr when that
+ *   exists, else F itself) and names the replay file it read;
+ * - damaged files fail with ZT_ERR_IO or ZT_ERR_DATA and one message naming the file (and the
+ *   line for a bad task line): missing, empty, not a replay file, an unknown version, a short
+ *   line, fewer dependencies than announced, end before start;
+ * - the Chrome JSON writer puts the separators, flow ids and optional fields where the JSON's
+ *   readers expect them.
+ */
+#include <stdio.h>    /* fopen, fprintf, open_memstream */
+#include <stdlib.h>   /* getenv, free */
+#include <string.h>   /* strcmp, strstr */
+#include <sys/stat.h> /* mkdir */
+
+#include "zt_status.h"    /* zt_error_last */
+#include "zt_test.h"      /* ZT_TEST_TRUE, zt_test_finish */
+#include "zt_tracefile.h" /* the module under test */
+
+static const char *dir;
+
+static void pathof(char *out, const char *name) { snprintf(out, 1024, "%s/%s", dir, name); }
+
+static void write_text(const char *p, const char *text) {
+    FILE *f = fopen(p, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static const int64_t deps_b[] = {1, 2};
+static const struct zt_tracefile_task tasks[] = {
+    {.rank = 0, .id = 1, .kind = "load_batch", .step = 1, .layer = -1, .mb = 0, .blk = -1,
+     .worker = 0, .node = 0, .submit_us = 1000.5, .start_us = 1001.25, .end_us = 1010.0,
+     .cpu_us = 8.5, .waited_us = -1, .bytes_read = 0, .bytes_written = 64, .prio = 3},
+    {.rank = 1, .id = 2, .kind = "swap_in", .step = 2, .layer = 4, .mb = 1, .blk = 2,
+     .worker = ZT_TRACE_IO_WORKER + 1, .node = 0, .submit_us = 1002, .start_us = 1020,
+     .end_us = 1030.125, .cpu_us = -1, .waited_us = 0.5, .bytes_read = 4096,
+     .bytes_written = 8192, .prio = -2, .ndeps = 2, .deps = deps_b},
+};
+#define NTASKS ((int)(sizeof tasks / sizeof tasks[0]))
+
+static void write_sample(const char *p) {
+    struct zt_tracefile_meta m = {0};
+    zt_tracefile_meta_set(&m, "world", "1");
+    zt_tracefile_meta_set(&m, "sched", "a b\"c");
+    zt_tracefile_meta_set(&m, "world", "2");
+    FILE *f = fopen(p, "w");
+    zt_tracefile_write_header(f, &m);
+    for (int i = 0; i < NTASKS; i++) zt_tracefile_write_task(f, &tasks[i], 1000.0);
+    fclose(f);
+}
+
+static void check_round_trip(void) {
+    char p[1024];
+    pathof(p, "rt.ztr");
+    write_sample(p);
+    struct zt_tracefile_reader r;
+    enum zt_status rc = zt_tracefile_open(&r, p);
+    ZT_TEST_TRUE(rc == ZT_OK && r.version == ZT_TRACEFILE_VERSION, "open %s: %s", p,
+                 zt_error_last());
+    int n = 0, got = 0;
+    struct zt_tracefile_task t;
+    while (rc == ZT_OK && (rc = zt_tracefile_next(&r, &t, &got)) == ZT_OK && got) {
+        const struct zt_tracefile_task *w = &tasks[n++];
+        ZT_TEST_TRUE(t.rank == w->rank && t.id == w->id && !strcmp(t.kind, w->kind) &&
+                         t.step == w->step && t.layer == w->layer && t.mb == w->mb &&
+                         t.blk == w->blk && t.worker == w->worker && t.node == w->node,
+                     "task %d: ids and placement", n);
+        ZT_TEST_TRUE(t.submit_us == w->submit_us - 1000 && t.start_us == w->start_us - 1000 &&
+                         t.end_us == w->end_us - 1000 && t.cpu_us == w->cpu_us &&
+                         t.waited_us == w->waited_us,
+                     "task %d: times relative to the origin", n);
+        ZT_TEST_TRUE(t.bytes_read == w->bytes_read && t.bytes_written == w->bytes_written &&
+                         t.prio == w->prio && t.ndeps == w->ndeps,
+                     "task %d: bytes, priority, dependency count", n);
+        for (int k = 0; k < t.ndeps && k < w->ndeps; k++)
+            ZT_TEST_TRUE(t.deps[k] == w->deps[k], "task %d dependency %d", n, k);
+    }
+    ZT_TEST_TRUE(rc == ZT_OK && n == NTASKS, "read %d of %d tasks: %s", n, NTASKS,
+                 zt_error_last());
+    const char *world = zt_tracefile_meta_get(&r.meta, "world");
+    const char *sched = zt_tracefile_meta_get(&r.meta, "sched");
+    ZT_TEST_TRUE(r.meta.n == 2 && world && !strcmp(world, "2") && sched &&
+                     !strcmp(sched, "a_b_c") && !zt_tracefile_meta_get(&r.meta, "stage"),
+                 "meta: %d keys, world=%s sched=%s", r.meta.n, world, sched);
+    zt_tracefile_close(&r);
+}
+
+static void check_version2(void) {
+    char p[1024];
+    pathof(p, "v2.ztr");
+    write_text(p, "# zerotask replay 2: columns\n# meta world=1\n"
+                  "0 1 adamw 3 -1 -1 -1 1 0 1.0 2.0 3.5 10 20 0 0\n");
+    struct zt_tracefile_reader r;
+    struct zt_tracefile_task t;
+    int got = 0;
+    enum zt_status rc = zt_tracefile_open(&r, p);
+    if (rc == ZT_OK) rc = zt_tracefile_next(&r, &t, &got);
+    ZT_TEST_TRUE(rc == ZT_OK && got && r.version == 2 && t.cpu_us == -1 && t.waited_us == -1 &&
+                     t.end_us == 3.5 && t.bytes_written == 20 && !strcmp(t.kind, "adamw"),
+                 "version 2 line: %s", zt_error_last());
+    zt_tracefile_close(&r);
+}
+
+/* opening `given` reads the replay file `want` (a name in dir) */
+static void expect_reads(const char *given, const char *want) {
+    char g[1024], w[1024];
+    pathof(g, given);
+    pathof(w, want);
+    struct zt_tracefile_reader r;
+    enum zt_status rc = zt_tracefile_open(&r, g);
+    ZT_TEST_TRUE(rc == ZT_OK && !strcmp(r.path, w), "open %s: read %s (%s), want %s", given,
+                 rc == ZT_OK ? r.path : "nothing", zt_error_last(), want);
+    zt_tracefile_close(&r);
+}
+
+static void check_paths(void) {
+    char out[64];
+    zt_tracefile_replay_path(out, sizeof out, "a/trace.json");
+    ZT_TEST_TRUE(!strcmp(out, "a/trace.ztr"), "replay path of a/trace.json: %s", out);
+    zt_tracefile_replay_path(out, sizeof out, "run");
+    ZT_TEST_TRUE(!strcmp(out, "run.ztr"), "replay path of run: %s", out);
+    char p[1024];
+    pathof(p, "t.ztr");
+    write_sample(p);
+    pathof(p, "t");
+    write_text(p, "{}\n"); /* the JSON of --trace t */
+    pathof(p, "renamed");
+    write_sample(p);
+    expect_reads("t.json", "t.ztr");
+    expect_reads("t.ztr", "t.ztr");
+    expect_reads("t", "t.ztr");
+    expect_reads("renamed", "renamed");
+}
+
+static void expect_fail(const char *name, const char *text, enum zt_status code,
+                        const char *want) {
+    char p[1024];
+    pathof(p, name);
+    if (text) write_text(p, text);
+    struct zt_tracefile_reader r;
+    struct zt_tracefile_task t;
+    int got = 1;
+    enum zt_status rc = zt_tracefile_open(&r, p);
+    while (rc == ZT_OK && got) rc = zt_tracefile_next(&r, &t, &got);
+    ZT_TEST_TRUE(rc == code && strstr(zt_error_last(), name) && strstr(zt_error_last(), want),
+                 "%s: got %s \"%s\", want %s with \"%s\"", name, zt_status_str(rc),
+                 zt_error_last(), zt_status_str(code), want);
+    zt_tracefile_close(&r);
+}
+
+static void check_errors(void) {
+    const char *head = "# zerotask replay 3: columns\n# meta world=1\n";
+    char line[512];
+    expect_fail("missing.ztr", NULL, ZT_ERR_IO, "cannot open");
+    expect_fail("nosibling.json", NULL, ZT_ERR_IO, "nosibling.ztr");
+    expect_fail("empty.ztr", "", ZT_ERR_DATA, "empty");
+    expect_fail("hello.ztr", "hello\n", ZT_ERR_DATA, "not a zerotask replay file");
+    expect_fail("v9.ztr", "# zerotask replay 9: columns\n", ZT_ERR_DATA, "version 9");
+    snprintf(line, sizeof line, "%s0 1 adamw 1 -1 -1 -1 0 0 1.0 2.0\n", head);
+    expect_fail("short.ztr", line, ZT_ERR_DATA, "line 3");
+    snprintf(line, sizeof line, "%s0 1 adamw 1 -1 -1 -1 0 0 1 2 3 1 0 8 8 0 0\n"
+                                "0 2 adamw 1 -1 -1 -1 0 0 1 2 3 1 0 8 8 0 3 1\n", head);
+    expect_fail("fewdeps.ztr", line, ZT_ERR_DATA, "line 4: 3 dependencies announced");
+    snprintf(line, sizeof line, "%s0 1 adamw 1 -1 -1 -1 0 0 1 5 3 1 0 8 8 0 0\n", head);
+    expect_fail("backwards.ztr", line, ZT_ERR_DATA, "line 3");
+}
+
+static void check_json(void) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    struct zt_tracefile_meta m = {0};
+    zt_tracefile_meta_set(&m, "stage", "2");
+    struct zt_tracefile_json j;
+    zt_tracefile_json_begin(&j, f, 1000.0, &m);
+    zt_tracefile_json_process(&j, 0);
+    zt_tracefile_json_thread(&j, 0, 0, "CPU 0");
+    zt_tracefile_json_task(&j, &tasks[0], 64, 0);
+    zt_tracefile_json_task(&j, &tasks[1], 12288, 1);
+    zt_tracefile_json_flow(&j, 0, 0, 1001.25, 1010.0, 1001, 1020.0);
+    zt_tracefile_json_end(&j);
+    fclose(f);
+    const char *opening = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"stage\":\"2\"},"
+                          "\"traceEvents\":[\n{\"name\":\"process_name\"";
+    ZT_TEST_TRUE(!strncmp(buf, opening, strlen(opening)), "JSON opening: %.120s", buf);
+    ZT_TEST_TRUE(strstr(buf, "\"ts\":1.250,\"dur\":8.750") && strstr(buf, "\"cpu_us\":8.500") &&
+                     !strstr(buf, "\"submit\":0.500") && strstr(buf, "\"waited_us\":0.500") &&
+                     strstr(buf, "\"submit\":2.000,\"bytes_read\":4096") &&
+                     strstr(buf, "\"deps\":[1,2]}}"),
+                 "JSON task events: %s", buf);
+    ZT_TEST_TRUE(strstr(buf, "\"ph\":\"s\",\"id\":1,\"pid\":0,\"tid\":0,\"ts\":9.999}") &&
+                     strstr(buf, "\"ph\":\"f\",\"bp\":\"e\",\"id\":1,\"pid\":0,\"tid\":1001,"
+                                 "\"ts\":20.000}\n]}\n") &&
+                     j.nevents == 6 && j.nflows == 1,
+                 "JSON flow arrow and end: %s", buf);
+    free(buf);
+}
+
+int main(void) {
+    dir = getenv("ZT_IO_TEST_TMP");
+    if (!dir) dir = "/tmp/zt_test_tracefile";
+    mkdir(dir, 0755);
+    check_round_trip();
+    check_version2();
+    check_paths();
+    check_errors();
+    check_json();
+    return zt_test_finish("test_tracefile");
+}
