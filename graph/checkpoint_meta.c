@@ -141,7 +141,8 @@ char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, con
 char *zt_checkpoint_meta_build_import(const struct zt_safetensors *st, const char *source) {
     cJSON *tensors;
     cJSON *m = meta_head("step0", 0, 1, 0, "none", "none", &tensors);
-    for (int i = 0; i < st->n; i++) add_tensor(tensors, st->t[i].name, st->t[i].ndim, st->t[i].shape);
+    for (int i = 0; i < st->n; i++)
+        add_tensor(tensors, st->t[i].name, st->t[i].ndim, st->t[i].shape);
     cJSON *part = cJSON_AddArrayToObject(m, "partition"), *p0 = cJSON_CreateObject();
     char file[32];
     zt_ckpt_dir_shard_name(file, sizeof file, 0);
@@ -334,8 +335,9 @@ static enum zt_status read_loss_scaler(const cJSON *m, const char *path,
         v[i] = x->valuedouble;
     }
     st->skipped = (int64_t)v[4];
-    if (c->precision == ZT_PREC_FP16 && cJSON_IsString(pr) && strcmp(pr->valuestring, "fp16") == 0 &&
-        c->loss_scale == 0) {
+    int both_fp16 = c->precision == ZT_PREC_FP16 && cJSON_IsString(pr) &&
+                    strcmp(pr->valuestring, "fp16") == 0;
+    if (both_fp16 && c->loss_scale == 0) {
         st->loss_scale = v[0];
         st->cur_iter = (int64_t)v[1];
         st->last_overflow_iter = (int64_t)v[2];
