@@ -90,7 +90,6 @@ static const char *usage_text =
     "Environment: STARPU_SCHED (default lws), STARPU_NCPU, and ZT_* knobs: see --help-env.\n"
     "Exit status: 0 ok, 2 bad command line or config, 1 any other error.\n";
 
-
 // ----------------------------------------------------------------------------
 // the run's state
 
@@ -117,7 +116,7 @@ struct train_run {
     struct cli_program cli;
     struct train_options opt;
     int rank, world;
-    int talk; /* this rank prints progress: rank 0 without --quiet */
+    int talk;                      /* this rank prints progress: rank 0 without --quiet */
     /* validated inputs */
     struct zt_config cfg;
     struct zt_model_shape shape;
