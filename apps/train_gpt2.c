@@ -2,16 +2,19 @@
  * apps/train_gpt2.c: zt-train, the demo trainer: GPT-2 on a token file, configured by a
  * DeepSpeed-style JSON, every step a StarPU task graph.
  *
- * Layer: apps/. Includes only <zerotask.h>. Errors: exactly one line
- * "zerotask: error: <message>" on stderr; exit 2 for a bad command line or config, 1 otherwise.
+ * Layer: apps/. Includes <zerotask.h> and the shared command-line pieces (apps/cli.h). A run is
+ * parse -> validate -> start (engine, banner, memory plan) -> train loop (steps, checkpoints in
+ * the background, progress, log) -> finish (last checkpoint, peak memory, export, trace).
+ * Errors: exactly one line "zerotask: error: <message>" on stderr; exit 2 for a bad command line
+ * or config, 1 otherwise.
  */
 #include <errno.h>      /* errno */
 #include <math.h>       /* isfinite */
 #include <stdio.h>      /* printf, fopen */
-#include <stdlib.h>     /* strtoll */
-#include <string.h>     /* strcmp */
+#include <string.h>     /* strcmp, strerror */
 #include <time.h>       /* clock_gettime */
 #include <unistd.h>     /* sysconf */
+#include "cli.h"        /* option values, one-line usage errors */
 #include "zerotask.h"   /* everything public */
 
 static const char *usage_text =
@@ -20,7 +23,8 @@ static const char *usage_text =
     "Train GPT-2 with zerotask: every step is a StarPU task graph (forward, backward, optimizer).\n"
     "\n"
     "required:\n"
-    "  --ds-config F        DeepSpeed-style JSON: train_batch_size, train_micro_batch_size_per_gpu,\n"
+    "  --ds-config F        DeepSpeed-style JSON: train_batch_size, "
+    "train_micro_batch_size_per_gpu,\n"
     "                       gradient_accumulation_steps, optimizer {type Adam|AdamW, params},\n"
     "                       scheduler {WarmupLR|WarmupDecayLR|WarmupCosineLR}, gradient_clipping,\n"
     "                       steps_per_print, seed, zero_optimization {stage 0-3,\n"
@@ -61,7 +65,8 @@ static const char *usage_text =
     "  --quiet              no progress lines (errors only)\n"
     "  --help               this text;  --help-env  environment variables\n"
     "\n"
-    "Progress: one line per step (steps_per_print sets how often): step/total, loss (mean over the\n"
+    "Progress: one line per step (steps_per_print sets how often): step/total, loss (mean over "
+    "the\n"
     "step's batch, before the update), lr, ms/step, tokens/s, achieved GFLOP/s; with fp16 the\n"
     "loss scale and the steps skipped so far (an overflow is reported when it happens).\n"
     "Mixed precision (config \"bf16\" or \"fp16\" {\"enabled\": true}, DeepSpeed's keys): 16-bit\n"
@@ -85,10 +90,72 @@ static const char *usage_text =
     "Environment: STARPU_SCHED (default lws), STARPU_NCPU, and ZT_* knobs: see --help-env.\n"
     "Exit status: 0 ok, 2 bad command line or config, 1 any other error.\n";
 
+// ----------------------------------------------------------------------------
+// the run's state
+
+/* what the command line asked for */
+struct train_options {
+    const char *ds_config, *model, *data; /* required */
+    const char *init_from, *export_path, *log_path, *trace_path, *grads_path;
+    const char *save_dir, *resume;
+    int64_t steps;         /* the last step to train */
+    int64_t seed;          /* -1: the config's */
+    int64_t save_interval; /* -1: the config's */
+    int eval_only, quiet;
+};
+
+/* a checkpoint being written in the background (zt_checkpoint_save_begin) */
+struct pending_save {
+    int64_t step;
+    double begin_ms; /* how long beginning it held the loop */
+    const char *dir;
+};
+
+/* everything a run holds, filled in the order of its phases */
+struct train_run {
+    struct cli_program cli;
+    struct train_options opt;
+    int rank, world;
+    int talk;                      /* this rank prints progress: rank 0 without --quiet */
+    /* validated inputs */
+    struct zt_config cfg;
+    struct zt_model_shape shape;
+    struct zt_tokens tokens;
+    int have_tokens;
+    const char *save_dir;          /* --save-dir, else the config's checkpoint.dir, else NULL */
+    int64_t save_interval;         /* --save-interval, else the config's */
+    char resume_tag[1024];         /* the tag directory --resume names */
+    struct zt_ckpt_info resume_info;
+    /* built */
+    zt_engine_t engine;
+    zt_gpt2_t model;
+    struct zt_engine_mem mem;      /* the memory plan; the gradient window grows during step 1 */
+    double load_ms;                /* time to load the --resume checkpoint */
+    /* the training loop */
+    FILE *log;                     /* --log, on rank 0 */
+    int64_t first_step;            /* 1, or the step after the resumed checkpoint's */
+    int64_t tokens_per_step;
+    double flops_per_step;
+    int print_every;               /* steps between progress lines (steps_per_print) */
+    struct zt_ckpt_save *saving;   /* the checkpoint being written, or NULL */
+    struct pending_save pending;
+};
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static double mib(int64_t bytes) { return bytes / 1048576.0; }
+
+// ----------------------------------------------------------------------------
+// errors and agreement between ranks
+
 /* A bad command line or config is the same on every rank: rank 0 alone reports it. Anything
  * else may be one rank's own trouble (a file missing on its machine): that rank reports it,
- * prefixed with its rank when there are several. */
-static int fail(int code) {
+ * prefixed with its rank when there are several. Returns exit_code. */
+static int fail(int exit_code) {
     int cfg = zt_error_last_code() == ZT_ERR_CONFIG || zt_error_last_code() == ZT_ERR_USAGE;
     if (zt_comm_size() == 1)
         fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
@@ -96,14 +163,7 @@ static int fail(int code) {
         fprintf(stderr, "zerotask: error: rank %d: %s\n", zt_comm_rank(), zt_error_last());
     else if (zt_comm_rank() == 0)
         fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
-    return code;
-}
-
-static int usage_error(const char *fmt, const char *arg) {
-    zt_error_set(ZT_ERR_USAGE, fmt, arg);
-    if (zt_comm_rank() == 0)
-        fprintf(stderr, "zerotask: error: %s (see zt-train --help)\n", zt_error_last());
-    return 2;
+    return exit_code;
 }
 
 /* Every rank passes its start-up outcome (0 or an exit code); all learn whether any failed, so
@@ -120,6 +180,136 @@ static int agree(int code) {
     return code;
 }
 
+/* A failure after start-up. A bad environment knob (STARPU_SCHED, ZT_*) is a configuration
+ * error: exit 2, and it stops every rank alike. Any other failure is this rank's alone and the
+ * others may be waiting in a collective for it: end the whole job. */
+static int report_run_failure(const struct train_run *r) {
+    int config_error = zt_error_last_code() == ZT_ERR_CONFIG;
+    int exit_code = fail(config_error ? 2 : 1);
+    if (!config_error && r->world > 1) zt_comm_abort(exit_code);
+    return exit_code;
+}
+
+// ----------------------------------------------------------------------------
+// parse: the command line
+
+/* the field a text option sets, or NULL when name is not one */
+static const char **text_option(struct train_options *o, const char *name) {
+    return !strcmp(name, "--ds-config")    ? &o->ds_config
+           : !strcmp(name, "--model")      ? &o->model
+           : !strcmp(name, "--data")       ? &o->data
+           : !strcmp(name, "--init-from")  ? &o->init_from
+           : !strcmp(name, "--export")     ? &o->export_path
+           : !strcmp(name, "--log")        ? &o->log_path
+           : !strcmp(name, "--trace")      ? &o->trace_path
+           : !strcmp(name, "--dump-grads") ? &o->grads_path
+           : !strcmp(name, "--save-dir")   ? &o->save_dir
+           : !strcmp(name, "--resume")     ? &o->resume
+                                           : NULL;
+}
+
+/* the field an integer option sets and its least value, or NULL when name is not one */
+static int64_t *int_option(struct train_options *o, const char *name, int64_t *min) {
+    *min = !strcmp(name, "--steps") ? 1 : 0;
+    return !strcmp(name, "--steps")           ? &o->steps
+           : !strcmp(name, "--seed")          ? &o->seed
+           : !strcmp(name, "--save-interval") ? &o->save_interval
+                                              : NULL;
+}
+
+/* The options into r->opt (the defaults set by the caller). Returns 0 or exit code 2. */
+static int parse_options(struct train_run *r, int argc, char **argv) {
+    struct train_options *o = &r->opt;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], **text;
+        int64_t *number, min;
+        int rc = 0;
+        if (!strcmp(a, "--eval-only"))
+            o->eval_only = 1;
+        else if (!strcmp(a, "--quiet"))
+            o->quiet = 1;
+        else if ((text = text_option(o, a)))
+            rc = cli_string_option(&r->cli, argc, argv, &i, text);
+        else if ((number = int_option(o, a, &min)))
+            rc = cli_int_option(&r->cli, argc, argv, &i, min, number);
+        else
+            rc = cli_usage_error(&r->cli, "unknown option '%s'", a);
+        if (rc) return rc;
+    }
+    if (!o->ds_config) return cli_usage_error(&r->cli, "missing %s", "--ds-config");
+    if (!o->model) return cli_usage_error(&r->cli, "missing %s", "--model");
+    if (!o->data) return cli_usage_error(&r->cli, "missing %s", "--data");
+    if (o->resume && o->init_from)
+        return cli_usage_error(&r->cli, "%s: --resume and --init-from exclude each other",
+                               o->resume);
+    if (o->resume && o->eval_only)
+        return cli_usage_error(&r->cli, "%s: --resume and --eval-only exclude each other",
+                               o->resume);
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// validate: every input, before the runtime starts or any output file is touched
+
+static int64_t mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    long long kb = -1;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb > 0) return kb * 1024;
+    return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+}
+
+/* config (the --seed override applied), model shape, token file, and whether the model fits in
+ * the host memory available. Returns 0 or the exit code, the error reported. */
+static int load_inputs(struct train_run *r) {
+    const struct train_options *o = &r->opt;
+    if (zt_config_load(&r->cfg, o->ds_config, r->world) != ZT_OK) return fail(2);
+    if (o->seed >= 0) r->cfg.seed = (uint64_t)o->seed;
+    if (zt_model_shape_load(&r->shape, o->model) != ZT_OK) return fail(2);
+    if (zt_tokens_open(&r->tokens, o->data, r->shape.vocab_size) != ZT_OK) return fail(1);
+    r->have_tokens = 1;
+    int64_t need = zt_gpt2_mem_estimate(&r->shape, &r->cfg), have = mem_available();
+    if (need > have) {
+        zt_error_set(ZT_ERR_NOMEM, "model %s: needs about %.2f GiB of host memory, %.2f GiB "
+                     "available", o->model, need / 1073741824.0, have / 1073741824.0);
+        return fail(1);
+    }
+    return 0;
+}
+
+/* where and how often to save: the options, else the config's checkpoint section */
+static int resolve_checkpointing(struct train_run *r) {
+    r->save_dir = r->opt.save_dir;
+    if (!r->save_dir && r->cfg.ckpt_dir[0]) r->save_dir = r->cfg.ckpt_dir;
+    r->save_interval = r->opt.save_interval;
+    if (r->save_interval < 0) r->save_interval = r->cfg.ckpt_save_interval;
+    if (r->save_interval > 0 && !r->save_dir) {
+        zt_error_set(ZT_ERR_USAGE, "--save-interval %lld: no checkpoint directory (--save-dir or "
+                     "the config's checkpoint.dir)", (long long)r->save_interval);
+        return fail(2);
+    }
+    return 0;
+}
+
+/* the checkpoint's metadata (--resume) and the weights file's header (--init-from), read
+ * before anything is built: a bad one fails here */
+static int check_start_files(struct train_run *r) {
+    const struct train_options *o = &r->opt;
+    if (o->resume &&
+        (zt_checkpoint_resolve(o->resume, r->resume_tag, sizeof r->resume_tag) != ZT_OK ||
+         zt_checkpoint_info(r->resume_tag, &r->resume_info) != ZT_OK))
+        return fail(1);
+    if (o->init_from) {
+        struct zt_safetensors st;
+        if (zt_st_open(&st, o->init_from) != ZT_OK) return fail(1);
+        zt_st_close(&st);
+    }
+    return 0;
+}
+
 static uint64_t hash_file(uint64_t h, const char *path) {
     FILE *f = fopen(path, "rb");
     char buf[4096];
@@ -128,6 +318,32 @@ static uint64_t hash_file(uint64_t h, const char *path) {
     if (f) fclose(f);
     return h;
 }
+
+/* every rank must run the same job: same config, model, steps, seed and mode */
+static int check_same_job(const struct train_run *r) {
+    const struct train_options *o = &r->opt;
+    uint64_t h = hash_file(hash_file(0, o->ds_config), o->model);
+    int64_t knobs[6] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
+                        (int64_t)(o->resume != NULL), r->save_interval};
+    h = zt_hash_bytes(h, knobs, sizeof knobs);
+    if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume or "
+                              "--save-interval") != ZT_OK)
+        return fail(2);
+    return 0;
+}
+
+/* Returns 0 when every rank's inputs are good, else the exit code (errors reported). */
+static int validate_inputs(struct train_run *r) {
+    int code = load_inputs(r);
+    if (!code) code = resolve_checkpointing(r);
+    if (!code) code = check_start_files(r);
+    code = agree(code);
+    if (!code && r->world > 1) code = check_same_job(r);
+    return code;
+}
+
+// ----------------------------------------------------------------------------
+// start: engine and model, the banner, the memory plan
 
 /* ZT_HOST_MEM_LIMIT: the plan's host bytes must fit */
 static enum zt_status check_budget(const struct zt_engine_mem *m, int rank) {
@@ -139,51 +355,25 @@ static enum zt_status check_budget(const struct zt_engine_mem *m, int rank) {
                         "memory (params %.1f, grads %.1f, optimizer %.1f, activations %.1f MiB); "
                         "put state on NVMe (zero_optimization.offload_optimizer/offload_param "
                         "device nvme), use more ranks or a higher ZeRO stage, or raise the limit",
-                        limit / 1048576.0, rank, host / 1048576.0, m->params / 1048576.0,
-                        m->grads / 1048576.0, m->optim / 1048576.0, m->acts / 1048576.0);
+                        mib(limit), rank, mib(host), mib(m->params), mib(m->grads), mib(m->optim),
+                        mib(m->acts));
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-/* a checkpoint being written in the background (zt_checkpoint_save_begin) */
-struct pending_save {
-    int64_t step;
-    double begin_ms; /* how long beginning it held the loop */
-    const char *dir;
-};
-
-/* publish the save begun after the step before (collective) and say what it cost: the shard's
- * bytes and write time (rank 0's) and how long the training loop was held by it */
-static enum zt_status finish_save(struct zt_ckpt_save **saving, const struct pending_save *ps,
-                                  int talk) {
-    struct zt_save_info si = {0};
-    double t = now_ms();
-    enum zt_status rc = zt_checkpoint_save_end(*saving, &si);
-    *saving = NULL;
-    if (rc != ZT_OK || !talk) return rc;
-    double held = ps->begin_ms + (now_ms() - t);
-    printf("checkpoint %s/step%lld saved: %.1f MiB per rank written in %.0f ms (%.0f MB/s) "
-           "alongside training, which it held %.1f ms\n", ps->dir, (long long)ps->step,
-           si.bytes / 1048576.0, si.write_ms, si.write_ms > 0 ? si.bytes / (si.write_ms * 1e3) : 0.0,
-           held);
-    fflush(stdout);
+/* the engine and the model, from --init-from's weights or --resume's checkpoint */
+static enum zt_status build_model(struct train_run *r) {
+    const struct train_options *o = &r->opt;
+    ZT_CHECK(zt_engine_init(&r->engine, &r->cfg));
+    ZT_CHECK(zt_gpt2_init(&r->model, r->engine, &r->shape));
+    if (o->init_from) ZT_CHECK(zt_engine_load_safetensors(r->engine, o->init_from));
+    if (!o->resume) return ZT_OK;
+    /* the ranks start the load together, so that "loaded in" times the load itself, not how
+     * much later than the others the last rank got here */
+    double together = 0;
+    ZT_CHECK(zt_comm_sum_double(&together));
+    double t0 = now_ms();
+    ZT_CHECK(zt_checkpoint_load(r->engine, r->resume_tag, &r->resume_info));
+    r->load_ms = now_ms() - t0;
     return ZT_OK;
-}
-
-/* peak resident set of this process in KiB (VmHWM), -1 when /proc does not say */
-static long long peak_rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
-    fclose(f);
-    return kib;
 }
 
 /* Print one line per rank, the ranks taking turns (collective: every rank calls it; mpirun may
@@ -198,40 +388,52 @@ static void print_in_turn(const char *line) {
     }
 }
 
-static int64_t mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    long long kb = -1;
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
-    if (f) fclose(f);
-    if (kb > 0) return kb * 1024;
-    return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+/* rank 0: the model, the batch rule, ZeRO stage, scheduler and precision */
+static void print_banner(const struct train_run *r) {
+    static const char *const precision[] = {"fp32", "bf16 (fp32 master weights)",
+                                            "fp16 (fp32 master weights, loss scaling)"};
+    const struct zt_model_shape *sh = &r->shape;
+    const struct zt_config *c = &r->cfg;
+    printf("zerotask %s | GPT-2 V=%d T=%d C=%d L=%d NH=%d | %lld parameters\n", ZEROTASK_VERSION,
+           sh->vocab_size, sh->seq_len, sh->n_embd, sh->n_layer, sh->n_head,
+           (long long)zt_engine_numel(r->engine));
+    printf("batch %d = micro %d x accumulation %d x world %d | ZeRO stage %d | %d workers | "
+           "scheduler %s | %d row blocks | %s\n", c->train_batch_size, c->micro_batch,
+           c->grad_accum, r->world, c->zero_stage, zt_runtime_nworkers(), zt_runtime_sched_name(),
+           zt_engine_nblk(r->engine), precision[c->precision]);
+    fflush(stdout);
 }
 
-static int parse_i64(const char *s, int64_t lo, int64_t *out) {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < lo) return -1;
-    *out = v;
-    return 0;
+/* every rank, in turn: its own memory plan per tier (collective) */
+static void print_memory_plan(const struct train_run *r) {
+    const struct zt_engine_mem *m = &r->mem;
+    char line[512];
+    int at = snprintf(line, sizeof line, "memory (host, rank %d of %d): params %.3f MiB | grads "
+                      "%.3f MiB | optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB",
+                      r->rank, r->world, mib(m->params), mib(m->grads), mib(m->optim),
+                      mib(m->acts), mib(m->params + m->grads + m->optim + m->acts));
+    if (r->cfg.zero_stage >= 2) /* the slot windows inside params and grads */
+        at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
+                       "MiB, gradient slots %.3f MiB", mib(m->param_window), mib(m->grad_window));
+    if (m->nvme > 0)
+        snprintf(line + at, sizeof line - (size_t)at, " | swap buffers %.3f MiB (in optimizer) "
+                 "| NVMe %.3f MiB", mib(m->swap_buffers), mib(m->nvme));
+    strncat(line, "\n", sizeof line - strlen(line) - 1);
+    print_in_turn(line);
 }
-
-static int train_main(int argc, char **argv);
 
 /* what zt-trace needs to know of the run (docs/traces.md, "meta") */
-static void trace_meta(const struct zt_config *cfg, const struct zt_model_shape *sh,
-                       const struct zt_engine_mem *mem, int64_t nparams, int world,
-                       double flops) {
+static void trace_meta(const struct train_run *r) {
     static const char *const dev[] = {"none", "cpu", "nvme"};
+    const struct zt_config *cfg = &r->cfg;
+    const struct zt_engine_mem *mem = &r->mem;
     char v[64];
 #define META(k, fmt, x)                                                                          \
     do {                                                                                         \
         snprintf(v, sizeof v, fmt, x);                                                           \
         zt_trace_meta(k, v);                                                                     \
     } while (0)
-    META("world", "%d", world);
+    META("world", "%d", r->world);
     META("ranks_per_node", "%d", zt_comm_local_size());
     META("cores", "%ld", sysconf(_SC_NPROCESSORS_ONLN));
     META("workers", "%d", zt_runtime_nworkers());
@@ -239,12 +441,12 @@ static void trace_meta(const struct zt_config *cfg, const struct zt_model_shape 
     META("stage", "%d", cfg->zero_stage);
     META("offload_optimizer", "%s", dev[cfg->offload_optimizer.device]);
     META("offload_param", "%s", dev[cfg->offload_param.device]);
-    META("params", "%lld", (long long)nparams);
+    META("params", "%lld", (long long)zt_engine_numel(r->engine));
     META("micro_batch", "%d", cfg->micro_batch);
     META("grad_accum", "%d", cfg->grad_accum);
-    META("seq_len", "%d", sh->seq_len);
-    META("n_layer", "%d", sh->n_layer);
-    META("flops_per_step", "%.6g", flops);
+    META("seq_len", "%d", r->shape.seq_len);
+    META("n_layer", "%d", r->shape.n_layer);
+    META("flops_per_step", "%.6g", zt_gpt2_step_flops(r->model));
     META("mem_params", "%lld", (long long)mem->params);
     META("mem_grads", "%lld", (long long)mem->grads);
     META("mem_optim", "%lld", (long long)mem->optim);
@@ -253,9 +455,216 @@ static void trace_meta(const struct zt_config *cfg, const struct zt_model_shape 
 #undef META
 }
 
+static enum zt_status start_run(struct train_run *r) {
+    r->talk = !r->opt.quiet && r->rank == 0;
+    ZT_CHECK(build_model(r));
+    zt_knobs_log_effective();
+    if (r->opt.trace_path) zt_trace_enable(1);
+    zt_engine_memory(r->engine, &r->mem);
+    if (r->talk) print_banner(r);
+    if (!r->opt.quiet) print_memory_plan(r);
+    ZT_CHECK(check_budget(&r->mem, r->rank));
+    if (r->opt.trace_path) trace_meta(r);
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// the training loop: steps, checkpoints, progress, log
+
+/* --eval-only: the loss of step 1's batch, no update */
+static enum zt_status evaluate(struct train_run *r) {
+    double loss;
+    ZT_CHECK(zt_gpt2_step_submit(r->model, &r->tokens, 1, 0));
+    ZT_CHECK(zt_gpt2_step_wait(r->model, &loss, NULL));
+    if (r->rank == 0) printf("eval loss %.6f\n", loss);
+    return ZT_OK;
+}
+
+/* --log on rank 0; the steps to run and how often to print; "resumed from" */
+static enum zt_status plan_loop(struct train_run *r) {
+    const struct train_options *o = &r->opt;
+    if (o->log_path && r->rank == 0 && !(r->log = fopen(o->log_path, "w")))
+        return zt_error_set(ZT_ERR_IO, "log %s: cannot create (%s)", o->log_path,
+                            strerror(errno));
+    r->flops_per_step = zt_gpt2_step_flops(r->model);
+    r->tokens_per_step = (int64_t)r->cfg.train_batch_size * r->shape.seq_len;
+    r->print_every = r->cfg.steps_per_print > 0 ? r->cfg.steps_per_print : 1;
+    r->first_step = o->resume ? r->resume_info.step + 1 : 1;
+    if (r->talk && o->resume)
+        printf("resumed from %s: step %lld done (written by %d rank(s) at ZeRO stage %d; "
+               "loaded in %.0f ms)%s\n", r->resume_tag, (long long)r->resume_info.step,
+               r->resume_info.world_size, r->resume_info.zero_stage, r->load_ms,
+               r->first_step > o->steps ? "; nothing left to train (--steps)" : "");
+    return ZT_OK;
+}
+
+/* Begin saving the state after step s: the shards are written in the background, during the
+ * next step. meta.json gets the model shape and where the data continues. */
+static enum zt_status begin_save(struct train_run *r, int64_t s) {
+    const struct zt_model_shape *sh = &r->shape;
+    char extra[1024];
+    snprintf(extra, sizeof extra, "{\"model\": {\"vocab_size\": %d, \"seq_len\": %d, "
+             "\"n_embd\": %d, \"n_layer\": %d, \"n_head\": %d}, \"data\": {\"next_step\": "
+             "%lld, \"tokens_per_step\": %lld, \"tokens_consumed\": %lld}}", sh->vocab_size,
+             sh->seq_len, sh->n_embd, sh->n_layer, sh->n_head, (long long)(s + 1),
+             (long long)r->tokens_per_step, (long long)(s * r->tokens_per_step));
+    double t0 = now_ms();
+    ZT_CHECK(zt_checkpoint_save_begin(r->engine, r->save_dir, s, extra, r->cfg.ckpt_keep_last,
+                                      &r->saving));
+    r->pending = (struct pending_save){.step = s, .begin_ms = now_ms() - t0, .dir = r->save_dir};
+    return ZT_OK;
+}
+
+/* Publish the save begun earlier (collective) and say what it cost: the shard's bytes and write
+ * time (rank 0's) and how long the training loop was held by it. */
+static enum zt_status finish_save(struct train_run *r) {
+    const struct pending_save *ps = &r->pending;
+    struct zt_save_info si = {0};
+    double t0 = now_ms();
+    enum zt_status rc = zt_checkpoint_save_end(r->saving, &si);
+    r->saving = NULL;
+    if (rc != ZT_OK || !r->talk) return rc;
+    double held = ps->begin_ms + (now_ms() - t0);
+    printf("checkpoint %s/step%lld saved: %.1f MiB per rank written in %.0f ms (%.0f MB/s) "
+           "alongside training, which it held %.1f ms\n", ps->dir, (long long)ps->step,
+           mib(si.bytes), si.write_ms, si.write_ms > 0 ? si.bytes / (si.write_ms * 1e3) : 0.0,
+           held);
+    fflush(stdout);
+    return ZT_OK;
+}
+
+/* rank 0's progress line: step, loss, lr, time, throughput, grad norm (fp16: loss scale) */
+static void print_progress(const struct train_run *r, int64_t s, double loss,
+                           const struct zt_step_info *info, double ms) {
+    char scale[96] = "";
+    if (r->cfg.precision == ZT_PREC_FP16) {
+        struct zt_train_state ts;
+        zt_engine_get_train_state(r->engine, &ts);
+        snprintf(scale, sizeof scale, " | loss scale %g%s | skipped %lld", info->loss_scale,
+                 info->skipped ? " (overflow: skipped)" : "", (long long)ts.skipped);
+    }
+    printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.1f ms | %8.0f tok/s | %6.1f GFLOP/s "
+           "| grad norm %.4f%s\n", (long long)s, (long long)r->opt.steps, loss, info->lr, ms,
+           r->tokens_per_step / (ms / 1e3), r->flops_per_step / (ms * 1e6), info->grad_norm,
+           scale);
+    fflush(stdout);
+}
+
+/* one JSON line per step as it ends (for tail -f and the benches); write errors are checked
+ * once at the end. JSON has no inf or NaN: a non-finite value (an fp16 overflow's norm) is
+ * null. */
+static void write_log_line(const struct train_run *r, int64_t s, double loss,
+                           const struct zt_step_info *info, double ms) {
+    char gn[32] = "null", ls[32] = "null";
+    if (isfinite(loss)) snprintf(ls, sizeof ls, "%.17g", loss);
+    if (isfinite(info->grad_norm)) snprintf(gn, sizeof gn, "%.9g", info->grad_norm);
+    fprintf(r->log, "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"ms\": %.3f, "
+                    "\"tokens_per_s\": %.1f, \"grad_norm\": %s, \"loss_scale\": %.17g, "
+                    "\"skipped\": %d}\n", (long long)s, ls, info->lr, ms,
+            r->tokens_per_step / (ms / 1e3), gn, info->loss_scale, info->skipped);
+    fflush(r->log);
+}
+
+static int save_due(const struct train_run *r, int64_t s) {
+    return r->save_dir &&
+           (s == r->opt.steps || (r->save_interval > 0 && s % r->save_interval == 0));
+}
+
+static enum zt_status train_step(struct train_run *r, int64_t s) {
+    const struct train_options *o = &r->opt;
+    double t0 = now_ms(), loss;
+    struct zt_step_info info;
+    ZT_CHECK(zt_gpt2_step_submit(r->model, &r->tokens, s, 1));
+    ZT_CHECK(zt_gpt2_step_wait(r->model, &loss, &info));
+    /* the save begun after the step before was written during this one: publish it */
+    if (r->saving) ZT_CHECK(finish_save(r));
+    if (save_due(r, s)) ZT_CHECK(begin_save(r, s));
+    double ms = now_ms() - t0; /* a save's share of the loop's time included */
+    if (s == r->first_step && r->cfg.zero_stage >= 2) { /* the gradient window grew to its size */
+        zt_engine_memory(r->engine, &r->mem);
+        ZT_CHECK(check_budget(&r->mem, r->rank));
+    }
+    if (s == 1 && o->grads_path)
+        ZT_CHECK(zt_engine_save_grads_safetensors(r->engine, o->grads_path));
+    if (r->talk && (s == r->first_step || s == o->steps || s % r->print_every == 0))
+        print_progress(r, s, loss, &info, ms);
+    if (r->log) write_log_line(r, s, loss, &info, ms);
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// finish: the last checkpoint, peak memory, log, export, trace
+
+/* peak resident set of this process in KiB (VmHWM), -1 when /proc does not say */
+static long long peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
+    fclose(f);
+    return kib;
+}
+
+/* every rank, in turn: its peak resident memory and its final gradient window (collective) */
+static void print_peak_memory(const struct train_run *r) {
+    char line[512];
+    int at = snprintf(line, sizeof line, "peak memory (rank %d of %d): %.1f MiB resident",
+                      r->rank, r->world, peak_rss_kib() / 1024.0);
+    if (r->cfg.zero_stage >= 2)
+        snprintf(line + at, sizeof line - (size_t)at, " | gradient slots %.3f MiB",
+                 mib(r->mem.grad_window));
+    strncat(line, "\n", sizeof line - strlen(line) - 1);
+    print_in_turn(line);
+}
+
+static enum zt_status finish_run(struct train_run *r) {
+    const struct train_options *o = &r->opt;
+    /* the last save: nothing left to overlap it with */
+    if (r->saving) ZT_CHECK(finish_save(r));
+    ZT_CHECK(zt_engine_finish(r->engine)); /* the last swap-outs, their errors */
+    zt_engine_memory(r->engine, &r->mem);  /* the gradient window grows on demand */
+    if (!o->quiet) print_peak_memory(r);
+    if (r->log && fflush(r->log) != 0)
+        return zt_error_set(ZT_ERR_IO, "log %s: write failed (%s)", o->log_path, strerror(errno));
+    if (o->export_path) ZT_CHECK(zt_engine_save_safetensors(r->engine, o->export_path));
+    if (o->trace_path)
+        ZT_CHECK(zt_trace_write(o->trace_path, zt_task_kind_names(), ZT_KIND_COUNT));
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// the phases in order
+
+static enum zt_status run_training(struct train_run *r) {
+    ZT_CHECK(start_run(r));
+    if (r->opt.eval_only) return evaluate(r);
+    ZT_CHECK(plan_loop(r));
+    for (int64_t s = r->first_step; s <= r->opt.steps; s++) ZT_CHECK(train_step(r, s));
+    return finish_run(r);
+}
+
+static void free_run(struct train_run *r) {
+    if (r->log) fclose(r->log);
+    zt_checkpoint_save_abandon(r->saving);
+    zt_gpt2_free(r->model);
+    zt_engine_free(r->engine);
+    if (r->have_tokens) zt_tokens_close(&r->tokens);
+}
+
+/* parse -> validate -> start -> loop -> finish; returns the exit code */
+static int train_main(struct train_run *r, int argc, char **argv) {
+    int code = parse_options(r, argc, argv);
+    if (!code) code = validate_inputs(r);
+    if (!code && run_training(r) != ZT_OK) code = report_run_failure(r);
+    free_run(r);
+    return code;
+}
+
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+    for (int i = 1; i < argc; i++) { /* help wins wherever it is, before MPI starts */
+        if (cli_is_help(argv[i])) {
             fputs(usage_text, stdout);
             return 0;
         }
@@ -266,273 +675,14 @@ int main(int argc, char **argv) {
     }
     /* MPI first: world size and rank decide the batch rule and who prints */
     if (zt_comm_init() != ZT_OK) return fail(1);
-    int rc = train_main(argc, argv);
+    struct train_run run = {
+        .rank = zt_comm_rank(),
+        .world = zt_comm_size(),
+        .cli = {.name = "zt-train", .error_prefix = "zerotask",
+                .print_errors = zt_comm_rank() == 0},
+        .opt = {.steps = 10, .seed = -1, .save_interval = -1},
+    };
+    int rc = train_main(&run, argc, argv);
     zt_comm_free();
-    return rc;
-}
-
-static int train_main(int argc, char **argv) {
-    const char *ds = NULL, *model = NULL, *data = NULL, *init = NULL, *export = NULL;
-    const char *logp = NULL, *tracep = NULL, *gradp = NULL, *save_dir = NULL, *resume = NULL;
-    int64_t steps = 10, seed = -1, save_every = -1;
-    int eval_only = 0, quiet = 0;
-    struct zt_ckpt_save *saving = NULL;
-    struct pending_save saved = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char **dst = NULL;
-        if (!strcmp(a, "--eval-only")) { eval_only = 1; continue; }
-        if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
-        if (!strcmp(a, "--ds-config")) dst = &ds;
-        else if (!strcmp(a, "--model")) dst = &model;
-        else if (!strcmp(a, "--data")) dst = &data;
-        else if (!strcmp(a, "--init-from")) dst = &init;
-        else if (!strcmp(a, "--export")) dst = &export;
-        else if (!strcmp(a, "--log")) dst = &logp;
-        else if (!strcmp(a, "--trace")) dst = &tracep;
-        else if (!strcmp(a, "--dump-grads")) dst = &gradp;
-        else if (!strcmp(a, "--save-dir")) dst = &save_dir;
-        else if (!strcmp(a, "--resume")) dst = &resume;
-        else if (!strcmp(a, "--steps") || !strcmp(a, "--seed") || !strcmp(a, "--save-interval")) {
-            if (i + 1 >= argc) return usage_error("option %s needs a value", a);
-            int64_t v;
-            if (parse_i64(argv[i + 1], !strcmp(a, "--steps") ? 1 : 0, &v))
-                return usage_error(!strcmp(a, "--steps")   ? "--steps %s: expected an integer >= 1"
-                                   : !strcmp(a, "--seed") ? "--seed %s: expected an integer >= 0"
-                                        : "--save-interval %s: expected an integer >= 0",
-                                   argv[i + 1]);
-            if (!strcmp(a, "--steps")) steps = v;
-            else if (!strcmp(a, "--seed")) seed = v;
-            else save_every = v;
-            i++;
-            continue;
-        } else
-            return usage_error("unknown option '%s'", a);
-        if (i + 1 >= argc || argv[i + 1][0] == '\0') return usage_error("option %s needs a value", a);
-        *dst = argv[++i];
-    }
-    if (!ds) return usage_error("missing %s", "--ds-config");
-    if (!model) return usage_error("missing %s", "--model");
-    if (!data) return usage_error("missing %s", "--data");
-    if (resume && init) return usage_error("%s: --resume and --init-from exclude each other", resume);
-    if (resume && eval_only) return usage_error("%s: --resume and --eval-only exclude each other",
-                                                resume);
-
-    /* ---- validate every input before touching the runtime or any output file ---- */
-    const int world = zt_comm_size(), rank = zt_comm_rank();
-    struct zt_config cfg;
-    struct zt_model_shape shape;
-    struct zt_tokens tok = {0};
-    int code = 0, have_tok = 0;
-    if (zt_config_load(&cfg, ds, world) != ZT_OK) code = fail(2);
-    if (!code && seed >= 0) cfg.seed = (uint64_t)seed;
-    if (!code && zt_model_shape_load(&shape, model) != ZT_OK) code = fail(2);
-    if (!code && zt_tokens_open(&tok, data, shape.vocab_size) != ZT_OK) code = fail(1);
-    have_tok = !code;
-    if (!code) {
-        int64_t need = zt_gpt2_mem_estimate(&shape, &cfg), have = mem_available();
-        if (need > have) {
-            zt_error_set(ZT_ERR_NOMEM, "model %s: needs about %.2f GiB of host memory, %.2f GiB "
-                                       "available", model, need / 1073741824.0,
-                         have / 1073741824.0);
-            code = fail(1);
-        }
-    }
-    if (!code && !save_dir && cfg.ckpt_dir[0]) save_dir = cfg.ckpt_dir;
-    if (save_every < 0) save_every = cfg.ckpt_save_interval;
-    if (!code && save_every > 0 && !save_dir) {
-        zt_error_set(ZT_ERR_USAGE, "--save-interval %lld: no checkpoint directory (--save-dir or "
-                     "the config's checkpoint.dir)", (long long)save_every);
-        code = fail(2);
-    }
-    char tagdir[1024] = "";
-    struct zt_ckpt_info ck = {0};
-    if (!code && resume && /* the checkpoint's metadata before building anything */
-        (zt_checkpoint_resolve(resume, tagdir, sizeof tagdir) != ZT_OK ||
-         zt_checkpoint_info(tagdir, &ck) != ZT_OK))
-        code = fail(1);
-    if (!code && init) { /* check the file before building anything: a bad header fails here */
-        struct zt_safetensors st;
-        if (zt_st_open(&st, init) != ZT_OK)
-            code = fail(1);
-        else
-            zt_st_close(&st);
-    }
-    code = agree(code);
-    if (!code && world > 1) {
-        /* every rank must run the same job: same config, model, steps, seed and mode */
-        uint64_t h = hash_file(hash_file(0, ds), model);
-        int64_t knobs[6] = {steps, seed, eval_only, (int64_t)(init != NULL),
-                            (int64_t)(resume != NULL), save_every};
-        h = zt_hash_bytes(h, knobs, sizeof knobs);
-        if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume or "
-                                  "--save-interval") != ZT_OK)
-            code = fail(2);
-    }
-    if (code) {
-        if (have_tok) zt_tokens_close(&tok);
-        return code;
-    }
-
-    int rc = 1;
-    zt_engine_t e = NULL;
-    zt_gpt2_t m = NULL;
-    FILE *logf = NULL;
-    if (zt_engine_init(&e, &cfg) != ZT_OK) goto out;
-    if (zt_gpt2_init(&m, e, &shape) != ZT_OK) goto out;
-    if (init && zt_engine_load_safetensors(e, init) != ZT_OK) goto out;
-    /* the ranks start the load together, so that "loaded in" times the load, not how much
-     * later the last rank got here (start-up skew of 0.5-0.9 s was counted before) */
-    double together = 0;
-    if (resume && zt_comm_sum_double(&together) != ZT_OK) goto out;
-    double load_ms = now_ms();
-    if (resume && zt_checkpoint_load(e, tagdir, &ck) != ZT_OK) goto out;
-    load_ms = now_ms() - load_ms;
-    zt_knobs_log_effective();
-    if (tracep) zt_trace_enable(1);
-
-    struct zt_engine_mem mem;
-    zt_engine_memory(e, &mem);
-    const int talk = !quiet && rank == 0; /* progress comes from rank 0 */
-    if (talk) {
-        printf("zerotask %s | GPT-2 V=%d T=%d C=%d L=%d NH=%d | %lld parameters\n",
-               ZEROTASK_VERSION, shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer,
-               shape.n_head, (long long)zt_engine_numel(e));
-        static const char *const prec[] = {"fp32", "bf16 (fp32 master weights)",
-                                           "fp16 (fp32 master weights, loss scaling)"};
-        printf("batch %d = micro %d x accumulation %d x world %d | ZeRO stage %d | %d workers | "
-               "scheduler %s | %d row blocks | %s\n", cfg.train_batch_size, cfg.micro_batch,
-               cfg.grad_accum, world, cfg.zero_stage, zt_runtime_nworkers(),
-               zt_runtime_sched_name(), zt_engine_nblk(e), prec[cfg.precision]);
-        fflush(stdout);
-    }
-    /* every rank accounts for its own memory: the plan per tier */
-    char line[512];
-    int at = snprintf(line, sizeof line, "memory (host, rank %d of %d): params %.3f MiB | grads "
-                      "%.3f MiB | optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB",
-                      rank, world, mem.params / 1048576.0, mem.grads / 1048576.0,
-                      mem.optim / 1048576.0, mem.acts / 1048576.0,
-                      (mem.params + mem.grads + mem.optim + mem.acts) / 1048576.0);
-    if (cfg.zero_stage >= 2) /* the slot windows inside params and grads */
-        at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
-                       "MiB, gradient slots %.3f MiB", mem.param_window / 1048576.0,
-                       mem.grad_window / 1048576.0);
-    if (mem.nvme > 0)
-        snprintf(line + at, sizeof line - (size_t)at, " | swap buffers %.3f MiB (in optimizer) "
-                 "| NVMe %.3f MiB", mem.swap_buffers / 1048576.0, mem.nvme / 1048576.0);
-    strncat(line, "\n", sizeof line - strlen(line) - 1);
-    if (!quiet) print_in_turn(line);
-    if (check_budget(&mem, rank) != ZT_OK) goto out;
-    if (tracep) trace_meta(&cfg, &shape, &mem, zt_engine_numel(e), world, zt_gpt2_step_flops(m));
-
-    if (eval_only) {
-        double loss;
-        if (zt_gpt2_step_submit(m, &tok, 1, 0) != ZT_OK) goto out;
-        if (zt_gpt2_step_wait(m, &loss, NULL) != ZT_OK) goto out;
-        if (rank == 0) printf("eval loss %.6f\n", loss);
-        rc = 0;
-        goto out;
-    }
-    if (logp && rank == 0 && !(logf = fopen(logp, "w"))) {
-        zt_error_set(ZT_ERR_IO, "log %s: cannot create (%s)", logp, strerror(errno));
-        goto out;
-    }
-    double flops = zt_gpt2_step_flops(m);
-    int64_t tokens = (int64_t)cfg.train_batch_size * shape.seq_len;
-    int every = cfg.steps_per_print > 0 ? cfg.steps_per_print : 1;
-    const int64_t first = resume ? ck.step + 1 : 1;
-    if (talk && resume)
-        printf("resumed from %s: step %lld done (written by %d rank(s) at ZeRO stage %d; "
-               "loaded in %.0f ms)%s\n", tagdir, (long long)ck.step, ck.world_size, ck.zero_stage,
-               load_ms, first > steps ? "; nothing left to train (--steps)" : "");
-    for (int64_t s = first; s <= steps; s++) {
-        double t0 = now_ms(), loss;
-        struct zt_step_info info;
-        if (zt_gpt2_step_submit(m, &tok, s, 1) != ZT_OK) goto out;
-        if (zt_gpt2_step_wait(m, &loss, &info) != ZT_OK) goto out;
-        /* the save begun after the step before was written during this one: publish it */
-        if (saving && finish_save(&saving, &saved, talk) != ZT_OK) goto out;
-        int save_now = save_dir && (s == steps || (save_every > 0 && s % save_every == 0));
-        if (save_now) { /* its shards are written in the background, during the next step */
-            char extra[1024];
-            snprintf(extra, sizeof extra, "{\"model\": {\"vocab_size\": %d, \"seq_len\": %d, "
-                     "\"n_embd\": %d, \"n_layer\": %d, \"n_head\": %d}, \"data\": {\"next_step\": "
-                     "%lld, \"tokens_per_step\": %lld, \"tokens_consumed\": %lld}}",
-                     shape.vocab_size, shape.seq_len, shape.n_embd, shape.n_layer, shape.n_head,
-                     (long long)(s + 1), (long long)tokens, (long long)(s * tokens));
-            double tb = now_ms();
-            if (zt_checkpoint_save_begin(e, save_dir, s, extra, cfg.ckpt_keep_last, &saving) !=
-                ZT_OK)
-                goto out;
-            saved.step = s;
-            saved.dir = save_dir;
-            saved.begin_ms = now_ms() - tb;
-        }
-        double ms = now_ms() - t0; /* a save's share of the loop's time included */
-        if (s == first && cfg.zero_stage >= 2) { /* the gradient window grew to its size */
-            zt_engine_memory(e, &mem);
-            if (check_budget(&mem, rank) != ZT_OK) goto out;
-        }
-        if (s == 1 && gradp && zt_engine_save_grads_safetensors(e, gradp) != ZT_OK) goto out;
-        if (talk && (s == first || s == steps || s % every == 0)) {
-            char scale[96] = "";
-            if (cfg.precision == ZT_PREC_FP16) {
-                struct zt_train_state ts;
-                zt_engine_get_train_state(e, &ts);
-                snprintf(scale, sizeof scale, " | loss scale %g%s | skipped %lld", info.loss_scale,
-                         info.skipped ? " (overflow: skipped)" : "", (long long)ts.skipped);
-            }
-            printf("step %5lld/%lld | loss %.6f | lr %.3e | %8.1f ms | %8.0f tok/s | %6.1f GFLOP/s "
-                   "| grad norm %.4f%s\n", (long long)s, (long long)steps, loss, info.lr, ms,
-                   tokens / (ms / 1e3), flops / (ms * 1e6), info.grad_norm, scale);
-            fflush(stdout);
-        }
-        if (logf) { /* a line per step as it ends (tail -f, benches), errors checked at exit */
-            /* JSON has no inf or NaN: a non-finite value (an fp16 overflow's norm) is null */
-            char gn[32] = "null", ls[32] = "null";
-            if (isfinite(loss)) snprintf(ls, sizeof ls, "%.17g", loss);
-            if (isfinite(info.grad_norm)) snprintf(gn, sizeof gn, "%.9g", info.grad_norm);
-            fprintf(logf, "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"ms\": %.3f, "
-                          "\"tokens_per_s\": %.1f, \"grad_norm\": %s, \"loss_scale\": %.17g, "
-                          "\"skipped\": %d}\n", (long long)s, ls, info.lr, ms,
-                    tokens / (ms / 1e3), gn, info.loss_scale, info.skipped);
-            fflush(logf);
-        }
-    }
-    /* the last save: nothing left to overlap it with */
-    if (saving && finish_save(&saving, &saved, talk) != ZT_OK) goto out;
-    if (zt_engine_finish(e) != ZT_OK) goto out; /* the last swap-outs, their errors */
-    /* every rank's peak resident memory */
-    zt_engine_memory(e, &mem); /* the gradient window grows on demand during the steps */
-    at = snprintf(line, sizeof line, "peak memory (rank %d of %d): %.1f MiB resident", rank,
-                  world, peak_rss_kib() / 1024.0);
-    if (cfg.zero_stage >= 2)
-        snprintf(line + at, sizeof line - (size_t)at, " | gradient slots %.3f MiB",
-                 mem.grad_window / 1048576.0);
-    strncat(line, "\n", sizeof line - strlen(line) - 1);
-    if (!quiet) print_in_turn(line);
-    if (logf && fflush(logf) != 0) {
-        zt_error_set(ZT_ERR_IO, "log %s: write failed (%s)", logp, strerror(errno));
-        goto out;
-    }
-    if (export && zt_engine_save_safetensors(e, export) != ZT_OK) goto out;
-    if (tracep &&
-        zt_trace_write(tracep, zt_task_kind_names(), ZT_KIND_COUNT) != ZT_OK)
-        goto out;
-    rc = 0;
-out:
-    /* a bad environment knob (STARPU_SCHED, ZT_*) is a configuration error: exit 2 */
-    if (rc) {
-        int cfgerr = zt_error_last_code() == ZT_ERR_CONFIG;
-        rc = fail(cfgerr ? 2 : 1);
-        /* a config error stops every rank alike; any other failure is this rank's alone, and
-         * the others may be waiting in a collective for it: end the whole job */
-        if (!cfgerr && world > 1) zt_comm_abort(rc);
-    }
-    if (logf) fclose(logf);
-    zt_checkpoint_save_abandon(saving);
-    zt_gpt2_free(m);
-    zt_engine_free(e);
-    zt_tokens_close(&tok);
     return rc;
 }

@@ -2,14 +2,16 @@
  * apps/zt_ckpt.c: zt-ckpt, the checkpoint tool: list, inspect, verify, export to safetensors,
  * import from safetensors. Needs no runtime (no StarPU, no MPI): it reads the files.
  *
- * Layer: apps/. Includes only <zerotask.h>. Errors: exactly one line "zt-ckpt: error: <message>"
- * on stderr; exit 2 for a bad command line, 1 for anything else (a damaged checkpoint included).
+ * Layer: apps/. Includes <zerotask.h> and the shared command-line pieces (apps/cli.h). Errors:
+ * exactly one line "zt-ckpt: error: <message>" on stderr; exit 2 for a bad command line, 1 for
+ * anything else (a damaged checkpoint included).
  */
 #include <dirent.h>     /* opendir */
 #include <stdio.h>      /* printf */
 #include <stdlib.h>     /* free */
 #include <string.h>     /* strcmp */
 #include <sys/stat.h>   /* stat */
+#include "cli.h"        /* option values, one-line usage errors */
 #include "zerotask.h"   /* everything public */
 
 static const char *usage_text =
@@ -34,18 +36,14 @@ static const char *usage_text =
     "\n"
     "Exit status: 0 ok, 2 bad command line, 1 any other error.\n";
 
-static int fail(void) {
-    fprintf(stderr, "zt-ckpt: error: %s\n", zt_error_last());
-    return 1;
-}
+static const struct cli_program cli = {"zt-ckpt", "zt-ckpt", 1};
 
-static int usage(const char *msg, const char *arg) {
-    fprintf(stderr, "zt-ckpt: error: ");
-    fprintf(stderr, msg, arg);
-    fprintf(stderr, " (see zt-ckpt --help)\n");
-    return 2;
-}
+static int fail(void) { return cli_fail(&cli, CLI_EXIT_FAILURE); }
 
+// ----------------------------------------------------------------------------
+// ls
+
+/* the bytes of the regular files in dir (a tag's meta.json and shards) */
 static long long dir_bytes(const char *dir) {
     DIR *d = opendir(dir);
     long long n = 0;
@@ -79,28 +77,32 @@ static int cmd_ls(const char *dir) {
     return 0;
 }
 
-/* the tag PATH names, its meta.json, its tensor table and (open) shards */
-struct ck {
-    char tag[1024];
+// ----------------------------------------------------------------------------
+// an opened tag: inspect, verify, export
+
+/* the tag PATH names, its meta.json, its tensor table and its (open) shards */
+struct opened_tag {
+    char dir[1024];
     struct zt_ckpt_info info;
-    struct zt_ckpt_tensor *t;
-    int nt;
-    struct zt_shard_set set;
+    struct zt_ckpt_tensor *tensors; /* [ntensors], meta.json's table */
+    int ntensors;
+    struct zt_shard_set shards;
 };
 
-static enum zt_status ck_open(struct ck *c, const char *path) {
+static enum zt_status tag_open(struct opened_tag *c, const char *path) {
     memset(c, 0, sizeof *c);
-    ZT_CHECK(zt_checkpoint_resolve(path, c->tag, sizeof c->tag));
-    ZT_CHECK(zt_checkpoint_info(c->tag, &c->info));
-    ZT_CHECK(zt_checkpoint_tensors(c->tag, &c->t, &c->nt));
-    return zt_checkpoint_open_shards(c->tag, &c->info, &c->set);
+    ZT_CHECK(zt_checkpoint_resolve(path, c->dir, sizeof c->dir));
+    ZT_CHECK(zt_checkpoint_info(c->dir, &c->info));
+    ZT_CHECK(zt_checkpoint_tensors(c->dir, &c->tensors, &c->ntensors));
+    return zt_checkpoint_open_shards(c->dir, &c->info, &c->shards);
 }
 
-static void ck_close(struct ck *c) {
-    zt_shard_set_close(&c->set);
-    free(c->t);
+static void tag_close(struct opened_tag *c) {
+    zt_shard_set_close(&c->shards);
+    free(c->tensors);
 }
 
+/* a tensor's rows as the shards split it (a vector is one row), and its element count */
 static int64_t rows_of(const struct zt_ckpt_tensor *t) { return t->ndim == 1 ? 1 : t->shape[0]; }
 static int64_t numel_of(const struct zt_ckpt_tensor *t) {
     int64_t n = 1;
@@ -109,28 +111,29 @@ static int64_t numel_of(const struct zt_ckpt_tensor *t) {
 }
 
 /* every record names a tensor of the table; every tensor and role is covered exactly once */
-static enum zt_status ck_check(const struct ck *c) {
-    struct zt_shard_tensor *t = calloc((size_t)c->nt + 1, sizeof *t);
+static enum zt_status tag_check_coverage(const struct opened_tag *c) {
+    struct zt_shard_tensor *t = calloc((size_t)c->ntensors + 1, sizeof *t);
     if (!t) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
-    for (int j = 0; j < c->nt; j++)
-        t[j] = (struct zt_shard_tensor){c->t[j].name, rows_of(&c->t[j]),
-                                        numel_of(&c->t[j]) / rows_of(&c->t[j])};
-    enum zt_status rc = zt_shard_set_check(&c->set, t, c->nt);
+    for (int j = 0; j < c->ntensors; j++) {
+        const struct zt_ckpt_tensor *x = &c->tensors[j];
+        t[j] = (struct zt_shard_tensor){x->name, rows_of(x), numel_of(x) / rows_of(x)};
+    }
+    enum zt_status rc = zt_shard_set_check(&c->shards, t, c->ntensors);
     free(t);
     return rc;
 }
 
 static int cmd_inspect(const char *path) {
-    struct ck c;
-    if (ck_open(&c, path) != ZT_OK) {
-        ck_close(&c);
+    struct opened_tag c;
+    if (tag_open(&c, path) != ZT_OK) {
+        tag_close(&c);
         return fail();
     }
     printf("%s: format %d, step %lld, written by %d rank(s) at ZeRO stage %d, %d tensors\n",
-           c.tag, c.info.format, (long long)c.info.step, c.info.world_size, c.info.zero_stage,
-           c.nt);
-    for (int k = 0; k < c.set.n; k++) {
-        const struct zt_shard *s = &c.set.sh[k];
+           c.dir, c.info.format, (long long)c.info.step, c.info.world_size, c.info.zero_stage,
+           c.ntensors);
+    for (int k = 0; k < c.shards.n; k++) {
+        const struct zt_shard *s = &c.shards.sh[k];
         printf("%s: rank %d of %d, %d records\n", s->path, s->rank, s->world, s->n);
         for (int i = 0; i < s->n; i++) {
             const struct zt_shard_rec *r = &s->rec[i];
@@ -140,42 +143,46 @@ static int cmd_inspect(const char *path) {
                    (long long)r->bytes, (long long)r->offset, r->crc);
         }
     }
-    ck_close(&c);
+    tag_close(&c);
     return 0;
 }
 
 static int cmd_verify(const char *path) {
-    struct ck c;
-    enum zt_status rc = ck_open(&c, path);
-    if (rc == ZT_OK) rc = ck_check(&c);
+    struct opened_tag c;
+    enum zt_status rc = tag_open(&c, path);
+    if (rc == ZT_OK) rc = tag_check_coverage(&c);
     long long bytes = 0;
-    int recs = 0;
-    for (int k = 0; rc == ZT_OK && k < c.set.n; k++) {
-        rc = zt_shard_verify(&c.set.sh[k]);
-        for (int i = 0; i < c.set.sh[k].n; i++) bytes += c.set.sh[k].rec[i].bytes;
-        recs += c.set.sh[k].n;
+    int records = 0;
+    for (int k = 0; rc == ZT_OK && k < c.shards.n; k++) {
+        const struct zt_shard *s = &c.shards.sh[k];
+        rc = zt_shard_verify(s);
+        for (int i = 0; i < s->n; i++) bytes += s->rec[i].bytes;
+        records += s->n;
     }
     if (rc != ZT_OK) {
-        ck_close(&c);
+        tag_close(&c);
         return fail();
     }
-    printf("ok: %s: step %lld, %d shard(s), %d records, %.1f MiB checked\n", c.tag,
-           (long long)c.info.step, c.set.n, recs, bytes / 1048576.0);
-    ck_close(&c);
+    printf("ok: %s: step %lld, %d shard(s), %d records, %.1f MiB checked\n", c.dir,
+           (long long)c.info.step, c.shards.n, records, bytes / 1048576.0);
+    tag_close(&c);
     return 0;
 }
 
-struct fill_ctx {
-    struct ck *c;
-    int role;
+/* what the safetensors writer asks for, tensor by tensor: the parameters (entry i is tensor
+ * i), or the moments (entry 2j is tensor j's exp_avg, 2j + 1 its exp_avg_sq) */
+struct export_source {
+    struct opened_tag *c;
+    int role; /* ZT_ROLE_PARAM, or ZT_ROLE_EXP_AVG for both moments */
 };
-static enum zt_status fill(void *arg, int i, float *dst) {
-    struct fill_ctx *f = arg;
-    int j = f->role == ZT_ROLE_PARAM ? i : i / 2;
-    int role = f->role == ZT_ROLE_PARAM ? ZT_ROLE_PARAM
-                                        : (i % 2 ? ZT_ROLE_EXP_AVG_SQ : ZT_ROLE_EXP_AVG);
-    const struct zt_ckpt_tensor *t = &f->c->t[j];
-    return zt_shard_set_read(&f->c->set, t->name, role, numel_of(t) / rows_of(t), 0,
+
+/* the writer's callback: entry i's values, all rows, from the shards */
+static enum zt_status read_entry(void *arg, int i, float *dst) {
+    struct export_source *src = arg;
+    int moments = src->role != ZT_ROLE_PARAM;
+    int role = !moments ? ZT_ROLE_PARAM : (i % 2 ? ZT_ROLE_EXP_AVG_SQ : ZT_ROLE_EXP_AVG);
+    const struct zt_ckpt_tensor *t = &src->c->tensors[moments ? i / 2 : i];
+    return zt_shard_set_read(&src->c->shards, t->name, role, numel_of(t) / rows_of(t), 0,
                              numel_of(t), dst);
 }
 
@@ -184,88 +191,124 @@ static void to_bf16(uint16_t *dst, const float *src, size_t n) {
     zt_dtype_from_f32(ZT_DTYPE_BF16, dst, src, n);
 }
 
+static void set_entry(struct zt_st_entry *e, const char *name, const struct zt_ckpt_tensor *t) {
+    e->name = name;
+    e->ndim = t->ndim;
+    memcpy(e->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+}
+
+/* the consolidated weights to out, and (moments != NULL) <name>.exp_avg and <name>.exp_avg_sq
+ * of every tensor to moments; entries: room for 2 per tensor */
+static enum zt_status export_files(struct opened_tag *c, struct zt_st_entry *entries,
+                                   char (*names)[200], const char *out, const char *moments,
+                                   int bf16) {
+    for (int i = 0; i < c->ntensors; i++)
+        set_entry(&entries[i], c->tensors[i].name, &c->tensors[i]);
+    struct export_source src = {c, ZT_ROLE_PARAM};
+    ZT_CHECK(zt_st_write_stream(out, entries, c->ntensors, NULL, read_entry, &src,
+                                bf16 ? to_bf16 : NULL));
+    if (!moments) return ZT_OK;
+    for (int i = 0; i < 2 * c->ntensors; i++) {
+        const struct zt_ckpt_tensor *t = &c->tensors[i / 2];
+        snprintf(names[i], sizeof names[i], "%s.%s", t->name, i % 2 ? "exp_avg_sq" : "exp_avg");
+        set_entry(&entries[i], names[i], t);
+    }
+    src.role = ZT_ROLE_EXP_AVG;
+    return zt_st_write_f32_stream(moments, entries, 2 * c->ntensors, NULL, read_entry, &src);
+}
+
 static int cmd_export(const char *path, const char *out, const char *moments, int bf16) {
-    struct ck c;
-    enum zt_status rc = ck_open(&c, path);
-    if (rc == ZT_OK) rc = ck_check(&c);
-    struct zt_st_entry *e = calloc((size_t)c.nt * 2 + 1, sizeof *e);
-    char (*names)[200] = calloc((size_t)c.nt * 2 + 1, sizeof *names);
-    if (rc == ZT_OK && (!e || !names)) rc = zt_error_set(ZT_ERR_NOMEM, "out of memory");
-    for (int i = 0; rc == ZT_OK && i < c.nt; i++) {
-        e[i].name = c.t[i].name;
-        e[i].ndim = c.t[i].ndim;
-        memcpy(e[i].shape, c.t[i].shape, sizeof(int64_t) * (size_t)c.t[i].ndim);
-    }
-    struct fill_ctx f = {&c, ZT_ROLE_PARAM};
-    if (rc == ZT_OK) rc = zt_st_write_stream(out, e, c.nt, NULL, fill, &f, bf16 ? to_bf16 : NULL);
-    if (rc == ZT_OK && moments) {
-        for (int i = 0; i < 2 * c.nt; i++) {
-            const struct zt_ckpt_tensor *t = &c.t[i / 2];
-            snprintf(names[i], sizeof names[i], "%s.%s", t->name, i % 2 ? "exp_avg_sq" : "exp_avg");
-            e[i].name = names[i];
-            e[i].ndim = t->ndim;
-            memcpy(e[i].shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-        }
-        f.role = ZT_ROLE_EXP_AVG;
-        rc = zt_st_write_f32_stream(moments, e, 2 * c.nt, NULL, fill, &f);
-    }
-    free(e);
+    struct opened_tag c;
+    enum zt_status rc = tag_open(&c, path);
+    if (rc == ZT_OK) rc = tag_check_coverage(&c);
+    struct zt_st_entry *entries = calloc((size_t)c.ntensors * 2 + 1, sizeof *entries);
+    char (*names)[200] = calloc((size_t)c.ntensors * 2 + 1, sizeof *names);
+    if (rc == ZT_OK && (!entries || !names)) rc = zt_error_set(ZT_ERR_NOMEM, "out of memory");
+    if (rc == ZT_OK) rc = export_files(&c, entries, names, out, moments, bf16);
+    free(entries);
     free(names);
     if (rc != ZT_OK) {
-        ck_close(&c);
+        tag_close(&c);
         return fail();
     }
-    printf("exported %s (step %lld): %d tensors (%s) to %s%s%s\n", c.tag,
-           (long long)c.info.step, c.nt, bf16 ? "BF16" : "F32", out,
+    printf("exported %s (step %lld): %d tensors (%s) to %s%s%s\n", c.dir,
+           (long long)c.info.step, c.ntensors, bf16 ? "BF16" : "F32", out,
            moments ? ", moments (F32) to " : "", moments ? moments : "");
-    ck_close(&c);
+    tag_close(&c);
     return 0;
 }
 
+static int cmd_import(const char *safetensors, const char *out) {
+    if (zt_checkpoint_import(safetensors, out) != ZT_OK) return fail();
+    printf("imported %s as %s/step0 (zt-train --resume %s)\n", safetensors, out, out);
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// the command line
+
+/* COMMAND's arguments */
+struct ckpt_args {
+    const char *command;
+    const char *path; /* the one positional argument */
+    const char *safetensors, *out, *moments, *dtype;
+};
+
+/* argv[2..] into a. Returns 0 or exit code 2. */
+static int parse_args(int argc, char **argv, struct ckpt_args *a) {
+    for (int i = 2; i < argc; i++) {
+        const char *arg = argv[i];
+        const char **value = !strcmp(arg, "--safetensors") ? &a->safetensors
+                             : !strcmp(arg, "--out")       ? &a->out
+                             : !strcmp(arg, "--moments")   ? &a->moments
+                             : !strcmp(arg, "--dtype")     ? &a->dtype
+                                                           : NULL;
+        if (value) {
+            if (cli_string_option(&cli, argc, argv, &i, value)) return CLI_EXIT_USAGE;
+        } else if (arg[0] == '-' || a->path) {
+            return cli_usage_error(&cli, "unexpected argument '%s'", arg);
+        } else {
+            a->path = arg;
+        }
+    }
+    return 0;
+}
+
+/* check that the command got the arguments it takes, then run it */
+static int run_command(const struct ckpt_args *a) {
+    const char *cmd = a->command;
+    if (strcmp(cmd, "import") != 0 && !a->path)
+        return cli_usage_error(&cli, "%s: missing the checkpoint path", cmd);
+    if (!strcmp(cmd, "ls") || !strcmp(cmd, "inspect") || !strcmp(cmd, "verify")) {
+        if (a->safetensors || a->out || a->moments || a->dtype)
+            return cli_usage_error(&cli, "%s takes only a path", cmd);
+        return !strcmp(cmd, "ls") ? cmd_ls(a->path) : !strcmp(cmd, "inspect") ? cmd_inspect(a->path)
+                                                                            : cmd_verify(a->path);
+    }
+    if (!strcmp(cmd, "export")) {
+        if (!a->safetensors || a->out)
+            return cli_usage_error(&cli, "%s: expected export PATH --safetensors OUT [--dtype "
+                                         "f32|bf16] [--moments OUT2]", cmd);
+        if (a->dtype && strcmp(a->dtype, "f32") && strcmp(a->dtype, "bf16"))
+            return cli_usage_error(&cli, "--dtype %s: expected f32 or bf16", a->dtype);
+        return cmd_export(a->path, a->safetensors, a->moments,
+                          a->dtype && !strcmp(a->dtype, "bf16"));
+    }
+    if (!strcmp(cmd, "import")) {
+        if (!a->safetensors || !a->out || a->path || a->moments || a->dtype)
+            return cli_usage_error(&cli, "%s: expected import --safetensors IN --out DIR", cmd);
+        return cmd_import(a->safetensors, a->out);
+    }
+    return cli_usage_error(&cli, "unknown command '%s'", cmd);
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2) return usage("missing %s", "COMMAND");
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    if (argc < 2) return cli_usage_error(&cli, "missing %s", "COMMAND");
+    struct ckpt_args a = {.command = argv[1]};
+    if (cli_is_help(a.command) || !strcmp(a.command, "help")) {
         fputs(usage_text, stdout);
         return 0;
     }
-    const char *pos = NULL, *st = NULL, *out = NULL, *mom = NULL, *dt = NULL;
-    for (int i = 2; i < argc; i++) {
-        const char **dst = !strcmp(argv[i], "--safetensors") ? &st
-                           : !strcmp(argv[i], "--out")       ? &out
-                           : !strcmp(argv[i], "--moments")   ? &mom
-                           : !strcmp(argv[i], "--dtype")     ? &dt
-                                                             : NULL;
-        if (dst) {
-            if (i + 1 >= argc || !argv[i + 1][0]) return usage("option %s needs a value", argv[i]);
-            *dst = argv[++i];
-        } else if (argv[i][0] == '-' || pos) {
-            return usage("unexpected argument '%s'", argv[i]);
-        } else {
-            pos = argv[i];
-        }
-    }
-    int needs_pos = strcmp(cmd, "import") != 0;
-    if (needs_pos && !pos) return usage("%s: missing the checkpoint path", cmd);
-    if (!strcmp(cmd, "ls") || !strcmp(cmd, "inspect") || !strcmp(cmd, "verify")) {
-        if (st || out || mom || dt) return usage("%s takes only a path", cmd);
-        return !strcmp(cmd, "ls") ? cmd_ls(pos) : !strcmp(cmd, "inspect") ? cmd_inspect(pos)
-                                                                          : cmd_verify(pos);
-    }
-    if (!strcmp(cmd, "export")) {
-        if (!st || out)
-            return usage("%s: expected export PATH --safetensors OUT [--dtype f32|bf16] "
-                         "[--moments OUT2]", cmd);
-        if (dt && strcmp(dt, "f32") && strcmp(dt, "bf16"))
-            return usage("--dtype %s: expected f32 or bf16", dt);
-        return cmd_export(pos, st, mom, dt && !strcmp(dt, "bf16"));
-    }
-    if (!strcmp(cmd, "import")) {
-        if (!st || !out || pos || mom || dt)
-            return usage("%s: expected import --safetensors IN --out DIR", cmd);
-        if (zt_checkpoint_import(st, out) != ZT_OK) return fail();
-        printf("imported %s as %s/step0 (zt-train --resume %s)\n", st, out, out);
-        return 0;
-    }
-    return usage("unknown command '%s'", cmd);
+    int code = parse_args(argc, argv, &a);
+    return code ? code : run_command(&a);
 }

@@ -2,7 +2,9 @@
  * graph/zt_checkpoint.h: training checkpoints: a directory of tags, each one meta.json plus one
  * shard file per rank (io/zt_ckpt.h), and `latest` naming the newest complete tag.
  *
- * Layer: graph/. Layout and guarantees: docs/checkpoints.md.
+ * Layer: graph/ (checkpoint_meta.c, checkpoint_save.c, checkpoint_load.c, checkpoint_import.c),
+ * on io/zt_ckpt_dir.h (the directory protocol) and io/zt_ckpt.h (shard files). Layout and
+ * guarantees: docs/checkpoints.md.
  *
  *   DIR/latest            the newest complete tag's name (replaced atomically, last)
  *   DIR/<tag>/meta.json   format, step, world size, stage, tensors, partition, config, ...

@@ -96,3 +96,10 @@ enum zt_status zt_afile_commit(struct zt_afile *f) {
     f->tmp = NULL;
     return ZT_OK;
 }
+
+enum zt_status zt_file_replace(const char *kind, const char *path, const void *buf, size_t n) {
+    struct zt_afile f;
+    ZT_CHECK(zt_afile_open(&f, kind, path));
+    if (zt_afile_write(&f, buf, n) != 0) return zt_afile_fail(&f);
+    return zt_afile_commit(&f);
+}

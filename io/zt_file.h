@@ -34,6 +34,9 @@ enum zt_status zt_afile_commit(struct zt_afile *f);
 // remove the temporary and report the failed step with errno's text; returns ZT_ERR_IO
 enum zt_status zt_afile_fail(struct zt_afile *f);
 
+// the whole new content of path in one call: open, write n bytes of buf, commit (as above)
+enum zt_status zt_file_replace(const char *kind, const char *path, const void *buf, size_t n);
+
 // write all of buf to fd (short writes and EINTR retried); 0 on success, -1 with errno set
 int zt_write_all(int fd, const void *buf, size_t n);
 

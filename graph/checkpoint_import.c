@@ -1,0 +1,104 @@
+/*
+ * graph/checkpoint_import.c: a checkpoint made from weights (zt_checkpoint_import): DIR/step0
+ * written by one rank at stage 0, the safetensors file's tensors as fp32 parameters with zero
+ * Adam moments, published like any save, so that `zt-train --resume DIR` starts from them.
+ *
+ * Layer: graph/. Needs no engine and no runtime: the shard is written directly with
+ * io/zt_ckpt.h's writer, one tensor in memory at a time.
+ */
+#include <stdio.h>           /* snprintf */
+#include <stdlib.h>          /* malloc, calloc, free */
+#include <string.h>          /* strlen */
+#include "checkpoint_impl.h" /* this room's shared declarations */
+#include "zt_ckpt.h"         /* shard writer */
+#include "zt_ckpt_dir.h"     /* the directory protocol */
+
+#define PATH_BYTES ZT_CKPT_PATH_BYTES
+
+/* the weights of a safetensors file and the buffers to copy them */
+struct import {
+    const char *source;       /* the safetensors path, for messages */
+    struct zt_safetensors st;
+    struct zt_shard_rec *rec; /* [3 * st.n]: parameter, exp_avg, exp_avg_sq of each tensor */
+    float *values, *zeros;    /* [largest tensor] */
+};
+
+static int64_t numel(const struct zt_st_tensor *t) {
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+static enum zt_status alloc_buffers(struct import *im) {
+    int64_t largest = 1;
+    for (int i = 0; i < im->st.n; i++) {
+        int64_t n = numel(&im->st.t[i]);
+        largest = n > largest ? n : largest;
+    }
+    im->rec = calloc((size_t)im->st.n * 3 + 1, sizeof *im->rec);
+    if (!im->rec || !(im->values = malloc((size_t)largest * 4)) ||
+        !(im->zeros = calloc((size_t)largest, 4)))
+        return zt_error_set(ZT_ERR_NOMEM, "import %s: out of memory", im->source);
+    return ZT_OK;
+}
+
+/* three records per tensor (its rows x cols in each role, all rows in one rank's shard);
+ * a tensor must have rows (no scalars) and a name that fits a shard record */
+static enum zt_status plan_records(struct import *im) {
+    for (int i = 0; i < im->st.n; i++) {
+        const struct zt_st_tensor *t = &im->st.t[i];
+        if (t->ndim < 1 || strlen(t->name) >= ZT_SHARD_MAX_NAME)
+            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "import %s: tensor %s: a scalar or too "
+                                "long a name", im->source, t->name);
+        int64_t rows = t->ndim == 1 ? 1 : t->shape[0];
+        for (int role = 0; role < 3; role++) {
+            struct zt_shard_rec *r = &im->rec[3 * i + role];
+            snprintf(r->name, sizeof r->name, "%s", t->name);
+            r->role = role;
+            r->rows = r->row1 = rows;
+            r->cols = numel(t) / rows;
+        }
+    }
+    return ZT_OK;
+}
+
+/* the shard: each tensor's values (converted to fp32), then zeros for both moments */
+static enum zt_status write_shard(struct import *im, const char *partial) {
+    char path[PATH_BYTES + 32];
+    zt_ckpt_dir_shard_path(path, sizeof path, partial, 0);
+    struct zt_shard_writer w;
+    ZT_CHECK(zt_shard_create(&w, path, 0, 1, im->rec, 3 * im->st.n));
+    enum zt_status rc = ZT_OK;
+    for (int i = 0; rc == ZT_OK && i < im->st.n; i++) {
+        const struct zt_st_tensor *t = &im->st.t[i];
+        int64_t n = im->rec[3 * i].rows * im->rec[3 * i].cols;
+        rc = zt_st_read_f32(&im->st, t->name, t->ndim, t->shape, im->values);
+        if (rc == ZT_OK) rc = zt_shard_append(&w, im->values, n);
+        for (int k = 0; k < 2 && rc == ZT_OK; k++) rc = zt_shard_append(&w, im->zeros, n);
+        if (rc != ZT_OK) zt_shard_abort(&w, rc);
+    }
+    if (rc == ZT_OK) rc = zt_shard_commit(&w);
+    return rc;
+}
+
+enum zt_status zt_checkpoint_import(const char *source, const char *dir) {
+    if (strlen(dir) + 80 > PATH_BYTES)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
+    struct import im = {.source = source};
+    ZT_CHECK(zt_st_open(&im.st, source));
+    char partial[PATH_BYTES];
+    zt_ckpt_dir_partial_path(partial, sizeof partial, dir, "step0");
+    enum zt_status rc = alloc_buffers(&im);
+    if (rc == ZT_OK) rc = plan_records(&im);
+    if (rc == ZT_OK) rc = zt_ckpt_dir_prepare(dir, "step0");
+    if (rc == ZT_OK) rc = write_shard(&im, partial);
+    if (rc == ZT_OK)
+        rc = zt_checkpoint_publish(dir, "step0", partial,
+                                   zt_checkpoint_meta_build_import(&im.st, source));
+    if (rc != ZT_OK) zt_ckpt_dir_discard(dir, "step0");
+    free(im.rec);
+    free(im.values);
+    free(im.zeros);
+    zt_st_close(&im.st);
+    return rc;
+}

@@ -1,0 +1,363 @@
+/*
+ * graph/checkpoint_meta.c: a tag's meta.json: built from the engine's state at a save (or from
+ * a safetensors file at an import), read back into struct zt_ckpt_info and the tensor table,
+ * checked against the model before a load, and the training state it carries restored.
+ *
+ * Layer: graph/. Format: docs/checkpoints.md. meta.json is what makes a tag complete (it is
+ * written last), and what a load checks before it reads any shard, so that a mismatch is one
+ * line naming the file and the expected value.
+ */
+#include <cjson/cJSON.h>     /* meta.json */
+#include <math.h>            /* isfinite */
+#include <stdio.h>           /* snprintf */
+#include <stdlib.h>          /* calloc, free */
+#include <string.h>          /* strcmp, strlen */
+#include "checkpoint_impl.h" /* this room's shared declarations */
+#include "zt_ckpt_dir.h"     /* zt_ckpt_dir_read_text, zt_ckpt_dir_shard_name */
+
+#define PATH_BYTES ZT_CKPT_PATH_BYTES
+
+static const char *const offload_device_names[] = {"none", "cpu", "nvme"};
+static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
+
+static const char *lr_schedule_name(enum zt_lr_sched_type t) {
+    switch (t) {
+    case ZT_LR_WARMUP: return "WarmupLR";
+    case ZT_LR_WARMUP_DECAY: return "WarmupDecayLR";
+    case ZT_LR_WARMUP_COSINE: return "WarmupCosineLR";
+    default: return "constant";
+    }
+}
+
+// ----------------------------------------------------------------------------
+// building meta.json
+
+/* the fields every meta.json starts with; *tensors: the empty table for the caller to fill */
+static cJSON *meta_head(const char *tag, int64_t step, int world, int stage,
+                        const char *optimizer_device, const char *param_device, cJSON **tensors) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddNumberToObject(m, "format", ZT_CKPT_FORMAT);
+    cJSON_AddStringToObject(m, "tag", tag);
+    cJSON_AddNumberToObject(m, "step", (double)step);
+    cJSON_AddNumberToObject(m, "world_size", world);
+    cJSON_AddNumberToObject(m, "zero_stage", stage);
+    cJSON *off = cJSON_AddObjectToObject(m, "offload");
+    cJSON_AddStringToObject(off, "optimizer", optimizer_device);
+    cJSON_AddStringToObject(off, "param", param_device);
+    *tensors = cJSON_AddArrayToObject(m, "tensors");
+    return m;
+}
+
+static void add_tensor(cJSON *tensors, const char *name, int ndim, const int64_t *shape) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", name);
+    cJSON *sh = cJSON_AddArrayToObject(t, "shape");
+    for (int d = 0; d < ndim; d++) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)shape[d]));
+    cJSON_AddItemToArray(tensors, t);
+}
+
+/* partition: each rank's shard file and the flat elements [lo, hi) it holds */
+static void add_partition(cJSON *m, zt_engine_t e) {
+    cJSON *part = cJSON_AddArrayToObject(m, "partition");
+    for (int r = 0; r < zt_engine_world_size(e); r++) {
+        int64_t lo, hi;
+        zt_engine_shard_range(e, r, &lo, &hi);
+        char file[32];
+        zt_ckpt_dir_shard_name(file, sizeof file, r);
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "rank", r);
+        cJSON_AddStringToObject(p, "file", file);
+        cJSON *el = cJSON_AddArrayToObject(p, "flat_elements");
+        cJSON_AddItemToArray(el, cJSON_CreateNumber((double)lo));
+        cJSON_AddItemToArray(el, cJSON_CreateNumber((double)hi));
+        cJSON_AddItemToArray(part, p);
+    }
+}
+
+/* precision, optimizer, lr_scheduler, loss_scaler and rng. Adam's step count and the LR
+ * schedule move with the updates applied: the training steps minus those fp16 skipped on
+ * overflow. */
+static void add_train_state(cJSON *m, zt_engine_t e) {
+    const struct zt_config *c = zt_engine_config(e);
+    struct zt_train_state st;
+    zt_engine_get_train_state(e, &st);
+    cJSON_AddStringToObject(m, "precision", precision_names[c->precision]);
+    cJSON *opt = cJSON_AddObjectToObject(m, "optimizer");
+    cJSON_AddStringToObject(opt, "type", "AdamW");
+    cJSON_AddNumberToObject(opt, "step", (double)st.applied);
+    cJSON *ls = cJSON_AddObjectToObject(m, "lr_scheduler");
+    cJSON_AddStringToObject(ls, "type", lr_schedule_name(c->sched));
+    cJSON_AddNumberToObject(ls, "last_batch_iteration", (double)(st.applied - 1));
+    cJSON_AddNumberToObject(ls, "lr", zt_config_lr(c, st.applied > 0 ? st.applied : 1));
+    /* DeepSpeed's DynamicLossScaler fields (fp16; a scale of 1 otherwise) */
+    cJSON *sc = cJSON_AddObjectToObject(m, "loss_scaler");
+    cJSON_AddNumberToObject(sc, "cur_scale", st.loss_scale);
+    cJSON_AddNumberToObject(sc, "cur_iter", (double)st.cur_iter);
+    cJSON_AddNumberToObject(sc, "last_overflow_iter", (double)st.last_overflow_iter);
+    cJSON_AddNumberToObject(sc, "cur_hysteresis", st.cur_hysteresis);
+    cJSON_AddNumberToObject(sc, "skipped_steps", (double)st.skipped);
+    cJSON *rng = cJSON_AddObjectToObject(m, "rng");
+    cJSON_AddNumberToObject(rng, "seed", (double)c->seed);
+    cJSON_AddStringToObject(rng, "note", "the generator is used only for the initial weights "
+                                         "(no dropout): nothing else to restore");
+}
+
+/* the run's config file as it was (null when it cannot be read or parsed), and the caller's
+ * extra members (the trainer's model shape and data position) */
+static void add_config_and_extra(cJSON *m, const struct zt_config *c, const char *extra) {
+    char *text = NULL;
+    if (c->path[0]) zt_ckpt_dir_read_text(c->path, "config", &text);
+    cJSON *config = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    cJSON_AddItemToObject(m, "config", config ? config : cJSON_CreateNull());
+    cJSON *ex = extra ? cJSON_Parse(extra) : NULL;
+    for (cJSON *it = ex ? ex->child : NULL; it; it = it->next)
+        cJSON_AddItemToObject(m, it->string, cJSON_Duplicate(it, 1));
+    cJSON_Delete(ex);
+}
+
+static char *print_and_free(cJSON *m) {
+    char *s = cJSON_Print(m);
+    cJSON_Delete(m);
+    return s;
+}
+
+char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, const char *extra) {
+    const struct zt_config *c = zt_engine_config(e);
+    cJSON *tensors;
+    cJSON *m = meta_head(tag, step, zt_engine_world_size(e), c->zero_stage,
+                         offload_device_names[c->offload_optimizer.device],
+                         offload_device_names[c->offload_param.device], &tensors);
+    for (int i = 0; i < zt_engine_nparams(e); i++) {
+        zt_param_t p = zt_engine_param_at(e, i);
+        add_tensor(tensors, zt_param_name(p), zt_param_ndim(p), zt_param_shape(p));
+    }
+    add_partition(m, e);
+    add_train_state(m, e);
+    add_config_and_extra(m, c, extra);
+    return print_and_free(m);
+}
+
+char *zt_checkpoint_meta_build_import(const struct zt_safetensors *st, const char *source) {
+    cJSON *tensors;
+    cJSON *m = meta_head("step0", 0, 1, 0, "none", "none", &tensors);
+    for (int i = 0; i < st->n; i++)
+        add_tensor(tensors, st->t[i].name, st->t[i].ndim, st->t[i].shape);
+    cJSON *part = cJSON_AddArrayToObject(m, "partition"), *p0 = cJSON_CreateObject();
+    char file[32];
+    zt_ckpt_dir_shard_name(file, sizeof file, 0);
+    cJSON_AddNumberToObject(p0, "rank", 0);
+    cJSON_AddStringToObject(p0, "file", file);
+    cJSON_AddItemToArray(part, p0);
+    cJSON *opt = cJSON_AddObjectToObject(m, "optimizer");
+    cJSON_AddStringToObject(opt, "type", "AdamW");
+    cJSON_AddNumberToObject(opt, "step", 0);
+    cJSON_AddStringToObject(m, "imported_from", source);
+    return print_and_free(m);
+}
+
+// ----------------------------------------------------------------------------
+// reading meta.json
+
+/* a tag's meta.json parsed (path: its name, for messages); NULL with the error set */
+static cJSON *read_meta(const char *tagdir, char *path, size_t n) {
+    snprintf(path, n, "%s/meta.json", tagdir);
+    char *text;
+    if (zt_ckpt_dir_read_text(path, "metadata", &text) != ZT_OK) return NULL;
+    cJSON *m = cJSON_Parse(text);
+    free(text);
+    if (!cJSON_IsObject(m)) {
+        cJSON_Delete(m);
+        zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: not valid JSON", path);
+        return NULL;
+    }
+    return m;
+}
+
+enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info) {
+    memset(info, 0, sizeof *info);
+    char path[PATH_BYTES];
+    cJSON *m = read_meta(tagdir, path, sizeof path);
+    if (!m) return zt_error_last_code();
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(m, "format");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(m, "step");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "world_size");
+    const cJSON *z = cJSON_GetObjectItemCaseSensitive(m, "zero_stage");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "tag");
+    if (!cJSON_IsNumber(f) || !cJSON_IsNumber(st) || !cJSON_IsNumber(w) || !cJSON_IsNumber(z) ||
+        !cJSON_IsString(t) || st->valuedouble < 0 || w->valuedouble < 1 ||
+        w->valuedouble > 1 << 20) {
+        cJSON_Delete(m);
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: not a zerotask checkpoint's "
+                            "metadata (expected format, tag, step, world_size, zero_stage)",
+                            path);
+    }
+    info->format = f->valueint;
+    info->step = (int64_t)st->valuedouble;
+    info->world_size = w->valueint;
+    info->zero_stage = z->valueint;
+    snprintf(info->tag, sizeof info->tag, "%s", t->valuestring);
+    cJSON_Delete(m);
+    if (info->format > ZT_CKPT_FORMAT || info->format < 1)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: format %d, this zerotask "
+                            "reads format %d (written by a newer version?)", path, info->format,
+                            ZT_CKPT_FORMAT);
+    return ZT_OK;
+}
+
+/* one entry of the tensors table: a name that fits and a shape of 1..ZT_CKPT_MAX_DIMS
+ * positive sizes */
+static enum zt_status parse_tensor(const cJSON *it, int i, const char *path,
+                                   struct zt_ckpt_tensor *t) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(it, "shape"), *d;
+    int nd = cJSON_GetArraySize(sh);
+    if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= sizeof t->name || !cJSON_IsArray(sh) ||
+        nd < 1 || nd > ZT_CKPT_MAX_DIMS)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %d of the table is "
+                            "malformed (expected name and shape)", path, i);
+    snprintf(t->name, sizeof t->name, "%s", nm->valuestring);
+    cJSON_ArrayForEach(d, sh) {
+        if (!cJSON_IsNumber(d) || d->valuedouble < 1)
+            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %s has a bad shape",
+                                path, t->name);
+        t->shape[t->ndim++] = (int64_t)d->valuedouble;
+    }
+    return ZT_OK;
+}
+
+enum zt_status zt_checkpoint_tensors(const char *tagdir, struct zt_ckpt_tensor **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    char path[PATH_BYTES];
+    cJSON *m = read_meta(tagdir, path, sizeof path);
+    if (!m) return zt_error_last_code();
+    const cJSON *table = cJSON_GetObjectItemCaseSensitive(m, "tensors"), *it;
+    int count = cJSON_GetArraySize(table);
+    struct zt_ckpt_tensor *t = calloc((size_t)count + 1, sizeof *t);
+    enum zt_status rc = ZT_OK;
+    if (!cJSON_IsArray(table) || count < 1)
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: no \"tensors\" table", path);
+    else if (!t)
+        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", path);
+    int i = 0;
+    cJSON_ArrayForEach(it, table) {
+        if (rc != ZT_OK) break;
+        rc = parse_tensor(it, i, path, &t[i]);
+        i++;
+    }
+    cJSON_Delete(m);
+    if (rc != ZT_OK) {
+        free(t);
+        return rc;
+    }
+    *out = t;
+    *n = count;
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// checking and restoring at a load
+
+/* "768x2304" */
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < ndim && at < n; d++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%lld", d ? "x" : "", (long long)shape[d]);
+}
+
+/* parameter p against the table t[n]: present, same shape */
+static enum zt_status check_param(zt_param_t p, const struct zt_ckpt_tensor *t, int n,
+                                  const char *tagdir) {
+    int k = 0;
+    while (k < n && strcmp(t[k].name, zt_param_name(p)) != 0) k++;
+    if (k == n)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/meta.json: this model's tensor "
+                            "%s is not in the checkpoint (another model's?)", tagdir,
+                            zt_param_name(p));
+    char have[128], want[128];
+    shape_text(have, sizeof have, t[k].ndim, t[k].shape);
+    shape_text(want, sizeof want, zt_param_ndim(p), zt_param_shape(p));
+    if (strcmp(have, want) != 0)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/meta.json: tensor %s is %s, "
+                            "this model's is %s (model shape mismatch)", tagdir,
+                            zt_param_name(p), have, want);
+    return ZT_OK;
+}
+
+enum zt_status zt_checkpoint_meta_check_tensors(zt_engine_t e, const char *tagdir) {
+    struct zt_ckpt_tensor *t;
+    int n;
+    ZT_CHECK(zt_checkpoint_tensors(tagdir, &t, &n));
+    enum zt_status rc = ZT_OK;
+    for (int i = 0; rc == ZT_OK && i < zt_engine_nparams(e); i++)
+        rc = check_param(zt_engine_param_at(e, i), t, n, tagdir);
+    if (rc == ZT_OK && n != zt_engine_nparams(e))
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/meta.json: %d tensors, this model "
+                          "has %d (model shape mismatch)", tagdir, n, zt_engine_nparams(e));
+    free(t);
+    return rc;
+}
+
+/* optimizer.step: the updates applied, at most the steps trained (absent: every step) */
+static enum zt_status read_updates_applied(const cJSON *m, const char *path,
+                                           const struct zt_ckpt_info *info,
+                                           struct zt_train_state *st) {
+    const cJSON *opt = cJSON_GetObjectItemCaseSensitive(m, "optimizer");
+    const cJSON *os = cJSON_GetObjectItemCaseSensitive(opt, "step");
+    if (!os) return ZT_OK;
+    if (!cJSON_IsNumber(os) || os->valuedouble < 0 || os->valuedouble > (double)info->step)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: optimizer.step must be a "
+                            "count of at most %lld steps", path, (long long)info->step);
+    st->applied = (int64_t)os->valuedouble;
+    return ZT_OK;
+}
+
+/* loss_scaler (absent: nothing to restore). The steps skipped always carry over; the scaler
+ * itself only when both runs are fp16 with a dynamic scale: another precision's run starts
+ * this one's scaler afresh, as a new DeepSpeed run would. */
+static enum zt_status read_loss_scaler(const cJSON *m, const char *path,
+                                       const struct zt_config *c, struct zt_train_state *st) {
+    static const char *const keys[] = {"cur_scale", "cur_iter", "last_overflow_iter",
+                                       "cur_hysteresis", "skipped_steps"};
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(m, "loss_scaler");
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(m, "precision");
+    if (!sc) return ZT_OK;
+    double v[5];
+    for (int i = 0; i < 5; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(sc, keys[i]);
+        /* cur_scale > 0; last_overflow_iter may be -1 (never); the others >= 0 */
+        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) ||
+            (i == 0 ? x->valuedouble <= 0 : i != 2 && x->valuedouble < 0))
+            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: loss_scaler.%s is missing "
+                                "or out of range", path, keys[i]);
+        v[i] = x->valuedouble;
+    }
+    st->skipped = (int64_t)v[4];
+    int both_fp16 = c->precision == ZT_PREC_FP16 && cJSON_IsString(pr) &&
+                    strcmp(pr->valuestring, "fp16") == 0;
+    if (both_fp16 && c->loss_scale == 0) {
+        st->loss_scale = v[0];
+        st->cur_iter = (int64_t)v[1];
+        st->last_overflow_iter = (int64_t)v[2];
+        st->cur_hysteresis = (int)v[3];
+    }
+    return ZT_OK;
+}
+
+enum zt_status zt_checkpoint_meta_load_train_state(zt_engine_t e, const char *tagdir,
+                                                   const struct zt_ckpt_info *info) {
+    char path[PATH_BYTES];
+    cJSON *m = read_meta(tagdir, path, sizeof path);
+    if (!m) return zt_error_last_code();
+    struct zt_train_state st;
+    zt_engine_get_train_state(e, &st);
+    st.applied = info->step;
+    st.skipped = 0;
+    enum zt_status rc = read_updates_applied(m, path, info, &st);
+    if (rc == ZT_OK) rc = read_loss_scaler(m, path, zt_engine_config(e), &st);
+    cJSON_Delete(m);
+    if (rc == ZT_OK) zt_engine_set_train_state(e, &st);
+    return rc;
+}

@@ -1,0 +1,138 @@
+/*
+ * graph/checkpoint_save.c: the collective checkpoint save (zt_checkpoint.h): every rank's shard
+ * into DIR/.<tag>.partial, then rank 0 publishes the tag and applies keep_last.
+ *
+ * Layer: graph/. The shard of a rank is written by the engine in the background
+ * (zt_engine_save_begin/_end on io/ckpt.c); the directory steps are io/zt_ckpt_dir.h; meta.json
+ * is checkpoint_meta.c. Ranks agree after each phase, so all succeed or all fail together and no
+ * rank waits in a collective for one that gave up.
+ */
+#include <stdio.h>           /* snprintf */
+#include <stdlib.h>          /* calloc, free */
+#include <string.h>          /* strcmp, strlen */
+#include "checkpoint_impl.h" /* this room's shared declarations */
+#include "zt_ckpt_dir.h"     /* the directory protocol */
+#include "zt_comm.h"         /* zt_comm_sum_double */
+#include "zt_file.h"         /* zt_file_replace */
+#include "zt_log.h"          /* ZT_LOG_I */
+
+#define PATH_BYTES ZT_CKPT_PATH_BYTES
+
+enum zt_status zt_checkpoint_agree(enum zt_status rc, const char *what, const char *path) {
+    if (zt_comm_size() == 1) return rc;
+    double bad = rc != ZT_OK;
+    enum zt_status crc = zt_comm_sum_double(&bad);
+    if (rc != ZT_OK) return rc;
+    if (crc != ZT_OK) return crc;
+    if (bad > 0)
+        return zt_error_set(ZT_ERR_IO, "checkpoint %s: %s failed on another rank (see its "
+                            "message)", path, what);
+    return ZT_OK;
+}
+
+enum zt_status zt_checkpoint_publish(const char *dir, const char *tag, const char *partial,
+                                     char *meta) {
+    if (!meta) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
+    char path[PATH_BYTES + 16];
+    snprintf(path, sizeof path, "%s/meta.json", partial);
+    enum zt_status rc = zt_file_replace("checkpoint metadata", path, meta, strlen(meta));
+    free(meta);
+    ZT_CHECK(rc);
+    return zt_ckpt_dir_publish(dir, tag);
+}
+
+/* Rank 0, after a publish: remove the leftovers of crashed saves and removals, then the oldest
+ * complete tags beyond the newest keep_last (keep_last <= 0: none). The tag just saved, `keep`,
+ * always stays, even when an older run left tags of higher steps. */
+static void prune(const char *dir, const char *keep, int keep_last) {
+    zt_ckpt_dir_sweep(dir);
+    struct zt_ckpt_tag *t;
+    int n;
+    if (keep_last <= 0 || zt_checkpoint_list(dir, &t, &n) != ZT_OK) return;
+    for (int i = n - 1, kept = 0; i >= 0; i--) { /* newest first */
+        int is_keep = strcmp(t[i].name, keep) == 0;
+        if (is_keep || kept < keep_last - 1) {
+            kept += !is_keep;
+            continue;
+        }
+        if (zt_ckpt_dir_remove_tag(dir, t[i].name) != 0) continue;
+        ZT_LOG_I("checkpoint %s: removed tag %s (keep_last %d)", dir, t[i].name, keep_last);
+    }
+    free(t);
+}
+
+// ----------------------------------------------------------------------------
+// the save in two halves
+
+struct zt_ckpt_save {
+    zt_engine_t e;
+    char dir[PATH_BYTES], tag[64], partial[PATH_BYTES];
+    int keep_last;
+    char *meta;               /* rank 0: meta.json's text, taken at the step boundary */
+    enum zt_status shard_rc;  /* this rank's shard could not be started (message in msg) */
+    char msg[1024];
+};
+
+enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t step,
+                                        const char *extra, int keep_last,
+                                        struct zt_ckpt_save **out) {
+    *out = NULL;
+    if (strlen(dir) + 80 > PATH_BYTES)
+        return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
+    struct zt_ckpt_save *s = calloc(1, sizeof *s);
+    if (!s) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
+    s->e = e;
+    s->keep_last = keep_last;
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    snprintf(s->tag, sizeof s->tag, "step%lld", (long long)step);
+    zt_ckpt_dir_partial_path(s->partial, sizeof s->partial, dir, s->tag);
+    const int rank = zt_engine_rank(e);
+    enum zt_status rc = rank == 0 ? zt_ckpt_dir_prepare(dir, s->tag) : ZT_OK;
+    if ((rc = zt_checkpoint_agree(rc, "creating the directory", dir)) != ZT_OK) {
+        free(s);
+        return rc;
+    }
+    char shard[PATH_BYTES + 32];
+    zt_ckpt_dir_shard_path(shard, sizeof shard, s->partial, rank);
+    /* a failure here is agreed on with the others' in zt_checkpoint_save_end */
+    if ((s->shard_rc = zt_engine_save_begin(e, shard)) != ZT_OK)
+        snprintf(s->msg, sizeof s->msg, "%s", zt_error_last());
+    if (rank == 0) s->meta = zt_checkpoint_meta_build(e, s->tag, step, extra);
+    *out = s;
+    return ZT_OK;
+}
+
+enum zt_status zt_checkpoint_save_end(struct zt_ckpt_save *s, struct zt_save_info *info) {
+    if (!s) return ZT_OK;
+    const int rank = zt_engine_rank(s->e);
+    enum zt_status rc = s->shard_rc;
+    if (rc == ZT_OK)
+        rc = zt_engine_save_end(s->e, info);
+    else
+        zt_error_set(rc, "%s", s->msg); /* the message may have been replaced since _begin */
+    rc = zt_checkpoint_agree(rc, "writing a shard", s->dir);
+    if (rc == ZT_OK && rank == 0) {
+        rc = zt_checkpoint_publish(s->dir, s->tag, s->partial, s->meta);
+        s->meta = NULL; /* zt_checkpoint_publish frees it */
+    }
+    if (rank == 0 && rc != ZT_OK) zt_ckpt_dir_discard(s->dir, s->tag);
+    rc = zt_checkpoint_agree(rc, "publishing", s->dir);
+    if (rc == ZT_OK && rank == 0) prune(s->dir, s->tag, s->keep_last);
+    free(s->meta);
+    free(s);
+    return rc;
+}
+
+void zt_checkpoint_save_abandon(struct zt_ckpt_save *s) {
+    if (!s) return;
+    if (s->shard_rc == ZT_OK) zt_engine_save_end(s->e, NULL);
+    free(s->meta);
+    free(s);
+}
+
+enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
+                                  const char *extra, int keep_last) {
+    struct zt_ckpt_save *s;
+    ZT_CHECK(zt_checkpoint_save_begin(e, dir, step, extra, keep_last, &s));
+    return zt_checkpoint_save_end(s, NULL);
+}
