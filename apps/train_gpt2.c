@@ -424,7 +424,6 @@ static void print_memory_plan(const struct train_run *r) {
 
 /* what zt-trace needs to know of the run (docs/traces.md, "meta") */
 static void trace_meta(const struct train_run *r) {
-    static const char *const dev[] = {"none", "cpu", "nvme"};
     const struct zt_config *cfg = &r->cfg;
     const struct zt_engine_mem *mem = &r->mem;
     char v[64];
@@ -439,8 +438,8 @@ static void trace_meta(const struct train_run *r) {
     META("workers", "%d", zt_runtime_nworkers());
     META("sched", "%s", zt_runtime_sched_name());
     META("stage", "%d", cfg->zero_stage);
-    META("offload_optimizer", "%s", dev[cfg->offload_optimizer.device]);
-    META("offload_param", "%s", dev[cfg->offload_param.device]);
+    META("offload_optimizer", "%s", zt_offload_device_name(cfg->offload_optimizer.device));
+    META("offload_param", "%s", zt_offload_device_name(cfg->offload_param.device));
     META("params", "%lld", (long long)zt_engine_numel(r->engine));
     META("micro_batch", "%d", cfg->micro_batch);
     META("grad_accum", "%d", cfg->grad_accum);

@@ -17,17 +17,6 @@
 
 #define PATH_BYTES ZT_CKPT_PATH_BYTES
 
-static const char *const offload_device_names[] = {"none", "cpu", "nvme"};
-static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
-
-static const char *lr_schedule_name(enum zt_lr_sched_type t) {
-    switch (t) {
-    case ZT_LR_WARMUP: return "WarmupLR";
-    case ZT_LR_WARMUP_DECAY: return "WarmupDecayLR";
-    case ZT_LR_WARMUP_COSINE: return "WarmupCosineLR";
-    default: return "constant";
-    }
-}
 
 // ----------------------------------------------------------------------------
 // building meta.json
@@ -81,12 +70,12 @@ static void add_train_state(cJSON *m, zt_engine_t e) {
     const struct zt_config *c = zt_engine_config(e);
     struct zt_train_state st;
     zt_engine_get_train_state(e, &st);
-    cJSON_AddStringToObject(m, "precision", precision_names[c->precision]);
+    cJSON_AddStringToObject(m, "precision", zt_precision_name(c->precision));
     cJSON *opt = cJSON_AddObjectToObject(m, "optimizer");
     cJSON_AddStringToObject(opt, "type", "AdamW");
     cJSON_AddNumberToObject(opt, "step", (double)st.applied);
     cJSON *ls = cJSON_AddObjectToObject(m, "lr_scheduler");
-    cJSON_AddStringToObject(ls, "type", lr_schedule_name(c->sched));
+    cJSON_AddStringToObject(ls, "type", zt_lr_sched_name(c->sched));
     cJSON_AddNumberToObject(ls, "last_batch_iteration", (double)(st.applied - 1));
     cJSON_AddNumberToObject(ls, "lr", zt_config_lr(c, st.applied > 0 ? st.applied : 1));
     /* DeepSpeed's DynamicLossScaler fields (fp16; a scale of 1 otherwise) */
@@ -126,8 +115,8 @@ char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, con
     const struct zt_config *c = zt_engine_config(e);
     cJSON *tensors;
     cJSON *m = meta_head(tag, step, zt_engine_world_size(e), c->zero_stage,
-                         offload_device_names[c->offload_optimizer.device],
-                         offload_device_names[c->offload_param.device], &tensors);
+                         zt_offload_device_name(c->offload_optimizer.device),
+                         zt_offload_device_name(c->offload_param.device), &tensors);
     for (int i = 0; i < zt_engine_nparams(e); i++) {
         zt_param_t p = zt_engine_param_at(e, i);
         add_tensor(tensors, zt_param_name(p), zt_param_ndim(p), zt_param_shape(p));

@@ -10,13 +10,13 @@
 #include "zt_ckpt_dir.h"
 #include <dirent.h>     /* opendir, readdir */
 #include <errno.h>      /* errno, EEXIST */
-#include <fcntl.h>      /* open, O_DIRECTORY */
-#include <stdio.h>      /* snprintf, fopen, rename */
+#include <stdint.h>     /* SIZE_MAX */
+#include <stdio.h>      /* snprintf, rename */
 #include <stdlib.h>     /* malloc, calloc, free */
 #include <string.h>     /* strcmp, strchr, strcspn, strerror */
 #include <sys/stat.h>   /* mkdir, stat */
-#include <unistd.h>     /* fsync, close, rmdir, unlink */
-#include "zt_file.h"    /* zt_file_replace */
+#include <unistd.h>     /* rmdir, unlink */
+#include "zt_file.h"    /* zt_file_replace, zt_file_read_all, zt_file_fsync_dir */
 #include "zt_log.h"     /* ZT_LOG_I */
 
 // ----------------------------------------------------------------------------
@@ -24,14 +24,9 @@
 
 /* fsync a directory, so that the renames inside it survive a crash */
 static enum zt_status fsync_dir(const char *dir) {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0 || fsync(fd) != 0) {
-        enum zt_status rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot sync the directory "
-                                         "(%s)", dir, strerror(errno));
-        if (fd >= 0) close(fd);
-        return rc;
-    }
-    close(fd);
+    if (zt_file_fsync_dir(dir) != 0)
+        return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot sync the directory (%s)", dir,
+                            strerror(errno));
     return ZT_OK;
 }
 
@@ -61,22 +56,10 @@ static int path_exists(const char *path) {
 }
 
 enum zt_status zt_ckpt_dir_read_text(const char *path, const char *what, char **text) {
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n = -1;
-    *text = NULL;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n) {
-        buf[n] = '\0';
-        fclose(f);
-        *text = buf;
-        return ZT_OK;
-    }
-    enum zt_status rc = zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot read the %s (%s)", path,
-                                     what, f ? "read error" : strerror(errno));
-    if (f) fclose(f);
-    free(buf);
-    return rc;
+    size_t len;
+    if (zt_file_read_all(path, SIZE_MAX - 1, text, &len) == 0) return ZT_OK;
+    return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot read the %s (%s)", path, what,
+                        errno == EIO || errno == EINVAL ? "read error" : strerror(errno));
 }
 
 // ----------------------------------------------------------------------------

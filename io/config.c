@@ -35,6 +35,19 @@
 #include "zt_status.h"   /* zt_error_set, ZT_ERR_CONFIG */
 
 // ----------------------------------------------------------------------------
+// the names of the config's enums, as the config spells them
+
+static const char *const offload_device_names[] = {"none", "cpu", "nvme"};
+static const char *const precision_names[] = {"fp32", "bf16", "fp16"};
+
+const char *zt_offload_device_name(enum zt_offload_device d) {
+    return (unsigned)d <= ZT_OFFLOAD_NVME ? offload_device_names[d] : "?";
+}
+const char *zt_precision_name(enum zt_precision p) {
+    return (unsigned)p <= ZT_PREC_FP16 ? precision_names[p] : "?";
+}
+
+// ----------------------------------------------------------------------------
 // the DeepSpeed key tables
 
 static const char *const top_impl[] = {
@@ -110,7 +123,14 @@ static const char *const optim_types_notimpl[] = {
     "musgd", "sgd", "fusedadam", "cpuadam", "rmsprop", NULL};
 
 static const char *const sched_impl[] = {"type", "params", NULL};
-static const char *const sched_types_impl[] = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR", NULL};
+/* the names of enum zt_lr_sched_type, NULL-terminated: the implemented scheduler types follow
+ * "constant" (no scheduler section) */
+static const char *const lr_sched_names[] = {"constant", "WarmupLR", "WarmupDecayLR",
+                                             "WarmupCosineLR", NULL};
+static const char *const *const sched_types_impl = lr_sched_names + 1;
+const char *zt_lr_sched_name(enum zt_lr_sched_type t) {
+    return (unsigned)t <= ZT_LR_WARMUP_COSINE ? lr_sched_names[t] : "?";
+}
 static const char *const sched_types_notimpl[] = {"LRRangeTest", "OneCycle", NULL};
 static const char *const warmup_params[] = {"warmup_min_lr", "warmup_max_lr", "warmup_num_steps",
                                             "warmup_type", NULL};
@@ -213,11 +233,10 @@ static enum zt_status parse_precisions(const struct zt_json_ctx *c, const cJSON 
                                   "(DeepSpeed refuses both too)", bfname);
     cfg->precision = bf ? ZT_PREC_BF16 : fp ? ZT_PREC_FP16 : ZT_PREC_FP32;
     if ((x = cJSON_GetObjectItemCaseSensitive(root, "communication_data_type"))) {
-        static const char *const names[] = {"fp32", "bf16", "fp16"};
         const char *s = NULL;
         ZT_CHECK(zt_json_string(c, x, "communication_data_type", &s));
         int k = 0;
-        while (k < 3 && strcmp(s, names[k]) != 0) k++;
+        while (k < 3 && strcmp(s, precision_names[k]) != 0) k++;
         if (k == 3)
             return zt_json_err(c, "communication_data_type", "expected \"fp32\", \"bf16\" or "
                                                          "\"fp16\", got \"%s\"", s);
@@ -226,8 +245,8 @@ static enum zt_status parse_precisions(const struct zt_json_ctx *c, const cJSON 
         if (k != (int)cfg->precision)
             return zt_json_err(c, "communication_data_type", "is \"%s\" but training runs in %s: "
                            "zerotask does not implement another communication type yet (leave "
-                           "the key out, or give \"%s\")", s, names[cfg->precision],
-                           names[cfg->precision]);
+                           "the key out, or give \"%s\")", s, precision_names[cfg->precision],
+                           precision_names[cfg->precision]);
     }
     return ZT_OK;
 }
@@ -246,10 +265,11 @@ static enum zt_status parse_offload(const struct zt_json_ctx *c, const cJSON *v,
         const char *d = NULL;
         zt_json_path(p, path, "device");
         ZT_CHECK(zt_json_string(c, x, p, &d));
-        if (strcmp(d, "none") == 0) o->device = ZT_OFFLOAD_NONE;
-        else if (strcmp(d, "cpu") == 0) o->device = ZT_OFFLOAD_CPU;
-        else if (strcmp(d, "nvme") == 0) o->device = ZT_OFFLOAD_NVME;
-        else return zt_json_err(c, p, "expected \"none\", \"cpu\" or \"nvme\", got \"%s\"", d);
+        int k = ZT_OFFLOAD_NONE;
+        while (k <= ZT_OFFLOAD_NVME && strcmp(d, offload_device_names[k]) != 0) k++;
+        if (k > ZT_OFFLOAD_NVME)
+            return zt_json_err(c, p, "expected \"none\", \"cpu\" or \"nvme\", got \"%s\"", d);
+        o->device = (enum zt_offload_device)k;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "nvme_path"))) {
         const char *d = NULL;
@@ -518,13 +538,13 @@ static enum zt_status parse_scheduler(const struct zt_json_ctx *c, const cJSON *
     ZT_CHECK(zt_json_string(c, ty, "scheduler.type", &t));
     const char *const *params;
     /* DeepSpeed compares scheduler names case-sensitively (VALID_LR_SCHEDULES) */
-    if (strcmp(t, "WarmupLR") == 0) {
+    if (strcmp(t, lr_sched_names[ZT_LR_WARMUP]) == 0) {
         cfg->sched = ZT_LR_WARMUP;
         params = warmup_params;
-    } else if (strcmp(t, "WarmupDecayLR") == 0) {
+    } else if (strcmp(t, lr_sched_names[ZT_LR_WARMUP_DECAY]) == 0) {
         cfg->sched = ZT_LR_WARMUP_DECAY;
         params = decay_params;
-    } else if (strcmp(t, "WarmupCosineLR") == 0) {
+    } else if (strcmp(t, lr_sched_names[ZT_LR_WARMUP_COSINE]) == 0) {
         cfg->sched = ZT_LR_WARMUP_COSINE;
         params = cosine_params;
     } else if (zt_json_in_list(t, sched_types_notimpl)) {

@@ -1,14 +1,16 @@
 /*
- * io/file.c: crash-safe file replacement (see zt_file.h).
+ * io/file.c: crash-safe file replacement, reading a whole file, syncing a directory (see
+ * zt_file.h).
  */
 #include "zt_file.h"
 #include <errno.h>    /* errno, EINTR */
 #include <fcntl.h>    /* open, O_RDONLY, O_DIRECTORY */
+#include <stdint.h>   /* uint64_t */
 #include <stdio.h>    /* snprintf */
 #include <stdlib.h>   /* malloc, free, mkstemp */
 #include <string.h>   /* strlen, strerror, strrchr, strdup */
-#include <sys/stat.h> /* fchmod */
-#include <unistd.h>   /* close, write, fsync, unlink, getpid */
+#include <sys/stat.h> /* fchmod, fstat, S_ISREG */
+#include <unistd.h>   /* close, read, write, fsync, unlink, getpid */
 
 int zt_write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
@@ -85,11 +87,7 @@ enum zt_status zt_afile_commit(struct zt_afile *f) {
     if (dir) {
         char *slash = strrchr(dir, '/');
         const char *d = slash ? (slash == dir ? "/" : (*slash = '\0', dir)) : ".";
-        int dfd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            (void)fsync(dfd); /* best effort: some filesystems refuse fsync on directories */
-            close(dfd);
-        }
+        (void)zt_file_fsync_dir(d); /* best effort: some filesystems refuse it on directories */
         free(dir);
     }
     free(f->tmp);
@@ -102,4 +100,45 @@ enum zt_status zt_file_replace(const char *kind, const char *path, const void *b
     ZT_CHECK(zt_afile_open(&f, kind, path));
     if (zt_afile_write(&f, buf, n) != 0) return zt_afile_fail(&f);
     return zt_afile_commit(&f);
+}
+
+int zt_file_fsync_dir(const char *dir) {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+int zt_file_read_all(const char *path, size_t max, char **buf, size_t *len) {
+    *buf = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    struct stat st;
+    int err = 0;
+    char *b = NULL;
+    if (fstat(fd, &st) != 0) err = errno;
+    else if (!S_ISREG(st.st_mode)) err = EINVAL;
+    else if ((uint64_t)st.st_size > (uint64_t)max) err = EFBIG, *len = (size_t)st.st_size;
+    else if (!(b = malloc((size_t)st.st_size + 1))) err = ENOMEM;
+    size_t got = 0;
+    while (!err && got < (size_t)st.st_size) {
+        ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) err = EIO; /* an error, or the file shrank under us */
+        else got += (size_t)r;
+    }
+    close(fd);
+    if (err) {
+        free(b);
+        errno = err;
+        return -1;
+    }
+    b[got] = '\0';
+    *buf = b;
+    *len = got;
+    return 0;
 }

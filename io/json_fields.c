@@ -14,12 +14,14 @@
 #include <limits.h>      /* INT_MAX */
 #include <math.h>        /* isfinite, floor */
 #include <stdarg.h>      /* va_list */
-#include <stdio.h>       /* fopen, fread, snprintf */
+#include <stdio.h>       /* snprintf */
 #include <stdlib.h>      /* malloc, free, strtod */
 #include <string.h>      /* strcmp, strlen, strerror */
-#include <sys/stat.h>    /* fstat */
 
+#include "zt_file.h"   /* zt_file_read_all */
 #include "zt_status.h" /* zt_error_set, ZT_ERR_CONFIG */
+
+#define ZT_JSON_FILE_MAX (64u << 20) /* the largest JSON input read */
 
 // ----------------------------------------------------------------------------
 // error context: "<kind> <file>: <path>: <message>"
@@ -264,35 +266,14 @@ enum zt_status zt_json_parse_object(const struct zt_json_ctx *c, const char *jso
 
 /* Read a whole file; ZT_ERR_IO when it cannot be opened or read. */
 enum zt_status zt_json_read_file(const char *kind, const char *path, char **buf, size_t *len) {
-    *buf = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return zt_error_set(ZT_ERR_IO, "%s %s: cannot open (%s)", kind, path, strerror(errno));
-    struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return zt_error_set(ZT_ERR_IO, "%s %s: not a regular file", kind, path);
-    }
-    if (sb.st_size > 64 * 1024 * 1024) {
-        fclose(f);
+    if (zt_file_read_all(path, ZT_JSON_FILE_MAX, buf, len) == 0) return ZT_OK;
+    switch (errno) {
+    case EINVAL: return zt_error_set(ZT_ERR_IO, "%s %s: not a regular file", kind, path);
+    case EFBIG:
         return zt_error_set(ZT_ERR_CONFIG, "%s %s: file is %lld bytes; a config is at most 64 MiB",
-                            kind, path, (long long)sb.st_size);
+                            kind, path, (long long)*len);
+    case ENOMEM: return zt_error_set(ZT_ERR_NOMEM, "%s %s: out of memory", kind, path);
+    case EIO: return zt_error_set(ZT_ERR_IO, "%s %s: read error", kind, path);
+    default: return zt_error_set(ZT_ERR_IO, "%s %s: cannot open (%s)", kind, path, strerror(errno));
     }
-    size_t n = (size_t)sb.st_size;
-    char *b = malloc(n + 1);
-    if (!b) {
-        fclose(f);
-        return zt_error_set(ZT_ERR_NOMEM, "%s %s: out of memory", kind, path);
-    }
-    size_t got = fread(b, 1, n, f);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad || got != n) {
-        free(b);
-        return zt_error_set(ZT_ERR_IO, "%s %s: read error", kind, path);
-    }
-    b[n] = '\0';
-    *buf = b;
-    *len = n;
-    return ZT_OK;
 }

@@ -108,6 +108,13 @@ struct zt_config {
     int aio_thread_count;        /* 1: I/O threads serving the swap tasks */
 };
 
+/* The names of the enums above as the config spells them: "none", "cpu", "nvme"; "fp32",
+ * "bf16", "fp16"; "constant" (no scheduler section), "WarmupLR", "WarmupDecayLR",
+ * "WarmupCosineLR". "?" for a value out of range. */
+const char *zt_offload_device_name(enum zt_offload_device d);
+const char *zt_precision_name(enum zt_precision p);
+const char *zt_lr_sched_name(enum zt_lr_sched_type t);
+
 /* Fill cfg with the defaults above (train_batch_size etc. left 0 = unspecified). */
 void zt_config_defaults(struct zt_config *cfg);
 /* Read a DeepSpeed JSON file and resolve the batch rule for world_size ranks. */

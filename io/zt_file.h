@@ -1,6 +1,7 @@
 /*
  * io/zt_file.h: crash-safe file replacement, shared by every writer of a file a user keeps
- * (token files, safetensors, checkpoints).
+ * (token files, safetensors, checkpoints), and the small whole-file helpers of io/ (read a file
+ * into memory, sync a directory).
  *
  * The new content goes to a temporary next to the target (rename() is atomic only within one
  * filesystem), is fsynced, then renamed over the target and the directory fsynced. A failure at
@@ -39,5 +40,14 @@ enum zt_status zt_file_replace(const char *kind, const char *path, const void *b
 
 // write all of buf to fd (short writes and EINTR retried); 0 on success, -1 with errno set
 int zt_write_all(int fd, const void *buf, size_t n);
+
+// Read the regular file path into a NUL-terminated buffer of *len bytes (owner: caller, free).
+// 0 on success; -1 with errno set: open's errno, EINVAL when path is not a regular file, EFBIG
+// when it holds more than max bytes (*len is then its size), ENOMEM, EIO on a read error.
+int zt_file_read_all(const char *path, size_t max, char **buf, size_t *len);
+
+// fsync the directory dir, so that a rename or creation in it survives a crash; 0 on success,
+// -1 with errno set (some filesystems refuse fsync on directories: callers decide).
+int zt_file_fsync_dir(const char *dir);
 
 #endif /* ZT_FILE_H */
