@@ -1,5 +1,7 @@
 /*
  * tasks/pointwise.c: GELU and residual-add codelets, per row block.
+ *
+ * Layer: tasks/ (an op file), over kernels/cpu/gelu.c and kernels/cpu/residual.c.
  */
 #include <stdlib.h>      /* calloc */
 #include "zt_kernels.h"  /* zt_kern_gelu_*, zt_kern_residual_* */
