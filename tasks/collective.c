@@ -97,20 +97,16 @@ static void narrow(void *dst, const float *src, size_t n, int dtype) {
     if (dtype != ZT_DTYPE_F32) zt_dtype_from_f32(dtype, dst, src, n);
 }
 
-/* Every rank sends its copy of part r to rank r; rank me adds the N copies of its part in rank
- * order 0..N-1 and keeps the sum in place, or adds it to the accumulator blocks (slot 2). The
- * additions are in fp32 whatever the blocks' type (16-bit copies are widened first). */
-static void reduce_scatter_body(void *buffers[], const struct zt_collective_args *a,
-                                const struct zt_coll_id *id, MPI_Request *req, int acc,
-                                int keep) {
+/* Every rank sends its copy of part r to rank r: rank me receives the others' copies of its
+ * part into rows r of scratch ([N][my] elements) and puts its own into row me. */
+static void exchange_parts(void *buffers[], const struct zt_collective_args *a,
+                           const struct zt_coll_id *id, MPI_Request *req, unsigned char *scratch) {
     const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
     const int64_t my = part_elems(buffers, a, me);
     const size_t es = (size_t)a->elemsize;
-    const int dt = a->hdr.dtype[SLOT_BLOCKS], adt = a->hdr.dtype[SLOT_AUX];
     const MPI_Datatype el = es == 2 ? MPI_UINT16_T : MPI_FLOAT;
-    unsigned char *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)N * es);
     MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
-    if (!scratch || !ty) die("out of memory for a reduce-scatter", a);
+    if (!ty) die("out of memory for a reduce-scatter", a);
     for (int r = 0; r < N; r++) ty[r] = MPI_DATATYPE_NULL;
     int nr = 0, err = MPI_SUCCESS;
     for (int k = 1; k < N && my > 0 && err == MPI_SUCCESS; k++) {
@@ -129,7 +125,7 @@ static void reduce_scatter_body(void *buffers[], const struct zt_collective_args
     zt_comm_waitall(nr, req, id);
     for (int r = 0; r < N; r++)
         if (ty[r] != MPI_DATATYPE_NULL) MPI_Type_free(&ty[r]);
-    /* own copy into row `me` of scratch */
+    free(ty);
     int64_t at = 0;
     for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
         int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
@@ -137,6 +133,16 @@ static void reduce_scatter_body(void *buffers[], const struct zt_collective_args
                zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b), (size_t)n * es);
         at += n;
     }
+}
+
+/* Add the N copies in scratch in rank order 0..N-1, in fp32 whatever the blocks' type (16-bit
+ * copies are widened first); keep the sum in this rank's blocks (keep) and/or add it to the
+ * accumulator blocks (acc), each rounded once to its type. */
+static void sum_parts(void *buffers[], const struct zt_collective_args *a,
+                      const unsigned char *scratch, int acc, int keep) {
+    const int N = a->nranks, me = zt_comm_rank();
+    const int64_t my = part_elems(buffers, a, me);
+    const int dt = a->hdr.dtype[SLOT_BLOCKS], adt = a->hdr.dtype[SLOT_AUX];
     /* the copies as fp32, and fp32 room for one block's sum and accumulator (16-bit only) */
     int64_t maxn = 1;
     for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++)
@@ -148,8 +154,7 @@ static void reduce_scatter_body(void *buffers[], const struct zt_collective_args
     if ((dt != ZT_DTYPE_F32 && (!wide || !tout)) || (adt != ZT_DTYPE_F32 && !tacc))
         die("out of memory for a reduce-scatter", a);
     const float *w = widen(wide, scratch, (size_t)my * (size_t)N, dt);
-    /* the sums in rank order, block by block */
-    at = 0;
+    int64_t at = 0;
     for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++) {
         int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
         void *outp = zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
@@ -171,7 +176,19 @@ static void reduce_scatter_body(void *buffers[], const struct zt_collective_args
     free(wide);
     free(tout);
     free(tacc);
-    free(ty);
+}
+
+/* The reduce-scatter: this rank's part summed over the ranks in rank order (exchange_parts,
+ * then sum_parts), kept in place or added to the accumulator blocks (slot 2). */
+static void reduce_scatter_body(void *buffers[], const struct zt_collective_args *a,
+                                const struct zt_coll_id *id, MPI_Request *req, int acc,
+                                int keep) {
+    const int64_t my = part_elems(buffers, a, zt_comm_rank());
+    unsigned char *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)a->nranks *
+                                    (size_t)a->elemsize);
+    if (!scratch) die("out of memory for a reduce-scatter", a);
+    exchange_parts(buffers, a, id, req, scratch);
+    sum_parts(buffers, a, scratch, acc, keep);
     free(scratch);
 }
 
@@ -380,29 +397,12 @@ void comm_allgather_cuda(void *buffers[], void *cl_arg) {
 #undef DEV_OK
 #endif
 
-static enum zt_status submit_collective(enum zt_task_kind kind, const char *fn,
-                                        const struct zt_task_opts *o,
-                                        const struct zt_block_ref *refs, int n,
-                                        const int64_t *part, const struct zt_block_ref *aux,
-                                        int naux, size_t elemsize, zt_tensor_t token) {
+/* the ranks' parts cover the n blocks in rank order, each within an MPI count, and the aux
+ * blocks match this rank's part block by block */
+static enum zt_status check_parts(const char *fn, const struct zt_block_ref *refs, int n,
+                                  const int64_t *part, const struct zt_block_ref *aux,
+                                  int naux) {
     const int N = zt_comm_size(), me = zt_comm_rank();
-    if (n < 1 || !refs || !part || !token || naux < 0 || (naux > 0 && !aux) || !refs[0].t)
-        return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
-    const enum zt_dtype dt = zt_tensor_dtype(refs[0].t);
-    const int reduce = kind != ZT_KIND_comm_allgather;
-    if (dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16) elemsize = 2; /* 16-bit data travels as is */
-    if ((reduce && dt == ZT_DTYPE_RAW) || (elemsize != 2 && elemsize != 4 && elemsize != 8) ||
-        zt_tensor_elemsize(refs[0].t) != elemsize)
-        return zt_error_set(ZT_ERR_INVALID, "%s: blocks of %s (%zu-byte elements) cannot be %s",
-                            fn, zt_dtype_name(dt), zt_tensor_elemsize(refs[0].t),
-                            reduce ? "summed" : "gathered with that element size");
-    if (naux > 0 && aux[0].t && !reduce && zt_tensor_dtype(aux[0].t) != dt)
-        return zt_error_set(ZT_ERR_INVALID, "%s: the source blocks (%s) are not of the blocks' "
-                                            "type (%s)", fn,
-                            zt_dtype_name(zt_tensor_dtype(aux[0].t)), zt_dtype_name(dt));
-    if (naux > 0 && aux[0].t && reduce && zt_tensor_dtype(aux[0].t) == ZT_DTYPE_RAW)
-        return zt_error_set(ZT_ERR_INVALID, "%s: the accumulator blocks cannot be summed into",
-                            fn);
     for (int r = 0; r < N; r++) {
         if (part[2 * r] > part[2 * r + 1] || (r > 0 && part[2 * r] != part[2 * r - 1]) ||
             (r == 0 && part[0] != 0) || (r == N - 1 && part[2 * r + 1] != n))
@@ -429,6 +429,33 @@ static enum zt_status submit_collective(enum zt_task_kind kind, const char *fn,
                                                     "another size than its part", fn, i);
         }
     }
+    return ZT_OK;
+}
+
+static enum zt_status submit_collective(enum zt_task_kind kind, const char *fn,
+                                        const struct zt_task_opts *o,
+                                        const struct zt_block_ref *refs, int n,
+                                        const int64_t *part, const struct zt_block_ref *aux,
+                                        int naux, size_t elemsize, zt_tensor_t token) {
+    const int N = zt_comm_size();
+    if (n < 1 || !refs || !part || !token || naux < 0 || (naux > 0 && !aux) || !refs[0].t)
+        return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
+    const enum zt_dtype dt = zt_tensor_dtype(refs[0].t);
+    const int reduce = kind != ZT_KIND_comm_allgather;
+    if (dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16) elemsize = 2; /* 16-bit data travels as is */
+    if ((reduce && dt == ZT_DTYPE_RAW) || (elemsize != 2 && elemsize != 4 && elemsize != 8) ||
+        zt_tensor_elemsize(refs[0].t) != elemsize)
+        return zt_error_set(ZT_ERR_INVALID, "%s: blocks of %s (%zu-byte elements) cannot be %s",
+                            fn, zt_dtype_name(dt), zt_tensor_elemsize(refs[0].t),
+                            reduce ? "summed" : "gathered with that element size");
+    if (naux > 0 && aux[0].t && !reduce && zt_tensor_dtype(aux[0].t) != dt)
+        return zt_error_set(ZT_ERR_INVALID, "%s: the source blocks (%s) are not of the blocks' "
+                                            "type (%s)", fn,
+                            zt_dtype_name(zt_tensor_dtype(aux[0].t)), zt_dtype_name(dt));
+    if (naux > 0 && aux[0].t && reduce && zt_tensor_dtype(aux[0].t) == ZT_DTYPE_RAW)
+        return zt_error_set(ZT_ERR_INVALID, "%s: the accumulator blocks cannot be summed into",
+                            fn);
+    ZT_CHECK(check_parts(fn, refs, n, part, aux, naux));
     struct zt_collective_args *a = calloc(1, sizeof *a + 2 * (size_t)N * sizeof(int64_t));
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
     a->nranks = N;
