@@ -2,6 +2,9 @@
  * sched/comm.c: MPI start-up, the host-side helpers of zt_comm.h, and the collective watchdog
  * of zt_comm_mpi.h.
  *
+ * Layer: sched/ (zt_runtime_init starts MPI here before StarPU); the collective tasks in
+ * tasks/collective.c send on this communicator and wait through the watchdog.
+ *
  * Watchdog: a rank entering a collective sends a 64-byte note (its sequence number and name)
  * to every other rank on a second duplicated communicator; a rank waiting in a collective
  * drains the notes it received while it polls its requests. When the wait passes

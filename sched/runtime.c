@@ -1,5 +1,6 @@
 /*
- * sched/runtime.c: start and stop StarPU for zerotask.
+ * sched/runtime.c: start and stop MPI, StarPU and (GPU build) the NCCL communicator for
+ * zerotask, in that order, and stop them in the reverse one.
  *
  * Layer: sched/. Fills a starpu_conf with zerotask's defaults. StarPU's own environment
  * variables (STARPU_SCHED, STARPU_NCPU, ...) take precedence over the conf, as StarPU documents,
@@ -16,6 +17,9 @@
 #include "zt_comm.h"   /* zt_comm_init, local rank */
 #include "zt_log.h"    /* ZT_LOG_I */
 #include "zt_sched.h"  /* our prototypes */
+#ifdef ZT_USE_NCCL
+#include "zt_nccl.h"   /* zt_nccl_init, zt_nccl_free */
+#endif
 
 static int g_refs = 0;
 static int g_io_nice = 0; /* ZT_IO_NICE, once the runtime has read it */
@@ -44,7 +48,7 @@ static enum zt_status check_sched_env(void) {
 }
 
 /* Keep calibration files out of the current directory and the user's other StarPU runs unless
- * the user chose a place (issue 6: a per-user zerotask directory). */
+ * the user chose a place: a per-user zerotask directory. */
 static void default_starpu_home(void) {
     if (getenv("STARPU_HOME") || getenv("STARPU_PERF_MODEL_DIR")) return;
     const char *home = getenv("HOME");
@@ -120,6 +124,16 @@ enum zt_status zt_runtime_init(void) {
         return zt_error_set(ZT_ERR_NO_DEVICE, "StarPU: no CPU worker (STARPU_NCPU=0?); zerotask "
                                               "needs at least one");
     }
+#ifdef ZT_USE_NCCL
+    /* the collectives' transport, once StarPU's CUDA workers exist */
+    rc = zt_nccl_init();
+    if (rc != ZT_OK) {
+        starpu_shutdown();
+        zt_comm_free();
+        g_refs = 0;
+        return rc;
+    }
+#endif
     return ZT_OK;
 }
 
@@ -127,6 +141,9 @@ void zt_runtime_free(void) {
     if (g_refs == 0) return;
     if (--g_refs > 0) return;
     starpu_task_wait_for_all();
+#ifdef ZT_USE_NCCL
+    zt_nccl_free();
+#endif
     starpu_shutdown();
     zt_comm_free();
 }

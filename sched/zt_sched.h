@@ -18,7 +18,9 @@ extern "C" {
 #endif
 
 /* ---- runtime ---- */
-/* Start StarPU (idempotent, reference counted). ZT_ERR_NO_DEVICE if no CPU worker starts. */
+/* Start MPI, StarPU and, in the GPU build, the collectives' NCCL communicator (idempotent,
+ * reference counted). ZT_ERR_NO_DEVICE if no CPU worker starts; ZT_ERR_RUNTIME if StarPU or
+ * NCCL fails to start. zt_runtime_free stops them in the reverse order. */
 enum zt_status zt_runtime_init(void);
 void zt_runtime_free(void);
 /* Wait for every submitted task. */

@@ -1,6 +1,10 @@
 /*
  * tasks/attention.c: causal multi-head attention per row block. Row blocks hold whole
  * sequences, so forward and backward of a block need no other block.
+ *
+ * Layer: tasks/ (an op file). The backward body works in a [T, T] scratch of its worker
+ * (zt_worker_scratch: owned by the worker thread, reused by its next task, freed when it exits),
+ * so the task carries no scratch buffer and nothing here outlives the runtime.
  */
 #include <stdlib.h>      /* calloc */
 #include "zt_kernels.h"  /* zt_kern_attention_* */
@@ -25,12 +29,12 @@ void attention_forward_cpu(void *buffers[], void *cl_arg) {
 void attention_backward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_attention_args *a = cl_arg;
     float *dqkv = zt_slot_ptr(buffers, &a->hdr, 0);
-    float *scratch = zt_slot_ptr(buffers, &a->hdr, 1);
-    const float *dout = zt_slot_ptr(buffers, &a->hdr, 2);
-    const float *qkv = zt_slot_ptr(buffers, &a->hdr, 3);
-    const float *att = zt_slot_ptr(buffers, &a->hdr, 4);
-    int64_t N = zt_slot_nx(buffers, &a->hdr, 2) / a->C;
-    int T = (int)((zt_slot_nx(buffers, &a->hdr, 4) / a->NH) / N);
+    const float *dout = zt_slot_ptr(buffers, &a->hdr, 1);
+    const float *qkv = zt_slot_ptr(buffers, &a->hdr, 2);
+    const float *att = zt_slot_ptr(buffers, &a->hdr, 3);
+    int64_t N = zt_slot_nx(buffers, &a->hdr, 1) / a->C;
+    int T = (int)((zt_slot_nx(buffers, &a->hdr, 3) / a->NH) / N);
+    float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY, zt_kern_attention_scratch_floats(T));
     zt_kern_attention_backward(dqkv, scratch, dout, qkv, att, (int)(N / T), T, a->C, a->NH);
 }
 
@@ -62,53 +66,17 @@ enum zt_status zt_task_attention_forward(const struct zt_task_opts *o, zt_tensor
     return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
-/* Scratch buffers of the backward tasks: one per tensor block, registered as tensors so StarPU
- * orders their reuse (a per-task malloc would cost a page-fault storm per task). Kept here
- * because they are a detail of the codelet, allocated on first use per (T, nblk). */
-#include <pthread.h>
-static pthread_mutex_t g_scr_lock = PTHREAD_MUTEX_INITIALIZER;
-static zt_tensor_t g_scr;
-static int g_scr_T, g_scr_nblk;
-
-static enum zt_status scratch_for(int T, int nblk, zt_tensor_t *out) {
-    enum zt_status rc = ZT_OK;
-    pthread_mutex_lock(&g_scr_lock);
-    if (!g_scr || g_scr_T < T || g_scr_nblk < nblk) {
-        if (g_scr) zt_tensor_free(g_scr);
-        g_scr = NULL;
-        rc = zt_tensor_init(&g_scr, "attention_scratch", NULL, nblk,
-                            (int64_t)zt_kern_attention_scratch_floats(T), sizeof(float), nblk, NULL);
-        g_scr_T = T;
-        g_scr_nblk = nblk;
-    }
-    *out = g_scr;
-    pthread_mutex_unlock(&g_scr_lock);
-    return rc;
-}
-
-void zt_attention_scratch_free(void) {
-    pthread_mutex_lock(&g_scr_lock);
-    zt_tensor_free(g_scr);
-    g_scr = NULL;
-    g_scr_T = g_scr_nblk = 0;
-    pthread_mutex_unlock(&g_scr_lock);
-}
-
 enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tensor_t dqkv,
                                           int blk, zt_tensor_t dout, zt_tensor_t qkv,
                                           zt_tensor_t att, int n_head) {
     ZT_CHECK(check("zt_task_attention_backward", dout, qkv, att, blk, n_head));
     ZT_CHECK(zt_check_same_blocks("zt_task_attention_backward", dqkv, qkv));
-    int T = (int)(zt_tensor_rows(dout) / zt_tensor_rows(att));
-    zt_tensor_t scr;
-    ZT_CHECK(scratch_for(T, zt_tensor_nblk(dout), &scr));
     ZT_ARGS_NEW(struct zt_attention_args, a);
     a->C = (int)zt_tensor_cols(dout);
     a->NH = n_head;
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, ZT_KIND_attention_backward, o, blk);
     zt_tb_add(&tb, dqkv, blk, STARPU_W);
-    zt_tb_add(&tb, scr, blk, STARPU_SCRATCH);
     zt_tb_add(&tb, dout, blk, STARPU_R);
     zt_tb_add(&tb, qkv, blk, STARPU_R);
     zt_tb_add(&tb, att, blk, STARPU_R);

@@ -46,12 +46,12 @@ enum zt_status zt_task_load_batch(const struct zt_task_opts *o, zt_tensor_t inpu
     return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
-struct zt_fill_args {
+struct zt_fill_zero_args {
     struct zt_task_hdr hdr;
 };
 
 void fill_zero_cpu(void *buffers[], void *cl_arg) {
-    const struct zt_fill_args *a = cl_arg;
+    const struct zt_fill_zero_args *a = cl_arg;
     memset(zt_slot_ptr(buffers, &a->hdr, 0), 0,
            (size_t)zt_slot_nx(buffers, &a->hdr, 0) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
 }
@@ -59,7 +59,7 @@ void fill_zero_cpu(void *buffers[], void *cl_arg) {
 enum zt_status zt_task_zero(const struct zt_task_opts *o, zt_tensor_t t) {
     if (!t) return zt_error_set(ZT_ERR_INVALID, "zt_task_zero: missing tensor");
     for (int j = 0; j < zt_tensor_nblk(t); j++) {
-        ZT_ARGS_NEW(struct zt_fill_args, a);
+        ZT_ARGS_NEW(struct zt_fill_zero_args, a);
         struct zt_tb tb;
         zt_tb_init(&tb, &a->hdr, ZT_KIND_fill_zero, o, j);
         zt_tb_add(&tb, t, j, STARPU_W);

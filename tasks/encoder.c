@@ -1,6 +1,8 @@
 /*
  * tasks/encoder.c: token + position embedding, forward (per row block) and backward (one task:
  * the scatter-add into dwte/dwpe runs over every row in a fixed order, so it is deterministic).
+ *
+ * Layer: tasks/ (an op file), over kernels/cpu/encoder.c.
  */
 #include <stdlib.h>      /* calloc */
 #include "zt_kernels.h"  /* zt_kern_encoder_* */
@@ -22,7 +24,8 @@ void encoder_forward_cpu(void *buffers[], void *cl_arg) {
         zt_kern_encoder_forward(out, tok, wte, wpe, N, a->T, 0, a->C);
     } else { /* no position embedding (e.g. an MLP): plain lookup */
         for (int n = 0; n < N; n++)
-            for (int c = 0; c < a->C; c++) out[(size_t)n * a->C + c] = wte[(size_t)tok[n] * a->C + c];
+            for (int c = 0; c < a->C; c++)
+                out[(size_t)n * a->C + c] = wte[(size_t)tok[n] * a->C + c];
     }
 }
 
@@ -37,7 +40,8 @@ void encoder_backward_cpu(void *buffers[], void *cl_arg) {
         zt_kern_encoder_backward(dwte, dwpe, dout, tok, N, a->T, 0, a->C);
     } else {
         for (int n = 0; n < N; n++)
-            for (int c = 0; c < a->C; c++) dwte[(size_t)tok[n] * a->C + c] += dout[(size_t)n * a->C + c];
+            for (int c = 0; c < a->C; c++)
+                dwte[(size_t)tok[n] * a->C + c] += dout[(size_t)n * a->C + c];
     }
 }
 

@@ -2,6 +2,8 @@
  * tasks/layernorm.c: layernorm forward/backward per row block, and the fixed-order reduction of
  * the per-block weight/bias gradient partials (STARPU_REDUX would reorder the sum; see
  * STYLE.md 6 on determinism).
+ *
+ * Layer: tasks/ (an op file), over kernels/cpu/layernorm.c.
  */
 #include <stdlib.h>      /* calloc */
 #include <string.h>      /* memset */
@@ -115,7 +117,8 @@ enum zt_status zt_task_layernorm_backward(const struct zt_task_opts *o, zt_tenso
     ZT_CHECK(zt_check_same_blocks(fn, dinp, dout));
     ZT_CHECK(zt_check_same_blocks(fn, dinp, inp));
     ZT_CHECK(zt_check_same_blocks(fn, dinp, part));
-    if (zt_tensor_cols(part) != 2 * zt_tensor_cols(dinp) || zt_tensor_rows(part) != zt_tensor_nblk(part))
+    if (zt_tensor_cols(part) != 2 * zt_tensor_cols(dinp) ||
+        zt_tensor_rows(part) != zt_tensor_nblk(part))
         return zt_error_set(ZT_ERR_INVALID, "%s: partial tensor %s must be [nblk, 2C]", fn,
                             zt_tensor_name(part));
     ZT_ARGS_NEW(struct zt_layernorm_args, a);

@@ -138,7 +138,7 @@ void matmul_t_backward_weight_cuda(void *buffers[], void *cl_arg) {
 #endif
 
 /* shapes: inp [N,C] and w rows x cols must agree with the layout */
-static enum zt_status check_w(const char *fn, zt_tensor_t inp_or_dinp, zt_tensor_t w, int tied,
+static enum zt_status check_weight(const char *fn, zt_tensor_t inp_or_dinp, zt_tensor_t w, int tied,
                               int *C, int *OC) {
     int64_t wr = zt_tensor_rows(w), wc = zt_tensor_cols(w);
     *C = (int)(tied ? wc : wr);
@@ -157,7 +157,7 @@ static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const stru
     ZT_CHECK(zt_check_blk(fn, dst, blk));
     ZT_CHECK(zt_check_same_blocks(fn, dst, src));
     int C, OC;
-    ZT_CHECK(check_w(fn, shape_ref, w, tied, &C, &OC));
+    ZT_CHECK(check_weight(fn, shape_ref, w, tied, &C, &OC));
     ZT_ARGS_NEW(struct zt_matmul_args, a);
     a->C = C;
     a->OC = OC;
@@ -203,7 +203,7 @@ static enum zt_status weightwise(enum zt_task_kind kind, const char *fn,
     if (wblk != -1) ZT_CHECK(zt_check_blk(fn, dw, wblk));
     ZT_CHECK(zt_check_same_blocks(fn, a0, a1));
     int C, OC;
-    ZT_CHECK(check_w(fn, tied ? a1 : a0, dw, tied, &C, &OC));
+    ZT_CHECK(check_weight(fn, tied ? a1 : a0, dw, tied, &C, &OC));
     ZT_ARGS_NEW(struct zt_matmul_args, a);
     a->C = C;
     a->OC = OC;

@@ -1,5 +1,7 @@
 /*
  * tasks/pointwise.c: GELU and residual-add codelets, per row block.
+ *
+ * Layer: tasks/ (an op file), over kernels/cpu/gelu.c and kernels/cpu/residual.c.
  */
 #include <stdlib.h>      /* calloc */
 #include "zt_kernels.h"  /* zt_kern_gelu_*, zt_kern_residual_* */
@@ -75,7 +77,7 @@ void residual_backward_cuda(void *buffers[], void *cl_arg) {
 }
 #endif
 
-static enum zt_status same(const char *fn, zt_tensor_t x, zt_tensor_t y) {
+static enum zt_status check_same_shape(const char *fn, zt_tensor_t x, zt_tensor_t y) {
     if (!y) return ZT_OK;
     ZT_CHECK(zt_check_same_blocks(fn, x, y));
     if (zt_tensor_numel(x) != zt_tensor_numel(y))
@@ -88,8 +90,8 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
                              int blk, zt_tensor_t t0, enum starpu_data_access_mode m0,
                              zt_tensor_t t1, enum starpu_data_access_mode m1, zt_tensor_t t2) {
     ZT_CHECK(zt_check_blk(fn, t0 ? t0 : t1, blk));
-    ZT_CHECK(same(fn, t0 ? t0 : t1, t1));
-    ZT_CHECK(same(fn, t0 ? t0 : t1, t2));
+    ZT_CHECK(check_same_shape(fn, t0 ? t0 : t1, t1));
+    ZT_CHECK(check_same_shape(fn, t0 ? t0 : t1, t2));
     ZT_ARGS_NEW(struct zt_pointwise_args, a);
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, kind, o, blk);
@@ -123,8 +125,8 @@ enum zt_status zt_task_residual_backward(const struct zt_task_opts *o, zt_tensor
     if (!dout || (!da && !db))
         return zt_error_set(ZT_ERR_INVALID, "zt_task_residual_backward: nothing to do");
     ZT_CHECK(zt_check_blk("zt_task_residual_backward", dout, blk));
-    ZT_CHECK(same("zt_task_residual_backward", dout, da));
-    ZT_CHECK(same("zt_task_residual_backward", dout, db));
+    ZT_CHECK(check_same_shape("zt_task_residual_backward", dout, da));
+    ZT_CHECK(check_same_shape("zt_task_residual_backward", dout, db));
     ZT_ARGS_NEW(struct zt_pointwise_args, a);
     struct zt_tb tb;
     zt_tb_init(&tb, &a->hdr, ZT_KIND_residual_backward, o, blk);

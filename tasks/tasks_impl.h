@@ -1,5 +1,17 @@
 /*
- * tasks/tasks_impl.h: private helpers shared by the codelet files (never installed).
+ * tasks/tasks_impl.h: private helpers shared by the files of tasks/ (never installed).
+ *
+ * The files of tasks/ depend one way, each on those below it:
+ *
+ *   op files (matmul.c, attention.c, collective.c, ...)  args, <kind>_cpu bodies, inserts
+ *     -> task_builder.c   zt_tb_*: slots, access modes, submission on the kind's codelet
+ *     -> registry.c       codelets and perf models; zt_tasks_init / zt_tasks_free
+ *     -> dispatch.c       running a body: slots, 16-bit widening, tracing, placement
+ *     -> task_kinds.c     kind names, classes and phases (the X-macro's tables)
+ *   tensor.c (zt_tensor_t) sits beside them and is used by all; sched/ and kernels/ are below.
+ *
+ * The registry names each kind's body (<kind>_cpu, <kind>_cuda) from the kind list to put it in
+ * the kind's codelet; that registration is the only reference from a lower file to the op files.
  *
  * Every codelet takes a variable number of StarPU buffers: a task argument ("slot") is a whole
  * tensor (all its blocks) or one block. The args struct of every kind starts with struct
@@ -16,8 +28,10 @@
 
 #define ZT_MAX_SLOTS 10
 
+/* The head of every kind's args struct: what the task is (trace fields) and its slots. */
 struct zt_task_hdr {
-    int kind, layer, mb, blk;
+    int kind;                /* enum zt_task_kind */
+    int layer, mb, blk;      /* layer, micro-batch, row block (-1: none), from the opts */
     int64_t step;
     int64_t trace_id;        /* zt_trace_submit's id (0: not traced) */
     int nslot;
@@ -29,10 +43,16 @@ struct zt_task_hdr {
     unsigned char native16;  /* the body handles 16-bit slots itself (no widening) */
 };
 
-/* bf16 or fp16: a slot of that type is widened to fp32 for the body (registry.c) */
+/* bf16 or fp16: a slot of that type is widened to fp32 for the body (dispatch.c) */
 static inline int zt_dtype_is16(int dtype) {
     return dtype == ZT_DTYPE_BF16 || dtype == ZT_DTYPE_F16;
 }
+
+// ----------------------------------------------------------------------------
+// dispatch.c: what a body sees, and how it is run
+
+/* A task kind's body: unpacks its slots from buffers and calls the kernel. */
+typedef void (*zt_body_fn)(void *buffers[], void *cl_arg);
 
 /* Host pointer of slot s (NULL if absent); asserts that its blocks are contiguous. */
 void *zt_slot_ptr(void *buffers[], const struct zt_task_hdr *h, int s);
@@ -42,13 +62,32 @@ int64_t zt_slot_nx(void *buffers[], const struct zt_task_hdr *h, int s);
 void *zt_slot_buf_ptr(void *buffers[], const struct zt_task_hdr *h, int s, int i);
 int64_t zt_slot_buf_nx(void *buffers[], const struct zt_task_hdr *h, int s, int i);
 
-/* Task builder used by every insert function. */
+/* Run body on a CPU worker: widened 16-bit slots, a trace record when tracing is on. */
+void zt_dispatch_cpu(void *buffers[], void *cl_arg, zt_body_fn body);
+
+/* Per-worker scratch areas, owned by the worker thread (kept for its next task, freed when it
+ * exits): the dispatcher's widening uses one, a body may use the other while it runs. */
+enum zt_scratch_area { ZT_SCRATCH_WIDENING, ZT_SCRATCH_BODY, ZT_SCRATCH_COUNT };
+/* At least n floats, 64-byte aligned, contents undefined; valid until the worker's next call
+ * for the same area. */
+float *zt_worker_scratch(enum zt_scratch_area area, size_t n);
+
+// ----------------------------------------------------------------------------
+// registry.c
+
+/* The codelet of a kind. */
+struct starpu_codelet *zt_codelet(enum zt_task_kind kind);
+
+// ----------------------------------------------------------------------------
+// task_builder.c: used by every insert function
+
+/* A task being built: its header's slots and its buffers' handles and modes, in slot order. */
 struct zt_tb {
     struct zt_task_hdr *h;
-    struct starpu_data_descr *d;
+    struct starpu_data_descr *d;       /* n buffers of cap: inl, or on the heap past it */
     int n, cap;
     int bad; /* a slot was invalid; submit returns ZT_ERR_INVALID */
-    struct starpu_data_descr inl[24];
+    struct starpu_data_descr inl[24];  /* room for most tasks without an allocation */
 };
 void zt_tb_init(struct zt_tb *tb, struct zt_task_hdr *h, enum zt_task_kind kind,
                 const struct zt_task_opts *o, int blk);
@@ -65,21 +104,29 @@ enum zt_status zt_tb_submit(struct zt_tb *tb, void *args, size_t argsz, int prio
     type *var = calloc(1, sizeof(type));                                                         \
     if (!var) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments")
 
-/* Validation helpers (tier 2: API misuse by a user's model is reported, not asserted). */
+// ----------------------------------------------------------------------------
+// tensor.c: validation helpers (tier 2: API misuse by a user's model is reported, not asserted)
+
 enum zt_status zt_check_blk(const char *fn, zt_tensor_t t, int blk);
 enum zt_status zt_check_same_blocks(const char *fn, zt_tensor_t a, zt_tensor_t b);
 
-/* Codelet bodies, one per kind (defined in the op files). */
+// ----------------------------------------------------------------------------
+// op files: the bodies, one per kind
+
 #define ZT_KIND_DECL_(k, cls, phase) void k##_cpu(void *buffers[], void *cl_arg);
 ZT_TASK_KINDS(ZT_KIND_DECL_)
 #undef ZT_KIND_DECL_
 
 #ifdef ZT_USE_CUDA
+// ----------------------------------------------------------------------------
+// GPU build
+
 /* Kinds with a CUDA body (<kind>_cuda, next to <kind>_cpu): it launches kernels/cuda on the
  * worker's stream (STARPU_CUDA_ASYNC) and returns. With CUDA workers such a task runs on them
- * when every slot is fp32 and one block, and only on CPU workers otherwise (zt_cuda_can_run):
- * StarPU places each block of a tensor in device memory on its own, so only a one-block slot is
- * one contiguous device array; and the placement never depends on the scheduler. */
+ * when every slot is fp32 and one block, and only on CPU workers otherwise
+ * (zt_dispatch_cuda_can_run): StarPU places each block of a tensor in device memory on its own,
+ * so only a one-block slot is one contiguous device array; and the placement never depends on
+ * the scheduler. */
 #define ZT_CUDA_KINDS(X)                                                                         \
     X(layernorm_forward)                                                                         \
     X(layernorm_backward)                                                                        \
@@ -98,17 +145,21 @@ ZT_TASK_KINDS(ZT_KIND_DECL_)
 #define ZT_KIND_DECL_CUDA_(k) void k##_cuda(void *buffers[], void *cl_arg);
 ZT_CUDA_KINDS(ZT_KIND_DECL_CUDA_)
 #ifdef ZT_USE_NCCL
-/* The collectives with an NCCL body on their CUDA worker (tasks/comm.c), taken there only while
- * zt_comm_nccl_active() (one CUDA worker per rank on every rank, ZT_NCCL=1). */
+/* The collectives with an NCCL body on their CUDA worker (collective.c), taken there only while
+ * zt_nccl_active() (sched/zt_nccl.h: one CUDA worker per rank on every rank, ZT_NCCL=1). */
 #define ZT_NCCL_KINDS(X) X(comm_allreduce) X(comm_reduce_scatter) X(comm_allgather)
 ZT_NCCL_KINDS(ZT_KIND_DECL_CUDA_)
-int zt_comm_nccl_active(void);
-/* After StarPU starts: agree with every rank on the transport, and create the NCCL
- * communicator on the CUDA worker (the id from rank 0 through MPI); ZT_OK with MPI kept too. */
-enum zt_status zt_comm_nccl_init(void);
-void zt_comm_nccl_free(void);
 #endif
 #undef ZT_KIND_DECL_CUDA_
+
+/* dispatch.c: run body on a CUDA worker (a trace record when tracing is on) */
+void zt_dispatch_cuda(void *buffers[], void *cl_arg, zt_body_fn body);
+/* dispatch.c: the codelets' can_execute, StarPU's signature: may this worker run the task?
+ * cuda_can_run: the placement rule above; nccl_can_run: the collectives on the transport that
+ * every rank chose. */
+struct starpu_task;
+int zt_dispatch_cuda_can_run(unsigned workerid, struct starpu_task *task, unsigned nimpl);
+int zt_dispatch_nccl_can_run(unsigned workerid, struct starpu_task *task, unsigned nimpl);
 /* the running CUDA worker's stream (cudaStream_t) and cuBLAS handle (cublasHandle_t) */
 void *zt_cuda_stream(void);
 void *zt_cuda_blas(void);
@@ -120,11 +171,5 @@ void *zt_cuda_blas(void);
         ZT_ASSERT_MSG(zt_rc_ == 0, "CUDA task %s: launch failed (%d)", kind, zt_rc_);            \
     } while (0)
 #endif
-
-/* Free the attention-backward scratch tensor (attention.c); called by zt_tasks_free. */
-void zt_attention_scratch_free(void);
-
-/* The codelet of a kind (registry.c). */
-struct starpu_codelet *zt_codelet(enum zt_task_kind kind);
 
 #endif /* ZT_TASKS_IMPL_H */

@@ -14,14 +14,14 @@
 struct zt_tensor {
     char name[96];
     unsigned char *ptr;
-    int owns;
+    int owns;   /* ptr was allocated here (freed by zt_tensor_free) */
     int pinned; /* owned memory page-locked for the GPUs (zt_host_pin) */
     int64_t rows, cols;
     size_t elemsize;
     enum zt_dtype dtype;
     int nblk;
-    int64_t *row0;              /* [nblk+1] */
-    starpu_data_handle_t *h;    /* [nblk] */
+    int64_t *first_row;           /* [nblk+1]: block j is rows [first_row[j], first_row[j+1]) */
+    starpu_data_handle_t *handle; /* [nblk]: one StarPU vector per block */
 };
 
 enum zt_status zt_tensor_init(zt_tensor_t *out, const char *name, void *ptr, int64_t rows,
@@ -38,24 +38,24 @@ enum zt_status zt_tensor_init(zt_tensor_t *out, const char *name, void *ptr, int
     t->elemsize = elemsize;
     t->dtype = elemsize == 4 ? ZT_DTYPE_F32 : ZT_DTYPE_RAW;
     t->nblk = nblk;
-    t->row0 = calloc((size_t)nblk + 1, sizeof *t->row0);
-    t->h = calloc((size_t)nblk, sizeof *t->h);
-    if (!t->row0 || !t->h) goto nomem;
+    t->first_row = calloc((size_t)nblk + 1, sizeof *t->first_row);
+    t->handle = calloc((size_t)nblk, sizeof *t->handle);
+    if (!t->first_row || !t->handle) goto nomem;
     for (int j = 0; j < nblk; j++) {
         int64_t r = blk_rows ? blk_rows[j] : (rows * (j + 1)) / nblk - (rows * j) / nblk;
         if (r <= 0 || r * cols > UINT32_MAX) {
-            free(t->row0);
-            free(t->h);
+            free(t->first_row);
+            free(t->handle);
             free(t);
             return zt_error_set(ZT_ERR_INVALID, "tensor %s: block %d has %lld rows of %lld", name,
                                 j, (long long)r, (long long)cols);
         }
-        t->row0[j + 1] = t->row0[j] + r;
+        t->first_row[j + 1] = t->first_row[j] + r;
     }
-    if (t->row0[nblk] != rows) {
-        long long sum = (long long)t->row0[nblk];
-        free(t->row0);
-        free(t->h);
+    if (t->first_row[nblk] != rows) {
+        long long sum = (long long)t->first_row[nblk];
+        free(t->first_row);
+        free(t->handle);
         free(t);
         return zt_error_set(ZT_ERR_INVALID, "tensor %s: block rows sum to %lld, not %lld", name,
                             sum, (long long)rows);
@@ -73,15 +73,16 @@ enum zt_status zt_tensor_init(zt_tensor_t *out, const char *name, void *ptr, int
         t->pinned = zt_host_pin(p, bytes);
     }
     for (int j = 0; j < nblk; j++) {
-        uintptr_t p = (uintptr_t)(t->ptr + (size_t)t->row0[j] * (size_t)cols * elemsize);
-        starpu_vector_data_register(&t->h[j], STARPU_MAIN_RAM, p,
-                                    (uint32_t)((t->row0[j + 1] - t->row0[j]) * cols), elemsize);
+        uintptr_t p = (uintptr_t)(t->ptr + (size_t)t->first_row[j] * (size_t)cols * elemsize);
+        starpu_vector_data_register(&t->handle[j], STARPU_MAIN_RAM, p,
+                                    (uint32_t)((t->first_row[j + 1] - t->first_row[j]) * cols),
+                                    elemsize);
     }
     *out = t;
     return ZT_OK;
 nomem:
-    free(t->row0);
-    free(t->h);
+    free(t->first_row);
+    free(t->handle);
     free(t);
     return zt_error_set(ZT_ERR_NOMEM, "tensor %s: cannot allocate %lld x %lld x %zu bytes", name,
                         (long long)rows, (long long)cols, elemsize);
@@ -123,11 +124,11 @@ enum zt_status zt_tensor_init_dtype(zt_tensor_t *t, const char *name, void *ptr,
 void zt_tensor_free(zt_tensor_t t) {
     if (!t) return;
     for (int j = 0; j < t->nblk; j++)
-        if (t->h[j]) starpu_data_unregister(t->h[j]);
+        if (t->handle[j]) starpu_data_unregister(t->handle[j]);
     if (t->pinned) zt_host_unpin(t->ptr, (size_t)t->rows * (size_t)t->cols * t->elemsize);
     if (t->owns) free(t->ptr);
-    free(t->row0);
-    free(t->h);
+    free(t->first_row);
+    free(t->handle);
     free(t);
 }
 
@@ -164,19 +165,21 @@ int64_t zt_tensor_numel(zt_tensor_t t) { return t->rows * t->cols; }
 size_t zt_tensor_elemsize(zt_tensor_t t) { return t->elemsize; }
 enum zt_dtype zt_tensor_dtype(zt_tensor_t t) { return t->dtype; }
 int zt_tensor_nblk(zt_tensor_t t) { return t->nblk; }
-int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk) { return t->row0[blk]; }
-int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk) { return t->row0[blk + 1] - t->row0[blk]; }
+int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk) { return t->first_row[blk]; }
+int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk) {
+    return t->first_row[blk + 1] - t->first_row[blk];
+}
 void *zt_tensor_data(zt_tensor_t t) { return t->ptr; }
 starpu_data_handle_t zt_tensor_handle(zt_tensor_t t, int blk) {
     ZT_ASSERT_MSG(blk >= 0 && blk < t->nblk, "tensor %s has no block %d", t->name, blk);
-    return t->h[blk];
+    return t->handle[blk];
 }
 
 enum zt_status zt_tensor_acquire(zt_tensor_t t, int write) {
     for (int j = 0; j < t->nblk; j++) {
-        int ret = starpu_data_acquire(t->h[j], write ? STARPU_RW : STARPU_R);
+        int ret = starpu_data_acquire(t->handle[j], write ? STARPU_RW : STARPU_R);
         if (ret != 0) {
-            while (j-- > 0) starpu_data_release(t->h[j]);
+            while (j-- > 0) starpu_data_release(t->handle[j]);
             return zt_error_set(ZT_ERR_RUNTIME, "tensor %s: acquire failed (%d)", t->name, ret);
         }
     }
@@ -184,11 +187,11 @@ enum zt_status zt_tensor_acquire(zt_tensor_t t, int write) {
 }
 
 void zt_tensor_release(zt_tensor_t t) {
-    for (int j = 0; j < t->nblk; j++) starpu_data_release(t->h[j]);
+    for (int j = 0; j < t->nblk; j++) starpu_data_release(t->handle[j]);
 }
 
 void zt_tensor_wont_use(zt_tensor_t t) {
-    for (int j = 0; j < t->nblk; j++) starpu_data_wont_use(t->h[j]);
+    for (int j = 0; j < t->nblk; j++) starpu_data_wont_use(t->handle[j]);
 }
 
 enum zt_status zt_check_blk(const char *fn, zt_tensor_t t, int blk) {

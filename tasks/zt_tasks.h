@@ -7,8 +7,9 @@
  * int32. Wherever a task takes fp32 it also takes bf16 or fp16 tensors (zt_tensor_init_dtype):
  * it computes in fp32 on their widened values and rounds what it writes to nearest even, once
  * per task (an accumulating task rounds the sum it stores); the blocks listed in one argument
- * must share one type. Collectives move 16-bit blocks as 16-bit data. "blk" selects a row block; the block structure of tensors used together must agree
- * (same number of blocks, block b of each covering the same sequences). Kernel semantics
+ * must share one type. Collectives move 16-bit blocks as 16-bit data. "blk" selects a row block;
+ * the block structure of tensors used together must agree (same number of blocks, block b of
+ * each covering the same sequences). Kernel semantics
  * (layouts, += versus =) are those of kernels/zt_kernels.h.
  */
 #ifndef ZT_TASKS_H

@@ -21,7 +21,7 @@ extern "C" {
 typedef struct zt_tensor *zt_tensor_t;
 
 /* What a tensor's elements are. Tasks compute in fp32: they read bf16/fp16 tensors widened to
- * fp32 and store their results rounded to nearest even (tasks/registry.c), so every task kind
+ * fp32 and store their results rounded to nearest even (tasks/dispatch.c), so every task kind
  * accepts 16-bit floating tensors wherever it takes fp32 ones. RAW: anything else (int32
  * tokens, doubles, bytes), passed as is. */
 enum zt_dtype { ZT_DTYPE_F32 = 0, ZT_DTYPE_BF16, ZT_DTYPE_F16, ZT_DTYPE_RAW };

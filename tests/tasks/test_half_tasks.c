@@ -97,7 +97,8 @@ static void run(enum zt_dtype dt) {
     int32_t *tg = zt_tensor_data(ttgt);
     for (int i = 0; i < N; i++) tg[i] = (i * 5) % V;
     for (int blk = 0; blk < 2; blk++)
-        ZT_TEST_TRUE(zt_task_crossentropy(&o, tlog, tloss, blk, ttgt, 0.125f) == ZT_OK, "xent");
+        ZT_TEST_TRUE(zt_task_crossentropy(&o, tlog, tloss, blk, ttgt, 0.125f) == ZT_OK,
+                     "crossentropy");
     float losses[N];
     zt_kern_crossentropy_forward_backward(logits, losses, tg, N, V, 0.125f);
     same(tlog, logits, "crossentropy dlogits", dt);

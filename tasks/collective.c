@@ -1,6 +1,9 @@
 /*
- * tasks/comm.c: collectives as StarPU tasks: all-reduce, reduce-scatter and all-gather of a list
- * of blocks across the MPI ranks (zt_tasks.h).
+ * tasks/collective.c: collectives as StarPU tasks: all-reduce, reduce-scatter and all-gather of
+ * a list of blocks across the MPI ranks (zt_tasks.h).
+ *
+ * Layer: tasks/ (an op file). It uses the communicators sched/ sets up and tears down: the MPI
+ * one (zt_comm_mpi.h, with its watchdog) and, in the GPU build, the NCCL one (zt_nccl.h).
  *
  * The blocks of a collective may lie anywhere (one flat buffer, or the gathered-parameter and
  * gradient slots of ZeRO stage 3): each rank's part is a run of whole blocks, sent and received
@@ -27,7 +30,7 @@
 #include "zt_comm.h"      /* zt_comm_rank, zt_comm_size */
 #include "zt_comm_mpi.h"  /* zt_comm_mpi */
 
-struct zt_comm_args {
+struct zt_collective_args {
     struct zt_task_hdr hdr;
     int nranks;
     int elemsize;
@@ -37,33 +40,33 @@ struct zt_comm_args {
 
 /* slots: 0 the blocks, 1 the token, 2 (optional) the caller's accumulator (reductions) or source
  * (all-gather) blocks, as many and as large as the blocks of its part */
-enum { S_BLOCKS = 0, S_TOKEN = 1, S_AUX = 2 };
+enum { SLOT_BLOCKS = 0, SLOT_TOKEN = 1, SLOT_AUX = 2 };
 
 static int64_t g_seq = 0; /* submission order = execution order (token) */
 
-static void die(const char *what, const struct zt_comm_args *a) {
+static void die(const char *what, const struct zt_collective_args *a) {
     fprintf(stderr, "zerotask: error: rank %d: %s in collective #%lld\n", zt_comm_rank(), what,
             (long long)a->seq);
     zt_swapdir_remove_all(); /* MPI_Abort runs no destructor */
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-static struct zt_coll_id coll_id(const struct zt_comm_args *a) {
+static struct zt_coll_id coll_id(const struct zt_collective_args *a) {
     struct zt_coll_id id = {.seq = a->seq, .step = a->hdr.step, .layer = a->hdr.layer};
     snprintf(id.name, sizeof id.name, "%s", zt_task_kind_name(a->hdr.kind));
     return id;
 }
 
 /* elements of rank r's part */
-static int64_t part_elems(void *buffers[], const struct zt_comm_args *a, int r) {
+static int64_t part_elems(void *buffers[], const struct zt_collective_args *a, int r) {
     int64_t n = 0;
     for (int64_t i = a->part[2 * r]; i < a->part[2 * r + 1]; i++)
-        n += zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)i);
+        n += zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)i);
     return n;
 }
 
 /* the datatype that covers rank r's blocks at their addresses (use with MPI_BOTTOM) */
-static MPI_Datatype part_type(void *buffers[], const struct zt_comm_args *a, int r,
+static MPI_Datatype part_type(void *buffers[], const struct zt_collective_args *a, int r,
                               const struct zt_coll_id *id) {
     int n = (int)(a->part[2 * r + 1] - a->part[2 * r]);
     int *len = malloc((size_t)n * sizeof *len);
@@ -71,8 +74,8 @@ static MPI_Datatype part_type(void *buffers[], const struct zt_comm_args *a, int
     if (!len || !disp) die("out of memory for a datatype", a);
     for (int i = 0; i < n; i++) {
         int b = (int)a->part[2 * r] + i;
-        len[i] = (int)zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, b);
-        MPI_Get_address(zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, b), &disp[i]);
+        len[i] = (int)zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, b);
+        MPI_Get_address(zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, b), &disp[i]);
     }
     MPI_Datatype t;
     MPI_Datatype el = a->elemsize == 8 ? MPI_DOUBLE : a->elemsize == 2 ? MPI_UINT16_T : MPI_FLOAT;
@@ -94,20 +97,16 @@ static void narrow(void *dst, const float *src, size_t n, int dtype) {
     if (dtype != ZT_DTYPE_F32) zt_dtype_from_f32(dtype, dst, src, n);
 }
 
-/* Every rank sends its copy of part r to rank r; rank me adds the N copies of its part in rank
- * order 0..N-1 and keeps the sum in place, or adds it to the accumulator blocks (slot 2). The
- * additions are in fp32 whatever the blocks' type (16-bit copies are widened first). */
-static void reduce_scatter_body(void *buffers[], const struct zt_comm_args *a,
-                                const struct zt_coll_id *id, MPI_Request *req, int acc,
-                                int keep) {
+/* Every rank sends its copy of part r to rank r: rank me receives the others' copies of its
+ * part into rows r of scratch ([N][my] elements) and puts its own into row me. */
+static void exchange_parts(void *buffers[], const struct zt_collective_args *a,
+                           const struct zt_coll_id *id, MPI_Request *req, unsigned char *scratch) {
     const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
     const int64_t my = part_elems(buffers, a, me);
     const size_t es = (size_t)a->elemsize;
-    const int dt = a->hdr.dtype[S_BLOCKS], adt = a->hdr.dtype[S_AUX];
     const MPI_Datatype el = es == 2 ? MPI_UINT16_T : MPI_FLOAT;
-    unsigned char *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)N * es);
     MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
-    if (!scratch || !ty) die("out of memory for a reduce-scatter", a);
+    if (!ty) die("out of memory for a reduce-scatter", a);
     for (int r = 0; r < N; r++) ty[r] = MPI_DATATYPE_NULL;
     int nr = 0, err = MPI_SUCCESS;
     for (int k = 1; k < N && my > 0 && err == MPI_SUCCESS; k++) {
@@ -126,31 +125,40 @@ static void reduce_scatter_body(void *buffers[], const struct zt_comm_args *a,
     zt_comm_waitall(nr, req, id);
     for (int r = 0; r < N; r++)
         if (ty[r] != MPI_DATATYPE_NULL) MPI_Type_free(&ty[r]);
-    /* own copy into row `me` of scratch */
+    free(ty);
     int64_t at = 0;
     for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
-        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
         memcpy(scratch + ((size_t)me * (size_t)my + (size_t)at) * es,
-               zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b), (size_t)n * es);
+               zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b), (size_t)n * es);
         at += n;
     }
+}
+
+/* Add the N copies in scratch in rank order 0..N-1, in fp32 whatever the blocks' type (16-bit
+ * copies are widened first); keep the sum in this rank's blocks (keep) and/or add it to the
+ * accumulator blocks (acc), each rounded once to its type. */
+static void sum_parts(void *buffers[], const struct zt_collective_args *a,
+                      const unsigned char *scratch, int acc, int keep) {
+    const int N = a->nranks, me = zt_comm_rank();
+    const int64_t my = part_elems(buffers, a, me);
+    const int dt = a->hdr.dtype[SLOT_BLOCKS], adt = a->hdr.dtype[SLOT_AUX];
     /* the copies as fp32, and fp32 room for one block's sum and accumulator (16-bit only) */
     int64_t maxn = 1;
     for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++)
-        if (zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b) > maxn)
-            maxn = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+        if (zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b) > maxn)
+            maxn = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
     float *wide = dt == ZT_DTYPE_F32 ? NULL : malloc((size_t)(my > 0 ? my : 1) * (size_t)N * 4);
     float *tout = dt == ZT_DTYPE_F32 ? NULL : malloc((size_t)maxn * 4);
     float *tacc = adt == ZT_DTYPE_F32 ? NULL : malloc((size_t)maxn * 4);
     if ((dt != ZT_DTYPE_F32 && (!wide || !tout)) || (adt != ZT_DTYPE_F32 && !tacc))
         die("out of memory for a reduce-scatter", a);
     const float *w = widen(wide, scratch, (size_t)my * (size_t)N, dt);
-    /* the sums in rank order, block by block */
-    at = 0;
+    int64_t at = 0;
     for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++) {
-        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
-        void *outp = zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b);
-        void *accp = acc ? zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i) : NULL;
+        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
+        void *outp = zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
+        void *accp = acc ? zt_slot_buf_ptr(buffers, &a->hdr, SLOT_AUX, (int)i) : NULL;
         float *out = dt == ZT_DTYPE_F32 ? outp : tout;
         float *dst = !acc                ? NULL
                      : adt == ZT_DTYPE_F32 ? accp
@@ -168,12 +176,24 @@ static void reduce_scatter_body(void *buffers[], const struct zt_comm_args *a,
     free(wide);
     free(tout);
     free(tacc);
-    free(ty);
+}
+
+/* The reduce-scatter: this rank's part summed over the ranks in rank order (exchange_parts,
+ * then sum_parts), kept in place or added to the accumulator blocks (slot 2). */
+static void reduce_scatter_body(void *buffers[], const struct zt_collective_args *a,
+                                const struct zt_coll_id *id, MPI_Request *req, int acc,
+                                int keep) {
+    const int64_t my = part_elems(buffers, a, zt_comm_rank());
+    unsigned char *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)a->nranks *
+                                    (size_t)a->elemsize);
+    if (!scratch) die("out of memory for a reduce-scatter", a);
+    exchange_parts(buffers, a, id, req, scratch);
+    sum_parts(buffers, a, scratch, acc, keep);
     free(scratch);
 }
 
 /* Every rank sends its part to every other rank, in place. */
-static void allgather_body(void *buffers[], const struct zt_comm_args *a,
+static void allgather_body(void *buffers[], const struct zt_collective_args *a,
                            const struct zt_coll_id *id, MPI_Request *req) {
     const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
     MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
@@ -199,17 +219,17 @@ static void allgather_body(void *buffers[], const struct zt_comm_args *a,
 }
 
 /* all-gather source: copy the caller's source blocks (slot 2) into its part */
-static void copy_source(void *buffers[], const struct zt_comm_args *a) {
+static void copy_source(void *buffers[], const struct zt_collective_args *a) {
     const int me = zt_comm_rank();
     for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++)
-        memcpy(zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b),
-               zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i),
-               (size_t)zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b) * (size_t)a->elemsize);
+        memcpy(zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b),
+               zt_slot_buf_ptr(buffers, &a->hdr, SLOT_AUX, (int)i),
+               (size_t)zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b) * (size_t)a->elemsize);
 }
 
-static void comm_body(void *buffers[], void *cl_arg, int reduce, int gather) {
-    const struct zt_comm_args *a = cl_arg;
-    const int aux = a->hdr.count[S_AUX] > 0;
+static void collective_body(void *buffers[], void *cl_arg, int reduce, int gather) {
+    const struct zt_collective_args *a = cl_arg;
+    const int aux = a->hdr.count[SLOT_AUX] > 0;
     if (gather && !reduce && aux) copy_source(buffers, a);
     if (a->nranks == 1 && !(reduce && aux)) return;
     if (zt_comm_skip(a->seq)) {
@@ -226,30 +246,28 @@ static void comm_body(void *buffers[], void *cl_arg, int reduce, int gather) {
     free(req);
 }
 
-void comm_allreduce_cpu(void *buffers[], void *cl_arg) { comm_body(buffers, cl_arg, 1, 1); }
-void comm_reduce_scatter_cpu(void *buffers[], void *cl_arg) { comm_body(buffers, cl_arg, 1, 0); }
-void comm_allgather_cpu(void *buffers[], void *cl_arg) { comm_body(buffers, cl_arg, 0, 1); }
+void comm_allreduce_cpu(void *buffers[], void *cl_arg) { collective_body(buffers, cl_arg, 1, 1); }
+void comm_reduce_scatter_cpu(void *buffers[], void *cl_arg) {
+    collective_body(buffers, cl_arg, 1, 0);
+}
+void comm_allgather_cpu(void *buffers[], void *cl_arg) { collective_body(buffers, cl_arg, 0, 1); }
 
 #ifdef ZT_USE_NCCL
-/* ---- the same collectives through NCCL on device memory (GPU build, issue 8) ----
+// ----------------------------------------------------------------------------
+/* The same collectives through NCCL on device memory (GPU build).
  * With one CUDA worker per rank on every rank, the collective tasks run on that worker
- * (zt_comm_nccl_active, registry.c's placement) and move the blocks device to device with
+ * (zt_nccl_active, dispatch.c's placement) and move the blocks device to device with
  * NCCL's point-to-point calls, in one group per collective, on the worker's stream; the
  * messages are those of the MPI path (rank r's part goes to rank r, block by block, to be summed
  * there; an all-gather sends every part to every rank), and the sums are kernels/cuda/comm.cu's:
  * the MPI path's rank order and bits. The task's token still orders them (one stream per
  * worker, submitted in the same order on every rank), and every rank still sends the watchdog
- * its note on entering a collective; NCCL's own waits have no timeout of ours. MPI launches the
- * ranks and carries the communicator's id (ncclGetUniqueId on rank 0, MPI_Bcast). */
+ * its note on entering a collective; NCCL's own waits have no timeout of ours. The communicator
+ * is sched/nccl.c's. */
 #include <cuda_runtime_api.h> /* cudaMallocAsync, cudaMemcpyAsync */
 #include <nccl.h>             /* ncclSend, ncclRecv, ncclGroupStart */
 #include "zt_kernels_cuda.h"  /* zt_cuda_rank_sum */
-#include "zt_sched.h"         /* zt_knob_int */
-
-static ncclComm_t g_nccl = NULL; /* NULL: the collectives go through MPI */
-static ncclResult_t g_nccl_rc;   /* the worker's ncclCommInitRank / ncclCommDestroy */
-
-int zt_comm_nccl_active(void) { return g_nccl != NULL; }
+#include "zt_nccl.h"          /* zt_nccl_comm */
 
 /* a failed NCCL or CUDA call in a collective is fatal for the job, as a failed MPI call is */
 #define DEV_OK(what, type, call, ok, errstr)                                                     \
@@ -271,21 +289,21 @@ static int cuda_type(int dtype) {
 
 /* send (or receive) the blocks of rank part's part, in place, to (from) rank peer, one message
  * per block in block order: both sides walk the same list, so the messages pair up */
-static void nccl_blocks(void *buffers[], const struct zt_comm_args *a, int part, int peer,
+static void nccl_blocks(void *buffers[], const struct zt_collective_args *a, int part, int peer,
                         int send, cudaStream_t st) {
     for (int64_t b = a->part[2 * part]; b < a->part[2 * part + 1]; b++) {
-        void *p = zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b);
-        size_t bytes = (size_t)zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b) *
+        void *p = zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
+        size_t bytes = (size_t)zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b) *
                        (size_t)a->elemsize;
-        if (send) NCCL_OK("ncclSend", ncclSend(p, bytes, ncclUint8, peer, g_nccl, st));
-        else NCCL_OK("ncclRecv", ncclRecv(p, bytes, ncclUint8, peer, g_nccl, st));
+        if (send) NCCL_OK("ncclSend", ncclSend(p, bytes, ncclUint8, peer, zt_nccl_comm(), st));
+        else NCCL_OK("ncclRecv", ncclRecv(p, bytes, ncclUint8, peer, zt_nccl_comm(), st));
     }
 }
 
 /* the reduce-scatter of reduce_scatter_body on the device: the copies of this rank's part
  * arrive in rows of a device scratch (its own copy too), then one rank-order sum per block */
-static void nccl_reduce_scatter(void *buffers[], const struct zt_comm_args *a, cudaStream_t st,
-                                int acc, int keep) {
+static void nccl_reduce_scatter(void *buffers[], const struct zt_collective_args *a,
+                                cudaStream_t st, int acc, int keep) {
     const int N = a->nranks, me = zt_comm_rank();
     const int64_t my = part_elems(buffers, a, me);
     const size_t es = (size_t)a->elemsize;
@@ -297,9 +315,9 @@ static void nccl_reduce_scatter(void *buffers[], const struct zt_comm_args *a, c
         int r = (me + k) % N;
         int64_t at = 0;
         for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
-            int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+            int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
             NCCL_OK("ncclRecv", ncclRecv(scratch + ((size_t)r * (size_t)my + (size_t)at) * es,
-                                         (size_t)n * es, ncclUint8, r, g_nccl, st));
+                                         (size_t)n * es, ncclUint8, r, zt_nccl_comm(), st));
             at += n;
         }
     }
@@ -307,29 +325,29 @@ static void nccl_reduce_scatter(void *buffers[], const struct zt_comm_args *a, c
     NCCL_OK("ncclGroupEnd", ncclGroupEnd());
     int64_t at = 0;
     for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
-        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
         CUDA_OK("copying a block into the reduce-scatter's scratch",
                 cudaMemcpyAsync(scratch + ((size_t)me * (size_t)my + (size_t)at) * es,
-                                zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b),
+                                zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b),
                                 (size_t)n * es, cudaMemcpyDeviceToDevice, st));
         at += n;
     }
     at = 0;
     for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++) {
-        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b);
+        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
         CUDA_OK("the rank-order sum",
                 (cudaError_t)zt_cuda_rank_sum(
-                    keep ? zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b) : NULL,
-                    acc ? zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i) : NULL,
+                    keep ? zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b) : NULL,
+                    acc ? zt_slot_buf_ptr(buffers, &a->hdr, SLOT_AUX, (int)i) : NULL,
                     scratch + (size_t)at * es, (size_t)my, N, (size_t)n,
-                    cuda_type(a->hdr.dtype[S_BLOCKS]), cuda_type(a->hdr.dtype[S_AUX]), st));
+                    cuda_type(a->hdr.dtype[SLOT_BLOCKS]), cuda_type(a->hdr.dtype[SLOT_AUX]), st));
         at += n;
     }
     CUDA_OK("freeing a reduce-scatter's device scratch", cudaFreeAsync(scratch, st));
 }
 
 /* allgather_body on the device: every part to every rank, in place */
-static void nccl_allgather(void *buffers[], const struct zt_comm_args *a, cudaStream_t st) {
+static void nccl_allgather(void *buffers[], const struct zt_collective_args *a, cudaStream_t st) {
     const int N = a->nranks, me = zt_comm_rank();
     NCCL_OK("ncclGroupStart", ncclGroupStart());
     for (int k = 1; k < N; k++) {
@@ -340,16 +358,16 @@ static void nccl_allgather(void *buffers[], const struct zt_comm_args *a, cudaSt
     NCCL_OK("ncclGroupEnd", ncclGroupEnd());
 }
 
-static void comm_body_nccl(void *buffers[], void *cl_arg, int reduce, int gather) {
-    const struct zt_comm_args *a = cl_arg;
-    const int aux = a->hdr.count[S_AUX] > 0, me = zt_comm_rank();
+static void collective_body_nccl(void *buffers[], void *cl_arg, int reduce, int gather) {
+    const struct zt_collective_args *a = cl_arg;
+    const int aux = a->hdr.count[SLOT_AUX] > 0, me = zt_comm_rank();
     cudaStream_t st = (cudaStream_t)zt_cuda_stream();
     if (gather && !reduce && aux) /* copy_source on the device */
         for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++)
             CUDA_OK("copying an all-gather's source",
-                    cudaMemcpyAsync(zt_slot_buf_ptr(buffers, &a->hdr, S_BLOCKS, (int)b),
-                                    zt_slot_buf_ptr(buffers, &a->hdr, S_AUX, (int)i),
-                                    (size_t)zt_slot_buf_nx(buffers, &a->hdr, S_BLOCKS, (int)b) *
+                    cudaMemcpyAsync(zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b),
+                                    zt_slot_buf_ptr(buffers, &a->hdr, SLOT_AUX, (int)i),
+                                    (size_t)zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b) *
                                         (size_t)a->elemsize,
                                     cudaMemcpyDeviceToDevice, st));
     if (a->nranks == 1 && !(reduce && aux)) return;
@@ -364,85 +382,27 @@ static void comm_body_nccl(void *buffers[], void *cl_arg, int reduce, int gather
     if (gather && a->nranks > 1) nccl_allgather(buffers, a, st);
 }
 
-void comm_allreduce_cuda(void *buffers[], void *cl_arg) { comm_body_nccl(buffers, cl_arg, 1, 1); }
+void comm_allreduce_cuda(void *buffers[], void *cl_arg) {
+    collective_body_nccl(buffers, cl_arg, 1, 1);
+}
 void comm_reduce_scatter_cuda(void *buffers[], void *cl_arg) {
-    comm_body_nccl(buffers, cl_arg, 1, 0);
+    collective_body_nccl(buffers, cl_arg, 1, 0);
 }
-void comm_allgather_cuda(void *buffers[], void *cl_arg) { comm_body_nccl(buffers, cl_arg, 0, 1); }
-
-static void nccl_init_worker(void *arg) {
-    g_nccl_rc = ncclCommInitRank(&g_nccl, zt_comm_size(), *(ncclUniqueId *)arg, zt_comm_rank());
-    if (g_nccl_rc != ncclSuccess) g_nccl = NULL;
+void comm_allgather_cuda(void *buffers[], void *cl_arg) {
+    collective_body_nccl(buffers, cl_arg, 0, 1);
 }
 
-static void nccl_free_worker(void *arg) {
-    (void)arg;
-    g_nccl_rc = ncclCommDestroy(g_nccl);
-}
-
-enum zt_status zt_comm_nccl_init(void) {
-    int64_t want = 1;
-    ZT_CHECK(zt_knob_int("ZT_NCCL", 0, 1, &want));
-    /* every rank must take the same transport: NCCL only if each has exactly one CUDA worker */
-    int ok = want && starpu_cuda_worker_get_count() == 1, all = ok;
-    if (zt_comm_size() > 1 &&
-        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, zt_comm_mpi()) != MPI_SUCCESS)
-        return zt_error_set(ZT_ERR_RUNTIME, "choosing the collectives' transport: MPI_Allreduce "
-                                       "failed");
-    if (!all) return ZT_OK;
-    ncclUniqueId uid;
-    ncclResult_t rc = zt_comm_rank() == 0 ? ncclGetUniqueId(&uid) : ncclSuccess;
-    int bad = rc != ncclSuccess;
-    if (zt_comm_size() > 1) {
-        MPI_Bcast(&bad, 1, MPI_INT, 0, zt_comm_mpi());
-        if (!bad) MPI_Bcast(&uid, (int)sizeof uid, MPI_BYTE, 0, zt_comm_mpi());
-    }
-    if (bad)
-        return zt_error_set(ZT_ERR_RUNTIME, "NCCL: ncclGetUniqueId on rank 0 failed%s%s (ZT_NCCL=0 "
-                                       "runs the collectives through MPI)",
-                            rc != ncclSuccess ? ": " : "",
-                            rc != ncclSuccess ? ncclGetErrorString(rc) : "");
-    /* on the CUDA worker's thread, with its device current */
-    starpu_execute_on_each_worker(nccl_init_worker, &uid, STARPU_CUDA);
-    if (g_nccl_rc != ncclSuccess)
-        return zt_error_set(ZT_ERR_RUNTIME, "NCCL: ncclCommInitRank (rank %d of %d) failed: %s "
-                                       "(ZT_NCCL=0 runs the collectives through MPI)",
-                            zt_comm_rank(), zt_comm_size(), ncclGetErrorString(g_nccl_rc));
-    return ZT_OK;
-}
-
-void zt_comm_nccl_free(void) {
-    if (!g_nccl) return;
-    starpu_execute_on_each_worker(nccl_free_worker, NULL, STARPU_CUDA);
-    g_nccl = NULL;
-}
 #undef NCCL_OK
 #undef CUDA_OK
 #undef DEV_OK
 #endif
 
-static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struct zt_task_opts *o,
-                             const struct zt_block_ref *refs, int n, const int64_t *part,
-                             const struct zt_block_ref *aux, int naux, size_t elemsize,
-                             zt_tensor_t token) {
+/* the ranks' parts cover the n blocks in rank order, each within an MPI count, and the aux
+ * blocks match this rank's part block by block */
+static enum zt_status check_parts(const char *fn, const struct zt_block_ref *refs, int n,
+                                  const int64_t *part, const struct zt_block_ref *aux,
+                                  int naux) {
     const int N = zt_comm_size(), me = zt_comm_rank();
-    if (n < 1 || !refs || !part || !token || naux < 0 || (naux > 0 && !aux) || !refs[0].t)
-        return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
-    const enum zt_dtype dt = zt_tensor_dtype(refs[0].t);
-    const int reduce = kind != ZT_KIND_comm_allgather;
-    if (dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16) elemsize = 2; /* 16-bit data travels as is */
-    if ((reduce && dt == ZT_DTYPE_RAW) || (elemsize != 2 && elemsize != 4 && elemsize != 8) ||
-        zt_tensor_elemsize(refs[0].t) != elemsize)
-        return zt_error_set(ZT_ERR_INVALID, "%s: blocks of %s (%zu-byte elements) cannot be %s",
-                            fn, zt_dtype_name(dt), zt_tensor_elemsize(refs[0].t),
-                            reduce ? "summed" : "gathered with that element size");
-    if (naux > 0 && aux[0].t && !reduce && zt_tensor_dtype(aux[0].t) != dt)
-        return zt_error_set(ZT_ERR_INVALID, "%s: the source blocks (%s) are not of the blocks' "
-                                            "type (%s)", fn,
-                            zt_dtype_name(zt_tensor_dtype(aux[0].t)), zt_dtype_name(dt));
-    if (naux > 0 && aux[0].t && reduce && zt_tensor_dtype(aux[0].t) == ZT_DTYPE_RAW)
-        return zt_error_set(ZT_ERR_INVALID, "%s: the accumulator blocks cannot be summed into",
-                            fn);
     for (int r = 0; r < N; r++) {
         if (part[2 * r] > part[2 * r + 1] || (r > 0 && part[2 * r] != part[2 * r - 1]) ||
             (r == 0 && part[0] != 0) || (r == N - 1 && part[2 * r + 1] != n))
@@ -469,7 +429,34 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
                                                     "another size than its part", fn, i);
         }
     }
-    struct zt_comm_args *a = calloc(1, sizeof *a + 2 * (size_t)N * sizeof(int64_t));
+    return ZT_OK;
+}
+
+static enum zt_status submit_collective(enum zt_task_kind kind, const char *fn,
+                                        const struct zt_task_opts *o,
+                                        const struct zt_block_ref *refs, int n,
+                                        const int64_t *part, const struct zt_block_ref *aux,
+                                        int naux, size_t elemsize, zt_tensor_t token) {
+    const int N = zt_comm_size();
+    if (n < 1 || !refs || !part || !token || naux < 0 || (naux > 0 && !aux) || !refs[0].t)
+        return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
+    const enum zt_dtype dt = zt_tensor_dtype(refs[0].t);
+    const int reduce = kind != ZT_KIND_comm_allgather;
+    if (dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16) elemsize = 2; /* 16-bit data travels as is */
+    if ((reduce && dt == ZT_DTYPE_RAW) || (elemsize != 2 && elemsize != 4 && elemsize != 8) ||
+        zt_tensor_elemsize(refs[0].t) != elemsize)
+        return zt_error_set(ZT_ERR_INVALID, "%s: blocks of %s (%zu-byte elements) cannot be %s",
+                            fn, zt_dtype_name(dt), zt_tensor_elemsize(refs[0].t),
+                            reduce ? "summed" : "gathered with that element size");
+    if (naux > 0 && aux[0].t && !reduce && zt_tensor_dtype(aux[0].t) != dt)
+        return zt_error_set(ZT_ERR_INVALID, "%s: the source blocks (%s) are not of the blocks' "
+                                            "type (%s)", fn,
+                            zt_dtype_name(zt_tensor_dtype(aux[0].t)), zt_dtype_name(dt));
+    if (naux > 0 && aux[0].t && reduce && zt_tensor_dtype(aux[0].t) == ZT_DTYPE_RAW)
+        return zt_error_set(ZT_ERR_INVALID, "%s: the accumulator blocks cannot be summed into",
+                            fn);
+    ZT_CHECK(check_parts(fn, refs, n, part, aux, naux));
+    struct zt_collective_args *a = calloc(1, sizeof *a + 2 * (size_t)N * sizeof(int64_t));
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
     a->nranks = N;
     a->elemsize = (int)elemsize;
@@ -493,21 +480,21 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
 enum zt_status zt_task_comm_allreduce(const struct zt_task_opts *o, const struct zt_block_ref *refs,
                                       int n, const int64_t *part, const struct zt_block_ref *aux,
                                       int naux, zt_tensor_t token) {
-    return submit(ZT_KIND_comm_allreduce, "zt_task_comm_allreduce", o, refs, n, part, aux, naux,
-                  4, token);
+    return submit_collective(ZT_KIND_comm_allreduce, "zt_task_comm_allreduce", o, refs, n, part,
+                             aux, naux, 4, token);
 }
 
 enum zt_status zt_task_comm_reduce_scatter(const struct zt_task_opts *o,
                                            const struct zt_block_ref *refs, int n,
                                            const int64_t *part, const struct zt_block_ref *aux,
                                            int naux, zt_tensor_t token) {
-    return submit(ZT_KIND_comm_reduce_scatter, "zt_task_comm_reduce_scatter", o, refs, n, part,
-                  aux, naux, 4, token);
+    return submit_collective(ZT_KIND_comm_reduce_scatter, "zt_task_comm_reduce_scatter", o, refs,
+                             n, part, aux, naux, 4, token);
 }
 
 enum zt_status zt_task_comm_allgather(const struct zt_task_opts *o, const struct zt_block_ref *refs,
                                       int n, const int64_t *part, const struct zt_block_ref *aux,
                                       int naux, size_t elemsize, zt_tensor_t token) {
-    return submit(ZT_KIND_comm_allgather, "zt_task_comm_allgather", o, refs, n, part, aux, naux,
-                  elemsize, token);
+    return submit_collective(ZT_KIND_comm_allgather, "zt_task_comm_allgather", o, refs, n, part,
+                             aux, naux, elemsize, token);
 }

@@ -1,19 +1,21 @@
 /*
- * tasks/xent.c: softmax cross-entropy per row block; with dscale != 0 the logits are replaced by
- * their gradient in place (no second [N,V] buffer, as in llm.c).
+ * tasks/crossentropy.c: softmax cross-entropy per row block; with dscale != 0 the logits are
+ * replaced by their gradient in place (no second [N,V] buffer, as in llm.c).
+ *
+ * Layer: tasks/ (an op file), over kernels/cpu/crossentropy.c.
  */
 #include <stdlib.h>      /* calloc */
 #include "zt_kernels.h"  /* zt_kern_crossentropy_forward_backward */
 #include "tasks_impl.h"  /* builder, slots */
 
-struct zt_xent_args {
+struct zt_crossentropy_args {
     struct zt_task_hdr hdr;
     int V;
     float dscale;
 };
 
 void crossentropy_cpu(void *buffers[], void *cl_arg) {
-    const struct zt_xent_args *a = cl_arg;
+    const struct zt_crossentropy_args *a = cl_arg;
     float *logits = zt_slot_ptr(buffers, &a->hdr, 0);
     float *losses = zt_slot_ptr(buffers, &a->hdr, 1);
     const int32_t *tg = zt_slot_ptr(buffers, &a->hdr, 2);
@@ -25,7 +27,7 @@ void crossentropy_cpu(void *buffers[], void *cl_arg) {
 #include "zt_kernels_cuda.h" /* zt_cuda_crossentropy_forward_backward */
 
 void crossentropy_cuda(void *buffers[], void *cl_arg) {
-    const struct zt_xent_args *a = cl_arg;
+    const struct zt_crossentropy_args *a = cl_arg;
     int N = (int)zt_slot_nx(buffers, &a->hdr, 1);
     ZT_CUDA_OK("crossentropy", zt_cuda_crossentropy_forward_backward(
                                    zt_slot_ptr(buffers, &a->hdr, 0),
@@ -46,7 +48,7 @@ enum zt_status zt_task_crossentropy(const struct zt_task_opts *o, zt_tensor_t lo
         zt_tensor_numel(targets) != zt_tensor_rows(logits))
         return zt_error_set(ZT_ERR_INVALID, "%s: losses and targets need one entry per row of %s",
                             fn, zt_tensor_name(logits));
-    ZT_ARGS_NEW(struct zt_xent_args, a);
+    ZT_ARGS_NEW(struct zt_crossentropy_args, a);
     a->V = (int)zt_tensor_cols(logits);
     a->dscale = dscale;
     struct zt_tb tb;
