@@ -98,7 +98,7 @@ int zt_cuda_attention_backward(void *handle, float *dqkv, float *scratch, const 
 size_t zt_cuda_sumsq_scratch_doubles(void);
 int zt_cuda_sumsq(double *out, double *scratch, const float *x, size_t n, void *stream);
 
-/* The reduction of the NCCL collectives (tasks/comm.c), in the MPI path's order and bits:
+/* The reduction of the NCCL collectives (tasks/collective.c), in the MPI path's order and bits:
  * rows holds N copies of n elements of type dt (row r at element r * stride); for every j,
  * s = row0[j] + row1[j] + ... + row(N-1)[j] in fp32, in that order (16-bit widened exactly);
  * then acc[j] += s in fp32, rounded to acc's type adt (acc may be NULL), and out[j] = s rounded

@@ -3,7 +3,7 @@
 trains exactly as the CPU build does (issue 8).
 
 Without a device StarPU starts no CUDA worker, so every task of the CUDA build must fall back
-to its CPU body and every collective to MPI (zt_comm_nccl_init: the ranks agree on the
+to its CPU body and every collective to MPI (zt_nccl_init, sched/nccl.c: the ranks agree on the
 transport); the CUDA build links another StarPU (scripts/build-starpu-cuda.sh). Checked:
   - per-step losses and the exported weights bit-identical to the CPU build's, at ZeRO stage 0
     on one rank and stages 2 and 3 on two ranks (mpirun), with ZT_NCCL=1 (the default) and 0;

@@ -487,7 +487,7 @@ static void narrow_h(int dt, void *d, const float *s, size_t n) {
 }
 
 /* the NCCL collectives' sum (zt_cuda_rank_sum) against the MPI path's arithmetic
- * (tasks/comm.c reduce_scatter_body: fp32 adds in rank order 0..N-1, 16-bit copies widened and
+ * (tasks/collective.c reduce_scatter_body: fp32 adds in rank order 0..N-1, 16-bit copies widened and
  * the sum and accumulator rounded once), bit for bit: rows of a strided scratch, with and
  * without an accumulator of either width, with and without keeping the sum */
 static int check_rank_sum(int ranks, int dt, int adt, int with_acc, int keep) {
