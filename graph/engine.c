@@ -1,127 +1,128 @@
 /*
- * graph/engine.c: engine lifecycle, parameters, layout, activations.
+ * graph/engine.c: the engine's lifecycle behind zt_engine.h: init/free, parameter declaration,
+ * finalize (plan -> allocate -> initialise -> register), activations, accessors, the step
+ * context and the I/O service the swaps and checkpoint writes share.
  *
- * Layer: graph/ (behind zt_engine.h). No starpu_* call: work goes through tasks/.
+ * Layer: graph/. No starpu_* call here: everything goes through tasks/ (zt_task_*, zt_tensor_*).
  */
-#include "engine_impl.h" /* struct zt_engine, internal functions */
+#include <math.h>         /* ldexp */
+#include <stdio.h>        /* snprintf */
+#include <stdlib.h>       /* calloc, posix_memalign */
+#include <string.h>       /* strcmp, memset, memcpy */
+#include "engine_impl.h"  /* struct zt_engine, the engine's internal functions */
+#include "zt_aio.h"       /* struct zt_aio_cfg */
+#include "zt_ckpt.h"      /* zt_shard_set_read */
+#include "zt_comm.h"      /* zt_comm_rank, zt_comm_size */
+
+#define NOMEM() zt_error_set(ZT_ERR_NOMEM, "engine: out of memory")
+
 /* ---------------------------------------------------------------------------------------------
  * lifecycle */
+
 enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     *out = NULL;
     int64_t chunks = 4, gel = 1 << 20;
-    ZT_CHECK(zt_knob_int("ZT_GRAPH_CHUNKS", 1, 64, &chunks));
+    ZT_CHECK(zt_knob_int("ZT_GRAPH_CHUNKS", 1, ZT_PLAN_MAX_BLOCKS, &chunks));
     ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", 1024, (int64_t)1 << 31, &gel));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
     struct zt_engine *e = calloc(1, sizeof *e);
-    if (!e) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    if (!e) return NOMEM();
     e->cfg = *cfg;
     e->chunks = (int)chunks;
     e->stage = cfg->zero_stage;
     e->group_elems = gel;
     e->rng = cfg->seed ^ 0x5A17C0DEull;
-    e->mp = cfg->precision != ZT_PREC_FP32;
-    e->wdt = cfg->precision == ZT_PREC_BF16   ? ZT_DTYPE_BF16
-             : cfg->precision == ZT_PREC_FP16 ? ZT_DTYPE_F16
-                                              : ZT_DTYPE_F32;
-    e->sc.scale = cfg->precision != ZT_PREC_FP16 ? 1.0
-                  : cfg->loss_scale > 0          ? cfg->loss_scale
-                                                 : ldexp(1.0, cfg->initial_scale_power);
-    e->sc.last_overflow_iter = -1;
-    e->sc.cur_hysteresis = cfg->hysteresis;
+    e->mixed = cfg->precision != ZT_PREC_FP32;
+    e->work_dtype = cfg->precision == ZT_PREC_BF16   ? ZT_DTYPE_BF16
+                    : cfg->precision == ZT_PREC_FP16 ? ZT_DTYPE_F16
+                                                     : ZT_DTYPE_F32;
+    zt_loss_scaler_init(&e->scaler, cfg);
     /* activation blocks hold whole sequences; their number depends only on the config and
      * ZT_GRAPH_CHUNKS, never on the worker count (determinism) */
-    e->nblk = cfg->micro_batch < e->chunks ? cfg->micro_batch : e->chunks;
-    e->blk_seqs = calloc((size_t)e->nblk, sizeof *e->blk_seqs);
-    if (!e->blk_seqs) {
+    struct zt_engine_acts *a = &e->act;
+    a->nblk = cfg->micro_batch < e->chunks ? cfg->micro_batch : e->chunks;
+    a->blk_seqs = calloc((size_t)a->nblk, sizeof *a->blk_seqs);
+    if (!a->blk_seqs) {
         free(e);
-        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+        return NOMEM();
     }
-    for (int j = 0; j < e->nblk; j++)
-        e->blk_seqs[j] = (int64_t)cfg->micro_batch * (j + 1) / e->nblk -
-                         (int64_t)cfg->micro_batch * j / e->nblk;
+    for (int j = 0; j < a->nblk; j++)
+        a->blk_seqs[j] = (int64_t)cfg->micro_batch * (j + 1) / a->nblk -
+                         (int64_t)cfg->micro_batch * j / a->nblk;
     enum zt_status rc = zt_tasks_init(); /* starts MPI (zt_comm_init) and StarPU */
+    if (rc == ZT_OK && cfg->world_size != zt_comm_size()) {
+        zt_tasks_free();
+        rc = zt_error_set(ZT_ERR_CONFIG, "engine: the config's batch rule was resolved for %d "
+                                         "ranks, but this job has %d", cfg->world_size,
+                          zt_comm_size());
+    }
     if (rc != ZT_OK) {
-        free(e->blk_seqs);
+        free(a->blk_seqs);
         free(e);
         return rc;
     }
     e->rank = zt_comm_rank();
     e->size = zt_comm_size();
-    if (cfg->world_size != e->size) {
-        zt_tasks_free();
-        free(e->blk_seqs);
-        free(e);
-        return zt_error_set(ZT_ERR_CONFIG, "engine: the config's batch rule was resolved for %d "
-                                           "ranks, but this job has %d", cfg->world_size,
-                            zt_comm_size());
-    }
     *out = e;
     return ZT_OK;
 }
+
+static void free_buffers(struct zt_engine_buffers *b) {
+    zt_tensor_free(b->m);
+    zt_tensor_free(b->v);
+    zt_tensor_free(b->grad_sumsq);
+    zt_tensor_free(b->clip);
+    zt_tensor_free(b->comm_token);
+}
+
 void zt_engine_free(zt_engine_t e) {
     if (!e) return;
     if (e->save) zt_engine_save_end(e, NULL); /* its tasks hold blocks freed here */
     zt_runtime_wait_all();
+    if (e->io_held) zt_swap_wait(); /* nothing still moves into the buffers freed here */
     zt_offload_free(e);
-    for (int i = 0; i < e->np; i++) {
+    if (e->io_held) zt_swap_free();
+    for (int i = 0; i < e->nparams; i++) {
         zt_tensor_free(e->params[i]->home);
-        zt_tensor_free(e->params[i]->ghome);
+        zt_tensor_free(e->params[i]->grad_sums);
         zt_tensor_free(e->params[i]->work);
         free(e->params[i]);
     }
-    for (int c = 0; c < e->ncls; c++) {
-        struct zt_pool *pools[2] = {&e->ppool[c], &e->gpool[c]};
-        for (int k = 0; k < 2; k++) {
-            for (int i = 0; i < pools[k]->n; i++) zt_tensor_free(pools[k]->t[i]);
-            free(pools[k]->t);
-            free(pools[k]->who);
-            free(pools[k]->stamp);
-        }
-    }
-    free(e->ppool);
-    free(e->gpool);
-    free(e->prefs);
-    free(e->powner);
-    for (int i = 0; i < e->nacts; i++) zt_tensor_free(e->acts[i]);
-    zt_tensor_free(e->m);
-    zt_tensor_free(e->v);
-    zt_tensor_free(e->partial);
-    zt_tensor_free(e->clip);
-    zt_tensor_free(e->token);
+    zt_slots_free(e);
+    for (int i = 0; i < e->act.n; i++) zt_tensor_free(e->act.t[i]);
+    free_buffers(&e->buf);
     zt_tasks_free();
-    free(e->babs);
-    free(e->shard_blk);
-    free(e->gfirst);
-    free(e->rbuckets);
-    free(e->gbuckets);
-    free(e->part);
-    void *flat[3] = {e->flat_p, e->flat_g, e->flat_w};
+    struct zt_engine_buffers *b = &e->buf;
+    void *flat[3] = {b->master, b->grad_sums, b->work};
     for (int i = 0; i < 3; i++)
-        if (e->flat_pin[i]) zt_host_unpin(flat[i], e->flat_bytes[i]);
-    free(e->flat_p);
-    free(e->flat_g);
-    free(e->flat_w);
-    free(e->wblk);
+        if (b->pinned[i]) zt_host_unpin(flat[i], b->bytes[i]);
+    free(b->master);
+    free(b->grad_sums);
+    free(b->work);
+    free(b->master_blk);
+    free(b->grad_blk);
+    free(b->work_blk);
+    free(b->persist_blk);
+    free(e->st.reduce);
+    free(e->st.parts);
+    zt_zero_plan_free(&e->plan);
     free(e->params);
-    free(e->acts);
-    free(e->pblk);
-    free(e->gblk);
-    free(e->groups);
-    free(e->blk_group);
-    free(e->blk_seqs);
+    free(e->act.t);
+    free(e->act.blk_seqs);
     free(e);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * parameters */
+
 zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int64_t *shape,
                            enum zt_init init, float std) {
     if (e->finalized) {
         zt_error_set(ZT_ERR_INVALID, "parameter %s: declared after zt_engine_finalize", name);
         return NULL;
     }
-    if (ndim < 1 || ndim > ZT_MAX_DIMS || strlen(name) >= sizeof ((struct zt_param *)0)->name) {
+    if (ndim < 1 || ndim > ZT_MAX_DIMS || strlen(name) >= sizeof((struct zt_param *)0)->name) {
         zt_error_set(ZT_ERR_INVALID, "parameter %s: bad rank %d or name too long", name, ndim);
         return NULL;
     }
@@ -129,15 +130,15 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
         zt_error_set(ZT_ERR_INVALID, "parameter %s: declared twice", name);
         return NULL;
     }
-    if (e->np == e->capp) {
-        int cap = e->capp ? 2 * e->capp : 64;
+    if (e->nparams == e->cap_params) {
+        int cap = e->cap_params ? 2 * e->cap_params : 64;
         struct zt_param **p = realloc(e->params, (size_t)cap * sizeof *p);
         if (!p) {
             zt_error_set(ZT_ERR_NOMEM, "parameter %s: out of memory", name);
             return NULL;
         }
         e->params = p;
-        e->capp = cap;
+        e->cap_params = cap;
     }
     struct zt_param *p = calloc(1, sizeof *p);
     if (!p) {
@@ -160,39 +161,159 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
     }
     p->init = init;
     p->std = std;
-    e->params[e->np++] = p;
+    e->params[e->nparams++] = p;
     return p;
 }
 
-static int param_nblk(const struct zt_engine *e, const struct zt_param *p) {
-    if (p->ndim < 2 || p->rows * p->cols < 4096) return 1;
-    return p->rows < e->chunks ? (int)p->rows : e->chunks;
-}
+/* ---------------------------------------------------------------------------------------------
+ * finalize 1/4: the ZeRO plan (zero_plan.h), and each parameter's place in it */
 
-static enum zt_status make_buckets(zt_engine_t e, int64_t max_elems, struct zt_bucket **out,
-                                   int *nout, int assign) {
-    struct zt_bucket *bk = calloc((size_t)e->np, sizeof *bk);
-    if (!bk) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    int n = 0;
-    for (int i = 0; i < e->np; i++) {
+static enum zt_status plan(zt_engine_t e) {
+    const struct zt_config *c = &e->cfg;
+    struct zt_plan_shape *shapes = calloc((size_t)e->nparams, sizeof *shapes);
+    if (!shapes) return NOMEM();
+    for (int i = 0; i < e->nparams; i++)
+        shapes[i] = (struct zt_plan_shape){e->params[i]->rows, e->params[i]->cols,
+                                           e->params[i]->ndim};
+    const int params_nvme = c->offload_param.device == ZT_OFFLOAD_NVME;
+    const struct zt_plan_cfg pc = {
+        .rank = e->rank, .world_size = e->size, .stage = e->stage, .chunks = e->chunks,
+        .group_elems = e->group_elems, .reduce_bucket_elems = c->reduce_bucket_size,
+        .allgather_bucket_elems = c->allgather_bucket_size,
+        .persistence_threshold = c->stage3_param_persistence_threshold,
+        .optim_on_nvme = c->offload_optimizer.device == ZT_OFFLOAD_NVME,
+        .params_on_nvme = params_nvme, .params16_on_nvme = e->mixed && params_nvme};
+    enum zt_status rc = zt_zero_plan_make(&e->plan, &pc, shapes, e->nparams);
+    free(shapes);
+    ZT_CHECK(rc);
+    for (int i = 0; i < e->nparams; i++) {
         struct zt_param *p = e->params[i];
-        int b1 = p->first_blk + p->nblk;
-        if (n > 0 && e->babs[b1] - e->babs[bk[n - 1].b0] <= max_elems) {
-            bk[n - 1].b1 = b1; /* grow the open bucket */
-        } else {
-            bk[n].b0 = p->first_blk;
-            bk[n].b1 = b1;
-            n++;
-        }
-        if (bk[n - 1].nparams++ == 0) bk[n - 1].i0 = i;
-        bk[n - 1].i1 = i + 1;
-        if (assign) p->bucket = n - 1;
+        const struct zt_plan_param *pp = &e->plan.param[i];
+        p->e = e;
+        p->off = pp->off;
+        p->nblk = pp->nblk;
+        p->first_blk = pp->first_blk;
+        p->own0 = pp->own0;
+        p->own1 = pp->own1;
+        p->persistent = pp->persistent;
+        p->offloaded = pp->offloaded;
+        p->reduce_bucket = pp->reduce_bucket;
+        p->value_slot = p->grad_slot = -1;
     }
-    *out = bk;
-    *nout = n;
     return ZT_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * finalize 2/4: this rank's flat buffers. Each holds whole slices laid out like the flat layout,
+ * or only the rank's own blocks packed in flat order (stage 3 values, stage >= 2 gradient sums,
+ * mixed-precision master weights at stage >= 1); an offloaded parameter has no host values. */
+
+/* where each parameter's storage starts in the flat buffers, and their sizes */
+static void buffer_offsets(zt_engine_t e, int64_t *master_at, int64_t *work_at,
+                           int64_t *grad_at) {
+    struct zt_engine_buffers *b = &e->buf;
+    const int64_t flat_n = e->plan.flat_n;
+    const int master_whole = e->mixed ? e->stage == 0 : e->stage < 3; /* laid out like flat_n */
+    int64_t hcur = 0, wcur = 0, gcur = 0;
+    for (int i = 0; i < e->nparams; i++) {
+        const struct zt_param *p = e->params[i];
+        const int64_t n = p->rows * p->cols, own = zt_param_own_elems(p);
+        master_at[i] = master_whole ? p->off : hcur;
+        work_at[i] = e->stage < 3 ? p->off : wcur;
+        grad_at[i] = e->stage < 2 ? p->off : gcur;
+        if (!p->offloaded) {
+            hcur += zt_plan_pad(zt_engine_partial_master(e, p) ? own : n);
+            wcur += zt_plan_pad(zt_engine_partial_values(e, p) ? own : n);
+        }
+        gcur += zt_plan_pad(zt_engine_partial_grads(e) ? own : n);
+    }
+    b->master_n = master_whole ? flat_n : hcur;
+    b->work_n = !e->mixed ? 0 : e->stage < 3 ? flat_n : wcur;
+    b->grad_sums_n = e->stage < 2 ? flat_n : gcur;
+}
+
+static enum zt_status allocate(zt_engine_t e, int64_t *master_at, int64_t *work_at,
+                               int64_t *grad_at) {
+    struct zt_engine_buffers *b = &e->buf;
+    const int nb = e->plan.nblk;
+    b->master_blk = calloc((size_t)nb, sizeof *b->master_blk);
+    b->grad_blk = calloc((size_t)nb, sizeof *b->grad_blk);
+    b->work_blk = calloc((size_t)nb, sizeof *b->work_blk);
+    e->st.parts = calloc(2 * (size_t)e->size, sizeof *e->st.parts);
+    e->st.reduce = calloc((size_t)e->plan.nreduce + 1, sizeof *e->st.reduce);
+    if (!b->master_blk || !b->grad_blk || !b->work_blk || !e->st.parts || !e->st.reduce)
+        return NOMEM();
+    buffer_offsets(e, master_at, work_at, grad_at);
+    const size_t ws = zt_dtype_size(e->work_dtype); /* bytes of a gradient / working element */
+    const int64_t nm = b->master_n > 0 ? b->master_n : 1;
+    const int64_t ng = b->grad_sums_n > 0 ? b->grad_sums_n : 1;
+    const int64_t nw = b->work_n > 0 ? b->work_n : 1;
+    void *fm = NULL, *fg = NULL, *fw = NULL;
+    if (posix_memalign(&fm, 4096, (size_t)nm * sizeof(float)) ||
+        posix_memalign(&fg, 4096, (size_t)ng * ws) ||
+        (e->mixed && posix_memalign(&fw, 4096, (size_t)nw * ws))) {
+        free(fm);
+        free(fg);
+        return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %lld parameters and %lld "
+                            "gradients (%.1f MiB)", (long long)b->master_n,
+                            (long long)b->grad_sums_n,
+                            (b->master_n * 4.0 + (b->grad_sums_n + b->work_n) * (double)ws) /
+                                1048576);
+    }
+    b->master = fm;
+    b->grad_sums = fg;
+    b->work = fw;
+    b->bytes[0] = (size_t)nm * sizeof(float);
+    b->bytes[1] = (size_t)ng * ws;
+    b->bytes[2] = fw ? (size_t)nw * ws : 0;
+    void *flat[3] = {fm, fg, fw};
+    for (int i = 0; i < 3; i++) {
+        if (flat[i]) memset(flat[i], 0, b->bytes[i]);
+        /* GPU build with CUDA workers: page-locked, so host-device copies overlap compute */
+        b->pinned[i] = zt_host_pin(flat[i], b->bytes[i]);
+    }
+    return ZT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * finalize 3/4: initial values, in declaration order from the seeded generator, the whole
+ * stream on every rank, so that any world size and stage starts from the same weights. An
+ * offloaded parameter's draws are skipped here: zt_offload_init draws them into the swap file. */
+
+static enum zt_status initialise(zt_engine_t e, const int64_t *master_at,
+                                 const int64_t *work_at) {
+    struct zt_engine_buffers *b = &e->buf;
+    const size_t ws = zt_dtype_size(e->work_dtype);
+    int64_t maxn = 0;
+    for (int i = 0; i < e->nparams; i++)
+        if (e->params[i]->rows * e->params[i]->cols > maxn)
+            maxn = e->params[i]->rows * e->params[i]->cols;
+    float *tmp = malloc((size_t)maxn * sizeof(float));
+    if (!tmp) return NOMEM();
+    for (int i = 0; i < e->nparams; i++) {
+        const struct zt_param *p = e->params[i];
+        const int64_t n = p->rows * p->cols, own = zt_param_own_elems(p);
+        if (p->offloaded) {
+            if (p->init == ZT_INIT_NORMAL) zt_rng_skip_normal(n, &e->rng);
+            continue;
+        }
+        for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
+        if (p->init == ZT_INIT_NORMAL) zt_rng_normal(tmp, n, p->std, &e->rng);
+        const float *own_first = tmp + zt_param_blk_row0(p, p->own0) * p->cols;
+        const int pm = zt_engine_partial_master(e, p), pv = zt_engine_partial_values(e, p);
+        memcpy(b->master + master_at[i], pm ? own_first : tmp,
+               (size_t)(pm ? own : n) * sizeof(float));
+        if (e->mixed) /* the working copy: the same values, rounded */
+            zt_dtype_from_f32(e->work_dtype, (char *)b->work + (size_t)work_at[i] * ws,
+                              pv ? own_first : tmp, (size_t)(pv ? own : n));
+    }
+    free(tmp);
+    return ZT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * finalize 4/4: the tensors (StarPU handles) over the buffers, the block views, the optimizer
+ * state, the slot pools and the offload */
 
 /* a tensor of type dt over p's own blocks (or all of them) at ptr */
 static enum zt_status own_tensor(zt_tensor_t *t, const char *name, void *ptr,
@@ -200,334 +321,261 @@ static enum zt_status own_tensor(zt_tensor_t *t, const char *name, void *ptr,
     *t = NULL;
     int j0 = whole ? 0 : p->own0, j1 = whole ? p->nblk : p->own1;
     if (j1 <= j0) return ZT_OK;
-    int64_t rows[64];
-    for (int j = j0; j < j1; j++) rows[j - j0] = blk_row0(p, j + 1) - blk_row0(p, j);
-    return zt_tensor_init_dtype(t, name, ptr, blk_row0(p, j1) - blk_row0(p, j0), p->cols, dt,
-                                j1 - j0, rows);
+    int64_t rows[ZT_PLAN_MAX_BLOCKS];
+    for (int j = j0; j < j1; j++) rows[j - j0] = zt_param_blk_row0(p, j + 1) - zt_param_blk_row0(p, j);
+    return zt_tensor_init_dtype(t, name, ptr, zt_param_blk_row0(p, j1) - zt_param_blk_row0(p, j0),
+                                p->cols, dt, j1 - j0, rows);
 }
 
+static enum zt_status register_param(zt_engine_t e, struct zt_param *p, void *master, void *work,
+                                     void *grad) {
+    const int pm = zt_engine_partial_master(e, p), pv = zt_engine_partial_values(e, p);
+    const int pg = zt_engine_partial_grads(e);
+    char name[200];
+    if (!p->offloaded) { /* an offloaded shard has no host copy */
+        snprintf(name, sizeof name, "%s%s", e->mixed ? "master:" : "", p->name);
+        ZT_CHECK(own_tensor(&p->home, name, master, p, !pm, ZT_DTYPE_F32));
+        if (e->mixed) ZT_CHECK(own_tensor(&p->work, p->name, work, p, !pv, e->work_dtype));
+    }
+    snprintf(name, sizeof name, "grad:%s", p->name);
+    ZT_CHECK(own_tensor(&p->grad_sums, name, grad, p, !pg, e->work_dtype));
+    p->value = pv ? NULL : zt_param_work(p);
+    p->grad = pg ? NULL : p->grad_sums;
+    return ZT_OK;
+}
 
-/* stage 3: the persistent parameters' blocks in flat order with their owners */
-static enum zt_status make_persistent_list(zt_engine_t e) {
-    e->prefs = calloc((size_t)e->nb, sizeof *e->prefs);
-    e->powner = calloc((size_t)e->nb, sizeof *e->powner);
-    if (!e->prefs || !e->powner) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    for (int i = 0; i < e->np; i++) {
-        struct zt_param *p = e->params[i];
-        if (!p->persistent) continue;
-        for (int j = 0; j < p->nblk; j++) {
-            int b = p->first_blk + j, r = 0;
-            while (r + 1 < e->size && e->shard_blk[r + 1] <= b) r++;
-            e->prefs[e->npb] = (struct zt_block_ref){work_of(p), j, 0};
-            e->powner[e->npb++] = r;
+/* block j of p in its storage t, which holds all of p's blocks or (partial) only its own; a
+ * block of another rank's has no tensor. off: its offset in its optimizer group */
+static struct zt_block_ref block_ref(const struct zt_param *p, zt_tensor_t t, int partial, int j,
+                                     int64_t off) {
+    if (!partial) return (struct zt_block_ref){t, j, off};
+    int mine = j >= p->own0 && j < p->own1;
+    return (struct zt_block_ref){mine ? t : NULL, j - p->own0, off};
+}
+
+static void register_blocks(zt_engine_t e) {
+    const struct zt_zero_plan *pl = &e->plan;
+    struct zt_engine_buffers *b = &e->buf;
+    for (int g = 0; g < pl->ngroups; g++) {
+        const int64_t g0 = pl->blk_start[pl->group[g].first];
+        for (int k = pl->group[g].first; k < pl->group[g].first + pl->group[g].n; k++) {
+            const struct zt_param *p = e->params[pl->blk_param[k]];
+            const int j = k - p->first_blk;
+            const int64_t off = pl->blk_start[k] - g0;
+            b->master_blk[k] = block_ref(p, p->home, zt_engine_partial_master(e, p), j, off);
+            b->work_blk[k] = block_ref(p, zt_param_work(p), zt_engine_partial_values(e, p), j,
+                                       off);
+            b->grad_blk[k] = block_ref(p, p->grad_sums, zt_engine_partial_grads(e), j, off);
         }
     }
+}
+
+/* exp_avg and exp_avg_sq (one block per group this rank updates, unless on NVMe), the norm's
+ * per-group sums, the clip coefficient and the collectives' token */
+static enum zt_status register_optimizer(zt_engine_t e) {
+    const struct zt_zero_plan *pl = &e->plan;
+    struct zt_engine_buffers *b = &e->buf;
+    const int nl = pl->group_hi - pl->group_lo;
+    if (nl > 0 && e->cfg.offload_optimizer.device != ZT_OFFLOAD_NVME) {
+        int64_t *rows = calloc((size_t)nl, sizeof *rows), mrows = 0;
+        if (!rows) return NOMEM();
+        for (int li = 0; li < nl; li++) mrows += rows[li] = pl->group[pl->group_lo + li].elems;
+        enum zt_status rc = zt_tensor_init(&b->m, "exp_avg", NULL, mrows, 1, sizeof(float), nl,
+                                           rows);
+        if (rc == ZT_OK)
+            rc = zt_tensor_init(&b->v, "exp_avg_sq", NULL, mrows, 1, sizeof(float), nl, rows);
+        free(rows);
+        ZT_CHECK(rc);
+    }
+    ZT_CHECK(zt_tensor_init(&b->grad_sumsq, "grad_sumsq", NULL, pl->ngroups, 1, sizeof(double),
+                            pl->ngroups, NULL));
+    ZT_CHECK(zt_tensor_init(&b->clip, "grad_clip", NULL, 1, 3, sizeof(float), 1, NULL));
+    ZT_CHECK(zt_tensor_init(&b->comm_token, "comm_token", NULL, 1, 1, sizeof(float), 1, NULL));
+    return ZT_OK;
+}
+
+/* stage 3: the persistent parameters' blocks (of what the model reads), all-gathered after the
+ * optimizer */
+static enum zt_status register_persistent(zt_engine_t e) {
+    const struct zt_zero_plan *pl = &e->plan;
+    e->buf.persist_blk = calloc((size_t)pl->npersist + 1, sizeof *e->buf.persist_blk);
+    if (!e->buf.persist_blk) return NOMEM();
+    for (int k = 0; k < pl->npersist; k++) {
+        const struct zt_param *p = e->params[pl->blk_param[pl->persist_blk[k]]];
+        e->buf.persist_blk[k] =
+            (struct zt_block_ref){zt_param_work(p), pl->persist_blk[k] - p->first_blk, 0};
+    }
+    return ZT_OK;
+}
+
+static enum zt_status register_all(zt_engine_t e, const int64_t *master_at,
+                                   const int64_t *work_at, const int64_t *grad_at) {
+    struct zt_engine_buffers *b = &e->buf;
+    const size_t ws = zt_dtype_size(e->work_dtype);
+    for (int i = 0; i < e->nparams; i++)
+        ZT_CHECK(register_param(e, e->params[i], b->master + master_at[i],
+                                b->work ? (char *)b->work + (size_t)work_at[i] * ws : NULL,
+                                (char *)b->grad_sums + (size_t)grad_at[i] * ws));
+    register_blocks(e);
+    ZT_CHECK(register_optimizer(e));
+    ZT_CHECK(zt_slots_init(e));
+    if (e->stage >= 3) ZT_CHECK(register_persistent(e));
     return ZT_OK;
 }
 
 enum zt_status zt_engine_finalize(zt_engine_t e) {
     if (e->finalized) return ZT_OK;
-    if (e->np == 0) return zt_error_set(ZT_ERR_INVALID, "engine: no parameters declared");
-    /* layout of the whole model: every parameter a slice aligned to 16 floats, in row blocks */
-    int64_t off = 0;
-    int nb = 0;
-    for (int i = 0; i < e->np; i++) {
-        struct zt_param *p = e->params[i];
-        p->e = e;
-        p->off = off;
-        off += pad16(p->rows * p->cols);
-        p->nblk = param_nblk(e, p);
-        p->first_blk = nb;
-        p->pslot = p->gslot = -1;
-        p->persistent = e->stage >= 3 &&
-                        p->rows * p->cols <= e->cfg.stage3_param_persistence_threshold;
-        p->offl = e->stage >= 3 && !p->persistent &&
-                  e->cfg.offload_param.device == ZT_OFFLOAD_NVME;
-        nb += p->nblk;
-    }
-    e->flat_n = off;
-    e->nb = nb;
-    e->babs = calloc((size_t)nb + 1, sizeof *e->babs);
-    e->shard_blk = calloc((size_t)e->size + 1, sizeof *e->shard_blk);
-    e->gfirst = calloc((size_t)e->size + 1, sizeof *e->gfirst);
-    e->part = calloc(2 * (size_t)e->size, sizeof *e->part);
-    e->pblk = calloc((size_t)nb, sizeof *e->pblk);
-    e->gblk = calloc((size_t)nb, sizeof *e->gblk);
-    e->wblk = calloc((size_t)nb, sizeof *e->wblk);
-    if (!e->babs || !e->shard_blk || !e->gfirst || !e->part || !e->pblk || !e->gblk || !e->wblk)
-        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    for (int i = 0; i < e->np; i++) {
-        struct zt_param *p = e->params[i];
-        for (int j = 0; j < p->nblk; j++)
-            e->babs[p->first_blk + j] = p->off + blk_row0(p, j) * p->cols;
-    }
-    e->babs[nb] = e->flat_n;
-    /* ZeRO shards: rank r owns the blocks [shard_blk[r], shard_blk[r+1]), a contiguous range of
-     * the flat layout starting at the first block at or after r/N of the elements (whole blocks,
-     * so a shard is a set of tensors' row blocks; balanced up to one block) */
-    for (int r = 0, b = 0; r <= e->size; r++) {
-        int64_t target = e->flat_n * r / e->size;
-        while (b < nb && e->babs[b] < target) b++;
-        e->shard_blk[r] = r == e->size ? nb : b;
-    }
-    /* this rank's storage: whole slices, or only its own blocks (stage 3 values, stage >= 2
-     * gradient sums, mixed-precision master weights at stage >= 1), packed in flat order */
-    e->home_n = e->ghome_n = e->work_n = 0;
-    for (int i = 0; i < e->np; i++) {
-        struct zt_param *p = e->params[i];
-        int lo = e->shard_blk[e->rank] - p->first_blk, hi = e->shard_blk[e->rank + 1] - p->first_blk;
-        p->own0 = lo < 0 ? 0 : lo > p->nblk ? p->nblk : lo;
-        p->own1 = hi < 0 ? 0 : hi > p->nblk ? p->nblk : hi;
-        if (p->own1 < p->own0) p->own1 = p->own0;
-        e->home_n += p->offl ? 0 : pad16(partial_master(e, p) ? own_elems(p) : p->rows * p->cols);
-        e->work_n += p->offl ? 0 : pad16(partial_home(e, p) ? own_elems(p) : p->rows * p->cols);
-        e->ghome_n += pad16(partial_ghome(e) ? own_elems(p) : p->rows * p->cols);
-    }
-    const int master_whole = e->mp ? e->stage == 0 : e->stage < 3; /* laid out like flat_n */
-    if (master_whole) e->home_n = e->flat_n;
-    if (e->stage < 3) e->work_n = e->flat_n;
-    if (e->stage < 2) e->ghome_n = e->flat_n;
-    if (!e->mp) e->work_n = 0;
-    const size_t ws = zt_dtype_size(e->wdt); /* bytes of a gradient / working element */
-    void *fp = NULL, *fg = NULL, *fw = NULL;
-    int64_t np_ = e->home_n > 0 ? e->home_n : 1, ng_ = e->ghome_n > 0 ? e->ghome_n : 1;
-    int64_t nw_ = e->work_n > 0 ? e->work_n : 1;
-    if (posix_memalign(&fp, 4096, (size_t)np_ * sizeof(float)) ||
-        posix_memalign(&fg, 4096, (size_t)ng_ * ws) ||
-        (e->mp && posix_memalign(&fw, 4096, (size_t)nw_ * ws))) {
-        free(fp);
-        free(fg);
-        return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %lld parameters and %lld "
-                                          "gradients (%.1f MiB)", (long long)e->home_n,
-                            (long long)e->ghome_n,
-                            (e->home_n * 4.0 + (e->ghome_n + e->work_n) * (double)ws) / 1048576);
-    }
-    e->flat_p = fp;
-    e->flat_g = fg;
-    e->flat_w = fw;
-    memset(e->flat_p, 0, (size_t)np_ * sizeof(float));
-    memset(e->flat_g, 0, (size_t)ng_ * ws);
-    if (fw) memset(fw, 0, (size_t)nw_ * ws);
-    /* GPU build with CUDA workers: page-locked, so host-device copies overlap compute */
-    e->flat_bytes[0] = (size_t)np_ * sizeof(float);
-    e->flat_bytes[1] = (size_t)ng_ * ws;
-    e->flat_bytes[2] = fw ? (size_t)nw_ * ws : 0;
-    void *flat[3] = {fp, fg, fw};
-    for (int i = 0; i < 3; i++) e->flat_pin[i] = zt_host_pin(flat[i], e->flat_bytes[i]);
-    /* tensors and initial values (declaration order from the seeded generator, the whole
-     * stream on every rank, so that any world size and stage starts from the same weights) */
-    int64_t hcur = 0, gcur = 0, wcur = 0, maxn = 0;
-    for (int i = 0; i < e->np; i++)
-        if (e->params[i]->rows * e->params[i]->cols > maxn)
-            maxn = e->params[i]->rows * e->params[i]->cols;
-    float *tmp = malloc((size_t)maxn * sizeof(float));
-    if (!tmp) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    enum zt_status rc = ZT_OK;
-    const uint64_t rng0 = e->rng; /* offloaded shards are drawn from it by write_offloaded */
-    for (int i = 0; i < e->np && rc == ZT_OK; i++) {
-        struct zt_param *p = e->params[i];
-        int64_t n = p->rows * p->cols;
-        int ph = partial_home(e, p), pm = partial_master(e, p), pg = partial_ghome(e);
-        const float *own = tmp + blk_row0(p, p->own0) * p->cols; /* its blocks' first value */
-        char *gp = (char *)e->flat_g + (size_t)(e->stage < 2 ? p->off : gcur) * ws;
-        char name[200];
-        if (p->offl) { /* no host copy: write_offloaded puts its shard in the swap file */
-            if (p->init == ZT_INIT_NORMAL) zt_rng_skip_normal(n, &e->rng);
-        } else {
-            for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
-            if (p->init == ZT_INIT_NORMAL) zt_rng_normal(tmp, n, p->std, &e->rng);
-            float *hp = e->flat_p + (master_whole ? p->off : hcur);
-            memcpy(hp, pm ? own : tmp, (size_t)(pm ? own_elems(p) : n) * sizeof(float));
-            hcur += pad16(pm ? own_elems(p) : n);
-            snprintf(name, sizeof name, "%s%s", e->mp ? "master:" : "", p->name);
-            rc = own_tensor(&p->home, name, hp, p, !pm, ZT_DTYPE_F32);
-            if (rc == ZT_OK && e->mp) { /* the working copy: the same values, rounded */
-                char *wp = (char *)e->flat_w + (size_t)(e->stage < 3 ? p->off : wcur) * ws;
-                zt_dtype_from_f32(e->wdt, wp, ph ? own : tmp, (size_t)(ph ? own_elems(p) : n));
-                wcur += pad16(ph ? own_elems(p) : n);
-                rc = own_tensor(&p->work, p->name, wp, p, !ph, e->wdt);
-            }
-        }
-        gcur += pad16(pg ? own_elems(p) : n);
-        snprintf(name, sizeof name, "grad:%s", p->name);
-        if (rc == ZT_OK) rc = own_tensor(&p->ghome, name, gp, p, !pg, e->wdt);
-        p->value = ph ? NULL : work_of(p);
-        p->grad = pg ? NULL : p->ghome;
-        for (int j = 0; j < p->nblk; j++) {
-            int k = p->first_blk + j;
-            e->pblk[k] = home_ref(p, p->home, pm, j, e->babs[k]);
-            e->wblk[k] = home_ref(p, work_of(p), ph, j, e->babs[k]);
-            e->gblk[k] = home_ref(p, p->ghome, pg, j, e->babs[k]);
-        }
-    }
-    free(tmp);
+    if (e->nparams == 0) return zt_error_set(ZT_ERR_INVALID, "engine: no parameters declared");
+    const uint64_t rng0 = e->rng; /* offloaded shards are drawn from it by zt_offload_init */
+    ZT_CHECK(plan(e));
+    int64_t *at = calloc(3 * (size_t)e->nparams, sizeof *at);
+    if (!at) return NOMEM();
+    int64_t *master_at = at, *work_at = at + e->nparams, *grad_at = at + 2 * e->nparams;
+    enum zt_status rc = allocate(e, master_at, work_at, grad_at);
+    if (rc == ZT_OK) rc = initialise(e, master_at, work_at);
+    if (rc == ZT_OK) rc = register_all(e, master_at, work_at, grad_at);
+    free(at);
     ZT_CHECK(rc);
-    /* optimizer groups: consecutive blocks of about group_elems elements that never cross a
-     * shard boundary; each group's m/v block spans its flat range (padding included), so block
-     * offsets are relative to it */
-    e->groups = calloc((size_t)nb, sizeof *e->groups);
-    int64_t *grows = calloc((size_t)nb, sizeof *grows);
-    if (!e->groups || !grows) {
-        free(grows);
-        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    }
-    int g = 0, r = 0;
-    int64_t gstart = 0;
-    for (int b = 0; b < nb; b++) {
-        while (r < e->size && e->shard_blk[r] <= b) e->gfirst[r++] = g;
-        if (e->groups[g].n == 0) {
-            e->groups[g].first = b;
-            gstart = e->babs[b];
-        }
-        e->groups[g].n++;
-        int shard_end = 0;
-        for (int q = 1; q < e->size; q++) shard_end |= e->shard_blk[q] == b + 1;
-        if (e->babs[b + 1] - gstart >= e->group_elems || b + 1 == nb || shard_end) {
-            grows[g] = e->babs[b + 1] - gstart;
-            g++;
-        }
-    }
-    while (r <= e->size) e->gfirst[r++] = g;
-    e->ng = g;
-    for (int gi = 0; gi < e->ng; gi++) {
-        int64_t g0 = e->babs[e->groups[gi].first];
-        for (int b = e->groups[gi].first; b < e->groups[gi].first + e->groups[gi].n; b++) {
-            e->pblk[b].off -= g0;
-            e->wblk[b].off -= g0;
-            e->gblk[b].off -= g0;
-        }
-    }
-    /* stage 0: every rank updates every group; stage >= 1: only its own (optimizer state 1/N) */
-    e->g0 = e->stage >= 1 ? e->gfirst[e->rank] : 0;
-    e->g1 = e->stage >= 1 ? e->gfirst[e->rank + 1] : e->ng;
-    if (!(e->blk_group = malloc(((size_t)e->nb + 1) * sizeof *e->blk_group))) {
-        free(grows);
-        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    }
-    for (int b = 0; b < e->nb; b++) e->blk_group[b] = -1;
-    for (int gi = e->g0; gi < e->g1; gi++)
-        for (int b = e->groups[gi].first; b < e->groups[gi].first + e->groups[gi].n; b++)
-            e->blk_group[b] = gi - e->g0;
-    rc = ZT_OK;
-    if (e->g1 > e->g0 && e->cfg.offload_optimizer.device != ZT_OFFLOAD_NVME) {
-        int64_t mrows = 0;
-        for (int gi = e->g0; gi < e->g1; gi++) mrows += grows[gi];
-        rc = zt_tensor_init(&e->m, "exp_avg", NULL, mrows, 1, sizeof(float), e->g1 - e->g0,
-                            grows + e->g0);
-        if (rc == ZT_OK)
-            rc = zt_tensor_init(&e->v, "exp_avg_sq", NULL, mrows, 1, sizeof(float),
-                                e->g1 - e->g0, grows + e->g0);
-    }
-    free(grows);
-    ZT_CHECK(rc);
-    ZT_CHECK(zt_tensor_init(&e->partial, "grad_sumsq", NULL, e->ng, 1, sizeof(double), e->ng,
-                            NULL));
-    ZT_CHECK(zt_tensor_init(&e->clip, "grad_clip", NULL, 1, 3, sizeof(float), 1, NULL));
-    ZT_CHECK(zt_tensor_init(&e->token, "comm_token", NULL, 1, 1, sizeof(float), 1, NULL));
-    /* buckets of whole parameters in flat order, cut when they reach the configured size */
-    ZT_CHECK(make_buckets(e, e->cfg.reduce_bucket_size, &e->rbuckets, &e->nrb, 1));
-    ZT_CHECK(make_buckets(e, e->cfg.allgather_bucket_size, &e->gbuckets, &e->ngb, 0));
-    ZT_CHECK(zt_slots_init(e));
-    if (e->stage >= 3) ZT_CHECK(make_persistent_list(e));
     ZT_CHECK(zt_offload_init(e, rng0));
     e->finalized = 1;
     return ZT_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * accessors */
+
 const char *zt_param_name(zt_param_t p) { return p->name; }
 int zt_param_ndim(zt_param_t p) { return p->ndim; }
 const int64_t *zt_param_shape(zt_param_t p) { return p->shape; }
-int zt_engine_nparams(zt_engine_t e) { return e->np; }
+int zt_engine_nparams(zt_engine_t e) { return e->nparams; }
 zt_param_t zt_engine_param_at(zt_engine_t e, int i) {
-    return (i >= 0 && i < e->np) ? e->params[i] : NULL;
+    return (i >= 0 && i < e->nparams) ? e->params[i] : NULL;
 }
 zt_param_t zt_engine_param_find(zt_engine_t e, const char *name) {
-    for (int i = 0; i < e->np; i++)
+    for (int i = 0; i < e->nparams; i++)
         if (strcmp(e->params[i]->name, name) == 0) return e->params[i];
     return NULL;
 }
 int64_t zt_engine_numel(zt_engine_t e) {
     int64_t n = 0;
-    for (int i = 0; i < e->np; i++) n += e->params[i]->rows * e->params[i]->cols;
+    for (int i = 0; i < e->nparams; i++) n += e->params[i]->rows * e->params[i]->cols;
     return n;
+}
+int zt_engine_nblk(zt_engine_t e) { return e->act.nblk; }
+const struct zt_config *zt_engine_config(zt_engine_t e) { return &e->cfg; }
+enum zt_dtype zt_engine_dtype(zt_engine_t e) { return e->work_dtype; }
+int zt_engine_rank(zt_engine_t e) { return e->rank; }
+int zt_engine_world_size(zt_engine_t e) { return e->size; }
+
+void zt_engine_shard_range(zt_engine_t e, int r, int64_t *lo, int64_t *hi) {
+    *lo = e->plan.blk_start[e->plan.shard_first_blk[r]];
+    *hi = e->plan.blk_start[e->plan.shard_first_blk[r + 1]];
+}
+
+void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
+    const struct zt_engine_buffers *b = &e->buf;
+    m->param_window = zt_slots_value_bytes(e);
+    m->grad_window = zt_slots_grad_bytes(e);
+    const int64_t ws = (int64_t)zt_dtype_size(e->work_dtype);
+    m->params = b->master_n * (int64_t)sizeof(float) + b->work_n * ws + m->param_window;
+    m->grads = b->grad_sums_n * ws + m->grad_window;
+    m->swap_buffers = m->nvme = 0;
+    zt_offload_memory(e->offload, &m->swap_buffers, &m->nvme);
+    m->optim = (b->m ? 2 * zt_tensor_numel(b->m) * (int64_t)sizeof(float) : 0) + m->swap_buffers;
+    m->acts = e->act.bytes;
 }
 
 /* ---------------------------------------------------------------------------------------------
  * activations */
+
 static enum zt_status keep_act(zt_engine_t e, zt_tensor_t t) {
-    if (e->nacts == e->capacts) {
-        int cap = e->capacts ? 2 * e->capacts : 64;
-        zt_tensor_t *a = realloc(e->acts, (size_t)cap * sizeof *a);
-        if (!a) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-        e->acts = a;
-        e->capacts = cap;
+    struct zt_engine_acts *a = &e->act;
+    if (a->n == a->cap) {
+        int cap = a->cap ? 2 * a->cap : 64;
+        zt_tensor_t *nt = realloc(a->t, (size_t)cap * sizeof *nt);
+        if (!nt) return NOMEM();
+        a->t = nt;
+        a->cap = cap;
     }
-    e->acts[e->nacts++] = t;
-    e->act_bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
+    a->t[a->n++] = t;
+    a->bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
     return ZT_OK;
 }
 
 enum zt_status zt_engine_act(zt_engine_t e, const char *name, int64_t rows_per_seq, int64_t cols,
                              size_t elemsize, zt_tensor_t *out) {
-    int64_t rows[64];
-    for (int j = 0; j < e->nblk; j++) rows[j] = e->blk_seqs[j] * rows_per_seq;
+    int64_t rows[ZT_PLAN_MAX_BLOCKS];
+    for (int j = 0; j < e->act.nblk; j++) rows[j] = e->act.blk_seqs[j] * rows_per_seq;
     ZT_CHECK(zt_tensor_init(out, name, NULL, (int64_t)e->cfg.micro_batch * rows_per_seq, cols,
-                            elemsize, e->nblk, rows));
+                            elemsize, e->act.nblk, rows));
     return keep_act(e, *out);
 }
 
 enum zt_status zt_engine_act_dtype(zt_engine_t e, const char *name, int64_t rows_per_seq,
                                    int64_t cols, enum zt_dtype dtype, zt_tensor_t *out) {
-    int64_t rows[64];
-    for (int j = 0; j < e->nblk; j++) rows[j] = e->blk_seqs[j] * rows_per_seq;
+    int64_t rows[ZT_PLAN_MAX_BLOCKS];
+    for (int j = 0; j < e->act.nblk; j++) rows[j] = e->act.blk_seqs[j] * rows_per_seq;
     ZT_CHECK(zt_tensor_init_dtype(out, name, NULL, (int64_t)e->cfg.micro_batch * rows_per_seq,
-                                  cols, dtype, e->nblk, rows));
+                                  cols, dtype, e->act.nblk, rows));
     return keep_act(e, *out);
 }
 
 enum zt_status zt_engine_act_partials(zt_engine_t e, const char *name, int64_t cols,
                                       zt_tensor_t *out) {
-    ZT_CHECK(zt_tensor_init(out, name, NULL, e->nblk, cols, sizeof(float), e->nblk, NULL));
+    ZT_CHECK(zt_tensor_init(out, name, NULL, e->act.nblk, cols, sizeof(float), e->act.nblk,
+                            NULL));
     return keep_act(e, *out);
 }
 
-int zt_engine_nblk(zt_engine_t e) { return e->nblk; }
-const struct zt_config *zt_engine_config(zt_engine_t e) { return &e->cfg; }
+/* ---------------------------------------------------------------------------------------------
+ * step context */
 
-/* options for a task the engine adds on behalf of the model's latest task (a gather, a
- * reduction): its layer and micro-batch, class c, the model's context left as it is */
-struct zt_task_opts zt_engine_task_opts(zt_engine_t e, enum zt_prio_class c) {
-    return (struct zt_task_opts){.layer = e->cur_layer, .mb = e->cur_mb, .step = e->step,
-                                 .priority = zt_prio(c, e->cur_layer, e->cur_nlayer)};
+struct zt_task_opts zt_engine_task_opts(const struct zt_engine *e, const struct zt_step_ctx *ctx,
+                                        enum zt_prio_class c) {
+    return (struct zt_task_opts){.layer = ctx->layer, .mb = ctx->mb, .step = e->st.step,
+                                 .priority = zt_prio(c, ctx->layer, ctx->n_layer)};
 }
 
-struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int layer, int n_layer,
-                                   int mb) {
-    e->cur_layer = layer;
-    e->cur_nlayer = n_layer;
-    e->cur_mb = mb;
-    e->cur_class = c;
-    return zt_engine_task_opts(e, c);
+struct zt_step_ctx zt_engine_ctx(zt_engine_t e, enum zt_prio_class c, int layer, int n_layer,
+                                 int mb) {
+    struct zt_step_ctx ctx = {.cls = c, .layer = layer, .n_layer = n_layer, .mb = mb};
+    ctx.opts = zt_engine_task_opts(e, &ctx, c);
+    return ctx;
 }
 
-
-void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
-    m->param_window = zt_slots_bytes(e->ppool, e->ncls);
-    m->grad_window = zt_slots_bytes(e->gpool, e->ncls);
-    const int64_t ws = (int64_t)zt_dtype_size(e->wdt);
-    m->params = e->home_n * (int64_t)sizeof(float) + e->work_n * ws + m->param_window;
-    m->grads = e->ghome_n * ws + m->grad_window;
-    m->swap_buffers = (int64_t)e->nbuf * ((2 + e->par_nvme) * e->buf_elems * 4 +
-                                          (e->inf ? pad4k(e->buf_elems * 2) : 0));
-    m->optim = (e->m ? 2 * zt_tensor_numel(e->m) * (int64_t)sizeof(float) : 0) + m->swap_buffers;
-    m->nvme = e->nvme_bytes;
-    m->acts = e->act_bytes;
+struct zt_step_ctx zt_engine_own_ctx(const struct zt_engine *e, enum zt_prio_class c) {
+    struct zt_step_ctx ctx = {.cls = c, .layer = -1, .n_layer = 0, .mb = -1};
+    ctx.opts = zt_engine_task_opts(e, &ctx, c);
+    return ctx;
 }
 
-void zt_engine_shard_range(zt_engine_t e, int r, int64_t *lo, int64_t *hi) {
-    *lo = e->babs[e->shard_blk[r]];
-    *hi = e->babs[e->shard_blk[r + 1]];
+/* ---------------------------------------------------------------------------------------------
+ * shared services */
+
+enum zt_status zt_param_read_shards(struct zt_shard_set *s, const struct zt_param *p, int role,
+                                    int64_t x0, int64_t x1, float *dst) {
+    return zt_shard_set_read(s, p->name, role, p->cols, x0, x1, dst);
 }
 
-int zt_engine_rank(zt_engine_t e) { return e->rank; }
-int zt_engine_world_size(zt_engine_t e) { return e->size; }
+enum zt_status zt_engine_aio_cfg(const struct zt_engine *e, struct zt_aio_cfg *ac) {
+    const struct zt_config *c = &e->cfg;
+    static const char *const engines[] = {"auto", "io_uring", "threads", NULL};
+    const char *eng = "auto";
+    ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", engines, &eng));
+    *ac = (struct zt_aio_cfg){.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
+                              .single_submit = c->aio_single_submit,
+                              .overlap_events = c->aio_overlap_events,
+                              .engine = strcmp(eng, "io_uring") == 0 ? ZT_AIO_URING
+                                        : strcmp(eng, "threads") == 0 ? ZT_AIO_THREADS
+                                                                      : ZT_AIO_AUTO};
+    return ZT_OK;
+}
+
+enum zt_status zt_engine_io_start(zt_engine_t e) {
+    if (e->io_held) return ZT_OK;
+    struct zt_aio_cfg ac;
+    ZT_CHECK(zt_engine_aio_cfg(e, &ac));
+    ZT_CHECK(zt_swap_init(&ac, e->cfg.aio_thread_count));
+    e->io_held = 1;
+    return ZT_OK;
+}

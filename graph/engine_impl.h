@@ -1,65 +1,83 @@
 /*
  * graph/engine_impl.h: the engine's private structs and the functions its files share.
  *
- * Layer: graph/. Included only by the engine's own files (engine.c, zero_plan.c, slots.c,
- * step.c, loss_scale.c, offload.c, weights.c, engine_ckpt.c, rng.c); the public API is
- * zt_engine.h.
+ * Layer: graph/, behind zt_engine.h. Included only by the engine's own files:
+ *   engine.c       init/free, parameter declaration, finalize (plan -> allocate -> initialise
+ *                  -> register), activations, accessors, the I/O service
+ *   zero_plan.c    the ZeRO plan (pure arithmetic; zero_plan.h)
+ *   rng.c          the deterministic normal generator
+ *   slots.c        stage-3 gather windows and stage >= 2 gradient slots
+ *   step.c         step_begin, grad_ready, bucket reductions, norm/clip/AdamW, step_end/wait
+ *   loss_scale.c   the fp16 dynamic loss scaler
+ *   offload.c      NVMe offload: swap files and buffers (struct zt_offload is private to it)
+ *   weights.c      safetensors load/save, consolidation of sharded state
+ *   engine_ckpt.c  checkpoint shard save (background) and load
  */
 #ifndef ZT_ENGINE_IMPL_H
 #define ZT_ENGINE_IMPL_H
 
-#include <math.h>            /* sqrt, log, cos, ldexp */
-#include <stdlib.h>          /* calloc, malloc, free */
-#include <string.h>          /* memcpy, memset, strcmp */
-#include "zt_aio.h"          /* struct zt_aio_cfg, zt_aio_alloc */
-#include "zt_ckpt.h"         /* checkpoint shard files */
-#include "zt_comm.h"         /* ranks */
-#include "zt_engine.h"       /* the public API */
-#include "zt_log.h"          /* ZT_LOG_I */
-#include "zt_safetensors.h"  /* zt_st_* */
-#include "zt_swapdir.h"      /* swap directories and files */
+#include <stdint.h>     /* int64_t, uint64_t */
+#include "zero_plan.h"  /* struct zt_zero_plan */
+#include "zt_engine.h"  /* the public API, struct zt_step_ctx */
 
-#define ZT_ALIGN_ELEMS 16 /* 64-byte alignment of every parameter slice */
+struct zt_safetensors;  /* io/zt_safetensors.h */
+struct zt_shard_set;    /* io/zt_ckpt.h */
+struct zt_aio_cfg;      /* io/zt_aio.h */
+struct zt_offload;      /* offload.c */
+struct zt_engine_save;  /* engine_ckpt.c */
+
 #define ZT_MAX_DIMS 8
 
 struct zt_param {
     char name[160];
     int ndim;
     int64_t shape[ZT_MAX_DIMS];
-    int64_t rows, cols, off; /* off: element offset in the (whole-model) flat layout */
-    int nblk;
+    int64_t rows, cols;    /* shape[0] x the rest (1 x n for a vector) */
     enum zt_init init;
     float std;
     struct zt_engine *e;
-    /* this rank's storage: home holds the values (whole at stages 0-2 and for persistent
-     * parameters at stage 3, else only its own blocks), ghome the gradient sums (whole at
-     * stages 0-1, else its own blocks; at stage 1 only its own blocks are summed over the
-     * ranks: scattered_sums); NULL when it owns none of the parameter's blocks */
-    zt_tensor_t home, ghome;
-    /* mixed precision: home holds the fp32 master weights (this rank's blocks at stage >= 1,
-     * else whole) and work the bf16/fp16 copy the model reads (whole, or its own blocks where
-     * stage 3 gathers it); NULL in fp32 training, where home is both */
-    zt_tensor_t work;
-    /* what the model reads and accumulates into now: home/ghome, or (stage 3 values, stage >= 2
-     * gradients) a slot of the pool of its shape, NULL when it has none */
-    zt_tensor_t value, grad;
-    int own0, own1;        /* the blocks [own0, own1) of it that this rank owns */
+    /* its place in the ZeRO plan (copied from e->plan.param[i]) */
+    int64_t off;           /* first element in the flat layout */
+    int nblk, first_blk;   /* row blocks; the first one's index in the model's block list */
+    int own0, own1;        /* the blocks [own0, own1) of it in this rank's shard */
     int persistent;        /* stage 3: small enough to stay whole on every rank */
-    int offl;              /* stage 3 offload_param nvme: its shard lives in the swap file */
-    int cls;               /* shape class of its slots */
-    int pslot, gslot;      /* its gathered-value and gradient slots, -1 when none */
-    int first_blk;         /* index of its first block in the engine's block list */
-    int bucket;            /* gradient-reduction bucket */
-    int ready;             /* zt_engine_grad_ready calls this step */
-    int done;              /* stage >= 2: declared since its bucket was last reduced */
+    int offloaded;         /* stage 3 offload_param nvme: its shard lives in the swap file */
+    int reduce_bucket;     /* its gradient-reduction bucket */
+    /* this rank's storage: home holds the fp32 values (whole at stages 0-2 and for persistent
+     * parameters at stage 3, else only its own blocks; in mixed precision the master weights:
+     * its own blocks at stage >= 1), grad_sums the gradient sums (whole at stages 0-1, else
+     * its own blocks; at stage 1 with reduce_scatter only its own blocks are summed over the
+     * ranks), work the bf16/fp16 copy the model reads in mixed precision (whole, or its own
+     * blocks where stage 3 gathers it; NULL in fp32 training, where home is both). NULL when
+     * the rank holds none of the parameter's blocks. */
+    zt_tensor_t home, grad_sums, work;
+    /* what the model reads and accumulates into now: work/home and grad_sums, or (stage 3
+     * values, stage >= 2 gradients) a slot of the pool of its shape, NULL when it has none */
+    zt_tensor_t value, grad;
+    int shape_class;       /* the slot pool of its shape */
+    int value_slot;        /* stage 3: its slot in the gathered-value pool, -1 when none */
+    int grad_slot;         /* stage >= 2: its slot in the gradient pool, -1 when none */
+    int ready_count;       /* stages 0-1: zt_engine_grad_ready calls this step */
+    int declared;          /* stage >= 2: declared ready since its bucket was last reduced */
 };
 
-/* a contiguous run of whole parameters (blocks [b0, b1), parameters [i0, i1)) reduced or gathered
- * by one collective */
-struct zt_bucket {
-    int b0, b1, i0, i1;
-    int nparams, pending;  /* parameters in it; not yet ready this step (or micro-batch) */
-    int submitted;         /* its collective is submitted this step */
+/* This rank's flat buffers (llm.c: one allocation per kind, a parameter is a slice) and the
+ * block views of them in flat order ([plan.nblk], .off relative to the block's optimizer
+ * group; .t NULL for a block this rank does not hold). */
+struct zt_engine_buffers {
+    float *master;          /* fp32 values (mixed precision: the master weights) */
+    void *grad_sums;        /* gradient sums, of the working type */
+    void *work;             /* mixed precision: the 16-bit copy the model reads */
+    int64_t master_n, grad_sums_n, work_n; /* elements of each */
+    size_t bytes[3];        /* of master, grad_sums, work */
+    int pinned[3];          /* each page-locked for the GPUs (zt_host_pin) */
+    struct zt_block_ref *master_blk, *grad_blk, *work_blk; /* work_blk: master_blk in fp32 */
+    zt_tensor_t m, v;       /* exp_avg, exp_avg_sq: one block per group this rank updates (NULL
+                             * when they live in the swap file) */
+    zt_tensor_t grad_sumsq; /* [ngroups] doubles: each group's sum of squared gradients */
+    zt_tensor_t clip;       /* [3] floats: clip coefficient, global norm, overflow flag */
+    zt_tensor_t comm_token; /* orders every collective of this rank (zt_tasks.h) */
+    struct zt_block_ref *persist_blk; /* stage 3: the persistent blocks (plan.persist_blk) */
 };
 
 /* Slots of one parameter shape: full-size tensors that parameters occupy in turn (stage 3
@@ -75,203 +93,188 @@ struct zt_pool {
     uint64_t *stamp;       /* when the tenant moved in (least recently gathered is evicted) */
 };
 
-struct zt_group {
-    int first, n;          /* range in the engine's block list */
+struct zt_engine_slots {
+    struct zt_pool *value_pool, *grad_pool; /* [nshapes] each */
+    int nshapes;
+    uint64_t clock;         /* gathers so far (the pools' stamps) */
+};
+
+/* fp16 loss scaling: DeepSpeed's DynamicLossScaler fields, or a static scale */
+struct zt_loss_scaler {
+    double scale;
+    int64_t cur_iter, last_overflow_iter;
+    int cur_hysteresis;
+};
+
+struct zt_reduce_state {
+    int pending;            /* parameters not yet declared ready this step (or micro-batch) */
+    int submitted;          /* its collective is submitted this step */
+};
+
+/* the current step, and the updates applied so far (a skipped fp16 step moves neither Adam's
+ * step count nor the LR schedule) */
+struct zt_engine_step {
+    int64_t step;
+    float lr;
+    int64_t applied, skipped;
+    int updating;            /* step_end submitted an update that step_wait has not counted */
+    struct zt_reduce_state *reduce; /* [plan.nreduce] */
+    int64_t *parts;          /* [2 * size] scratch: each rank's part of a collective */
+};
+
+struct zt_engine_acts {
+    int nblk;               /* activation blocks: min(ZT_GRAPH_CHUNKS, micro_batch) */
+    int64_t *blk_seqs;      /* [nblk] sequences per activation block */
+    zt_tensor_t *t;
+    int n, cap;
+    int64_t bytes;
 };
 
 struct zt_engine {
     struct zt_config cfg;
-    int chunks;            /* ZT_GRAPH_CHUNKS */
-    int64_t group_elems;   /* ZT_OPT_GROUP_ELEMS */
-    int nblk;              /* activation blocks */
-    int64_t *blk_seqs;     /* [nblk] sequences per activation block */
-    struct zt_param **params; /* each allocated alone: zt_param_t stays valid */
-    int np, capp;
+    int rank, size, stage;  /* data parallelism: this rank, ranks, ZeRO stage */
+    int chunks;             /* ZT_GRAPH_CHUNKS */
+    int64_t group_elems;    /* ZT_OPT_GROUP_ELEMS */
+    int mixed;              /* bf16/fp16 training */
+    enum zt_dtype work_dtype; /* what the model reads and writes: F32, or BF16/F16 (mixed) */
+    uint64_t rng;           /* the initializer's generator state */
+    struct zt_param **params; /* [nparams], each allocated alone: zt_param_t stays valid */
+    int nparams, cap_params;
     int finalized;
-    int64_t flat_n;        /* elements of each flat buffer, padding included */
-    float *flat_p;         /* values (fp32; the master weights in mixed precision) */
-    void *flat_g;          /* gradient sums, of element type wdt */
-    /* mixed precision: wdt is the type of what the model reads and writes (working copy,
-     * gradients, slots, activations); F32 in fp32 training */
-    int mp;
-    enum zt_dtype wdt;
-    void *flat_w;          /* the working copy (mp) */
-    size_t flat_bytes[3];  /* bytes of flat_p, flat_g, flat_w */
-    int flat_pin[3];       /* each page-locked for the GPUs (zt_host_pin) */
-    int64_t work_n;
-    struct zt_block_ref *wblk; /* working-copy blocks in flat order (pblk in fp32 training) */
-    /* fp16 loss scaling (DeepSpeed's DynamicLossScaler, or a static scale) and the optimizer
-     * steps applied (a skipped step moves neither Adam's step count nor the LR schedule) */
-    struct zt_scaler {
-        double scale;
-        int64_t cur_iter, last_overflow_iter;
-        int cur_hysteresis;
-    } sc;
-    int64_t applied, skipped;
-    int updating;          /* step_end submitted an update that step_wait has not counted */
-    zt_tensor_t m, v, partial, clip;
-    struct zt_block_ref *pblk, *gblk; /* every parameter block in flat order */
-    int nb;
-    struct zt_group *groups;
-    int ng;
-    zt_tensor_t *acts;
-    int nacts, capacts;
-    int64_t act_bytes;
-    int64_t step;
-    float lr;
-    uint64_t rng;
-    /* data parallelism (ZeRO): ranks, shards, buckets */
-    int rank, size, stage;
-    int64_t *babs;         /* [nb + 1] absolute element offset of each block; babs[nb] = flat_n */
-    int *shard_blk;        /* [size + 1] first block of each rank's shard */
-    int *gfirst;           /* [size + 1] first optimizer group of each rank */
-    int g0, g1;            /* optimizer groups this rank updates */
-    struct zt_bucket *rbuckets, *gbuckets; /* gradient reduction / parameter all-gather */
-    int nrb, ngb;
-    zt_tensor_t token;     /* orders every collective of this rank (zt_tasks.h) */
-    int64_t *part;         /* [2 * size] scratch for collective parts */
-    int64_t home_n, ghome_n; /* elements of flat_p and flat_g on this rank */
-    /* slots (stage 3 values, stage >= 2 gradients), one pool per parameter shape */
-    struct zt_pool *ppool, *gpool;
-    int ncls;
-    uint64_t clock;
-    int cur_layer, cur_nlayer, cur_mb; /* of the model's latest zt_engine_opts: tags gathers */
-    enum zt_prio_class cur_class;      /* and its class: whether a gather serves a backward */
-    /* stage 3: the persistent parameters' blocks, all-gathered after the optimizer */
-    struct zt_block_ref *prefs;
-    int *powner, npb;
-    /* NVMe offload: each local group is cut into swap units of at most unit_elems elements
-     * (group-relative ranges; large row blocks span several units). Optimizer state: file A,
-     * per unit [m | v]; stage-3 parameter shards: file B, per local group [w] (a unit is a 4 KiB
-     * aligned range of it); each part padded to 4 KiB. nbuf slot buffers hold the units being
-     * swapped (slot k: bm/bv/bw tensors of one block each, unit_elems elements) */
-    int opt_nvme, par_nvme;
-    int inf;               /* mixed precision with parameters on NVMe: file A's units hold the
-                            * fp32 master weights too ([m | v | w]), file B the 16-bit copy */
-    int swap_on;           /* holds a reference to the swap I/O service (zt_swap_init) */
-    struct zt_swapdir dirA, dirB;
-    struct zt_swapfile fA, fB;
-    int64_t *goffB;        /* [local groups] byte offset in file B */
-    struct zt_unit { int li; int64_t lo, hi, offA; } *units; /* [nunits], in flat order */
-    int nunits;
-    int *ufirst;           /* [local groups + 1] first unit of each local group */
-    int64_t unit_elems;
-    int *blk_group;        /* [nb] local group of each block, -1 when not this rank's */
-    int nbuf;
-    int64_t buf_elems;     /* elements of one part of a slot buffer (the largest unit) */
-    void **bufmem;
-    int64_t bufmem_bytes;  /* bytes of each bufmem[k] */
-    char *bufpin;          /* [nbuf] bufmem[k] page-locked for the GPUs (zt_host_pin) */
-    zt_tensor_t *bm, *bv, *bw;
-    zt_tensor_t *bh;       /* inf: each slot's 16-bit copy of its unit (swapped to file B) */
-    zt_tensor_t fordA, fordB, pipe; /* file-order blocks (one per unit), pipeline token */
-    int64_t nvme_bytes;    /* both files */
-    struct save_job *save; /* the shard being written in the background, or NULL */
+    struct zt_zero_plan plan;
+    struct zt_engine_buffers buf;
+    struct zt_engine_slots slots;
+    struct zt_engine_step st;
+    struct zt_loss_scaler scaler;
+    struct zt_engine_acts act;
+    int io_held;            /* holds a reference to the swap I/O service (zt_swap_init) */
+    struct zt_offload *offload;   /* NVMe offload, NULL without (offload.c) */
+    struct zt_engine_save *save;  /* the shard being written in the background, or NULL */
 };
-static inline int64_t pad16(int64_t n) { return (n + ZT_ALIGN_ELEMS - 1) / ZT_ALIGN_ELEMS * ZT_ALIGN_ELEMS; }
+
+/* ---------------------------------------------------------------------------------------------
+ * layout helpers */
+
 /* first row of block j of p (zt_tensor_init's even split) */
-static inline int64_t blk_row0(const struct zt_param *p, int j) { return p->rows * j / p->nblk; }
-static inline int64_t own_elems(const struct zt_param *p) {
-    return (blk_row0(p, p->own1) - blk_row0(p, p->own0)) * p->cols;
+static inline int64_t zt_param_blk_row0(const struct zt_param *p, int j) {
+    return zt_plan_blk_row0(p->rows, p->nblk, j);
 }
-/* p's value storage is only its own blocks (stage 3, not persistent) */
-static inline int partial_home(const struct zt_engine *e, const struct zt_param *p) {
+/* elements of p's blocks that this rank owns */
+static inline int64_t zt_param_own_elems(const struct zt_param *p) {
+    return (zt_param_blk_row0(p, p->own1) - zt_param_blk_row0(p, p->own0)) * p->cols;
+}
+/* p's value storage (the working copy) is only its own blocks: stage 3, not persistent */
+static inline int zt_engine_partial_values(const struct zt_engine *e, const struct zt_param *p) {
     return e->stage >= 3 && !p->persistent;
 }
-static inline int partial_ghome(const struct zt_engine *e) { return e->stage >= 2; }
-/* stage 1 (with reduce_scatter, more than one rank): ghome is whole, but after the reduction
- * only the rank's own blocks hold the sums (reduce_bucket) */
-static inline int scattered_sums(const struct zt_engine *e) {
-    return e->stage == 1 && e->size > 1 && e->cfg.reduce_scatter;
-}
+/* the gradient sums are only this rank's blocks: stage >= 2 */
+static inline int zt_engine_partial_grads(const struct zt_engine *e) { return e->stage >= 2; }
 /* the fp32 values are only this rank's blocks: stage 3 (not persistent), and in mixed precision
  * every stage >= 1 (the master weights live with the optimizer state, DeepSpeed's layout) */
-static inline int partial_master(const struct zt_engine *e, const struct zt_param *p) {
-    return e->mp ? e->stage >= 1 : partial_home(e, p);
+static inline int zt_engine_partial_master(const struct zt_engine *e, const struct zt_param *p) {
+    return e->mixed ? e->stage >= 1 : zt_engine_partial_values(e, p);
 }
-/* the blocks the model reads and the optimizer's all-gathers send: the working copy (mp) */
-static inline zt_tensor_t work_of(const struct zt_param *p) { return p->work ? p->work : p->home; }
-
-/* block j of p in its storage t, which holds all of p's blocks or (partial) only its own; a
- * block of another rank's has no tensor. off: its offset in the flat layout */
-static inline struct zt_block_ref home_ref(const struct zt_param *p, zt_tensor_t t, int partial, int j,
-                                    int64_t off) {
-    if (!partial) return (struct zt_block_ref){t, j, off};
-    int mine = j >= p->own0 && j < p->own1;
-    return (struct zt_block_ref){mine ? t : NULL, j - p->own0, off};
+/* stage 1 with reduce_scatter and several ranks: the gradient sums are whole, but after the
+ * reduction only the rank's own blocks hold the sums */
+static inline int zt_engine_scattered_sums(const struct zt_engine *e) {
+    return e->stage == 1 && e->size > 1 && e->cfg.reduce_scatter;
 }
-/* ---------------------------------------------------------------------------------------------
- * NVMe offload: swap files and buffers */
-static inline int64_t pad4k(int64_t bytes) { return (bytes + 4095) / 4096 * 4096; }
-static inline int64_t group_elems(const struct zt_engine *e, int g) {
-    return e->babs[e->groups[g].first + e->groups[g].n] - e->babs[e->groups[g].first];
+/* the blocks the model reads and the optimizer's all-gathers send: the working copy (mixed) */
+static inline zt_tensor_t zt_param_work(const struct zt_param *p) {
+    return p->work ? p->work : p->home;
 }
-/* bytes of an element in file B: the parameters' fp32 values, or (inf) their 16-bit copy */
-static inline int64_t esB(const struct zt_engine *e) { return e->inf ? 2 : 4; }
-
-/* byte offset of block b (of this rank) in file B */
-static inline int64_t fileB_off(const struct zt_engine *e, int b) {
-    return e->goffB[e->blk_group[b]] + e->pblk[b].off * esB(e); /* off: element in its group */
-}
-
 /* elements of parameter block b (its padding excluded) */
-static inline int64_t blk_elems(const struct zt_engine *e, int b) {
-    return zt_tensor_blk_rows(e->gblk[b].t, e->gblk[b].blk) * zt_tensor_cols(e->gblk[b].t);
+static inline int64_t zt_engine_blk_elems(const struct zt_engine *e, int b) {
+    const struct zt_block_ref *g = &e->buf.grad_blk[b];
+    return zt_tensor_blk_rows(g->t, g->blk) * zt_tensor_cols(g->t);
 }
+/* elements [x0, x1) of p's values or moments (role, io/zt_ckpt.h) from checkpoint shards */
+enum zt_status zt_param_read_shards(struct zt_shard_set *s, const struct zt_param *p, int role,
+                                    int64_t x0, int64_t x1, float *dst);
 
-/* byte length of unit u's part in a file (4 KiB padded; the last unit of a group ends at the
- * group's padded end) */
-static inline int64_t unit_bytes(const struct zt_engine *e, int u) {
-    return pad4k((e->units[u].hi - e->units[u].lo) * 4);
-}
-
-/* byte offset of unit u's values in file B (its range of its group's part), and their bytes */
-static inline int64_t unitB_off(const struct zt_engine *e, int u) {
-    return e->goffB[e->units[u].li] + e->units[u].lo * esB(e);
-}
-static inline int64_t unitB_bytes(const struct zt_engine *e, int u) {
-    return pad4k((e->units[u].hi - e->units[u].lo) * esB(e));
-}
-
-/* the unit of local group li that holds the group's element x */
-static inline int unit_at(const struct zt_engine *e, int li, int64_t x) {
-    return e->ufirst[li] + (int)(x / e->unit_elems);
-}
-
-/* elements [x0, x1) of p's values or moments from a checkpoint (io/zt_ckpt.h) */
-static inline enum zt_status ck_elems(struct zt_shard_set *s, const struct zt_param *p, int role,
-                               int64_t x0, int64_t x1, float *dst) {
-    return zt_shard_set_read(s, p->name, role, p->cols, x0, x1, dst);
-}
-
-
-/* rng.c */
+/* ---------------------------------------------------------------------------------------------
+ * rng.c: a normal generator independent of libc (splitmix64 + Box-Muller) */
 void zt_rng_normal(float *x, int64_t n, float std, uint64_t *s);
+/* advance s past the draws of zt_rng_normal(x, n, ., s) without making them */
 void zt_rng_skip_normal(int64_t n, uint64_t *s);
-/* engine.c */
-struct zt_task_opts zt_engine_task_opts(zt_engine_t e, enum zt_prio_class c);
-/* slots.c */
-enum zt_status zt_slots_init(zt_engine_t e);
-int64_t zt_slots_bytes(const struct zt_pool *pools, int n);
-void zt_slots_drop_gathered(zt_engine_t e);
-/* step.c */
-const int64_t *zt_engine_bucket_parts(zt_engine_t e, int b0, int b1);
-enum zt_status zt_engine_allgather_buckets(zt_engine_t e, const struct zt_task_opts *o,
-                                           const struct zt_bucket *bks, int n,
-                                           const struct zt_block_ref *refs);
-/* loss_scale.c */
-enum zt_status zt_loss_scale_update(zt_engine_t e, int overflow);
-/* offload.c */
+
+/* ---------------------------------------------------------------------------------------------
+ * engine.c */
+/* Options for a task the engine adds on behalf of the model's task in ctx (a gather, a slot's
+ * zeroing, a reduction): its layer and micro-batch, priority class c. */
+struct zt_task_opts zt_engine_task_opts(const struct zt_engine *e, const struct zt_step_ctx *ctx,
+                                        enum zt_prio_class c);
+/* the context of the engine's own work outside the model's passes (no layer, no micro-batch) */
+struct zt_step_ctx zt_engine_own_ctx(const struct zt_engine *e, enum zt_prio_class c);
+/* the aio engine's settings (the config's aio section, ZT_AIO_ENGINE) */
 enum zt_status zt_engine_aio_cfg(const struct zt_engine *e, struct zt_aio_cfg *ac);
+/* take the swap I/O service (its threads serve swaps and checkpoint writes), once per engine */
 enum zt_status zt_engine_io_start(zt_engine_t e);
+
+/* ---------------------------------------------------------------------------------------------
+ * slots.c */
+enum zt_status zt_slots_init(zt_engine_t e);
+void zt_slots_free(zt_engine_t e);
+int64_t zt_slots_value_bytes(const struct zt_engine *e);
+int64_t zt_slots_grad_bytes(const struct zt_engine *e);
+/* stage 3: every gathered value is stale once the optimizer updates the shards */
+void zt_slots_drop_gathered(zt_engine_t e);
+/* stage >= 2: p's gradient slot goes back to its pool (its bucket was reduced) */
+void zt_slots_release_grad(zt_engine_t e, struct zt_param *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * step.c */
+/* the parts of blocks [b0, b1) that each rank owns, as block ranges relative to b0, in
+ * e->st.parts */
+const int64_t *zt_engine_bucket_parts(zt_engine_t e, int b0, int b1);
+/* all-gather every rank's part of refs (parameter or gradient blocks), bucket by bucket */
+enum zt_status zt_engine_allgather_buckets(zt_engine_t e, const struct zt_task_opts *o,
+                                           const struct zt_plan_bucket *bks, int n,
+                                           const struct zt_block_ref *refs);
+
+/* ---------------------------------------------------------------------------------------------
+ * loss_scale.c */
+void zt_loss_scaler_init(struct zt_loss_scaler *sc, const struct zt_config *cfg);
+/* after a step of fp16 training: overflow says whether its gradients overflowed */
+enum zt_status zt_loss_scaler_update(struct zt_loss_scaler *sc, const struct zt_config *cfg,
+                                     int overflow, int64_t step, int log);
+
+/* ---------------------------------------------------------------------------------------------
+ * offload.c: NVMe offload behind this interface; nothing else reads its fields. It exists
+ * (e->offload != NULL) exactly when the optimizer state is on NVMe. */
+/* Open the swap files, allocate the slot buffers and write the offloaded parameter shards'
+ * initial values (drawn from the generator state rng0 of finalize's start). */
 enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0);
 void zt_offload_free(zt_engine_t e);
-enum zt_status zt_offload_read_optim(zt_engine_t e, int li, int64_t s0, int64_t s1, int part,
-                                     float *buf);
+/* whether the stage-3 parameter shards are in the swap file too */
+int zt_offload_has_params(const struct zt_offload *o);
+/* stage 3: submit the reads of offloaded p's own blocks into their places in slot */
+enum zt_status zt_offload_gather(zt_engine_t e, const struct zt_param *p, zt_tensor_t slot,
+                                 const struct zt_task_opts *o);
+/* submit AdamW on the swapped state, swap unit by swap unit */
+enum zt_status zt_offload_adamw(zt_engine_t e, const struct zt_task_opts *o,
+                                const struct zt_adamw_hparams *hp, zt_tensor_t coef);
+/* between steps, blocking: the fp32 values of offloaded block b (this rank's) */
 enum zt_status zt_offload_read_values(zt_engine_t e, int b, float *dst);
+/* between steps, blocking: block b's exp_avg (moment 0) or exp_avg_sq (1) */
+enum zt_status zt_offload_read_moment(zt_engine_t e, int b, int moment, float *dst);
+/* the file-order blocks that guard the swap-file regions of blocks [b0, b1) (this rank's):
+ * of the parameter file (params) or the optimizer file, each once, into refs; returns the
+ * count. A task holding them sees the state after the updates submitted before it. */
+int zt_offload_order_refs(zt_engine_t e, int params, int b0, int b1, struct zt_block_ref *refs);
+/* Rewrite the offloaded parameter shards (and with 16-bit parameters on NVMe their fp32
+ * masters): from st, from checkpoint shards ck, or (both NULL) the initializer's stream rng. */
 enum zt_status zt_offload_write_params(zt_engine_t e, struct zt_safetensors *st,
                                        struct zt_shard_set *ck, uint64_t rng);
-/* weights.c */
+/* rewrite the swapped exp_avg and exp_avg_sq from checkpoint shards */
+enum zt_status zt_offload_load_moments(zt_engine_t e, struct zt_shard_set *s);
+/* bytes of the slot buffers (host memory) and of the swap files */
+void zt_offload_memory(const struct zt_offload *o, int64_t *buffers, int64_t *files);
+
+/* ---------------------------------------------------------------------------------------------
+ * weights.c */
+/* p's values from the whole tensor v (fp32): the master blocks this rank keeps, and the working
+ * copy rounded (mixed precision). Between steps only. */
 enum zt_status zt_weights_set_values(zt_engine_t e, struct zt_param *p, const float *v);
 
 #endif /* ZT_ENGINE_IMPL_H */

@@ -1,16 +1,30 @@
 /*
- * graph/loss_scale.c: fp16 loss scaler.
+ * graph/loss_scale.c: fp16 loss scaling: DeepSpeed's DynamicLossScaler (or a static scale), and
+ * the training-loop state a checkpoint keeps (updates applied and skipped, the scaler).
  *
- * Layer: graph/ (behind zt_engine.h). No starpu_* call: work goes through tasks/.
+ * Layer: graph/, behind the engine (engine_impl.h). Pure state: no tasks.
  */
-#include "engine_impl.h" /* struct zt_engine, internal functions */
+#include <math.h>        /* ldexp */
+#include "engine_impl.h" /* struct zt_loss_scaler, struct zt_engine */
+#include "zt_log.h"      /* ZT_LOG_I */
+
+/* the scale of the first step: fp16.loss_scale when static, else 2^initial_scale_power; 1
+ * without fp16 */
+void zt_loss_scaler_init(struct zt_loss_scaler *sc, const struct zt_config *cfg) {
+    sc->scale = cfg->precision != ZT_PREC_FP16 ? 1.0
+                : cfg->loss_scale > 0          ? cfg->loss_scale
+                                               : ldexp(1.0, cfg->initial_scale_power);
+    sc->cur_iter = 0;
+    sc->last_overflow_iter = -1;
+    sc->cur_hysteresis = cfg->hysteresis;
+}
+
 /* DeepSpeed's DynamicLossScaler.update_scale (deepspeed/runtime/fp16/loss_scaler.py), after each
  * step, with its defaults for what the config cannot set: scale_factor 2 and
  * raise_error_at_min_scale (an overflow at the minimum scale ends the run). A static scale
  * (fp16.loss_scale > 0) never changes; its overflowing steps are skipped all the same. */
-enum zt_status zt_loss_scale_update(zt_engine_t e, int overflow) {
-    struct zt_scaler *sc = &e->sc;
-    const struct zt_config *c = &e->cfg;
+enum zt_status zt_loss_scaler_update(struct zt_loss_scaler *sc, const struct zt_config *c,
+                                     int overflow, int64_t step, int log) {
     if (c->loss_scale > 0) return ZT_OK;
     if (overflow) {
         if (c->hysteresis == 1 || sc->cur_hysteresis == 1) {
@@ -18,16 +32,16 @@ enum zt_status zt_loss_scale_update(zt_engine_t e, int overflow) {
                 return zt_error_set(ZT_ERR_NUMERIC, "fp16: the gradients of step %lld overflow "
                                     "at the minimum loss scale %g (fp16.min_loss_scale); the "
                                     "loss scale cannot go lower (DeepSpeed stops here too)",
-                                    (long long)e->step, c->min_loss_scale);
+                                    (long long)step, c->min_loss_scale);
             double next = sc->scale / 2 > c->min_loss_scale ? sc->scale / 2 : c->min_loss_scale;
-            if (e->rank == 0)
+            if (log)
                 ZT_LOG_I("fp16: overflow in step %lld, skipped; loss scale %g -> %g",
-                         (long long)e->step, sc->scale, next);
+                         (long long)step, sc->scale, next);
             sc->scale = next;
         } else {
-            if (e->rank == 0)
+            if (log)
                 ZT_LOG_I("fp16: overflow in step %lld, skipped; loss scale %g kept (hysteresis "
-                         "%d -> %d)", (long long)e->step, sc->scale, sc->cur_hysteresis,
+                         "%d -> %d)", (long long)step, sc->scale, sc->cur_hysteresis,
                          sc->cur_hysteresis - 1);
             sc->cur_hysteresis--;
         }
@@ -43,21 +57,20 @@ enum zt_status zt_loss_scale_update(zt_engine_t e, int overflow) {
     return ZT_OK;
 }
 
-float zt_engine_loss_scale(zt_engine_t e) { return (float)e->sc.scale; }
-enum zt_dtype zt_engine_dtype(zt_engine_t e) { return e->wdt; }
+float zt_engine_loss_scale(zt_engine_t e) { return (float)e->scaler.scale; }
 
 void zt_engine_get_train_state(zt_engine_t e, struct zt_train_state *st) {
-    *st = (struct zt_train_state){.applied = e->applied, .skipped = e->skipped,
-                                  .loss_scale = e->sc.scale, .cur_iter = e->sc.cur_iter,
-                                  .last_overflow_iter = e->sc.last_overflow_iter,
-                                  .cur_hysteresis = e->sc.cur_hysteresis};
+    *st = (struct zt_train_state){.applied = e->st.applied, .skipped = e->st.skipped,
+                                  .loss_scale = e->scaler.scale, .cur_iter = e->scaler.cur_iter,
+                                  .last_overflow_iter = e->scaler.last_overflow_iter,
+                                  .cur_hysteresis = e->scaler.cur_hysteresis};
 }
 
 void zt_engine_set_train_state(zt_engine_t e, const struct zt_train_state *st) {
-    e->applied = st->applied;
-    e->skipped = st->skipped;
-    e->sc.scale = st->loss_scale;
-    e->sc.cur_iter = st->cur_iter;
-    e->sc.last_overflow_iter = st->last_overflow_iter;
-    e->sc.cur_hysteresis = st->cur_hysteresis;
+    e->st.applied = st->applied;
+    e->st.skipped = st->skipped;
+    e->scaler.scale = st->loss_scale;
+    e->scaler.cur_iter = st->cur_iter;
+    e->scaler.last_overflow_iter = st->last_overflow_iter;
+    e->scaler.cur_hysteresis = st->cur_hysteresis;
 }

@@ -1,89 +1,192 @@
 /*
- * graph/offload.c: NVMe offload.
+ * graph/offload.c: NVMe offload (zero_optimization.offload_optimizer / offload_param nvme): the
+ * swap files, the slot buffers the state is swapped through, AdamW on swapped state, the stage-3
+ * reads of offloaded parameter shards, and the blocking reads and writes of that state between
+ * steps (export, checkpoints).
  *
- * Layer: graph/ (behind zt_engine.h). No starpu_* call: work goes through tasks/.
+ * Layer: graph/, behind the engine (engine_impl.h); its interface is the zt_offload_* section
+ * there, and nothing else reads struct zt_offload. Swaps are tasks (tasks/zt_tasks.h) served by
+ * the I/O threads; the files come from io/zt_swapdir.h.
+ *
+ * Files: the optimizer file holds per swap unit (zero_plan.h) [exp_avg | exp_avg_sq], and with
+ * 16-bit parameters on NVMe also the fp32 master weights, each part 4 KiB padded; the parameter
+ * file holds the stage-3 shards of this rank's groups, fp32 (or the 16-bit copy the model reads
+ * with mixed precision). A file's regions are ordered across tasks by one "order block" per
+ * unit: a swap-out takes it RW, readers take it R, so a read waits for the last write before it.
  */
-#include "engine_impl.h" /* struct zt_engine, internal functions */
+#include <stdlib.h>        /* calloc, malloc, free */
+#include <string.h>        /* memcpy, memset, strcmp */
+#include "engine_impl.h"   /* struct zt_engine, the ZeRO plan */
+#include "zt_aio.h"        /* zt_aio_alloc */
+#include "zt_ckpt.h"       /* ZT_ROLE_* */
+#include "zt_log.h"        /* ZT_LOG_I */
+#include "zt_safetensors.h" /* zt_st_read_f32 */
+#include "zt_swapdir.h"    /* swap directories and files */
+
+struct zt_offload {
+    int params;               /* the stage-3 parameter shards are in the parameter file */
+    int params16;             /* ... as the 16-bit copy (mixed precision): the optimizer file's
+                               * units then hold the fp32 master weights as a third part */
+    struct zt_swapdir optim_dir, param_dir;
+    struct zt_swapfile optim_file, param_file;
+    int nbuf;                 /* slot buffers: units in flight */
+    int64_t buf_elems;        /* elements of one part of a slot buffer (the largest unit) */
+    int64_t buf_bytes;        /* bytes of each slot buffer */
+    void **buf;               /* [nbuf] [m | v (| w) (| 16-bit w)] */
+    char *buf_pinned;         /* [nbuf] page-locked for the GPUs (zt_host_pin) */
+    zt_tensor_t *buf_m, *buf_v, *buf_w, *buf_w16; /* [nbuf] one block each, over the parts */
+    zt_tensor_t optim_order, param_order; /* one block per unit: orders each file's regions */
+    zt_tensor_t pipeline;     /* serializes reads/writes with updates when not pipelined */
+    int64_t file_bytes;       /* both files */
+};
+
 /* ---------------------------------------------------------------------------------------------
- * NVMe offload: swap files and buffers */
-/* elements [s0, s1) of local group li's exp_avg (part 0), exp_avg_sq (1) or (inf) fp32 master
- * weights (2) from file A into buf, unit by unit */
-enum zt_status zt_offload_read_optim(zt_engine_t e, int li, int64_t s0, int64_t s1, int part,
-                                  float *buf) {
-    for (int u = unit_at(e, li, s0); u < e->ufirst[li + 1] && e->units[u].lo < s1; u++) {
-        const struct zt_unit *un = &e->units[u];
+ * where things are in the files */
+
+/* byte offset of block b (of this rank) in the parameter file */
+static int64_t param_blk_off(const struct zt_engine *e, int b) {
+    const struct zt_zero_plan *pl = &e->plan;
+    return pl->param_group_off[pl->blk_local_group[b]] +
+           e->buf.master_blk[b].off * pl->param_elem_bytes; /* off: element in its group */
+}
+/* unit u's values in the parameter file: their offset and (4 KiB padded) bytes */
+static int64_t unit_param_off(const struct zt_zero_plan *pl, int u) {
+    return pl->param_group_off[pl->unit[u].group] + pl->unit[u].lo * pl->param_elem_bytes;
+}
+static int64_t unit_param_bytes(const struct zt_zero_plan *pl, int u) {
+    return zt_plan_pad4k((pl->unit[u].hi - pl->unit[u].lo) * pl->param_elem_bytes);
+}
+
+/* elements [s0, s1) of local group li's part of the optimizer file (0 exp_avg, 1 exp_avg_sq,
+ * 2 fp32 master weights) into buf, unit by unit */
+static enum zt_status read_optim(zt_engine_t e, int li, int64_t s0, int64_t s1, int part,
+                                 float *buf) {
+    const struct zt_zero_plan *pl = &e->plan;
+    for (int u = zt_plan_unit_at(pl, li, s0);
+         u < pl->group_first_unit[li + 1] && pl->unit[u].lo < s1; u++) {
+        const struct zt_plan_unit *un = &pl->unit[u];
         int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
-        ZT_CHECK(zt_swap_read_sync(&e->fA, buf + (x0 - s0), (x1 - x0) * 4,
-                                   un->offA + part * unit_bytes(e, u) + (x0 - un->lo) * 4));
+        ZT_CHECK(zt_swap_read_sync(&e->offload->optim_file, buf + (x0 - s0), (x1 - x0) * 4,
+                                   un->optim_off + part * zt_plan_unit_file_bytes(pl, u) +
+                                       (x0 - un->lo) * 4));
     }
     return ZT_OK;
 }
 
-/* the fp32 values of offloaded block b (this rank's): file B, or (inf) the masters in file A */
 enum zt_status zt_offload_read_values(zt_engine_t e, int b, float *dst) {
-    const int64_t n = blk_elems(e, b);
-    if (e->inf) return zt_offload_read_optim(e, e->blk_group[b], e->pblk[b].off, e->pblk[b].off + n, 2, dst);
-    return zt_swap_read_sync(&e->fB, dst, n * 4, fileB_off(e, b));
+    const int64_t n = zt_engine_blk_elems(e, b), off = e->buf.master_blk[b].off;
+    if (e->offload->params16)
+        return read_optim(e, e->plan.blk_local_group[b], off, off + n, 2, dst);
+    return zt_swap_read_sync(&e->offload->param_file, dst, n * 4, param_blk_off(e, b));
 }
 
-/* unit u's values, staged in fp32 (padding zero), to its swap file(s): file B, or (inf) file A's
- * master part and file B's 16-bit copy (through stage16) */
+enum zt_status zt_offload_read_moment(zt_engine_t e, int b, int moment, float *dst) {
+    const int64_t n = zt_engine_blk_elems(e, b), off = e->buf.master_blk[b].off;
+    return read_optim(e, e->plan.blk_local_group[b], off, off + n, moment, dst);
+}
+
+int zt_offload_has_params(const struct zt_offload *o) { return o && o->params; }
+
+int zt_offload_order_refs(zt_engine_t e, int params, int b0, int b1, struct zt_block_ref *refs) {
+    const struct zt_zero_plan *pl = &e->plan;
+    zt_tensor_t order = params ? e->offload->param_order : e->offload->optim_order;
+    int n = 0, hi_unit = -1;
+    for (int b = b0; b < b1; b++) {
+        const int li = pl->blk_local_group[b];
+        const int64_t off = e->buf.master_blk[b].off;
+        int u0 = zt_plan_unit_at(pl, li, off);
+        int u1 = zt_plan_unit_at(pl, li, off + zt_engine_blk_elems(e, b) - 1);
+        for (int u = u0 > hi_unit ? u0 : hi_unit + 1; u <= u1; u++)
+            refs[n++] = (struct zt_block_ref){order, u, 0};
+        if (u1 > hi_unit) hi_unit = u1;
+    }
+    return n;
+}
+
+void zt_offload_memory(const struct zt_offload *o, int64_t *buffers, int64_t *files) {
+    *buffers = *files = 0;
+    if (!o) return;
+    *buffers = (int64_t)o->nbuf * ((2 + o->params) * o->buf_elems * 4 +
+                                   (o->params16 ? zt_plan_pad4k(o->buf_elems * 2) : 0));
+    *files = o->file_bytes;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * blocking writes (initial values, safetensors and checkpoint loads) */
+
+/* unit u's values, staged in fp32 (padding zero), to its swap file(s): the parameter file, or
+ * (16-bit parameters) the optimizer file's master part and the 16-bit copy (through stage16) */
 static enum zt_status put_unit(zt_engine_t e, int u, const float *stage, void *stage16) {
-    if (!e->inf) return zt_swap_write_sync(&e->fB, stage, unit_bytes(e, u), unitB_off(e, u));
-    const int64_t len = unit_bytes(e, u);
-    ZT_CHECK(zt_swap_write_sync(&e->fA, stage, len, e->units[u].offA + 2 * len));
-    memset(stage16, 0, (size_t)unitB_bytes(e, u));
-    zt_dtype_from_f32(e->wdt, stage16, stage, (size_t)(e->units[u].hi - e->units[u].lo));
-    return zt_swap_write_sync(&e->fB, stage16, unitB_bytes(e, u), unitB_off(e, u));
+    const struct zt_zero_plan *pl = &e->plan;
+    struct zt_offload *o = e->offload;
+    const int64_t len = zt_plan_unit_file_bytes(pl, u);
+    if (!o->params16)
+        return zt_swap_write_sync(&o->param_file, stage, len, unit_param_off(pl, u));
+    ZT_CHECK(zt_swap_write_sync(&o->optim_file, stage, len, pl->unit[u].optim_off + 2 * len));
+    memset(stage16, 0, (size_t)unit_param_bytes(pl, u));
+    zt_dtype_from_f32(e->work_dtype, stage16, stage, (size_t)(pl->unit[u].hi - pl->unit[u].lo));
+    return zt_swap_write_sync(&o->param_file, stage16, unit_param_bytes(pl, u),
+                              unit_param_off(pl, u));
 }
 
-/* Write this rank's blocks of the offloaded parameters to file B (and, inf, their fp32 master
- * weights to file A), unit by unit through one aligned staging buffer: values from st, from
- * checkpoint shards ck, or (both NULL) the initializer's stream from rng, the state finalize
- * started from (finalize skipped the offloaded parameters' draws; here they are drawn and every
- * other parameter's are skipped, so each value is generated once). */
+/* p's whole values into tmp (only its own rows from checkpoint shards): from st, ck, or (both
+ * NULL) the initializer, whose normal draws the caller made */
+static enum zt_status source_values(const struct zt_param *p, struct zt_safetensors *st,
+                                    struct zt_shard_set *ck, float *tmp) {
+    const int64_t n = p->rows * p->cols;
+    if (st) return zt_st_read_f32(st, p->name, p->ndim, p->shape, tmp);
+    if (ck) {
+        const int64_t x0 = zt_param_blk_row0(p, p->own0) * p->cols;
+        return zt_param_read_shards(ck, p, ZT_ROLE_PARAM, x0,
+                                    zt_param_blk_row0(p, p->own1) * p->cols, tmp + x0);
+    }
+    if (p->init != ZT_INIT_NORMAL)
+        for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
+    return ZT_OK;
+}
+
+/* Write this rank's blocks of the offloaded parameters, unit by unit through one aligned
+ * staging buffer (*cur: the unit in it). With the initializer (st and ck NULL) rng is the state
+ * finalize started from: finalize skipped the offloaded parameters' draws, here they are drawn
+ * and every other parameter's skipped, so each value is generated once. */
 enum zt_status zt_offload_write_params(zt_engine_t e, struct zt_safetensors *st,
-                                      struct zt_shard_set *ck, uint64_t rng) {
+                                       struct zt_shard_set *ck, uint64_t rng) {
+    const struct zt_zero_plan *pl = &e->plan;
     int64_t maxn = 0;
-    for (int i = 0; i < e->np; i++)
+    for (int i = 0; i < e->nparams; i++)
         if (e->params[i]->rows * e->params[i]->cols > maxn)
             maxn = e->params[i]->rows * e->params[i]->cols;
     float *tmp = malloc((size_t)maxn * sizeof(float));
     void *stage = NULL, *stage16 = NULL;
-    const size_t sb = (size_t)(e->buf_elems > 0 ? e->buf_elems : 1) * 4;
+    const size_t sb = (size_t)(e->offload->buf_elems > 0 ? e->offload->buf_elems : 1) * 4;
     if (!tmp || !(stage = zt_aio_alloc(sb)) || !(stage16 = zt_aio_alloc(sb))) {
         free(tmp);
         free(stage);
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory for the parameter swap file");
     }
     enum zt_status rc = ZT_OK;
-    int cur = -1; /* unit in the staging buffer */
-    for (int i = 0; i < e->np && rc == ZT_OK; i++) {
-        struct zt_param *p = e->params[i];
-        int64_t n = p->rows * p->cols;
-        int need = p->offl && p->own1 > p->own0;
+    int cur = -1; /* the unit in the staging buffer */
+    for (int i = 0; i < e->nparams && rc == ZT_OK; i++) {
+        const struct zt_param *p = e->params[i];
+        const int64_t n = p->rows * p->cols;
+        const int need = p->offloaded && p->own1 > p->own0;
         if (!st && !ck && p->init == ZT_INIT_NORMAL) {
             if (need) zt_rng_normal(tmp, n, p->std, &rng);
             else zt_rng_skip_normal(n, &rng);
         }
         if (!need) continue;
-        if (st) rc = zt_st_read_f32(st, p->name, p->ndim, p->shape, tmp);
-        else if (ck) /* its own rows only */
-            rc = ck_elems(ck, p, ZT_ROLE_PARAM, blk_row0(p, p->own0) * p->cols,
-                          blk_row0(p, p->own1) * p->cols, tmp + blk_row0(p, p->own0) * p->cols);
-        else if (p->init != ZT_INIT_NORMAL)
-            for (int64_t k = 0; k < n; k++) tmp[k] = p->init == ZT_INIT_ONE ? 1.0f : 0.0f;
+        rc = source_values(p, st, ck, tmp);
         for (int j = p->own0; j < p->own1 && rc == ZT_OK; j++) {
-            int b = p->first_blk + j, li = e->blk_group[b];
-            int64_t s0 = e->pblk[b].off, s1 = s0 + blk_elems(e, b);
-            const float *src = tmp + blk_row0(p, j) * p->cols;
-            for (int u = unit_at(e, li, s0);
-                 u < e->ufirst[li + 1] && e->units[u].lo < s1 && rc == ZT_OK; u++) {
-                const struct zt_unit *un = &e->units[u];
+            const int b = p->first_blk + j, li = pl->blk_local_group[b];
+            const int64_t s0 = e->buf.master_blk[b].off, s1 = s0 + zt_engine_blk_elems(e, b);
+            const float *src = tmp + zt_param_blk_row0(p, j) * p->cols;
+            for (int u = zt_plan_unit_at(pl, li, s0);
+                 u < pl->group_first_unit[li + 1] && pl->unit[u].lo < s1 && rc == ZT_OK; u++) {
+                const struct zt_plan_unit *un = &pl->unit[u];
                 if (u != cur) {
                     if (cur >= 0) rc = put_unit(e, cur, stage, stage16);
                     cur = u;
-                    memset(stage, 0, (size_t)unit_bytes(e, u));
+                    memset(stage, 0, (size_t)zt_plan_unit_file_bytes(pl, u));
                 }
                 int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
                 memcpy((float *)stage + (x0 - un->lo), src + (x0 - s0),
@@ -98,28 +201,224 @@ enum zt_status zt_offload_write_params(zt_engine_t e, struct zt_safetensors *st,
     return rc;
 }
 
-/* the aio engine's settings (the config's aio section, ZT_AIO_ENGINE) */
-enum zt_status zt_engine_aio_cfg(const struct zt_engine *e, struct zt_aio_cfg *ac) {
-    const struct zt_config *c = &e->cfg;
-    static const char *const engines[] = {"auto", "io_uring", "threads", NULL};
-    const char *eng = "auto";
-    ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", engines, &eng));
-    *ac = (struct zt_aio_cfg){.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
-                             .single_submit = c->aio_single_submit,
-                             .overlap_events = c->aio_overlap_events,
-                             .engine = strcmp(eng, "io_uring") == 0 ? ZT_AIO_URING
-                                     : strcmp(eng, "threads") == 0  ? ZT_AIO_THREADS
-                                                                    : ZT_AIO_AUTO};
+/* the moments of the group's blocks that fall in unit u into stage ([m | v], len bytes each) */
+static enum zt_status stage_unit_moments(zt_engine_t e, struct zt_shard_set *s, int u,
+                                         char *stage, int64_t len) {
+    const struct zt_zero_plan *pl = &e->plan;
+    const struct zt_plan_unit *un = &pl->unit[u];
+    const struct zt_plan_group *gr = &pl->group[pl->group_lo + un->group];
+    for (int b = gr->first; b < gr->first + gr->n; b++) {
+        const struct zt_param *p = e->params[pl->blk_param[b]];
+        int64_t s0 = e->buf.master_blk[b].off, s1 = s0 + zt_engine_blk_elems(e, b);
+        int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
+        if (x1 <= x0) continue;
+        /* the block's first element in the parameter, minus its place in the group */
+        int64_t pe = zt_param_blk_row0(p, b - p->first_blk) * p->cols - s0;
+        for (int v = 0; v < 2; v++)
+            ZT_CHECK(zt_param_read_shards(s, p, v ? ZT_ROLE_EXP_AVG_SQ : ZT_ROLE_EXP_AVG,
+                                          pe + x0, pe + x1,
+                                          (float *)(stage + v * len) + (x0 - un->lo)));
+    }
     return ZT_OK;
 }
 
-/* the swap I/O service (its threads serve swaps and checkpoint writes), once per engine */
-enum zt_status zt_engine_io_start(zt_engine_t e) {
-    if (e->swap_on) return ZT_OK;
-    struct zt_aio_cfg ac;
-    ZT_CHECK(zt_engine_aio_cfg(e, &ac));
-    ZT_CHECK(zt_swap_init(&ac, e->cfg.aio_thread_count));
-    e->swap_on = 1;
+enum zt_status zt_offload_load_moments(zt_engine_t e, struct zt_shard_set *s) {
+    const struct zt_zero_plan *pl = &e->plan;
+    /* each unit [m | v] staged whole (O_DIRECT wants aligned writes) */
+    char *stage = zt_aio_alloc((size_t)(2 * zt_plan_pad4k(e->offload->buf_elems * 4)));
+    if (!stage) return zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory for the swap staging");
+    enum zt_status rc = ZT_OK;
+    for (int u = 0; u < pl->nunits && rc == ZT_OK; u++) {
+        const int64_t len = zt_plan_unit_file_bytes(pl, u);
+        memset(stage, 0, (size_t)(2 * len));
+        rc = stage_unit_moments(e, s, u, stage, len);
+        if (rc == ZT_OK)
+            rc = zt_swap_write_sync(&e->offload->optim_file, stage, 2 * len,
+                                    pl->unit[u].optim_off);
+    }
+    free(stage);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * tasks: the stage-3 read of a shard, AdamW on swapped state */
+
+enum zt_status zt_offload_gather(zt_engine_t e, const struct zt_param *p, zt_tensor_t slot,
+                                 const struct zt_task_opts *o) {
+    const struct zt_zero_plan *pl = &e->plan;
+    const int b0 = p->first_blk + p->own0, b1 = p->first_blk + p->own1;
+    const int li0 = pl->blk_local_group[b0], li1 = pl->blk_local_group[b1 - 1];
+    struct zt_block_ref *order =
+        malloc((size_t)(pl->group_first_unit[li1 + 1] - pl->group_first_unit[li0]) *
+               sizeof *order);
+    if (!order) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    /* each of this rank's blocks from the file into its place in the slot, after the
+     * optimizer's last write of the units it spans */
+    struct zt_swap_seg segs[ZT_PLAN_MAX_BLOCKS];
+    for (int j = p->own0; j < p->own1; j++) {
+        const int64_t n = (zt_param_blk_row0(p, j + 1) - zt_param_blk_row0(p, j)) * p->cols;
+        segs[j - p->own0] = (struct zt_swap_seg){slot, j, 0, n * pl->param_elem_bytes,
+                                                 param_blk_off(e, p->first_blk + j)};
+    }
+    const int norder = zt_offload_order_refs(e, 1, b0, b1, order);
+    enum zt_status rc = zt_task_swap_in(o, &e->offload->param_file, segs, p->own1 - p->own0,
+                                        order, norder, NULL);
+    free(order);
+    return rc;
+}
+
+/* the blocks [*b0, *b1) of unit u's group with elements in the unit (the padding after a block
+ * excluded); none when the unit holds padding only */
+static void unit_blocks(const struct zt_engine *e, int u, int *b0, int *b1) {
+    const struct zt_zero_plan *pl = &e->plan;
+    const struct zt_plan_unit *un = &pl->unit[u];
+    const struct zt_plan_group *gr = &pl->group[pl->group_lo + un->group];
+    const struct zt_block_ref *mb = e->buf.master_blk;
+    int lo = gr->first, hi = gr->first + gr->n;
+    while (lo < hi && mb[lo].off + zt_engine_blk_elems(e, lo) <= un->lo) lo++;
+    while (hi > lo && mb[hi - 1].off >= un->hi) hi--;
+    *b0 = lo;
+    *b1 = hi;
+}
+
+/* AdamW with the optimizer state (and stage-3 parameter shards) on NVMe: per swap unit, swap
+ * its state into slot buffer k = unit mod buffer_count, update the unit's window of its group,
+ * swap it out. The slot's reuse waits for the swap-out of its previous unit (write after read),
+ * so buffer_count units are in flight: the reads of the next units and the writes of the
+ * previous ones overlap the update, and the first units' reads start as soon as the previous
+ * step's writes let them (under this step's forward). pipeline_read/pipeline_write false
+ * serialize reads/writes with the updates (a token). */
+enum zt_status zt_offload_adamw(zt_engine_t e, const struct zt_task_opts *o,
+                                const struct zt_adamw_hparams *hp, zt_tensor_t coef) {
+    const struct zt_zero_plan *pl = &e->plan;
+    const struct zt_offload *of = e->offload;
+    const struct zt_offload_cfg *oc = &e->cfg.offload_optimizer;
+    zt_tensor_t rpipe = oc->pipeline_read ? NULL : of->pipeline;
+    zt_tensor_t wpipe = oc->pipeline_write ? NULL : of->pipeline;
+    struct zt_task_opts ord = *o; /* reads ahead of the updates that wait on them */
+    ord.priority = zt_prio(ZT_PRIO_OPT_READ, -1, 0);
+    for (int i = 0; i < pl->nunits; i++) {
+        /* with clipping every update waits for the global norm, and the next forward wants the
+         * parameters in flat order; without, a unit is ready once its gradients are final,
+         * which the backward makes them in reverse flat order */
+        const int u = coef ? i : pl->nunits - 1 - i, k = i % of->nbuf;
+        const struct zt_plan_unit *un = &pl->unit[u];
+        const int64_t len = zt_plan_unit_file_bytes(pl, u);
+        /* optimizer file: [m | v] (| fp32 master); parameter file: the fp32 values, or the
+         * 16-bit copy the update writes (nothing to read from it) */
+        const struct zt_swap_seg mv[3] = {{of->buf_m[k], 0, 0, len, un->optim_off},
+                                          {of->buf_v[k], 0, 0, len, un->optim_off + len},
+                                          {of->buf_w[k], 0, 0, len, un->optim_off + 2 * len}};
+        const int nmv = 2 + of->params16;
+        const struct zt_swap_seg w = {of->params16 ? of->buf_w16[k] : of->buf_w[k], 0, 0,
+                                      of->params ? unit_param_bytes(pl, u) : 0,
+                                      of->params ? unit_param_off(pl, u) : 0};
+        const struct zt_block_ref oa = {of->optim_order, u, 0}, ob = {of->param_order, u, 0};
+        int b0, b1;
+        unit_blocks(e, u, &b0, &b1);
+        if (b1 == b0) continue; /* padding only */
+        ZT_CHECK(zt_task_swap_in(&ord, &of->optim_file, mv, nmv, &oa, 1, rpipe));
+        if (of->params && !of->params16)
+            ZT_CHECK(zt_task_swap_in(&ord, &of->param_file, &w, 1, &ob, 1, rpipe));
+        const struct zt_adamw_window win = {
+            .params = &e->buf.master_blk[b0], .grads = &e->buf.grad_blk[b0], .n = b1 - b0,
+            .w = of->params ? of->buf_w[k] : NULL, .m = of->buf_m[k], .v = of->buf_v[k],
+            .g = 0, .lo = un->lo, .clip = coef, .hp = hp, .pipe = of->pipeline,
+            .outs = e->mixed ? &e->buf.work_blk[b0] : NULL,
+            .wout = of->params16 ? of->buf_w16[k] : NULL};
+        ZT_CHECK(zt_task_adamw_window(o, &win));
+        ZT_CHECK(zt_task_swap_out(o, &of->optim_file, mv, nmv, &oa, 1, wpipe));
+        if (of->params) ZT_CHECK(zt_task_swap_out(o, &of->param_file, &w, 1, &ob, 1, wpipe));
+    }
+    return ZT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * lifecycle */
+
+/* open the swap directories and files, sized by the plan */
+static enum zt_status open_files(zt_engine_t e, struct zt_offload *o) {
+    const struct zt_config *c = &e->cfg;
+    const int64_t optim_bytes = e->plan.optim_file_bytes, param_bytes = e->plan.param_file_bytes;
+    const int same = strcmp(c->offload_optimizer.nvme_path, c->offload_param.nvme_path) == 0;
+    ZT_CHECK(zt_swapdir_open(&o->optim_dir, c->offload_optimizer.nvme_path,
+                             "zero_optimization.offload_optimizer.nvme_path",
+                             optim_bytes + (o->params && same ? param_bytes : 0)));
+    ZT_CHECK(zt_swapdir_file(&o->optim_dir, "optim.swp", optim_bytes > 0 ? optim_bytes : 4096,
+                             &o->optim_file));
+    if (o->params) {
+        struct zt_swapdir *d = &o->optim_dir;
+        if (!same) {
+            ZT_CHECK(zt_swapdir_open(&o->param_dir, c->offload_param.nvme_path,
+                                     "zero_optimization.offload_param.nvme_path", param_bytes));
+            d = &o->param_dir;
+        }
+        ZT_CHECK(zt_swapdir_file(d, "params.swp", param_bytes > 0 ? param_bytes : 4096,
+                                 &o->param_file));
+    }
+    o->file_bytes = optim_bytes + param_bytes;
+    return ZT_OK;
+}
+
+/* the slot buffers: buffer_count units in flight, each [m | v (| w) (| 16-bit w)] of the largest
+ * unit; "auto" (0): as many as ZT_SWAP_BUFFER_MEM holds (at most 1/8 of ZT_HOST_MEM_LIMIT), at
+ * least 4 (DeepSpeed's default count) */
+static enum zt_status make_buffers(zt_engine_t e, struct zt_offload *o) {
+    const int64_t part = zt_plan_pad4k(e->plan.max_unit_elems * 4); /* bytes of one part */
+    const int64_t w16 = o->params16 ? zt_plan_pad4k(part / 2) : 0;  /* the 16-bit copy's */
+    o->buf_bytes = (2 + o->params) * part + w16;
+    int64_t nbuf = e->cfg.offload_optimizer.buffer_count;
+    if (nbuf == 0) {
+        int64_t mem = 0, limit = 0;
+        ZT_CHECK(zt_knob_size("ZT_SWAP_BUFFER_MEM", &mem));
+        ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
+        if (limit > 0 && limit / 8 < mem) mem = limit / 8;
+        nbuf = mem / o->buf_bytes;
+        if (nbuf < 4) nbuf = 4;
+    }
+    o->nbuf = nbuf < e->plan.nunits ? (int)nbuf : e->plan.nunits;
+    o->buf_elems = part / 4;
+    const size_t n = (size_t)o->nbuf + 1;
+    o->buf = calloc(n, sizeof *o->buf);
+    o->buf_m = calloc(n, sizeof *o->buf_m);
+    o->buf_v = calloc(n, sizeof *o->buf_v);
+    o->buf_w = calloc(n, sizeof *o->buf_w);
+    o->buf_w16 = calloc(n, sizeof *o->buf_w16);
+    o->buf_pinned = calloc(n, 1);
+    if (!o->buf || !o->buf_m || !o->buf_v || !o->buf_w || !o->buf_w16 || !o->buf_pinned)
+        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    for (int k = 0; k < o->nbuf; k++) {
+        if (!(o->buf[k] = zt_aio_alloc((size_t)o->buf_bytes)))
+            return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %d swap buffers of %.1f "
+                                "MiB", o->nbuf, o->buf_bytes / 1048576.0);
+        memset(o->buf[k], 0, (size_t)o->buf_bytes);
+        o->buf_pinned[k] = (char)zt_host_pin(o->buf[k], (size_t)o->buf_bytes);
+        char *b = o->buf[k];
+        ZT_CHECK(zt_tensor_init(&o->buf_m[k], "swap_exp_avg", b, o->buf_elems, 1, 4, 1, NULL));
+        ZT_CHECK(zt_tensor_init(&o->buf_v[k], "swap_exp_avg_sq", b + part, o->buf_elems, 1, 4,
+                                1, NULL));
+        if (o->params)
+            ZT_CHECK(zt_tensor_init(&o->buf_w[k], "swap_params", b + 2 * part, o->buf_elems, 1,
+                                    4, 1, NULL));
+        if (o->params16)
+            ZT_CHECK(zt_tensor_init_dtype(&o->buf_w16[k], "swap_params16", b + 3 * part,
+                                          o->buf_elems, 1, e->work_dtype, 1, NULL));
+    }
+    return ZT_OK;
+}
+
+/* the order blocks (one per unit and file) and the pipeline token */
+static enum zt_status make_order(zt_engine_t e, struct zt_offload *o) {
+    const int nu = e->plan.nunits;
+    const struct zt_offload_cfg *oc = &e->cfg.offload_optimizer;
+    if (nu > 0) {
+        ZT_CHECK(zt_tensor_init(&o->optim_order, "swap_order_optim", NULL, nu, 1, 4, nu, NULL));
+        if (o->params)
+            ZT_CHECK(zt_tensor_init(&o->param_order, "swap_order_params", NULL, nu, 1, 4, nu,
+                                    NULL));
+    }
+    if (!oc->pipeline_read || !oc->pipeline_write)
+        ZT_CHECK(zt_tensor_init(&o->pipeline, "swap_pipeline", NULL, 1, 1, 4, 1, NULL));
     return ZT_OK;
 }
 
@@ -129,148 +428,58 @@ enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0) {
         ZT_LOG_I("offload \"cpu\": %s stays in host memory, where this build's workers compute "
                  "(no GPU: the same placement as \"none\")",
                  c->offload_param.device == ZT_OFFLOAD_CPU ? "the model state" : "optimizer state");
-    e->opt_nvme = c->offload_optimizer.device == ZT_OFFLOAD_NVME;
-    e->par_nvme = c->offload_param.device == ZT_OFFLOAD_NVME;
-    if (!e->opt_nvme && !e->par_nvme) return ZT_OK;
-    if (e->par_nvme && !e->opt_nvme)
+    const int optim = c->offload_optimizer.device == ZT_OFFLOAD_NVME;
+    const int params = c->offload_param.device == ZT_OFFLOAD_NVME;
+    if (!optim && !params) return ZT_OK;
+    if (params && !optim)
         return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param nvme needs "
                             "offload_optimizer nvme too (the optimizer updates the swapped "
                             "parameter shards in its swap buffers)", c->path);
-    e->inf = e->mp && e->par_nvme;
-    const int nl = e->g1 - e->g0;
-    /* swap units: group-relative ranges of at most unit_elems elements (a multiple of 1024, or
-     * of 2048 with 16-bit parameters in file B, so that every unit starts 4 KiB aligned in its
-     * files) */
-    const int64_t ua = e->inf ? 2048 : 1024;
-    e->unit_elems = (e->group_elems + ua - 1) / ua * ua;
-    int nu = 0;
-    for (int li = 0; li < nl; li++)
-        nu += (int)((group_elems(e, e->g0 + li) + e->unit_elems - 1) / e->unit_elems);
-    e->goffB = calloc((size_t)nl + 1, sizeof *e->goffB);
-    e->ufirst = calloc((size_t)nl + 1, sizeof *e->ufirst);
-    e->units = calloc((size_t)nu + 1, sizeof *e->units);
-    if (!e->goffB || !e->ufirst || !e->units)
-        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    int64_t maxu = 1024, offA = 0, offB = 0;
-    for (int li = 0; li < nl; li++) {
-        int64_t ge = group_elems(e, e->g0 + li);
-        e->goffB[li] = offB;
-        if (e->par_nvme) offB += pad4k(ge * esB(e));
-        e->ufirst[li] = e->nunits;
-        for (int64_t lo = 0; lo < ge; lo += e->unit_elems) {
-            struct zt_unit *un = &e->units[e->nunits++];
-            *un = (struct zt_unit){li, lo, lo + e->unit_elems < ge ? lo + e->unit_elems : ge, offA};
-            offA += (2 + e->inf) * unit_bytes(e, e->nunits - 1);
-            if (un->hi - un->lo > maxu) maxu = un->hi - un->lo;
-        }
-    }
-    e->ufirst[nl] = e->nunits;
-    const int64_t maxg = pad4k(maxu * 4); /* bytes of one part of a slot buffer */
+    struct zt_offload *o = calloc(1, sizeof *o);
+    if (!o) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    e->offload = o; /* freed by zt_offload_free, also after a failure below */
+    o->params = params;
+    o->params16 = e->mixed && params;
     ZT_CHECK(zt_engine_io_start(e));
-    int same = strcmp(c->offload_optimizer.nvme_path, c->offload_param.nvme_path) == 0;
-    ZT_CHECK(zt_swapdir_open(&e->dirA, c->offload_optimizer.nvme_path,
-                             "zero_optimization.offload_optimizer.nvme_path",
-                             offA + (e->par_nvme && same ? offB : 0)));
-    ZT_CHECK(zt_swapdir_file(&e->dirA, "optim.swp", offA > 0 ? offA : 4096, &e->fA));
-    if (e->par_nvme) {
-        struct zt_swapdir *d = &e->dirA;
-        if (!same) {
-            ZT_CHECK(zt_swapdir_open(&e->dirB, c->offload_param.nvme_path,
-                                     "zero_optimization.offload_param.nvme_path", offB));
-            d = &e->dirB;
-        }
-        ZT_CHECK(zt_swapdir_file(d, "params.swp", offB > 0 ? offB : 4096, &e->fB));
-    }
-    e->nvme_bytes = offA + offB;
-    /* slot buffers: buffer_count units in flight, each [m | v (| w) (| 16-bit w)] of the
-     * largest unit; "auto" (0): as many as ZT_SWAP_BUFFER_MEM holds (at most 1/8 of
-     * ZT_HOST_MEM_LIMIT), at least 4 (DeepSpeed's default count) */
-    const int parts = 2 + e->par_nvme;
-    const int64_t hbytes = e->inf ? pad4k(maxg / 2) : 0; /* the 16-bit copy's part */
-    const int64_t slot_bytes = parts * maxg + hbytes;
-    int64_t nbuf = c->offload_optimizer.buffer_count;
-    if (nbuf == 0) {
-        int64_t mem = 0, limit = 0;
-        ZT_CHECK(zt_knob_size("ZT_SWAP_BUFFER_MEM", &mem));
-        ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
-        if (limit > 0 && limit / 8 < mem) mem = limit / 8;
-        nbuf = mem / slot_bytes;
-        if (nbuf < 4) nbuf = 4;
-    }
-    e->nbuf = nbuf < e->nunits ? (int)nbuf : e->nunits;
-    e->buf_elems = maxg / 4;
-    e->bufmem = calloc((size_t)e->nbuf + 1, sizeof *e->bufmem);
-    e->bm = calloc((size_t)e->nbuf + 1, sizeof *e->bm);
-    e->bv = calloc((size_t)e->nbuf + 1, sizeof *e->bv);
-    e->bw = calloc((size_t)e->nbuf + 1, sizeof *e->bw);
-    e->bh = calloc((size_t)e->nbuf + 1, sizeof *e->bh);
-    e->bufpin = calloc((size_t)e->nbuf + 1, 1);
-    e->bufmem_bytes = slot_bytes;
-    if (!e->bufmem || !e->bm || !e->bv || !e->bw || !e->bh || !e->bufpin)
-        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    for (int k = 0; k < e->nbuf; k++) {
-        if (!(e->bufmem[k] = zt_aio_alloc((size_t)slot_bytes)))
-            return zt_error_set(ZT_ERR_NOMEM, "engine: cannot allocate %d swap buffers of %.1f "
-                                "MiB", e->nbuf, slot_bytes / 1048576.0);
-        memset(e->bufmem[k], 0, (size_t)slot_bytes);
-        e->bufpin[k] = (char)zt_host_pin(e->bufmem[k], (size_t)slot_bytes);
-        char *b = e->bufmem[k];
-        ZT_CHECK(zt_tensor_init(&e->bm[k], "swap_exp_avg", b, e->buf_elems, 1, 4, 1, NULL));
-        ZT_CHECK(zt_tensor_init(&e->bv[k], "swap_exp_avg_sq", b + maxg, e->buf_elems, 1, 4, 1,
-                                NULL));
-        if (e->par_nvme)
-            ZT_CHECK(zt_tensor_init(&e->bw[k], "swap_params", b + 2 * maxg, e->buf_elems, 1, 4,
-                                    1, NULL));
-        if (e->inf)
-            ZT_CHECK(zt_tensor_init_dtype(&e->bh[k], "swap_params16", b + 3 * maxg, e->buf_elems,
-                                          1, e->wdt, 1, NULL));
-    }
-    if (e->nunits > 0) {
-        ZT_CHECK(zt_tensor_init(&e->fordA, "swap_order_optim", NULL, e->nunits, 1, 4, e->nunits,
-                                NULL));
-        if (e->par_nvme)
-            ZT_CHECK(zt_tensor_init(&e->fordB, "swap_order_params", NULL, e->nunits, 1, 4,
-                                    e->nunits, NULL));
-    }
-    if (!c->offload_optimizer.pipeline_read || !c->offload_optimizer.pipeline_write)
-        ZT_CHECK(zt_tensor_init(&e->pipe, "swap_pipeline", NULL, 1, 1, 4, 1, NULL));
-    if (e->par_nvme) ZT_CHECK(zt_offload_write_params(e, NULL, NULL, rng0));
+    ZT_CHECK(open_files(e, o));
+    ZT_CHECK(make_buffers(e, o));
+    ZT_CHECK(make_order(e, o));
+    if (o->params) ZT_CHECK(zt_offload_write_params(e, NULL, NULL, rng0));
     ZT_LOG_I("offload: rank %d swaps %.1f MiB of %s through %d buffers%s of %.1f MiB (%s, "
-             "%s%s%s)", e->rank, e->nvme_bytes / 1048576.0,
-             e->par_nvme ? "optimizer state and parameter shards" : "optimizer state", e->nbuf,
+             "%s%s%s)", e->rank, o->file_bytes / 1048576.0,
+             o->params ? "optimizer state and parameter shards" : "optimizer state", o->nbuf,
              c->offload_optimizer.buffer_count == 0 ? " (auto)" : "",
-             slot_bytes / 1048576.0, zt_swap_engine_name(),
+             o->buf_bytes / 1048576.0, zt_swap_engine_name(),
              c->offload_optimizer.pipeline_read ? "reads pipelined" : "reads not pipelined",
              c->offload_optimizer.pipeline_write ? ", writes pipelined" : ", writes not pipelined",
-             e->fA.direct ? ", O_DIRECT" : ", buffered");
+             o->optim_file.direct ? ", O_DIRECT" : ", buffered");
     return ZT_OK;
 }
 
 void zt_offload_free(zt_engine_t e) {
-    if (e->swap_on) zt_swap_wait(); /* nothing still moves into the buffers freed here */
-    for (int k = 0; k < e->nbuf; k++) {
-        zt_tensor_free(e->bm[k]);
-        zt_tensor_free(e->bv[k]);
-        zt_tensor_free(e->bw[k]);
-        zt_tensor_free(e->bh[k]);
-        if (e->bufpin && e->bufpin[k]) zt_host_unpin(e->bufmem[k], (size_t)e->bufmem_bytes);
-        free(e->bufmem[k]);
+    struct zt_offload *o = e->offload;
+    if (!o) return;
+    for (int k = 0; k < o->nbuf; k++) {
+        zt_tensor_free(o->buf_m[k]);
+        zt_tensor_free(o->buf_v[k]);
+        zt_tensor_free(o->buf_w[k]);
+        zt_tensor_free(o->buf_w16[k]);
+        if (o->buf_pinned && o->buf_pinned[k]) zt_host_unpin(o->buf[k], (size_t)o->buf_bytes);
+        free(o->buf[k]);
     }
-    free(e->bufpin);
-    free(e->bm);
-    free(e->bv);
-    free(e->bw);
-    free(e->bh);
-    free(e->bufmem);
-    zt_tensor_free(e->fordA);
-    zt_tensor_free(e->fordB);
-    zt_tensor_free(e->pipe);
-    if (e->swap_on) zt_swap_free();
-    if (e->fA.path[0]) zt_swapfile_close(&e->fA);
-    if (e->fB.path[0]) zt_swapfile_close(&e->fB);
-    zt_swapdir_close(&e->dirA);
-    zt_swapdir_close(&e->dirB);
-    free(e->goffB);
-    free(e->ufirst);
-    free(e->units);
+    free(o->buf_pinned);
+    free(o->buf_m);
+    free(o->buf_v);
+    free(o->buf_w);
+    free(o->buf_w16);
+    free(o->buf);
+    zt_tensor_free(o->optim_order);
+    zt_tensor_free(o->param_order);
+    zt_tensor_free(o->pipeline);
+    if (o->optim_file.path[0]) zt_swapfile_close(&o->optim_file);
+    if (o->param_file.path[0]) zt_swapfile_close(&o->param_file);
+    zt_swapdir_close(&o->optim_dir);
+    zt_swapdir_close(&o->param_dir);
+    free(o);
+    e->offload = NULL;
 }

@@ -1,18 +1,24 @@
 /*
- * graph/rng.c: deterministic normal generator.
+ * graph/rng.c: the initializer's normal generator (splitmix64 + Box-Muller), independent of
+ * libc so that every platform and rank draws the same weights from the same seed.
  *
- * Layer: graph/ (behind zt_engine.h). No starpu_* call: work goes through tasks/.
+ * Layer: graph/, behind the engine (engine_impl.h). Pure arithmetic.
  */
-#include "engine_impl.h" /* struct zt_engine, internal functions */
-/* ---------------------------------------------------------------------------------------------
- * deterministic normal generator (splitmix64 + Box-Muller), independent of libc */
+#include <math.h>        /* sqrt, log, cos, sin, M_PI */
+#include "engine_impl.h" /* our prototypes */
+
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static double uniform01(uint64_t *s) { return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+/* a uniform double in (0, 1): the top 53 bits of a draw, centred in their interval */
+static double uniform01(uint64_t *s) {
+    return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+/* x[0..n) = normal(0, std), two values per pair of draws */
 void zt_rng_normal(float *x, int64_t n, float std, uint64_t *s) {
     for (int64_t i = 0; i < n; i += 2) {
         double u1 = uniform01(s), u2 = uniform01(s);
