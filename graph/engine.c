@@ -322,7 +322,8 @@ static enum zt_status own_tensor(zt_tensor_t *t, const char *name, void *ptr,
     int j0 = whole ? 0 : p->own0, j1 = whole ? p->nblk : p->own1;
     if (j1 <= j0) return ZT_OK;
     int64_t rows[ZT_PLAN_MAX_BLOCKS];
-    for (int j = j0; j < j1; j++) rows[j - j0] = zt_param_blk_row0(p, j + 1) - zt_param_blk_row0(p, j);
+    for (int j = j0; j < j1; j++)
+        rows[j - j0] = zt_param_blk_row0(p, j + 1) - zt_param_blk_row0(p, j);
     return zt_tensor_init_dtype(t, name, ptr, zt_param_blk_row0(p, j1) - zt_param_blk_row0(p, j0),
                                 p->cols, dt, j1 - j0, rows);
 }

@@ -248,7 +248,8 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
      * the loss scale (fp16: every gradient of the backward is that multiple of the true one) */
     float dscale = train ? 1.0f / ((float)m->B * (float)m->s.seq_len) : 0.0f;
     if (train && zt_engine_loss_scale(e) != 1.0f) dscale *= zt_engine_loss_scale(e);
-    FOR_BLK ZT_CHECK(zt_task_crossentropy(&c.opts, m->logits, m->losses[mb], b, m->targets, dscale));
+    FOR_BLK ZT_CHECK(zt_task_crossentropy(&c.opts, m->logits, m->losses[mb], b, m->targets,
+                                          dscale));
     if (!train) return ZT_OK;
     /* ---- backward ---- */
     struct zt_step_ctx cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, L, L, mb);

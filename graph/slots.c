@@ -60,20 +60,11 @@ void zt_slots_free(zt_engine_t e) {
 /* ---------------------------------------------------------------------------------------------
  * pools */
 
-/* shape classes and the slot pools: stage 3 gathers each non-persistent parameter into a slot of
- * its shape, min(stage3_max_live_parameters, stage3_prefetch_bucket_size) elements in all, shared
- * among the shapes in proportion to their elements, at least two slots per shape (a task may
- * read two parameters of one shape); stage >= 2 gradient slots start at one per shape and grow
- * when every slot waits for its bucket's reduction */
-enum zt_status zt_slots_init(zt_engine_t e) {
+/* the shape classes: one pool pair per distinct (rows, cols); count[c]: the non-persistent
+ * parameters of class c, *elems: their elements in all */
+static void make_classes(zt_engine_t e, int64_t *count, int64_t *elems) {
     struct zt_engine_slots *s = &e->slots;
-    s->value_pool = calloc((size_t)e->nparams, sizeof *s->value_pool);
-    s->grad_pool = calloc((size_t)e->nparams, sizeof *s->grad_pool);
-    if (!s->value_pool || !s->grad_pool)
-        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    int64_t *count = calloc((size_t)e->nparams, sizeof *count);
-    if (!count) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    int64_t enp = 0;
+    *elems = 0;
     for (int i = 0; i < e->nparams; i++) {
         struct zt_param *p = e->params[i];
         int c = 0;
@@ -89,37 +80,60 @@ enum zt_status zt_slots_init(zt_engine_t e) {
         p->shape_class = c;
         if (!p->persistent) {
             count[c]++;
-            enp += p->rows * p->cols;
+            *elems += p->rows * p->cols;
         }
     }
-    int64_t w = e->cfg.stage3_max_live_parameters < e->cfg.stage3_prefetch_bucket_size
-                    ? e->cfg.stage3_max_live_parameters : e->cfg.stage3_prefetch_bucket_size;
-    const struct zt_offload_cfg *op = &e->cfg.offload_param;
+}
+
+/* stage 3: the gathered-value window in elements, min(stage3_max_live_parameters,
+ * stage3_prefetch_bucket_size); with offload_param nvme the slots are the buffers the shards
+ * are read into: at most max_in_cpu and buffer_count x buffer_size elements, each parameter
+ * within one buffer (DeepSpeed) */
+static enum zt_status window_elems(const struct zt_engine *e, int64_t *out) {
+    const struct zt_config *c = &e->cfg;
+    int64_t w = c->stage3_max_live_parameters < c->stage3_prefetch_bucket_size
+                    ? c->stage3_max_live_parameters : c->stage3_prefetch_bucket_size;
+    const struct zt_offload_cfg *op = &c->offload_param;
     if (e->stage >= 3 && op->device == ZT_OFFLOAD_NVME) {
-        /* the gathered slots are the buffers the shards are read into: at most max_in_cpu and
-         * buffer_count x buffer_size elements, each parameter within one buffer (DeepSpeed) */
         int64_t cap = op->buffer_count * op->buffer_size;
         w = w < op->max_in_cpu ? w : op->max_in_cpu;
         w = w < cap ? w : cap;
         for (int i = 0; i < e->nparams; i++) {
             const struct zt_param *p = e->params[i];
-            if (!p->persistent && p->rows * p->cols > op->buffer_size) {
-                free(count);
+            if (!p->persistent && p->rows * p->cols > op->buffer_size)
                 return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param."
                                     "buffer_size is %lld elements, smaller than parameter %s "
-                                    "(%lld elements); raise it", e->cfg.path,
+                                    "(%lld elements); raise it", c->path,
                                     (long long)op->buffer_size, p->name,
                                     (long long)(p->rows * p->cols));
-            }
         }
     }
-    enum zt_status rc = ZT_OK;
+    *out = w;
+    return ZT_OK;
+}
+
+/* the slot pools: stage 3 gathers each non-persistent parameter into a slot of its shape, the
+ * window shared among the shapes in proportion to their elements, at least two slots per shape
+ * (a task may read two parameters of one shape); stage >= 2 gradient slots start at one per
+ * shape and grow when every slot waits for its bucket's reduction */
+enum zt_status zt_slots_init(zt_engine_t e) {
+    struct zt_engine_slots *s = &e->slots;
+    s->value_pool = calloc((size_t)e->nparams, sizeof *s->value_pool);
+    s->grad_pool = calloc((size_t)e->nparams, sizeof *s->grad_pool);
+    if (!s->value_pool || !s->grad_pool)
+        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    int64_t *count = calloc((size_t)e->nparams, sizeof *count);
+    if (!count) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    int64_t enp = 0, w = 0;
+    make_classes(e, count, &enp);
+    enum zt_status rc = window_elems(e, &w);
     for (int c = 0; c < s->nshapes && rc == ZT_OK; c++) {
         if (e->stage >= 3 && count[c] > 0) {
             int64_t k = (int64_t)((double)w * (double)count[c] / (double)enp);
             int64_t lo = count[c] < 2 ? count[c] : 2;
             k = k < lo ? lo : k > count[c] ? count[c] : k;
-            for (int64_t j = 0; j < k && rc == ZT_OK; j++) rc = pool_grow(&s->value_pool[c], "slot");
+            for (int64_t j = 0; j < k && rc == ZT_OK; j++)
+                rc = pool_grow(&s->value_pool[c], "slot");
         }
         if (e->stage >= 2 && rc == ZT_OK) rc = pool_grow(&s->grad_pool[c], "grad_slot");
     }

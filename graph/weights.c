@@ -45,7 +45,8 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
     float *tmp = NULL;
     for (int i = 0; i < e->nparams && rc == ZT_OK; i++) {
         struct zt_param *p = e->params[i];
-        if (zt_engine_partial_master(e, p) || e->mixed) { /* read it whole, keep what this rank holds */
+        /* read it whole, keep what this rank holds */
+        if (zt_engine_partial_master(e, p) || e->mixed) {
             float *t = realloc(tmp, (size_t)(p->rows * p->cols) * sizeof(float));
             if (!t) {
                 rc = zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory", path);
@@ -61,7 +62,7 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
         rc = zt_st_read_f32(&st, p->name, p->ndim, p->shape, zt_tensor_data(p->home));
         zt_tensor_release(p->home);
     }
-    if (rc == ZT_OK && zt_offload_has_params(e->offload)) { /* offloaded shards go to the swap file */
+    if (rc == ZT_OK && zt_offload_has_params(e->offload)) { /* to the swap file */
         rc = zt_runtime_wait_all();
         if (rc == ZT_OK) rc = zt_offload_write_params(e, &st, NULL, 0);
     }

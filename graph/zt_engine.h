@@ -126,11 +126,12 @@ float zt_engine_loss_scale(zt_engine_t e);
 enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step);
 /* Declare that no task submitted later in this micro-batch writes p's gradient (call it after
  * submitting each micro-batch's backward tasks for p; ctx: the context of the last of them,
- * which tags the reduction and ranks it among the last ones when its layer is <= 0). With zero_optimization.overlap_comm, the
- * reduction of p's bucket is submitted as soon as every parameter of the bucket is declared: at
- * stages 0-1 in the last micro-batch (the all-reduce of the sums, with several ranks), at stage
- * >= 2 in every micro-batch (a reduce-scatter into the gradient shards), so it overlaps the rest
- * of the backward. Optional: step_end reduces whatever was not declared. */
+ * which tags the reduction and ranks it among the last ones when its layer is <= 0). With
+ * zero_optimization.overlap_comm, the reduction of p's bucket is submitted as soon as every
+ * parameter of the bucket is declared: at stages 0-1 in the last micro-batch (the all-reduce of
+ * the sums, with several ranks), at stage >= 2 in every micro-batch (a reduce-scatter into the
+ * gradient shards), so it overlaps the rest of the backward. Optional: step_end reduces
+ * whatever was not declared. */
 enum zt_status zt_engine_grad_ready(zt_engine_t e, const struct zt_step_ctx *ctx,
                                     zt_param_t p);
 /* Reduce the gradients left (all-reduce at ZeRO stages 0-1, reduce-scatter at stages 2-3), then

@@ -307,7 +307,8 @@ static void check_by_hand(void) {
     for (int b = 0; b < 10; b++)
         ZT_TEST_TRUE(pl.blk_start[b] == starts[b], "hand plan: block %d at %lld", b,
                      (long long)pl.blk_start[b]);
-    ZT_TEST_TRUE(pl.flat_n == 9120 && pl.nblk == 9, "hand plan: %lld elements", (long long)pl.flat_n);
+    ZT_TEST_TRUE(pl.flat_n == 9120 && pl.nblk == 9, "hand plan: %lld elements",
+                 (long long)pl.flat_n);
     /* rank 1 starts at the first block at or after 4560: block 6 (5362) */
     ZT_TEST_TRUE(pl.shard_first_blk[1] == 6, "hand plan: rank 1's shard starts at block %d",
                  pl.shard_first_blk[1]);
