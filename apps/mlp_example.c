@@ -93,26 +93,29 @@ int main(int argc, char **argv) {
     for (int s = 1; s <= steps; s++) {
         /* 4. one step: begin (zero grads), forward/backward tasks, end (clip + AdamW), wait */
         if (zt_engine_step_begin(e, s)) goto fail;
-        struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_FORWARD, 0, 1, 0);
+        struct zt_step_ctx c = zt_engine_ctx(e, ZT_PRIO_FORWARD, 0, 1, 0);
+        const struct zt_task_opts *o = &c.opts;
         for (int b = 0; b < nb; b++) {
-            if (zt_task_load_batch(&o, in, tg, b, &tok, s, cfg.train_batch_size, 0) ||
-                zt_task_encoder_forward(&o, x, b, in, zt_param_value(emb), NULL) ||
-                zt_task_matmul_forward(&o, h, b, x, zt_param_value(w1), zt_param_value(b1)) ||
+            if (zt_task_load_batch(o, in, tg, b, &tok, s, cfg.train_batch_size, 0) ||
+                zt_task_encoder_forward(o, x, b, in, zt_param_value(&c, emb), NULL) ||
+                zt_task_matmul_forward(o, h, b, x, zt_param_value(&c, w1),
+                                       zt_param_value(&c, b1)) ||
                 user_task(&relu_forward_cl, h, hg, b) ||
-                zt_task_matmul_forward(&o, logits, b, hg, zt_param_value(w2), zt_param_value(b2)) ||
-                zt_task_crossentropy(&o, logits, losses, b, tg, 1.0f / (cfg.train_batch_size * T)) ||
-                zt_task_matmul_backward_inp(&o, dh, b, logits, zt_param_value(w2), 0) ||
+                zt_task_matmul_forward(o, logits, b, hg, zt_param_value(&c, w2),
+                                       zt_param_value(&c, b2)) ||
+                zt_task_crossentropy(o, logits, losses, b, tg, 1.0f / (cfg.train_batch_size * T)) ||
+                zt_task_matmul_backward_inp(o, dh, b, logits, zt_param_value(&c, w2), 0) ||
                 user_task(&relu_backward_cl, h, dh, b) ||
-                zt_task_matmul_backward_inp(&o, dx, b, dh, zt_param_value(w1), 0))
+                zt_task_matmul_backward_inp(o, dx, b, dh, zt_param_value(&c, w1), 0))
                 goto fail;
         }
-        for (int j = 0; j < zt_tensor_nblk(zt_param_grad(w2)); j++)
-            if (zt_task_matmul_backward_weight(&o, zt_param_grad(w2), j, hg, logits)) goto fail;
-        for (int j = 0; j < zt_tensor_nblk(zt_param_grad(w1)); j++)
-            if (zt_task_matmul_backward_weight(&o, zt_param_grad(w1), j, x, dh)) goto fail;
-        if (zt_task_matmul_backward_bias(&o, zt_param_grad(b2), logits) ||
-            zt_task_matmul_backward_bias(&o, zt_param_grad(b1), dh) ||
-            zt_task_encoder_backward(&o, zt_param_grad(emb), NULL, dx, in) ||
+        for (int j = 0; j < zt_tensor_nblk(zt_param_grad(&c, w2)); j++)
+            if (zt_task_matmul_backward_weight(o, zt_param_grad(&c, w2), j, hg, logits)) goto fail;
+        for (int j = 0; j < zt_tensor_nblk(zt_param_grad(&c, w1)); j++)
+            if (zt_task_matmul_backward_weight(o, zt_param_grad(&c, w1), j, x, dh)) goto fail;
+        if (zt_task_matmul_backward_bias(o, zt_param_grad(&c, b2), logits) ||
+            zt_task_matmul_backward_bias(o, zt_param_grad(&c, b1), dh) ||
+            zt_task_encoder_backward(o, zt_param_grad(&c, emb), NULL, dx, in) ||
             zt_engine_step_end(e))
             goto fail;
         struct zt_step_info info;

@@ -159,8 +159,10 @@ void zt_gpt2_free(zt_gpt2_t m) {
 /* ---------------------------------------------------------------------------------------------
  * one micro-batch */
 #define FOR_BLK for (int b = 0; b < nb; b++)
-#define V_(p) zt_param_value(p)
-#define G_(p) zt_param_grad(p)
+/* the value / gradient tensor of parameter p for a task submitted in context c (at stage 3 the
+ * engine gathers p here, tagged with c's layer and micro-batch) */
+#define V_(c, p) zt_param_value(c, p)
+#define G_(c, p) zt_param_grad(c, p)
 
 /* weight-gradient tasks of a weight: one per row block of it (they run in parallel), or with
  * 16-bit activations one for all its blocks: each task widens every activation block it reads,
@@ -171,9 +173,9 @@ static int wgrad_tasks(zt_gpt2_t m, zt_tensor_t g) {
 static int wgrad_blk(zt_gpt2_t m, int j) { return zt_engine_dtype(m->e) == ZT_DTYPE_F32 ? j : -1; }
 
 /* out = inp @ w + bias, per block; then all weight-gradient helpers */
-static enum zt_status linear_forward(const struct zt_task_opts *o, int nb, zt_tensor_t out,
+static enum zt_status linear_forward(const struct zt_step_ctx *c, int nb, zt_tensor_t out,
                                      zt_tensor_t inp, zt_param_t w, zt_param_t bias) {
-    FOR_BLK ZT_CHECK(zt_task_matmul_forward(o, out, b, inp, V_(w), V_(bias)));
+    FOR_BLK ZT_CHECK(zt_task_matmul_forward(&c->opts, out, b, inp, V_(c, w), V_(c, bias)));
     return ZT_OK;
 }
 
@@ -181,12 +183,13 @@ static enum zt_status linear_backward(zt_gpt2_t m, int layer, int mb, zt_tensor_
                                       zt_tensor_t dout, zt_tensor_t inp, zt_param_t w,
                                       zt_param_t bias) {
     int nb = zt_engine_nblk(m->e), L = m->s.n_layer;
-    struct zt_task_opts ob = zt_engine_opts(m->e, ZT_PRIO_BACKWARD, layer, L, mb);
-    struct zt_task_opts ow = zt_engine_opts(m->e, ZT_PRIO_WEIGHT_GRAD, layer, L, mb);
-    FOR_BLK ZT_CHECK(zt_task_matmul_backward_inp(&ob, dinp, b, dout, V_(w), 0));
-    for (int j = 0; j < wgrad_tasks(m, G_(w)); j++)
-        ZT_CHECK(zt_task_matmul_backward_weight(&ow, G_(w), wgrad_blk(m, j), inp, dout));
-    ZT_CHECK(zt_task_matmul_backward_bias(&ow, G_(bias), dout));
+    const struct zt_step_ctx cb = zt_engine_ctx(m->e, ZT_PRIO_BACKWARD, layer, L, mb);
+    const struct zt_step_ctx cw = zt_engine_ctx(m->e, ZT_PRIO_WEIGHT_GRAD, layer, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_matmul_backward_inp(&cb.opts, dinp, b, dout, V_(&cb, w), 0));
+    for (int j = 0; j < wgrad_tasks(m, G_(&cw, w)); j++)
+        ZT_CHECK(zt_task_matmul_backward_weight(&cw.opts, G_(&cw, w), wgrad_blk(m, j), inp,
+                                                dout));
+    ZT_CHECK(zt_task_matmul_backward_bias(&cw.opts, G_(&cw, bias), dout));
     return ZT_OK;
 }
 
@@ -194,11 +197,11 @@ static enum zt_status layernorm_backward(zt_gpt2_t m, int layer, int mb, zt_tens
                                          zt_tensor_t inp, zt_param_t w, zt_param_t bias,
                                          zt_tensor_t mean, zt_tensor_t rstd) {
     int nb = zt_engine_nblk(m->e), L = m->s.n_layer;
-    struct zt_task_opts ob = zt_engine_opts(m->e, ZT_PRIO_BACKWARD, layer, L, mb);
-    struct zt_task_opts ow = zt_engine_opts(m->e, ZT_PRIO_WEIGHT_GRAD, layer, L, mb);
-    FOR_BLK ZT_CHECK(zt_task_layernorm_backward(&ob, m->dres, m->lnpart, b, dout, inp, V_(w),
-                                                mean, rstd));
-    ZT_CHECK(zt_task_layernorm_param_reduce(&ow, G_(w), G_(bias), m->lnpart));
+    const struct zt_step_ctx cb = zt_engine_ctx(m->e, ZT_PRIO_BACKWARD, layer, L, mb);
+    const struct zt_step_ctx cw = zt_engine_ctx(m->e, ZT_PRIO_WEIGHT_GRAD, layer, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_layernorm_backward(&cb.opts, m->dres, m->lnpart, b, dout, inp,
+                                                V_(&cb, w), mean, rstd));
+    ZT_CHECK(zt_task_layernorm_param_reduce(&cw.opts, G_(&cw, w), G_(&cw, bias), m->lnpart));
     return ZT_OK;
 }
 
@@ -206,81 +209,89 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
                                   int train) {
     zt_engine_t e = m->e;
     int nb = zt_engine_nblk(e), L = m->s.n_layer, NH = m->s.n_head;
-    struct zt_task_opts o = zt_engine_opts(e, ZT_PRIO_IO, -1, L, mb);
+    struct zt_step_ctx c = zt_engine_ctx(e, ZT_PRIO_IO, -1, L, mb);
     /* rank r's micro-batch j holds rows (j * N + r) * Bm .. + Bm - 1 of the step's global batch
      * (README, "Data parallelism"): N ranks train on exactly the rows one rank would */
     const int N = zt_engine_world_size(e), r = zt_engine_rank(e);
-    FOR_BLK ZT_CHECK(zt_task_load_batch(&o, m->inputs, m->targets, b, tok, step, m->B,
+    FOR_BLK ZT_CHECK(zt_task_load_batch(&c.opts, m->inputs, m->targets, b, tok, step, m->B,
                                         (mb * N + r) * m->Bm));
     /* ---- forward ---- */
-    o = zt_engine_opts(e, ZT_PRIO_FORWARD, -1, L, mb);
-    FOR_BLK ZT_CHECK(zt_task_encoder_forward(&o, m->encoded, b, m->inputs, V_(m->wte), V_(m->wpe)));
+    c = zt_engine_ctx(e, ZT_PRIO_FORWARD, -1, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_encoder_forward(&c.opts, m->encoded, b, m->inputs, V_(&c, m->wte),
+                                             V_(&c, m->wpe)));
     zt_tensor_t res = m->encoded;
     for (int l = 0; l < L; l++) {
         struct zt_layer_acts *a = &m->la[l];
         zt_param_t *p = m->lp[l];
-        o = zt_engine_opts(e, ZT_PRIO_FORWARD, l, L, mb);
-        FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&o, a->ln1, a->ln1_mean, a->ln1_rstd, b, res,
-                                                   V_(p[P_LN1W]), V_(p[P_LN1B])));
-        ZT_CHECK(linear_forward(&o, nb, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB]));
-        FOR_BLK ZT_CHECK(zt_task_attention_forward(&o, a->atty, a->att, b, a->qkv, NH));
-        ZT_CHECK(linear_forward(&o, nb, m->proj, a->atty, p[P_ATTPW], p[P_ATTPB]));
-        FOR_BLK ZT_CHECK(zt_task_residual_forward(&o, a->res2, b, res, m->proj));
-        FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&o, a->ln2, a->ln2_mean, a->ln2_rstd, b,
-                                                   a->res2, V_(p[P_LN2W]), V_(p[P_LN2B])));
-        ZT_CHECK(linear_forward(&o, nb, a->fch, a->ln2, p[P_FCW], p[P_FCB]));
-        FOR_BLK ZT_CHECK(zt_task_gelu_forward(&o, a->fch_gelu, b, a->fch));
-        ZT_CHECK(linear_forward(&o, nb, m->proj, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
-        FOR_BLK ZT_CHECK(zt_task_residual_forward(&o, a->res3, b, a->res2, m->proj));
+        c = zt_engine_ctx(e, ZT_PRIO_FORWARD, l, L, mb);
+        const struct zt_task_opts *o = &c.opts;
+        FOR_BLK ZT_CHECK(zt_task_layernorm_forward(o, a->ln1, a->ln1_mean, a->ln1_rstd, b, res,
+                                                   V_(&c, p[P_LN1W]), V_(&c, p[P_LN1B])));
+        ZT_CHECK(linear_forward(&c, nb, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB]));
+        FOR_BLK ZT_CHECK(zt_task_attention_forward(o, a->atty, a->att, b, a->qkv, NH));
+        ZT_CHECK(linear_forward(&c, nb, m->proj, a->atty, p[P_ATTPW], p[P_ATTPB]));
+        FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res2, b, res, m->proj));
+        FOR_BLK ZT_CHECK(zt_task_layernorm_forward(o, a->ln2, a->ln2_mean, a->ln2_rstd, b,
+                                                   a->res2, V_(&c, p[P_LN2W]),
+                                                   V_(&c, p[P_LN2B])));
+        ZT_CHECK(linear_forward(&c, nb, a->fch, a->ln2, p[P_FCW], p[P_FCB]));
+        FOR_BLK ZT_CHECK(zt_task_gelu_forward(o, a->fch_gelu, b, a->fch));
+        ZT_CHECK(linear_forward(&c, nb, m->proj, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
+        FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res3, b, a->res2, m->proj));
         res = a->res3;
     }
-    o = zt_engine_opts(e, ZT_PRIO_FORWARD, L, L, mb);
-    FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&o, m->lnf, m->lnf_mean, m->lnf_rstd, b, res,
-                                               V_(m->lnfw), V_(m->lnfb)));
-    FOR_BLK ZT_CHECK(zt_task_matmul_t_forward(&o, m->logits, b, m->lnf, V_(m->wte)));
+    c = zt_engine_ctx(e, ZT_PRIO_FORWARD, L, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&c.opts, m->lnf, m->lnf_mean, m->lnf_rstd, b, res,
+                                               V_(&c, m->lnfw), V_(&c, m->lnfb)));
+    FOR_BLK ZT_CHECK(zt_task_matmul_t_forward(&c.opts, m->logits, b, m->lnf, V_(&c, m->wte)));
     /* d(mean over all B*T positions of the step)/dlogit: 1/(B*T) for every micro-batch, times
      * the loss scale (fp16: every gradient of the backward is that multiple of the true one) */
     float dscale = train ? 1.0f / ((float)m->B * (float)m->s.seq_len) : 0.0f;
     if (train && zt_engine_loss_scale(e) != 1.0f) dscale *= zt_engine_loss_scale(e);
-    FOR_BLK ZT_CHECK(zt_task_crossentropy(&o, m->logits, m->losses[mb], b, m->targets, dscale));
+    FOR_BLK ZT_CHECK(zt_task_crossentropy(&c.opts, m->logits, m->losses[mb], b, m->targets,
+                                          dscale));
     if (!train) return ZT_OK;
     /* ---- backward ---- */
-    struct zt_task_opts ob = zt_engine_opts(e, ZT_PRIO_BACKWARD, L, L, mb);
-    struct zt_task_opts ow = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, L, L, mb);
-    FOR_BLK ZT_CHECK(zt_task_matmul_t_backward_inp(&ob, m->dC, b, m->logits, V_(m->wte), 0));
-    for (int j = 0; j < wgrad_tasks(m, G_(m->wte)); j++)
-        ZT_CHECK(zt_task_matmul_t_backward_weight(&ow, G_(m->wte), wgrad_blk(m, j), m->logits,
-                                                  m->lnf));
-    ZT_CHECK(zt_task_zero(&ob, m->dres));
+    struct zt_step_ctx cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, L, L, mb);
+    struct zt_step_ctx cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, L, L, mb);
+    FOR_BLK ZT_CHECK(zt_task_matmul_t_backward_inp(&cb.opts, m->dC, b, m->logits,
+                                                   V_(&cb, m->wte), 0));
+    for (int j = 0; j < wgrad_tasks(m, G_(&cw, m->wte)); j++)
+        ZT_CHECK(zt_task_matmul_t_backward_weight(&cw.opts, G_(&cw, m->wte), wgrad_blk(m, j),
+                                                  m->logits, m->lnf));
+    ZT_CHECK(zt_task_zero(&cb.opts, m->dres));
     ZT_CHECK(layernorm_backward(m, L, mb, m->dC, res, m->lnfw, m->lnfb, m->lnf_mean,
                                 m->lnf_rstd));
     /* this micro-batch writes no more gradient of ln_f: its bucket may be reduced */
-    ZT_CHECK(zt_engine_grad_ready(e, m->lnfw));
-    ZT_CHECK(zt_engine_grad_ready(e, m->lnfb));
+    ZT_CHECK(zt_engine_grad_ready(e, &cw, m->lnfw));
+    ZT_CHECK(zt_engine_grad_ready(e, &cw, m->lnfb));
     for (int l = L - 1; l >= 0; l--) {
         struct zt_layer_acts *a = &m->la[l];
         zt_param_t *p = m->lp[l];
         zt_tensor_t res_in = l == 0 ? m->encoded : m->la[l - 1].res3;
-        ob = zt_engine_opts(e, ZT_PRIO_BACKWARD, l, L, mb);
+        cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, l, L, mb);
+        cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, l, L, mb);
         /* dres = d(res3): MLP branch */
         ZT_CHECK(linear_backward(m, l, mb, m->d4C, m->dres, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
-        FOR_BLK ZT_CHECK(zt_task_gelu_backward(&ob, m->d4C, b, a->fch));
+        FOR_BLK ZT_CHECK(zt_task_gelu_backward(&cb.opts, m->d4C, b, a->fch));
         ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d4C, a->ln2, p[P_FCW], p[P_FCB]));
         ZT_CHECK(layernorm_backward(m, l, mb, m->dC, a->res2, p[P_LN2W], p[P_LN2B], a->ln2_mean,
                                     a->ln2_rstd));
         /* dres = d(res2): attention branch */
         ZT_CHECK(linear_backward(m, l, mb, m->dC, m->dres, a->atty, p[P_ATTPW], p[P_ATTPB]));
-        FOR_BLK ZT_CHECK(zt_task_attention_backward(&ob, m->d3C, b, m->dC, a->qkv, a->att, NH));
+        FOR_BLK ZT_CHECK(zt_task_attention_backward(&cb.opts, m->d3C, b, m->dC, a->qkv, a->att,
+                                                    NH));
         ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d3C, a->ln1, p[P_QKVW], p[P_QKVB]));
         ZT_CHECK(layernorm_backward(m, l, mb, m->dC, res_in, p[P_LN1W], p[P_LN1B], a->ln1_mean,
                                     a->ln1_rstd));
         /* layer l is done: its bucket can be reduced while layers l-1..0 run backward */
-        for (int k = 0; k < P_NLAYER; k++) ZT_CHECK(zt_engine_grad_ready(e, p[k]));
+        for (int k = 0; k < P_NLAYER; k++) ZT_CHECK(zt_engine_grad_ready(e, &cw, p[k]));
     }
-    ow = zt_engine_opts(e, ZT_PRIO_WEIGHT_GRAD, 0, L, mb);
-    ZT_CHECK(zt_task_encoder_backward(&ow, G_(m->wte), G_(m->wpe), m->dres, m->inputs));
-    ZT_CHECK(zt_engine_grad_ready(e, m->wte));
-    ZT_CHECK(zt_engine_grad_ready(e, m->wpe));
+    cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, 0, L, mb);
+    ZT_CHECK(zt_task_encoder_backward(&cw.opts, G_(&cw, m->wte), G_(&cw, m->wpe), m->dres,
+                                      m->inputs));
+    ZT_CHECK(zt_engine_grad_ready(e, &cw, m->wte));
+    ZT_CHECK(zt_engine_grad_ready(e, &cw, m->wpe));
     return ZT_OK;
 }
 

@@ -71,14 +71,31 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
 /* Lay out and allocate every flat buffer, register the tensors, initialise parameters. */
 enum zt_status zt_engine_finalize(zt_engine_t e);
 
+/* Where the model is in the step when it submits a task: the task's priority class, its layer
+ * (-1: embeddings, 0..n_layer-1: blocks, n_layer: final norm and head; -1 when not per layer) of
+ * n_layer, and the micro-batch (-1 when none). The engine tags and prioritises the tasks it adds
+ * on behalf of the model's (stage-3 gathers, gradient slots, bucket reductions) from the context
+ * passed to zt_param_value, zt_param_grad and zt_engine_grad_ready: there is no hidden "current
+ * layer" in the engine. opts are the options of the model's own tasks in this context. */
+struct zt_step_ctx {
+    enum zt_prio_class cls;
+    int layer, n_layer, mb;
+    struct zt_task_opts opts;
+};
+/* The context (and task options: priority from sched/zt_sched.h, layer, micro-batch, step) for
+ * tasks of class c at layer `layer` of n_layer in micro-batch mb of the current step. */
+struct zt_step_ctx zt_engine_ctx(zt_engine_t e, enum zt_prio_class c, int layer, int n_layer,
+                                 int mb);
+
 /* The tensor the model's tasks read (value) and accumulate gradients into (grad), valid after
- * finalize. Call them when submitting each task, never keep the result: at ZeRO stage 3 the
- * value is a slot that zt_param_value fills by submitting an all-gather (tagged with the layer
- * and micro-batch of the latest zt_engine_opts) when the parameter is not gathered; at stage >= 2
+ * finalize. Call them when submitting each task (ctx: that task's context), never keep the
+ * result: at ZeRO stage 3 the value is a slot that zt_param_value fills by submitting an
+ * all-gather (tagged with ctx's layer and micro-batch, prioritised as a prefetch of the forward
+ * or, in a backward context, of the backward) when the parameter is not gathered; at stage >= 2
  * zt_param_grad gives a zeroed slot when the parameter has none since its last reduction. A task
  * may read at most two non-persistent parameters of one shape. NULL (error set) on failure. */
-zt_tensor_t zt_param_value(zt_param_t p);
-zt_tensor_t zt_param_grad(zt_param_t p);
+zt_tensor_t zt_param_value(const struct zt_step_ctx *ctx, zt_param_t p);
+zt_tensor_t zt_param_grad(const struct zt_step_ctx *ctx, zt_param_t p);
 const char *zt_param_name(zt_param_t p);
 int zt_param_ndim(zt_param_t p);
 const int64_t *zt_param_shape(zt_param_t p);
@@ -105,19 +122,18 @@ enum zt_dtype zt_engine_dtype(zt_engine_t e);
 /* The loss scale of the next step's backward (fp16; 1 otherwise): the model multiplies the
  * gradient of its loss by it. */
 float zt_engine_loss_scale(zt_engine_t e);
-/* Options for a task of class c at layer (-1 none) and micro-batch mb of the current step. */
-struct zt_task_opts zt_engine_opts(zt_engine_t e, enum zt_prio_class c, int layer, int n_layer,
-                                   int mb);
-
 /* Step lifecycle. step is 1-based; the lr is the config schedule's value for it. */
 enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step);
 /* Declare that no task submitted later in this micro-batch writes p's gradient (call it after
- * submitting each micro-batch's backward tasks for p). With zero_optimization.overlap_comm, the
- * reduction of p's bucket is submitted as soon as every parameter of the bucket is declared: at
- * stages 0-1 in the last micro-batch (the all-reduce of the sums, with several ranks), at stage
- * >= 2 in every micro-batch (a reduce-scatter into the gradient shards), so it overlaps the rest
- * of the backward. Optional: step_end reduces whatever was not declared. */
-enum zt_status zt_engine_grad_ready(zt_engine_t e, zt_param_t p);
+ * submitting each micro-batch's backward tasks for p; ctx: the context of the last of them,
+ * which tags the reduction and ranks it among the last ones when its layer is <= 0). With
+ * zero_optimization.overlap_comm, the reduction of p's bucket is submitted as soon as every
+ * parameter of the bucket is declared: at stages 0-1 in the last micro-batch (the all-reduce of
+ * the sums, with several ranks), at stage >= 2 in every micro-batch (a reduce-scatter into the
+ * gradient shards), so it overlaps the rest of the backward. Optional: step_end reduces
+ * whatever was not declared. */
+enum zt_status zt_engine_grad_ready(zt_engine_t e, const struct zt_step_ctx *ctx,
+                                    zt_param_t p);
 /* Reduce the gradients left (all-reduce at ZeRO stages 0-1, reduce-scatter at stages 2-3), then
  * the gradient norm, clipping and AdamW on the groups this rank updates (all at stage 0, its
  * shard at stages 1-3), then all-gather the updated shards (stages 1-2; at stage 3 only the

@@ -165,15 +165,20 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
                                 "outside the group's %lld moments", i,
                                 (long long)params[i].off, (long long)gblk);
     }
-    return zt_task_adamw_w(o, params, grads, n, NULL, m, v, g, 0, clip, hp, NULL, outs, NULL);
+    const struct zt_adamw_window win = {.params = params, .grads = grads, .n = n, .m = m,
+                                        .v = v, .g = g, .lo = 0, .clip = clip, .hp = hp,
+                                        .outs = outs};
+    return zt_task_adamw_window(o, &win);
 }
 
-enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
-                               const struct zt_block_ref *grads, int n, zt_tensor_t w,
-                               zt_tensor_t m, zt_tensor_t v, int g, int64_t lo,
-                               zt_tensor_t clip, const struct zt_adamw_hparams *hp,
-                               zt_tensor_t pipe, const struct zt_block_ref *outs,
-                               zt_tensor_t wout) {
+enum zt_status zt_task_adamw_window(const struct zt_task_opts *o,
+                                    const struct zt_adamw_window *win) {
+    const struct zt_block_ref *params = win->params, *grads = win->grads, *outs = win->outs;
+    const int n = win->n, g = win->g;
+    const int64_t lo = win->lo;
+    zt_tensor_t w = win->w, m = win->m, v = win->v, clip = win->clip, pipe = win->pipe;
+    zt_tensor_t wout = win->wout;
+    const struct zt_adamw_hparams *hp = win->hp;
     ZT_CHECK(zt_check_blk("zt_task_adamw", m, g));
     if (wout && (!w || zt_tensor_numel(wout) < zt_tensor_blk_rows(w, g) * zt_tensor_cols(w)))
         return zt_error_set(ZT_ERR_INVALID, "zt_task_adamw: the copy of w needs w and its size");

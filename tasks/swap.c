@@ -1,10 +1,10 @@
 /*
  * tasks/swap.c: swap_in / swap_out (NVMe offload) and the I/O threads that serve them.
  *
- * Layer: tasks/. A swap is not a codelet: zt_task_swap acquires its data handles asynchronously
- * (starpu_data_acquire_cb, in submission order like any task, so the graph's dependencies hold),
- * and once all are held the request goes to an I/O thread, which moves the bytes with the aio
- * engine and releases the handles; that starts the successors. No worker is involved at any
+ * Layer: tasks/. A swap is not a codelet: zt_task_swap_in/_out acquire its data handles
+ * asynchronously (starpu_data_acquire_cb, in submission order like any task, so the graph's
+ * dependencies hold), and once all are held the request goes to an I/O thread, which moves the
+ * bytes with the aio engine and releases the handles; that starts the successors. No worker is involved at any
  * point: a swap neither waits for a free worker (behind long matmuls) to start nor to end, and
  * a worker never sleeps in I/O.
  */
@@ -274,7 +274,7 @@ void swap_in_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
 void swap_out_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
 void ckpt_write_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
 
-/* queue r once every handle is acquired (the pending count as in zt_task_swap) */
+/* queue r once every handle is acquired (the pending count as in swap) */
 static void submit(struct req *r, const char *what) {
     /* ordered as StarPU orders the acquisitions */
     r->trace_id = zt_trace_submit(r->d, r->nh, r->prio);
@@ -327,12 +327,14 @@ enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_re
     return ZT_OK;
 }
 
-enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct zt_swapfile *f,
-                            const struct zt_swap_seg *segs, int n,
-                            const struct zt_block_ref *order, int norder, zt_tensor_t pipe) {
-    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: zt_swap_init not called");
+/* a swap request in either direction (out: blocks -> file) */
+static enum zt_status swap(const struct zt_task_opts *o, int out, const struct zt_swapfile *f,
+                           const struct zt_swap_seg *segs, int n, const struct zt_block_ref *order,
+                           int norder, zt_tensor_t pipe) {
+    const char *fn = out ? "zt_task_swap_out" : "zt_task_swap_in";
+    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "%s: zt_swap_init not called", fn);
     if (!f || n < 1 || !segs || norder < 0 || (norder > 0 && !order))
-        return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: bad arguments");
+        return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
     int maxh = n + norder + 1;
     struct req *r = calloc(1, sizeof *r + (size_t)maxh * sizeof(struct starpu_data_descr) +
                                   (size_t)n * (sizeof(int) + 3 * sizeof(int64_t)));
@@ -357,8 +359,8 @@ enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct 
         if (bytes < 0 || s->mem_off < 0 || s->len < 0 || s->file_off < 0 ||
             s->mem_off + s->len > bytes) {
             free(r);
-            return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: segment %d (block %d, %lld bytes "
-                                "at %lld) is outside its tensor block", i, s->blk,
+            return zt_error_set(ZT_ERR_INVALID, "%s: segment %d (block %d, %lld bytes at %lld) "
+                                "is outside its tensor block", fn, i, s->blk,
                                 (long long)s->len, (long long)s->mem_off);
         }
         r->segh[i] = add_handle(r, zt_tensor_handle(s->t, s->blk), out ? STARPU_R : STARPU_W);
@@ -369,7 +371,7 @@ enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct 
     for (int i = 0; i < norder; i++) {
         if (!order[i].t || order[i].blk < 0 || order[i].blk >= zt_tensor_nblk(order[i].t)) {
             free(r);
-            return zt_error_set(ZT_ERR_INVALID, "zt_task_swap: order block %d is invalid", i);
+            return zt_error_set(ZT_ERR_INVALID, "%s: order block %d is invalid", fn, i);
         }
         add_handle(r, zt_tensor_handle(order[i].t, order[i].blk), out ? STARPU_RW : STARPU_R);
     }
@@ -378,4 +380,16 @@ enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct 
     snprintf(what, sizeof what, "swap file %s", f->path);
     submit(r, what);
     return ZT_OK;
+}
+
+enum zt_status zt_task_swap_in(const struct zt_task_opts *o, const struct zt_swapfile *f,
+                               const struct zt_swap_seg *segs, int n,
+                               const struct zt_block_ref *order, int norder, zt_tensor_t pipe) {
+    return swap(o, 0, f, segs, n, order, norder, pipe);
+}
+
+enum zt_status zt_task_swap_out(const struct zt_task_opts *o, const struct zt_swapfile *f,
+                                const struct zt_swap_seg *segs, int n,
+                                const struct zt_block_ref *order, int norder, zt_tensor_t pipe) {
+    return swap(o, 1, f, segs, n, order, norder, pipe);
 }

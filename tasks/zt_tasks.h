@@ -146,21 +146,31 @@ enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block
                              const struct zt_block_ref *grads, int n, zt_tensor_t m,
                              zt_tensor_t v, int g, zt_tensor_t clip,
                              const struct zt_adamw_hparams *hp, const struct zt_block_ref *outs);
-/* Same on a window of the group: block g of m, v (and w) holds the group's elements [lo, lo +
- * block size), and each listed block (which must overlap the window) is updated on its part
- * inside it, so a large group can be updated piece by piece in small buffers (AdamW is
- * elementwise: the pieces give the same bits as the whole). The values of a parameter block whose
- * params[i].t is NULL live in w, laid out like m and v. pipe: an optional token accessed RW
- * (serializes the task with swap tasks, zt_task_swap). outs: as for zt_task_adamw, for the blocks
- * in memory (entries of blocks in w are ignored); wout (NULL or a tensor of at least w's block
- * size, typically bf16/fp16): the updated values of the blocks in w, laid out like w (mixed
- * precision with parameters on NVMe: the working copy swapped out to the parameter file). */
-enum zt_status zt_task_adamw_w(const struct zt_task_opts *o, const struct zt_block_ref *params,
-                               const struct zt_block_ref *grads, int n, zt_tensor_t w,
-                               zt_tensor_t m, zt_tensor_t v, int g, int64_t lo,
-                               zt_tensor_t clip, const struct zt_adamw_hparams *hp,
-                               zt_tensor_t pipe, const struct zt_block_ref *outs,
-                               zt_tensor_t wout);
+/* AdamW on a window of an optimizer group (zt_task_adamw_window): block g of m, v (and w) holds
+ * the group's elements [lo, lo + block size), and each listed block (which must overlap the
+ * window) is updated on its part inside it, so a large group can be updated piece by piece in
+ * small buffers (AdamW is elementwise: the pieces give the same bits as the whole). */
+struct zt_adamw_window {
+    const struct zt_block_ref *params; /* [n] parameter blocks, .off their first element in the
+                                        * group; .t NULL: the block's values live in w */
+    const struct zt_block_ref *grads;  /* [n] their gradient blocks */
+    int n;
+    zt_tensor_t m, v;       /* the moments (fp32), block g */
+    zt_tensor_t w;          /* optional: values of the blocks not in memory, laid out like m */
+    int g;
+    int64_t lo;             /* the group element at the start of block g */
+    zt_tensor_t clip;       /* optional: as for zt_task_adamw */
+    const struct zt_adamw_hparams *hp;
+    zt_tensor_t pipe;       /* optional token accessed RW (serializes the task with swaps) */
+    const struct zt_block_ref *outs; /* optional: as for zt_task_adamw, for the blocks in memory
+                                      * (entries of blocks in w are ignored) */
+    zt_tensor_t wout;       /* optional, at least w's block size (typically bf16/fp16): the
+                             * updated values of the blocks in w, laid out like w (mixed
+                             * precision with parameters on NVMe: the working copy swapped out
+                             * to the parameter file) */
+};
+enum zt_status zt_task_adamw_window(const struct zt_task_opts *o,
+                                    const struct zt_adamw_window *a);
 
 /* ---- swap (NVMe offload) ---- A swap moves segments between tensor blocks and a swap file
  * (io/zt_swapdir.h) through the asynchronous I/O engine (io/zt_aio.h). It takes its place in the
@@ -203,13 +213,17 @@ void zt_swap_wait(void);
 typedef void (*zt_io_fn)(void *ctx, void *const *ptrs);
 enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_ref *refs, int n,
                           int64_t bytes, zt_io_fn fn, void *ctx);
-/* out = 0: swap_in (file -> blocks, the blocks written), 1: swap_out (blocks -> file, read).
- * order: blocks accessed RW to order the file's regions across tasks (may be NULL); pipe: an
- * optional RW token serializing the task with others. Swap-outs must be 4096-aligned (memory,
- * length, offset); swap-ins may be unaligned (a bounce buffer is used). */
-enum zt_status zt_task_swap(const struct zt_task_opts *o, int out, const struct zt_swapfile *f,
-                            const struct zt_swap_seg *segs, int n,
-                            const struct zt_block_ref *order, int norder, zt_tensor_t pipe);
+/* swap_in: the segments from the file into the blocks (the blocks written); swap_out: the
+ * blocks into the file (the blocks read). order: blocks that order the file's regions across
+ * tasks (may be NULL): a swap-out takes them RW, a swap-in R; pipe: an optional RW token
+ * serializing the task with others. Swap-outs must be 4096-aligned (memory, length, offset);
+ * swap-ins may be unaligned (a bounce buffer is used). */
+enum zt_status zt_task_swap_in(const struct zt_task_opts *o, const struct zt_swapfile *f,
+                               const struct zt_swap_seg *segs, int n,
+                               const struct zt_block_ref *order, int norder, zt_tensor_t pipe);
+enum zt_status zt_task_swap_out(const struct zt_task_opts *o, const struct zt_swapfile *f,
+                                const struct zt_swap_seg *segs, int n,
+                                const struct zt_block_ref *order, int norder, zt_tensor_t pipe);
 
 /* ---- collectives (MPI, host memory) ---- on the blocks refs[0..n) (of any tensors, anywhere
  * in memory), taken in list order. part[2r], part[2r+1] is the range of block indices that rank

@@ -1,0 +1,209 @@
+/*
+ * graph/weights.c: weights in and out under their Hugging Face names (safetensors): load into
+ * whatever this rank holds, export the values or the gradient sums (consolidating the ranks'
+ * shards first where the state is partitioned).
+ *
+ * Layer: graph/, behind the engine (engine_impl.h); the file format is io/zt_safetensors.h.
+ */
+#include <stdlib.h>         /* calloc, realloc, free */
+#include <string.h>         /* memcpy */
+#include "engine_impl.h"    /* struct zt_engine, the ZeRO plan, the offload */
+#include "zt_comm.h"        /* zt_comm_sum_double */
+#include "zt_safetensors.h" /* zt_st_* */
+
+/* what an export writes */
+enum tensors { VALUES, GRADS };
+
+/* ---------------------------------------------------------------------------------------------
+ * load */
+
+/* p's values from the whole tensor v (fp32): the master blocks this rank keeps, and the working
+ * copy rounded (mixed precision). Between steps only. */
+enum zt_status zt_weights_set_values(zt_engine_t e, struct zt_param *p, const float *v) {
+    const float *own = v + zt_param_blk_row0(p, p->own0) * p->cols;
+    if (p->home) {
+        ZT_CHECK(zt_tensor_acquire(p->home, 1));
+        int pm = zt_engine_partial_master(e, p);
+        memcpy(zt_tensor_data(p->home), pm ? own : v,
+               (size_t)(pm ? zt_param_own_elems(p) : p->rows * p->cols) * sizeof(float));
+        zt_tensor_release(p->home);
+    }
+    if (p->work) {
+        ZT_CHECK(zt_tensor_acquire(p->work, 1));
+        int ph = zt_engine_partial_values(e, p);
+        zt_dtype_from_f32(e->work_dtype, zt_tensor_data(p->work), ph ? own : v,
+                          (size_t)(ph ? zt_param_own_elems(p) : p->rows * p->cols));
+        zt_tensor_release(p->work);
+    }
+    return ZT_OK;
+}
+
+enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
+    struct zt_safetensors st;
+    ZT_CHECK(zt_st_open(&st, path));
+    enum zt_status rc = ZT_OK;
+    float *tmp = NULL;
+    for (int i = 0; i < e->nparams && rc == ZT_OK; i++) {
+        struct zt_param *p = e->params[i];
+        /* read it whole, keep what this rank holds */
+        if (zt_engine_partial_master(e, p) || e->mixed) {
+            float *t = realloc(tmp, (size_t)(p->rows * p->cols) * sizeof(float));
+            if (!t) {
+                rc = zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory", path);
+                break;
+            }
+            tmp = t;
+            rc = zt_st_read_f32(&st, p->name, p->ndim, p->shape, tmp);
+            if (rc == ZT_OK) rc = zt_weights_set_values(e, p, tmp);
+            continue;
+        }
+        rc = zt_tensor_acquire(p->home, 1);
+        if (rc != ZT_OK) break;
+        rc = zt_st_read_f32(&st, p->name, p->ndim, p->shape, zt_tensor_data(p->home));
+        zt_tensor_release(p->home);
+    }
+    if (rc == ZT_OK && zt_offload_has_params(e->offload)) { /* to the swap file */
+        rc = zt_runtime_wait_all();
+        if (rc == ZT_OK) rc = zt_offload_write_params(e, &st, NULL, 0);
+    }
+    free(tmp);
+    zt_st_close(&st);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * export */
+
+/* A whole copy of the values or gradient sums on every rank when this rank holds only its
+ * blocks of them (stage 3 values, mixed-precision masters at stage >= 1, stage >= 2 gradients,
+ * stage 1's reduce-scattered sums): each rank copies its blocks into a temporary tensor in the
+ * flat layout, then the blocks are all-gathered bucket by bucket. *out is NULL when the rank's
+ * own tensors are whole already. */
+static int partitioned(const struct zt_engine *e, enum tensors which) {
+    if (which == GRADS) return !(e->stage < 2 && !e->mixed && !zt_engine_scattered_sums(e));
+    return e->mixed ? e->stage >= 1 : e->stage >= 3;
+}
+
+/* this rank's blocks of the values or gradients (widened to fp32) into dst, the flat layout */
+static enum zt_status copy_own(zt_engine_t e, enum tensors which, float *dst) {
+    enum zt_status rc = ZT_OK;
+    if (which == VALUES && zt_offload_has_params(e->offload)) {
+        for (int i = 0; i < e->nparams && rc == ZT_OK; i++) {
+            const struct zt_param *p = e->params[i]; /* offloaded shards: from the swap file */
+            for (int j = p->own0; p->offloaded && j < p->own1 && rc == ZT_OK; j++) {
+                const int b = p->first_blk + j;
+                rc = zt_offload_read_values(e, b, dst + e->plan.blk_start[b]);
+            }
+        }
+    }
+    for (int i = 0; i < e->nparams && rc == ZT_OK; i++) {
+        const struct zt_param *p = e->params[i];
+        zt_tensor_t src = which == GRADS ? p->grad_sums : p->home;
+        if (!src) continue;
+        const int whole =
+            which == GRADS ? !zt_engine_partial_grads(e) : !zt_engine_partial_master(e, p);
+        ZT_CHECK(zt_tensor_acquire(src, 0));
+        const int64_t at = p->off + (whole ? 0 : zt_param_blk_row0(p, p->own0) * p->cols);
+        /* gradients in mixed precision: widened (exact) into the fp32 copy */
+        zt_dtype_to_f32(zt_tensor_dtype(src), dst + at, zt_tensor_data(src),
+                        (size_t)(whole ? p->rows * p->cols : zt_param_own_elems(p)));
+        zt_tensor_release(src);
+    }
+    return rc;
+}
+
+static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t *out) {
+    *out = NULL;
+    if (!partitioned(e, which)) return ZT_OK;
+    const struct zt_zero_plan *pl = &e->plan;
+    int64_t *rows = calloc((size_t)pl->nblk, sizeof *rows);
+    if (!rows) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    for (int b = 0; b < pl->nblk; b++) rows[b] = pl->blk_start[b + 1] - pl->blk_start[b];
+    enum zt_status rc = zt_tensor_init(out, which == GRADS ? "gathered_grads" : "gathered_params",
+                                       NULL, pl->flat_n, 1, sizeof(float), pl->nblk, rows);
+    free(rows);
+    ZT_CHECK(rc);
+    if (which == VALUES && zt_offload_has_params(e->offload)) { /* the file is current */
+        rc = zt_runtime_wait_all();
+        zt_swap_wait();
+    }
+    if (rc == ZT_OK) rc = zt_tensor_acquire(*out, 1);
+    if (rc == ZT_OK) {
+        rc = copy_own(e, which, zt_tensor_data(*out));
+        zt_tensor_release(*out);
+    }
+    if (rc == ZT_OK && e->size > 1) { /* the temporary's blocks are the engine's blocks */
+        struct zt_block_ref *refs = calloc((size_t)pl->nblk, sizeof *refs);
+        if (!refs) rc = zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+        for (int b = 0; refs && b < pl->nblk; b++) refs[b] = (struct zt_block_ref){*out, b, 0};
+        const struct zt_step_ctx ctx = zt_engine_own_ctx(e, ZT_PRIO_DEFAULT);
+        if (rc == ZT_OK)
+            rc = zt_engine_allgather_buckets(e, &ctx.opts, pl->reduce_bucket, pl->nreduce, refs);
+        free(refs);
+    }
+    if (rc == ZT_OK) rc = zt_runtime_wait_all();
+    if (rc != ZT_OK) {
+        zt_tensor_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static enum zt_status write_tensors(zt_engine_t e, const char *path, enum tensors which,
+                                    zt_tensor_t whole);
+
+/* Rank 0 writes (after gathering what the ranks hold in parts); the outcome is shared so that
+ * all ranks succeed or fail together. */
+static enum zt_status save_tensors(zt_engine_t e, const char *path, enum tensors which) {
+    zt_tensor_t whole = NULL;
+    enum zt_status rc = consolidate(e, which, &whole);
+    if (rc == ZT_OK && e->rank == 0) rc = write_tensors(e, path, which, whole);
+    zt_tensor_free(whole);
+    if (e->size > 1) {
+        double bad = rc != ZT_OK;
+        ZT_CHECK(zt_comm_sum_double(&bad));
+        if (bad > 0 && rc == ZT_OK)
+            rc = zt_error_set(ZT_ERR_IO, "safetensors %s: rank 0 could not write it", path);
+    }
+    return rc;
+}
+
+static enum zt_status write_tensors(zt_engine_t e, const char *path, enum tensors which,
+                                    zt_tensor_t whole) {
+    struct zt_st_entry *ent = calloc((size_t)e->nparams, sizeof *ent);
+    if (!ent) return zt_error_set(ZT_ERR_NOMEM, "export %s: out of memory", path);
+    enum zt_status rc = ZT_OK;
+    int acq = 0;
+    if (whole) rc = zt_tensor_acquire(whole, 0);
+    for (; acq < e->nparams && rc == ZT_OK; acq++) {
+        struct zt_param *p = e->params[acq];
+        ent[acq].name = p->name;
+        ent[acq].ndim = p->ndim;
+        memcpy(ent[acq].shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+        if (whole) {
+            ent[acq].data = (const float *)zt_tensor_data(whole) + p->off;
+            continue;
+        }
+        zt_tensor_t t = which == GRADS ? p->grad_sums : p->home;
+        rc = zt_tensor_acquire(t, 0);
+        if (rc != ZT_OK) break;
+        ent[acq].data = zt_tensor_data(t);
+    }
+    if (rc == ZT_OK) rc = zt_st_write_f32(path, ent, e->nparams, NULL);
+    if (whole) {
+        zt_tensor_release(whole);
+    } else {
+        for (int i = 0; i < acq; i++)
+            zt_tensor_release(which == GRADS ? e->params[i]->grad_sums : e->params[i]->home);
+    }
+    free(ent);
+    return rc;
+}
+
+enum zt_status zt_engine_save_safetensors(zt_engine_t e, const char *path) {
+    return save_tensors(e, path, VALUES);
+}
+
+enum zt_status zt_engine_save_grads_safetensors(zt_engine_t e, const char *path) {
+    return save_tensors(e, path, GRADS);
+}
