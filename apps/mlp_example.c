@@ -40,7 +40,8 @@ static struct starpu_codelet relu_backward_cl = {
 static enum zt_status user_task(struct starpu_codelet *cl, zt_tensor_t a, zt_tensor_t b, int blk) {
     int rc = starpu_task_insert(cl, STARPU_R, zt_tensor_handle(a, blk), cl->modes[1],
                                 zt_tensor_handle(b, blk), 0);
-    return rc == 0 ? ZT_OK : zt_error_set(ZT_ERR_RUNTIME, "%s: starpu_task_insert: %d", cl->name, rc);
+    return rc == 0 ? ZT_OK
+                   : zt_error_set(ZT_ERR_RUNTIME, "%s: starpu_task_insert: %d", cl->name, rc);
 }
 
 int main(int argc, char **argv) {

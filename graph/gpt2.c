@@ -93,7 +93,8 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
             {"attn.c_proj.weight", 2, 1, 1, ZT_INIT_NORMAL, 1},
             {"attn.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
             {"ln_2.weight", 1, 1, 0, ZT_INIT_ONE, 0},      {"ln_2.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
-            {"mlp.c_fc.weight", 2, 1, 4, ZT_INIT_NORMAL, 0}, {"mlp.c_fc.bias", 1, 4, 0, ZT_INIT_ZERO, 0},
+            {"mlp.c_fc.weight", 2, 1, 4, ZT_INIT_NORMAL, 0},
+            {"mlp.c_fc.bias", 1, 4, 0, ZT_INIT_ZERO, 0},
             {"mlp.c_proj.weight", 2, 4, 1, ZT_INIT_NORMAL, 1},
             {"mlp.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
         };

@@ -4,9 +4,9 @@
  * Layer: tasks/. A swap is not a codelet: zt_task_swap_in/_out acquire its data handles
  * asynchronously (starpu_data_acquire_cb, in submission order like any task, so the graph's
  * dependencies hold), and once all are held the request goes to an I/O thread, which moves the
- * bytes with the aio engine and releases the handles; that starts the successors. No worker is involved at any
- * point: a swap neither waits for a free worker (behind long matmuls) to start nor to end, and
- * a worker never sleeps in I/O.
+ * bytes with the aio engine and releases the handles; that starts the successors. No worker is
+ * involved at any point: a swap neither waits for a free worker (behind long matmuls) to start
+ * nor to end, and a worker never sleeps in I/O.
  */
 #include <pthread.h>       /* pthread_* */
 #include <stdlib.h>        /* calloc */

@@ -5,8 +5,8 @@
  * STARPU_NAME (tasks/task_kinds.c), the codelets and their perf models (tasks/registry.c), and
  * each kind's class (what resource it occupies: compute, communication, swap, checkpoint or data
  * loading) and phase (for compute: forward, backward, weight gradient or optimizer; NONE
- * otherwise), which the trace tools use to sort tasks. Add a kind here (name, class, phase) and write its
- * <kind>_cpu implementation; everything else follows.
+ * otherwise), which the trace tools use to sort tasks. Add a kind here (name, class, phase) and
+ * write its <kind>_cpu implementation; everything else follows.
  */
 #ifndef ZT_TASK_KINDS_H
 #define ZT_TASK_KINDS_H
