@@ -12,7 +12,7 @@
 #include <math.h>       /* isfinite */
 #include <stdio.h>      /* printf, fopen */
 #include <string.h>     /* strcmp, strerror */
-#include <time.h>       /* clock_gettime */
+#include "zt_clock.h"   /* zt_clock_ms */
 #include <unistd.h>     /* sysconf */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zerotask.h"   /* everything public */
@@ -141,12 +141,6 @@ struct train_run {
     struct pending_save pending;
 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static double mib(int64_t bytes) { return bytes / 1048576.0; }
 
 // ----------------------------------------------------------------------------
@@ -169,12 +163,12 @@ static int fail(int exit_code) {
 /* Every rank passes its start-up outcome (0 or an exit code); all learn whether any failed, so
  * no rank goes on into a collective that the failed one will never reach. */
 static int agree(int code) {
-    double bad = code != 0;
-    if (zt_comm_sum_double(&bad) != ZT_OK) return code ? code : 1;
-    if (bad > 0 && code == 0) {
+    int nfailed = 0;
+    if (zt_comm_count_failed(code != 0, &nfailed) != ZT_OK) return code ? code : 1;
+    if (nfailed > 0 && code == 0) {
         if (zt_comm_rank() == 0)
-            fprintf(stderr, "zerotask: error: stopping: %.0f rank(s) failed at start-up (see "
-                            "their messages)\n", bad);
+            fprintf(stderr, "zerotask: error: stopping: %d rank(s) failed at start-up (see "
+                            "their messages)\n", nfailed);
         return 1;
     }
     return code;
@@ -370,9 +364,9 @@ static enum zt_status build_model(struct train_run *r) {
      * much later than the others the last rank got here */
     double together = 0;
     ZT_CHECK(zt_comm_sum_double(&together));
-    double t0 = now_ms();
+    double t0 = zt_clock_ms();
     ZT_CHECK(zt_checkpoint_load(r->engine, r->resume_tag, &r->resume_info));
-    r->load_ms = now_ms() - t0;
+    r->load_ms = zt_clock_ms() - t0;
     return ZT_OK;
 }
 
@@ -507,10 +501,10 @@ static enum zt_status begin_save(struct train_run *r, int64_t s) {
              "%lld, \"tokens_per_step\": %lld, \"tokens_consumed\": %lld}}", sh->vocab_size,
              sh->seq_len, sh->n_embd, sh->n_layer, sh->n_head, (long long)(s + 1),
              (long long)r->tokens_per_step, (long long)(s * r->tokens_per_step));
-    double t0 = now_ms();
+    double t0 = zt_clock_ms();
     ZT_CHECK(zt_checkpoint_save_begin(r->engine, r->save_dir, s, extra, r->cfg.ckpt_keep_last,
                                       &r->saving));
-    r->pending = (struct pending_save){.step = s, .begin_ms = now_ms() - t0, .dir = r->save_dir};
+    r->pending = (struct pending_save){.step = s, .begin_ms = zt_clock_ms() - t0, .dir = r->save_dir};
     return ZT_OK;
 }
 
@@ -519,11 +513,11 @@ static enum zt_status begin_save(struct train_run *r, int64_t s) {
 static enum zt_status finish_save(struct train_run *r) {
     const struct pending_save *ps = &r->pending;
     struct zt_save_info si = {0};
-    double t0 = now_ms();
+    double t0 = zt_clock_ms();
     enum zt_status rc = zt_checkpoint_save_end(r->saving, &si);
     r->saving = NULL;
     if (rc != ZT_OK || !r->talk) return rc;
-    double held = ps->begin_ms + (now_ms() - t0);
+    double held = ps->begin_ms + (zt_clock_ms() - t0);
     printf("checkpoint %s/step%lld saved: %.1f MiB per rank written in %.0f ms (%.0f MB/s) "
            "alongside training, which it held %.1f ms\n", ps->dir, (long long)ps->step,
            mib(si.bytes), si.write_ms, si.write_ms > 0 ? si.bytes / (si.write_ms * 1e3) : 0.0,
@@ -571,14 +565,14 @@ static int save_due(const struct train_run *r, int64_t s) {
 
 static enum zt_status train_step(struct train_run *r, int64_t s) {
     const struct train_options *o = &r->opt;
-    double t0 = now_ms(), loss;
+    double t0 = zt_clock_ms(), loss;
     struct zt_step_info info;
     ZT_CHECK(zt_gpt2_step_submit(r->model, &r->tokens, s, 1));
     ZT_CHECK(zt_gpt2_step_wait(r->model, &loss, &info));
     /* the save begun after the step before was written during this one: publish it */
     if (r->saving) ZT_CHECK(finish_save(r));
     if (save_due(r, s)) ZT_CHECK(begin_save(r, s));
-    double ms = now_ms() - t0; /* a save's share of the loop's time included */
+    double ms = zt_clock_ms() - t0; /* a save's share of the loop's time included */
     if (s == r->first_step && r->cfg.zero_stage >= 2) { /* the gradient window grew to its size */
         zt_engine_memory(r->engine, &r->mem);
         ZT_CHECK(check_budget(&r->mem, r->rank));

@@ -12,7 +12,7 @@
 #include <string.h>          /* strcmp, strlen */
 #include "checkpoint_impl.h" /* this room's shared declarations */
 #include "zt_ckpt_dir.h"     /* the directory protocol */
-#include "zt_comm.h"         /* zt_comm_sum_double */
+#include "zt_comm.h"         /* zt_comm_count_failed */
 #include "zt_file.h"         /* zt_file_replace */
 #include "zt_log.h"          /* ZT_LOG_I */
 
@@ -20,11 +20,11 @@
 
 enum zt_status zt_checkpoint_agree(enum zt_status rc, const char *what, const char *path) {
     if (zt_comm_size() == 1) return rc;
-    double bad = rc != ZT_OK;
-    enum zt_status crc = zt_comm_sum_double(&bad);
+    int nfailed = 0;
+    enum zt_status crc = zt_comm_count_failed(rc != ZT_OK, &nfailed);
     if (rc != ZT_OK) return rc;
     if (crc != ZT_OK) return crc;
-    if (bad > 0)
+    if (nfailed > 0)
         return zt_error_set(ZT_ERR_IO, "checkpoint %s: %s failed on another rank (see its "
                             "message)", path, what);
     return ZT_OK;

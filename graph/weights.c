@@ -8,7 +8,7 @@
 #include <stdlib.h>         /* calloc, realloc, free */
 #include <string.h>         /* memcpy */
 #include "engine_impl.h"    /* struct zt_engine, the ZeRO plan, the offload */
-#include "zt_comm.h"        /* zt_comm_sum_double */
+#include "zt_comm.h"        /* zt_comm_count_failed */
 #include "zt_safetensors.h" /* zt_st_* */
 
 /* what an export writes */
@@ -160,9 +160,9 @@ static enum zt_status save_tensors(zt_engine_t e, const char *path, enum tensors
     if (rc == ZT_OK && e->rank == 0) rc = write_tensors(e, path, which, whole);
     zt_tensor_free(whole);
     if (e->size > 1) {
-        double bad = rc != ZT_OK;
-        ZT_CHECK(zt_comm_sum_double(&bad));
-        if (bad > 0 && rc == ZT_OK)
+        int nfailed = 0;
+        ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed));
+        if (nfailed > 0 && rc == ZT_OK)
             rc = zt_error_set(ZT_ERR_IO, "safetensors %s: rank 0 could not write it", path);
     }
     return rc;

@@ -9,7 +9,7 @@
 #include <stdio.h>   /* snprintf */
 #include <stdlib.h>  /* calloc, free */
 #include <string.h>  /* memmove, strlen */
-#include <time.h>    /* clock_gettime */
+#include "zt_clock.h" /* zt_clock_ms */
 #include "zt_aio.h"  /* zt_aio_write_stream, zt_aio_alloc */
 
 #define STAGE_BYTES (8 << 20) /* one staging buffer: large direct writes */
@@ -39,12 +39,6 @@ struct zt_ckpt_writer {
     pthread_mutex_t smu;
     struct zt_shard_stream st;
 };
-
-static double ms_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* a free staging buffer (waits for the writer to return one when all are in use) */
 static char *stage_get(struct zt_ckpt_writer *j) {
@@ -159,7 +153,7 @@ enum zt_status zt_ckpt_writer_open(zt_ckpt_writer_t *out, const char *path, int 
         j->st.ctx = j;
     }
     j->producers = 1;
-    j->t0 = ms_now();
+    j->t0 = zt_clock_ms();
     *out = j;
     return ZT_OK;
 }
@@ -205,7 +199,7 @@ static void end_shard(struct zt_ckpt_writer *j) {
     rc = j->rc == ZT_OK ? zt_shard_commit(&j->w) : zt_shard_abort(&j->w, j->rc);
     if (rc != ZT_OK) fail(j, rc);
     pthread_mutex_lock(&j->mu);
-    j->t1 = ms_now();
+    j->t1 = zt_clock_ms();
     j->producers = -1;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);

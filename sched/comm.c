@@ -12,11 +12,12 @@
  * each of them is instead; the rank prints that and aborts the job (MPI_Abort), so nobody is
  * left with a bare "timeout" (or a hang).
  */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, nanosleep */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (zt_clock.h), nanosleep */
 #include <stdio.h>         /* snprintf */
 #include <stdlib.h>        /* malloc, free */
 #include <string.h>        /* memcpy */
-#include <time.h>          /* clock_gettime, nanosleep */
+#include <time.h>          /* nanosleep */
+#include "zt_clock.h"      /* zt_clock_ms */
 #include "zt_comm.h"       /* our API */
 #include "zt_comm_mpi.h"   /* MPI_Comm */
 #include "zt_sched.h"      /* zt_knob_int */
@@ -167,6 +168,13 @@ enum zt_status zt_comm_check_same(uint64_t digest, const char *what) {
     return ZT_OK;
 }
 
+enum zt_status zt_comm_count_failed(int failed, int *nfailed) {
+    double n = failed != 0;
+    enum zt_status rc = zt_comm_sum_double(&n);
+    *nfailed = rc == ZT_OK ? (int)n : failed != 0;
+    return rc;
+}
+
 enum zt_status zt_comm_sum_double(double *x) {
     if (g_size == 1) return ZT_OK;
     double *all = malloc((size_t)g_size * sizeof *all);
@@ -279,11 +287,7 @@ void zt_comm_enter(const struct zt_coll_id *id) {
     drain_notes();
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static double now_s(void) { return zt_clock_ms() / 1e3; }
 
 static int entered(int r, int64_t seq) {
     if (r == g_rank) return 1;

@@ -5,7 +5,7 @@
  * Layer: sched/, beside the MPI communicator (comm.c): runtime.c calls zt_nccl_init once StarPU
  * runs and zt_nccl_free before it stops; the collectives in tasks/collective.c use the
  * communicator. Every rank must take the same transport, or one would wait for messages the
- * other transport carries: the ranks agree (an MPI_Allreduce of "I can") before any NCCL call.
+ * other transport carries: the ranks agree (zt_comm_count_failed of "I cannot") before any NCCL call.
  * MPI launches the ranks and carries the communicator's id (ncclGetUniqueId on rank 0,
  * MPI_Bcast). The communicator lives on the CUDA worker's thread, with its device current.
  */
@@ -36,12 +36,9 @@ static void free_on_worker(void *arg) {
 static enum zt_status agree_on_nccl(int *all) {
     int64_t want = 1;
     ZT_CHECK(zt_knob_int("ZT_NCCL", 0, 1, &want));
-    int ok = want && starpu_cuda_worker_get_count() == 1;
-    *all = ok;
-    if (zt_comm_size() > 1 &&
-        MPI_Allreduce(&ok, all, 1, MPI_INT, MPI_MIN, zt_comm_mpi()) != MPI_SUCCESS)
-        return zt_error_set(ZT_ERR_RUNTIME, "choosing the collectives' transport: MPI_Allreduce "
-                                            "failed");
+    int ok = want && starpu_cuda_worker_get_count() == 1, nlacking = 0;
+    ZT_CHECK(zt_comm_count_failed(!ok, &nlacking));
+    *all = nlacking == 0;
     return ZT_OK;
 }
 

@@ -419,8 +419,8 @@ enum zt_status zt_trace_write(const char *path, const char *const *names, int nn
         rc = write_all_ranks(path, names, nnames, all, total, zt_comm_size());
     free(all);
     /* every rank learns whether rank 0 managed to write it */
-    double bad = rc != ZT_OK;
-    if (zt_comm_sum_double(&bad) == ZT_OK && bad > 0 && rc == ZT_OK)
+    int nfailed = 0;
+    if (zt_comm_count_failed(rc != ZT_OK, &nfailed) == ZT_OK && nfailed > 0 && rc == ZT_OK)
         rc = zt_error_set(ZT_ERR_IO, "trace %s: rank 0 could not write it", path);
     return rc;
 }

@@ -33,6 +33,10 @@ int zt_comm_local_size(void);
 enum zt_status zt_comm_check_same(uint64_t digest, const char *what);
 /* Sum of one double per rank, added in rank order (the same result on every rank). */
 enum zt_status zt_comm_sum_double(double *x);
+/* How many ranks report failed != 0 (the same count on every rank; failed itself on one rank):
+ * how ranks agree that a step worked everywhere, so that none goes on alone into a collective
+ * the others will not reach. Returns the communication's status. */
+enum zt_status zt_comm_count_failed(int failed, int *nfailed);
 /* Gather n bytes from every rank to rank 0 (out: size * n bytes on rank 0, may be NULL
  * elsewhere). */
 enum zt_status zt_comm_gather_bytes(const void *in, size_t n, void *out);

@@ -24,7 +24,7 @@
 #include <stdio.h>         /* sscanf */
 #include <stdlib.h>        /* malloc, free, posix_memalign */
 #include <string.h>        /* memcpy */
-#include <time.h>          /* clock_gettime: a traced task's CPU time */
+#include "zt_clock.h"      /* zt_clock_thread_cpu_us: a traced task's CPU time */
 #include <unistd.h>        /* pread, close */
 #include <starpu.h>        /* STARPU_VECTOR_GET_*, starpu_timing_now, starpu_worker_get_id */
 #include "zt_sched.h"      /* zt_trace_enabled, zt_trace_record */
@@ -231,17 +231,14 @@ static void dispatch(void *buffers[], void *cl_arg, zt_body_fn body, run_fn run)
     /* how long the worker waited for a core (runnable, not running) since its previous traced
      * task ended: the part of a ready task's delay that other threads caused */
     double wait0 = run_delay_us();
-    struct timespec c0, c1;
-    int cpu_ok = clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0) == 0;
+    double cpu0 = zt_clock_thread_cpu_us();
     double t0 = starpu_timing_now();
     run(buffers, h, cl_arg, body);
     double t1 = starpu_timing_now();
-    cpu_ok = cpu_ok && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1) == 0;
+    double cpu1 = zt_clock_thread_cpu_us();
     double waited = wait0 >= 0 && g_last_wait >= 0 ? wait0 - g_last_wait : -1;
     g_last_wait = run_delay_us();
-    double cpu_us = cpu_ok ? (double)(c1.tv_sec - c0.tv_sec) * 1e6 +
-                                 (double)(c1.tv_nsec - c0.tv_nsec) / 1e3
-                           : -1;
+    double cpu_us = cpu0 >= 0 && cpu1 >= 0 ? cpu1 - cpu0 : -1;
     record(buffers, h, t0, t1, cpu_us, waited);
 }
 
