@@ -80,9 +80,9 @@ void zt_engine_free(zt_engine_t e) {
     if (!e) return;
     if (e->save) zt_engine_save_end(e, NULL); /* its tasks hold blocks freed here */
     zt_runtime_wait_all();
-    if (e->io_held) zt_swap_wait(); /* nothing still moves into the buffers freed here */
+    if (e->io_held) zt_io_service_wait(); /* nothing still moves into the buffers freed here */
     zt_offload_free(e);
-    if (e->io_held) zt_swap_free();
+    if (e->io_held) zt_io_service_free();
     for (int i = 0; i < e->nparams; i++) {
         zt_tensor_free(e->params[i]->home);
         zt_tensor_free(e->params[i]->grad_sums);
@@ -576,7 +576,7 @@ enum zt_status zt_engine_io_start(zt_engine_t e) {
     if (e->io_held) return ZT_OK;
     struct zt_aio_cfg ac;
     ZT_CHECK(zt_engine_aio_cfg(e, &ac));
-    ZT_CHECK(zt_swap_init(&ac, e->cfg.aio_thread_count));
+    ZT_CHECK(zt_io_service_init(&ac, e->cfg.aio_thread_count));
     e->io_held = 1;
     return ZT_OK;
 }

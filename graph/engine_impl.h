@@ -147,7 +147,7 @@ struct zt_engine {
     struct zt_engine_step st;
     struct zt_loss_scaler scaler;
     struct zt_engine_acts act;
-    int io_held;            /* holds a reference to the swap I/O service (zt_swap_init) */
+    int io_held;                  /* holds a reference to the I/O service (zt_io_service_init) */
     struct zt_offload *offload;   /* NVMe offload, NULL without (offload.c) */
     struct zt_engine_save *save;  /* the shard being written in the background, or NULL */
 };

@@ -66,9 +66,9 @@ static enum zt_status read_optim(zt_engine_t e, int li, int64_t s0, int64_t s1, 
          u < pl->group_first_unit[li + 1] && pl->unit[u].lo < s1; u++) {
         const struct zt_plan_unit *un = &pl->unit[u];
         int64_t x0 = s0 > un->lo ? s0 : un->lo, x1 = s1 < un->hi ? s1 : un->hi;
-        ZT_CHECK(zt_swap_read_sync(&e->offload->optim_file, buf + (x0 - s0), (x1 - x0) * 4,
-                                   un->optim_off + part * zt_plan_unit_file_bytes(pl, u) +
-                                       (x0 - un->lo) * 4));
+        ZT_CHECK(zt_io_read_sync(&e->offload->optim_file, buf + (x0 - s0), (x1 - x0) * 4,
+                                 un->optim_off + part * zt_plan_unit_file_bytes(pl, u) +
+                                     (x0 - un->lo) * 4));
     }
     return ZT_OK;
 }
@@ -77,7 +77,7 @@ enum zt_status zt_offload_read_values(zt_engine_t e, int b, float *dst) {
     const int64_t n = zt_engine_blk_elems(e, b), off = e->buf.master_blk[b].off;
     if (e->offload->params16)
         return read_optim(e, e->plan.blk_local_group[b], off, off + n, 2, dst);
-    return zt_swap_read_sync(&e->offload->param_file, dst, n * 4, param_blk_off(e, b));
+    return zt_io_read_sync(&e->offload->param_file, dst, n * 4, param_blk_off(e, b));
 }
 
 enum zt_status zt_offload_read_moment(zt_engine_t e, int b, int moment, float *dst) {
@@ -120,13 +120,12 @@ static enum zt_status put_unit(zt_engine_t e, int u, const float *stage, void *s
     const struct zt_zero_plan *pl = &e->plan;
     struct zt_offload *o = e->offload;
     const int64_t len = zt_plan_unit_file_bytes(pl, u);
-    if (!o->params16)
-        return zt_swap_write_sync(&o->param_file, stage, len, unit_param_off(pl, u));
-    ZT_CHECK(zt_swap_write_sync(&o->optim_file, stage, len, pl->unit[u].optim_off + 2 * len));
+    if (!o->params16) return zt_io_write_sync(&o->param_file, stage, len, unit_param_off(pl, u));
+    ZT_CHECK(zt_io_write_sync(&o->optim_file, stage, len, pl->unit[u].optim_off + 2 * len));
     memset(stage16, 0, (size_t)unit_param_bytes(pl, u));
     zt_dtype_from_f32(e->work_dtype, stage16, stage, (size_t)(pl->unit[u].hi - pl->unit[u].lo));
-    return zt_swap_write_sync(&o->param_file, stage16, unit_param_bytes(pl, u),
-                              unit_param_off(pl, u));
+    return zt_io_write_sync(&o->param_file, stage16, unit_param_bytes(pl, u),
+                            unit_param_off(pl, u));
 }
 
 /* p's whole values into tmp (only its own rows from checkpoint shards): from st, ck, or (both
@@ -233,8 +232,7 @@ enum zt_status zt_offload_load_moments(zt_engine_t e, struct zt_shard_set *s) {
         memset(stage, 0, (size_t)(2 * len));
         rc = stage_unit_moments(e, s, u, stage, len);
         if (rc == ZT_OK)
-            rc = zt_swap_write_sync(&e->offload->optim_file, stage, 2 * len,
-                                    pl->unit[u].optim_off);
+            rc = zt_io_write_sync(&e->offload->optim_file, stage, 2 * len, pl->unit[u].optim_off);
     }
     free(stage);
     return rc;
@@ -446,10 +444,11 @@ enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0) {
     ZT_CHECK(make_order(e, o));
     if (o->params) ZT_CHECK(zt_offload_write_params(e, NULL, NULL, rng0));
     ZT_LOG_I("offload: rank %d swaps %.1f MiB of %s through %d buffers%s of %.1f MiB (%s, "
-             "%s%s%s)", e->rank, o->file_bytes / 1048576.0,
+             "%s%s%s)",
+             e->rank, o->file_bytes / 1048576.0,
              o->params ? "optimizer state and parameter shards" : "optimizer state", o->nbuf,
-             c->offload_optimizer.buffer_count == 0 ? " (auto)" : "",
-             o->buf_bytes / 1048576.0, zt_swap_engine_name(),
+             c->offload_optimizer.buffer_count == 0 ? " (auto)" : "", o->buf_bytes / 1048576.0,
+             zt_io_service_engine_name(),
              c->offload_optimizer.pipeline_read ? "reads pipelined" : "reads not pipelined",
              c->offload_optimizer.pipeline_write ? ", writes pipelined" : ", writes not pipelined",
              o->optim_file.direct ? ", O_DIRECT" : ", buffered");

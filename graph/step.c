@@ -245,7 +245,7 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
         /* the swap-outs (and whatever else remains) run on under the next step's forward: the
          * graph orders a group's next swap-in after its swap-out. A failed swap fails the step
          * after it (or zt_engine_finish). */
-        ZT_CHECK(zt_swap_status());
+        ZT_CHECK(zt_io_service_status());
     } else {
         ZT_CHECK(zt_runtime_wait_all());
     }
@@ -274,8 +274,8 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
 enum zt_status zt_engine_finish(zt_engine_t e) {
     ZT_CHECK(zt_runtime_wait_all());
     if (e->io_held) {
-        zt_swap_wait(); /* the last swap-outs: no task waits for them */
-        ZT_CHECK(zt_swap_status());
+        zt_io_service_wait(); /* the last swap-outs: no task waits for them */
+        ZT_CHECK(zt_io_service_status());
     }
     return ZT_OK;
 }

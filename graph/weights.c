@@ -125,7 +125,7 @@ static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t
     ZT_CHECK(rc);
     if (which == VALUES && zt_offload_has_params(e->offload)) { /* the file is current */
         rc = zt_runtime_wait_all();
-        zt_swap_wait();
+        zt_io_service_wait();
     }
     if (rc == ZT_OK) rc = zt_tensor_acquire(*out, 1);
     if (rc == ZT_OK) {

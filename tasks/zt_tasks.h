@@ -177,7 +177,7 @@ enum zt_status zt_task_adamw_window(const struct zt_task_opts *o,
  * task graph like a task (its blocks are acquired asynchronously in submission order) but runs
  * on an I/O thread, never on a worker: the bytes move while the workers compute, and the swap's
  * successors start when its data is there. An I/O error is recorded (the first one, with file and
- * offset); later swaps are skipped and zt_swap_status() returns it. */
+ * offset); later swaps are skipped and zt_io_service_status() returns it. */
 struct zt_swapfile;
 struct zt_aio_cfg;
 struct zt_swap_seg {
@@ -187,23 +187,23 @@ struct zt_swap_seg {
     int64_t len;      /* bytes */
     int64_t file_off; /* bytes into the file */
 };
-/* Start/stop the I/O threads (nthreads: DeepSpeed's aio.thread_count). Reference counted (one
- * service per process, e.g. for several engines): the first zt_swap_init's settings hold until
- * the matching last zt_swap_free. */
-enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads);
-void zt_swap_free(void);
-const char *zt_swap_engine_name(void);
+/* The I/O service: threads that run swap_in/swap_out and zt_task_io tasks (tasks/io_service.c).
+ * Start/stop the I/O threads (nthreads: DeepSpeed's aio.thread_count). Reference counted (one
+ * service per process, e.g. for several engines): the first zt_io_service_init's settings hold
+ * until the matching last zt_io_service_free. */
+enum zt_status zt_io_service_init(const struct zt_aio_cfg *cfg, int nthreads);
+void zt_io_service_free(void);
+const char *zt_io_service_engine_name(void);
 /* Blocking transfers outside the task graph (initial values, export): the caller makes sure no
  * task uses the region. Writes must be 4096-aligned. */
-enum zt_status zt_swap_write_sync(const struct zt_swapfile *f, const void *buf, int64_t len,
-                                  int64_t off);
-enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t len,
-                                 int64_t off);
-/* The first swap error since zt_swap_init (its message set as the last error), or ZT_OK. */
-enum zt_status zt_swap_status(void);
+enum zt_status zt_io_write_sync(const struct zt_swapfile *f, const void *buf, int64_t len,
+                                int64_t off);
+enum zt_status zt_io_read_sync(const struct zt_swapfile *f, void *buf, int64_t len, int64_t off);
+/* The first swap error since zt_io_service_init (its message set as the last error), or ZT_OK. */
+enum zt_status zt_io_service_status(void);
 /* Block until every submitted swap has moved its bytes and released its blocks. Tasks waited
  * for with zt_runtime_wait_all include the swaps they depend on, not a trailing swap_out. */
-void zt_swap_wait(void);
+void zt_io_service_wait(void);
 /* A host task served by an I/O thread (checkpoint writes): once each listed block is held for
  * reading (acquired in submission order, so it sees what the tasks submitted before wrote, and
  * tasks submitted after that write a block wait for it), fn(ctx, ptrs) runs on an I/O thread with

@@ -1,20 +1,22 @@
 /*
- * tasks/swap.c: swap_in / swap_out (NVMe offload) and the I/O threads that serve them.
+ * tasks/io_service.c: the I/O service: threads that run the host I/O tasks of the graph
+ * (swap_in / swap_out of NVMe offload, and the checkpoint writer's staging tasks, zt_task_io)
+ * and the blocking transfers outside the graph (zt_io_read_sync / zt_io_write_sync).
  *
- * Layer: tasks/. A swap is not a codelet: zt_task_swap_in/_out acquire its data handles
+ * Layer: tasks/. An I/O task is not a codelet: zt_task_swap_in/_out acquire its data handles
  * asynchronously (starpu_data_acquire_cb, in submission order like any task, so the graph's
  * dependencies hold), and once all are held the request goes to an I/O thread, which moves the
  * bytes with the aio engine and releases the handles; that starts the successors. No worker is
  * involved at any point: a swap neither waits for a free worker (behind long matmuls) to start
  * nor to end, and a worker never sleeps in I/O.
  */
-#include <pthread.h>       /* pthread_* */
-#include <stdlib.h>        /* calloc */
-#include <string.h>        /* memcpy */
-#include "zt_aio.h"        /* zt_aio_read/write */
-#include "zt_sched.h"      /* zt_trace_record */
-#include "zt_swapdir.h"    /* struct zt_swapfile */
-#include "tasks_impl.h"    /* zt_tensor_handle */
+#include <pthread.h>    /* pthread_* */
+#include <stdlib.h>     /* calloc */
+#include <string.h>     /* memcpy */
+#include "zt_aio.h"     /* zt_aio_read/write */
+#include "zt_sched.h"   /* zt_trace_record */
+#include "zt_swapdir.h" /* struct zt_swapfile */
+#include "tasks_impl.h" /* zt_tensor_handle */
 
 #define MAX_IO_THREADS 64
 
@@ -22,16 +24,16 @@
 struct req {
     const struct zt_swapfile *f;
     int out, n, nh, kind, layer, mb;
-    int prio;                 /* the task's priority: ready requests are served highest first */
-    int pending;              /* acquisitions not yet granted, plus one while submitting */
+    int prio;    /* the task's priority: ready requests are served highest first */
+    int pending; /* acquisitions not yet granted, plus one while submitting */
     int64_t step;
     struct starpu_data_descr *d; /* [nh] handles and their access modes */
-    int *segh;                /* [n] handle of each segment */
-    int64_t (*seg)[3];        /* [n] {mem_off, len, file_off} */
-    zt_io_fn fn;              /* a host task (zt_task_io) instead of a transfer */
+    int *segh;                   /* [n] handle of each segment */
+    int64_t (*seg)[3];           /* [n] {mem_off, len, file_off} */
+    zt_io_fn fn;                 /* a host task (zt_task_io) instead of a transfer */
     void *ctx;
-    int64_t bytes;            /* a host task's bytes, for traces */
-    int64_t trace_id;         /* zt_trace_submit's id (0: not traced) */
+    int64_t bytes;    /* a host task's bytes, for traces */
+    int64_t trace_id; /* zt_trace_submit's id (0: not traced) */
     struct req *next;
 };
 
@@ -40,15 +42,16 @@ static struct {
     pthread_cond_t cv;
     pthread_t th[MAX_IO_THREADS];
     int nth, stop, started;
-    int users;             /* zt_swap_init calls not yet matched by zt_swap_free */
+    int users; /* zt_io_service_init calls not yet matched by zt_io_service_free */
     struct req *head, *tail;
-    int64_t inflight;      /* requests submitted and not yet released */
-    pthread_cond_t idle;   /* signalled when inflight drops to 0 */
+    int64_t inflight;    /* requests submitted and not yet released */
+    pthread_cond_t idle; /* signalled when inflight drops to 0 */
     zt_aio_t aio;
     int64_t bounce_bytes;
-    enum zt_status err;    /* first failure */
+    enum zt_status err; /* first failure */
     char msg[512];
-} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER,
+       .cv = PTHREAD_COND_INITIALIZER,
        .idle = PTHREAD_COND_INITIALIZER};
 
 static void set_error(enum zt_status rc) {
@@ -67,8 +70,8 @@ static int is_aligned(const void *p, int64_t len, int64_t off) {
 }
 
 /* an unaligned read: aligned chunks through a bounce buffer */
-static enum zt_status read_bounce(const struct zt_swapfile *f, char *dst, int64_t len,
-                                  int64_t off, char *bounce) {
+static enum zt_status read_bounce(const struct zt_swapfile *f, char *dst, int64_t len, int64_t off,
+                                  char *bounce) {
     int64_t a0 = off / ZT_AIO_ALIGN * ZT_AIO_ALIGN;
     int64_t a1 = (off + len + ZT_AIO_ALIGN - 1) / ZT_AIO_ALIGN * ZT_AIO_ALIGN;
     for (int64_t at = a0; at < a1; at += g.bounce_bytes) {
@@ -89,9 +92,10 @@ static enum zt_status move(const struct req *r, char *bounce) {
         int aligned = is_aligned(p, len, off);
         if (r->out) {
             if (!aligned)
-                return zt_error_set(ZT_ERR_INVALID, "swap file %s: write of %lld bytes at "
-                                    "offset %lld is not 4096-aligned", f->path, (long long)len,
-                                    (long long)off);
+                return zt_error_set(ZT_ERR_INVALID,
+                                    "swap file %s: write of %lld bytes at "
+                                    "offset %lld is not 4096-aligned",
+                                    f->path, (long long)len, (long long)off);
             ZT_CHECK(zt_aio_write(g.aio, f->fd, f->path, p, (size_t)len, off));
         } else if (aligned) {
             ZT_CHECK(zt_aio_read(g.aio, f->fd, f->path, p, (size_t)len, off));
@@ -132,16 +136,22 @@ static void *io_thread(void *arg) {
                 ptrs[i] = (void *)starpu_vector_get_local_ptr(r->d[r->segh[i]].handle);
             r->fn(r->ctx, ptrs);
         } else if (!failed) { /* after a failure the step is lost: skip the rest, end quickly */
-            enum zt_status rc = bounce ? move(r, bounce)
-                                       : zt_error_set(ZT_ERR_NOMEM, "swap: no bounce buffer");
+            enum zt_status rc =
+                bounce ? move(r, bounce) : zt_error_set(ZT_ERR_NOMEM, "swap: no bounce buffer");
             if (rc != ZT_OK) set_error(rc);
         }
         if ((r->fn || !failed) && zt_trace_enabled()) {
-            struct zt_trace_rec t = {.kind = r->kind, .layer = r->layer, .mb = r->mb,
-                                     .blk = -1, .worker = ZT_TRACE_IO_WORKER + id,
-                                     .node = STARPU_MAIN_RAM, .step = r->step,
-                                     .id = r->trace_id, .start_us = t0,
-                                     .end_us = starpu_timing_now(), .cpu_us = -1,
+            struct zt_trace_rec t = {.kind = r->kind,
+                                     .layer = r->layer,
+                                     .mb = r->mb,
+                                     .blk = -1,
+                                     .worker = ZT_TRACE_IO_WORKER + id,
+                                     .node = STARPU_MAIN_RAM,
+                                     .step = r->step,
+                                     .id = r->trace_id,
+                                     .start_us = t0,
+                                     .end_us = starpu_timing_now(),
+                                     .cpu_us = -1,
                                      .waited_us = -1,
                                      .bytes = r->bytes};
             for (int i = 0; !r->fn && i < r->n; i++) t.bytes += r->seg[i][1];
@@ -155,7 +165,7 @@ static void *io_thread(void *arg) {
     return NULL;
 }
 
-enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads) {
+enum zt_status zt_io_service_init(const struct zt_aio_cfg *cfg, int nthreads) {
     if (g.started) {
         g.users++;
         return ZT_OK;
@@ -183,9 +193,9 @@ enum zt_status zt_swap_init(const struct zt_aio_cfg *cfg, int nthreads) {
     return ZT_OK;
 }
 
-void zt_swap_free(void) {
+void zt_io_service_free(void) {
     if (!g.started || --g.users > 0) return;
-    zt_swap_wait();
+    zt_io_service_wait();
     pthread_mutex_lock(&g.mu);
     g.stop = 1;
     pthread_cond_broadcast(&g.cv);
@@ -196,19 +206,17 @@ void zt_swap_free(void) {
     g.started = 0;
 }
 
-const char *zt_swap_engine_name(void) { return g.aio ? zt_aio_engine_name(g.aio) : "none"; }
+const char *zt_io_service_engine_name(void) { return g.aio ? zt_aio_engine_name(g.aio) : "none"; }
 
-enum zt_status zt_swap_write_sync(const struct zt_swapfile *f, const void *buf, int64_t len,
-                                  int64_t off) {
-    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "swap: zt_swap_init not called");
+enum zt_status zt_io_write_sync(const struct zt_swapfile *f, const void *buf, int64_t len,
+                                int64_t off) {
+    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "swap: zt_io_service_init not called");
     return zt_aio_write(g.aio, f->fd, f->path, buf, (size_t)len, off);
 }
 
-enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t len,
-                                 int64_t off) {
-    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "swap: zt_swap_init not called");
-    if (is_aligned(buf, len, off))
-        return zt_aio_read(g.aio, f->fd, f->path, buf, (size_t)len, off);
+enum zt_status zt_io_read_sync(const struct zt_swapfile *f, void *buf, int64_t len, int64_t off) {
+    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "swap: zt_io_service_init not called");
+    if (is_aligned(buf, len, off)) return zt_aio_read(g.aio, f->fd, f->path, buf, (size_t)len, off);
     char *bounce = NULL;
     if (!(bounce = zt_aio_alloc((size_t)g.bounce_bytes)))
         return zt_error_set(ZT_ERR_NOMEM, "swap file %s: out of memory", f->path);
@@ -217,7 +225,7 @@ enum zt_status zt_swap_read_sync(const struct zt_swapfile *f, void *buf, int64_t
     return rc;
 }
 
-enum zt_status zt_swap_status(void) {
+enum zt_status zt_io_service_status(void) {
     pthread_mutex_lock(&g.mu);
     enum zt_status rc = g.err;
     char msg[512];
@@ -227,7 +235,7 @@ enum zt_status zt_swap_status(void) {
     return ZT_OK;
 }
 
-void zt_swap_wait(void) {
+void zt_io_service_wait(void) {
     pthread_mutex_lock(&g.mu);
     while (g.inflight > 0) pthread_cond_wait(&g.idle, &g.mu);
     pthread_mutex_unlock(&g.mu);
@@ -243,8 +251,10 @@ static void acquired(void *arg) {
     pthread_mutex_lock(&g.mu);
     if (--r->pending == 0) {
         if (!g.tail || g.tail->prio >= r->prio) {
-            if (g.tail) g.tail->next = r;
-            else g.head = r;
+            if (g.tail)
+                g.tail->next = r;
+            else
+                g.head = r;
             g.tail = r;
         } else {
             struct req **at = &g.head;
@@ -286,8 +296,7 @@ static void submit(struct req *r, const char *what) {
         if (starpu_data_acquire_cb(r->d[i].handle, r->d[i].mode, acquired, r) != 0) {
             /* StarPU refuses only a handle it does not know, which zt_tensor_handle gave: a
              * bug; the handles already asked for cannot be taken back */
-            set_error(zt_error_set(ZT_ERR_RUNTIME, "%s: StarPU refused to acquire a block",
-                                   what));
+            set_error(zt_error_set(ZT_ERR_RUNTIME, "%s: StarPU refused to acquire a block", what));
             r->nh = i;
             break;
         }
@@ -296,15 +305,16 @@ static void submit(struct req *r, const char *what) {
 
 enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_ref *refs, int n,
                           int64_t bytes, zt_io_fn fn, void *ctx) {
-    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "zt_task_io: zt_swap_init not called");
+    if (!g.started)
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_io: zt_io_service_init not called");
     if (!fn || n < 0 || (n > 0 && !refs))
         return zt_error_set(ZT_ERR_INVALID, "zt_task_io: bad arguments");
     /* seg's room holds the pointers handed to fn */
-    struct req *r = calloc(1, sizeof *r + (size_t)(n + 1) * (sizeof(void *) +
-                                                             sizeof(struct starpu_data_descr) +
-                                                             sizeof(int)));
+    struct req *r =
+        calloc(1, sizeof *r + (size_t)(n + 1) * (sizeof(void *) + sizeof(struct starpu_data_descr) +
+                                                 sizeof(int)));
     if (!r) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a host task");
-    r->seg = (int64_t(*)[3])(r + 1);
+    r->seg = (int64_t (*)[3])(r + 1);
     r->d = (struct starpu_data_descr *)((void **)(r + 1) + n + 1);
     r->segh = (int *)(r->d + n + 1);
     for (int i = 0; i < n; i++) {
@@ -332,14 +342,14 @@ static enum zt_status swap(const struct zt_task_opts *o, int out, const struct z
                            const struct zt_swap_seg *segs, int n, const struct zt_block_ref *order,
                            int norder, zt_tensor_t pipe) {
     const char *fn = out ? "zt_task_swap_out" : "zt_task_swap_in";
-    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "%s: zt_swap_init not called", fn);
+    if (!g.started) return zt_error_set(ZT_ERR_INVALID, "%s: zt_io_service_init not called", fn);
     if (!f || n < 1 || !segs || norder < 0 || (norder > 0 && !order))
         return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
     int maxh = n + norder + 1;
     struct req *r = calloc(1, sizeof *r + (size_t)maxh * sizeof(struct starpu_data_descr) +
                                   (size_t)n * (sizeof(int) + 3 * sizeof(int64_t)));
     if (!r) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a swap request");
-    r->seg = (int64_t(*)[3])(r + 1);
+    r->seg = (int64_t (*)[3])(r + 1);
     r->d = (struct starpu_data_descr *)(r->seg + n);
     r->segh = (int *)(r->d + maxh);
     r->f = f;
@@ -359,9 +369,10 @@ static enum zt_status swap(const struct zt_task_opts *o, int out, const struct z
         if (bytes < 0 || s->mem_off < 0 || s->len < 0 || s->file_off < 0 ||
             s->mem_off + s->len > bytes) {
             free(r);
-            return zt_error_set(ZT_ERR_INVALID, "%s: segment %d (block %d, %lld bytes at %lld) "
-                                "is outside its tensor block", fn, i, s->blk,
-                                (long long)s->len, (long long)s->mem_off);
+            return zt_error_set(ZT_ERR_INVALID,
+                                "%s: segment %d (block %d, %lld bytes at %lld) "
+                                "is outside its tensor block",
+                                fn, i, s->blk, (long long)s->len, (long long)s->mem_off);
         }
         r->segh[i] = add_handle(r, zt_tensor_handle(s->t, s->blk), out ? STARPU_R : STARPU_W);
         r->seg[i][0] = s->mem_off;
