@@ -504,7 +504,8 @@ static enum zt_status begin_save(struct train_run *r, int64_t s) {
     double t0 = zt_clock_ms();
     ZT_CHECK(zt_checkpoint_save_begin(r->engine, r->save_dir, s, extra, r->cfg.ckpt_keep_last,
                                       &r->saving));
-    r->pending = (struct pending_save){.step = s, .begin_ms = zt_clock_ms() - t0, .dir = r->save_dir};
+    r->pending =
+        (struct pending_save){.step = s, .begin_ms = zt_clock_ms() - t0, .dir = r->save_dir};
     return ZT_OK;
 }
 

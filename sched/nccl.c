@@ -5,7 +5,8 @@
  * Layer: sched/, beside the MPI communicator (comm.c): runtime.c calls zt_nccl_init once StarPU
  * runs and zt_nccl_free before it stops; the collectives in tasks/collective.c use the
  * communicator. Every rank must take the same transport, or one would wait for messages the
- * other transport carries: the ranks agree (zt_comm_count_failed of "I cannot") before any NCCL call.
+ * other transport carries: the ranks agree (zt_comm_count_failed of "I cannot") before any NCCL
+ * call.
  * MPI launches the ranks and carries the communicator's id (ncclGetUniqueId on rank 0,
  * MPI_Bcast). The communicator lives on the CUDA worker's thread, with its device current.
  */

@@ -125,11 +125,12 @@ enum zt_status zt_task_grad_sumsq(const struct zt_task_opts *o, zt_tensor_t part
     ZT_CHECK(zt_check_blk("zt_task_grad_sumsq", partial, g));
     struct zt_opt_args *a = args_new(n);
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_grad_sumsq, o, g);
-    zt_tb_add(&tb, partial, g, STARPU_W);
-    zt_tb_add_list(&tb, grads, n, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a + 2 * (size_t)n * sizeof(int64_t), o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_grad_sumsq, o, g);
+    zt_builder_add(&tb, partial, g, STARPU_W);
+    zt_builder_add_list(&tb, grads, n, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a + 2 * (size_t)n * sizeof(int64_t),
+                             o ? o->priority : 0);
 }
 
 enum zt_status zt_task_grad_clip(const struct zt_task_opts *o, zt_tensor_t clip,
@@ -142,11 +143,11 @@ enum zt_status zt_task_grad_clip(const struct zt_task_opts *o, zt_tensor_t clip,
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
     a->max_norm = max_norm;
     a->loss_scale = loss_scale;
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_grad_clip, o, -1);
-    zt_tb_add(&tb, clip, -1, STARPU_W);
-    zt_tb_add(&tb, partial, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_grad_clip, o, -1);
+    zt_builder_add(&tb, clip, -1, STARPU_W);
+    zt_builder_add(&tb, partial, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_adamw(const struct zt_task_opts *o, const struct zt_block_ref *params,
@@ -203,8 +204,8 @@ enum zt_status zt_task_adamw_window(const struct zt_task_opts *o,
     }
     a->hp = *hp;
     a->hdr.native16 = 1; /* adamw_cpu converts its windows of 16-bit slots itself */
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_adamw, o, g);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_adamw, o, g);
     int64_t gblk = zt_tensor_blk_rows(m, g) * zt_tensor_cols(m);
     a->lo = lo;
     a->hi = lo + gblk;
@@ -230,13 +231,13 @@ enum zt_status zt_task_adamw_window(const struct zt_task_opts *o,
             tb.bad = 1;
         a->off[i] = params[i].off;
     }
-    zt_tb_add_list(&tb, in, nin, STARPU_RW);
-    zt_tb_add_list(&tb, grads, n, STARPU_R);
-    zt_tb_add(&tb, m, g, STARPU_RW);
-    zt_tb_add(&tb, v, g, STARPU_RW);
-    zt_tb_add(&tb, clip, -1, STARPU_R);
-    zt_tb_add(&tb, w, w ? g : -1, STARPU_RW);
-    zt_tb_add(&tb, pipe, -1, STARPU_RW);
+    zt_builder_add_list(&tb, in, nin, STARPU_RW);
+    zt_builder_add_list(&tb, grads, n, STARPU_R);
+    zt_builder_add(&tb, m, g, STARPU_RW);
+    zt_builder_add(&tb, v, g, STARPU_RW);
+    zt_builder_add(&tb, clip, -1, STARPU_R);
+    zt_builder_add(&tb, w, w ? g : -1, STARPU_RW);
+    zt_builder_add(&tb, pipe, -1, STARPU_RW);
     /* slot 7: the copies of the blocks in memory (shaped like them), in slot 0's order;
      * RW: a task updates only its window of them */
     int nout = 0;
@@ -251,10 +252,10 @@ enum zt_status zt_task_adamw_window(const struct zt_task_opts *o,
     }
     if (outs && nout != nin) tb.bad = 1;
     a->outs = outs != NULL && nout > 0;
-    zt_tb_add_list(&tb, in, a->outs ? nout : 0, STARPU_RW);
+    zt_builder_add_list(&tb, in, a->outs ? nout : 0, STARPU_RW);
     a->wout = wout != NULL;
-    zt_tb_add(&tb, wout, wout ? 0 : -1, STARPU_RW);
+    zt_builder_add(&tb, wout, wout ? 0 : -1, STARPU_RW);
     free(in);
-    return zt_tb_submit(&tb, a, sizeof *a + 2 * (size_t)n * sizeof(int64_t),
-                        o ? o->priority : 0);
+    return zt_builder_submit(&tb, a, sizeof *a + 2 * (size_t)n * sizeof(int64_t),
+                             o ? o->priority : 0);
 }

@@ -58,12 +58,12 @@ enum zt_status zt_task_attention_forward(const struct zt_task_opts *o, zt_tensor
     ZT_ARGS_NEW(struct zt_attention_args, a);
     a->C = (int)zt_tensor_cols(out);
     a->NH = n_head;
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_attention_forward, o, blk);
-    zt_tb_add(&tb, out, blk, STARPU_W);
-    zt_tb_add(&tb, att, blk, STARPU_W);
-    zt_tb_add(&tb, qkv, blk, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_attention_forward, o, blk);
+    zt_builder_add(&tb, out, blk, STARPU_W);
+    zt_builder_add(&tb, att, blk, STARPU_W);
+    zt_builder_add(&tb, qkv, blk, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tensor_t dqkv,
@@ -74,11 +74,11 @@ enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tenso
     ZT_ARGS_NEW(struct zt_attention_args, a);
     a->C = (int)zt_tensor_cols(dout);
     a->NH = n_head;
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_attention_backward, o, blk);
-    zt_tb_add(&tb, dqkv, blk, STARPU_W);
-    zt_tb_add(&tb, dout, blk, STARPU_R);
-    zt_tb_add(&tb, qkv, blk, STARPU_R);
-    zt_tb_add(&tb, att, blk, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_attention_backward, o, blk);
+    zt_builder_add(&tb, dqkv, blk, STARPU_W);
+    zt_builder_add(&tb, dout, blk, STARPU_R);
+    zt_builder_add(&tb, qkv, blk, STARPU_R);
+    zt_builder_add(&tb, att, blk, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }

@@ -463,18 +463,18 @@ static enum zt_status submit_collective(enum zt_task_kind kind, const char *fn,
     a->seq = ++g_seq;
     a->hdr.native16 = 1; /* 16-bit blocks move as 16-bit data (reduce_scatter_body widens) */
     memcpy(a->part, part, 2 * (size_t)N * sizeof(int64_t));
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, kind, o, -1);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, kind, o, -1);
     /* with a source, an all-gather writes every block; with an accumulator, a reduce-scatter
      * only reads its blocks */
     enum starpu_data_access_mode mode = STARPU_RW;
     if (naux > 0 && kind == ZT_KIND_comm_allgather) mode = STARPU_W;
     if (naux > 0 && kind == ZT_KIND_comm_reduce_scatter) mode = STARPU_R;
-    zt_tb_add_list(&tb, refs, n, mode);
-    zt_tb_add(&tb, token, 0, STARPU_RW);
-    zt_tb_add_list(&tb, aux, naux, kind == ZT_KIND_comm_allgather ? STARPU_R : STARPU_RW);
-    return zt_tb_submit(&tb, a, sizeof *a + 2 * (size_t)N * sizeof(int64_t),
-                        o ? o->priority : 0);
+    zt_builder_add_list(&tb, refs, n, mode);
+    zt_builder_add(&tb, token, 0, STARPU_RW);
+    zt_builder_add_list(&tb, aux, naux, kind == ZT_KIND_comm_allgather ? STARPU_R : STARPU_RW);
+    return zt_builder_submit(&tb, a, sizeof *a + 2 * (size_t)N * sizeof(int64_t),
+                             o ? o->priority : 0);
 }
 
 enum zt_status zt_task_comm_allreduce(const struct zt_task_opts *o, const struct zt_block_ref *refs,

@@ -51,10 +51,10 @@ enum zt_status zt_task_crossentropy(const struct zt_task_opts *o, zt_tensor_t lo
     ZT_ARGS_NEW(struct zt_crossentropy_args, a);
     a->V = (int)zt_tensor_cols(logits);
     a->dscale = dscale;
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_crossentropy, o, blk);
-    zt_tb_add(&tb, logits, blk, dscale != 0 ? STARPU_RW : STARPU_R);
-    zt_tb_add(&tb, losses, blk, STARPU_W);
-    zt_tb_add(&tb, targets, blk, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_crossentropy, o, blk);
+    zt_builder_add(&tb, logits, blk, dscale != 0 ? STARPU_RW : STARPU_R);
+    zt_builder_add(&tb, losses, blk, STARPU_W);
+    zt_builder_add(&tb, targets, blk, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }

@@ -39,11 +39,11 @@ enum zt_status zt_task_load_batch(const struct zt_task_opts *o, zt_tensor_t inpu
     a->B = B;
     a->T = (int)zt_tensor_cols(inputs);
     a->row0 = row0 + (int)zt_tensor_blk_row0(inputs, blk);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_load_batch, o, blk);
-    zt_tb_add(&tb, inputs, blk, STARPU_W);
-    zt_tb_add(&tb, targets, blk, STARPU_W);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_load_batch, o, blk);
+    zt_builder_add(&tb, inputs, blk, STARPU_W);
+    zt_builder_add(&tb, targets, blk, STARPU_W);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 struct zt_fill_zero_args {
@@ -60,10 +60,10 @@ enum zt_status zt_task_zero(const struct zt_task_opts *o, zt_tensor_t t) {
     if (!t) return zt_error_set(ZT_ERR_INVALID, "zt_task_zero: missing tensor");
     for (int j = 0; j < zt_tensor_nblk(t); j++) {
         ZT_ARGS_NEW(struct zt_fill_zero_args, a);
-        struct zt_tb tb;
-        zt_tb_init(&tb, &a->hdr, ZT_KIND_fill_zero, o, j);
-        zt_tb_add(&tb, t, j, STARPU_W);
-        ZT_CHECK(zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0));
+        struct zt_builder tb;
+        zt_builder_init(&tb, &a->hdr, ZT_KIND_fill_zero, o, j);
+        zt_builder_add(&tb, t, j, STARPU_W);
+        ZT_CHECK(zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0));
     }
     return ZT_OK;
 }

@@ -52,13 +52,13 @@ enum zt_status zt_task_encoder_forward(const struct zt_task_opts *o, zt_tensor_t
     ZT_ARGS_NEW(struct zt_encoder_args, a);
     a->T = (int)zt_tensor_cols(tokens);
     a->C = (int)zt_tensor_cols(out);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_encoder_forward, o, blk);
-    zt_tb_add(&tb, out, blk, STARPU_W);
-    zt_tb_add(&tb, tokens, blk, STARPU_R);
-    zt_tb_add(&tb, wte, -1, STARPU_R);
-    zt_tb_add(&tb, wpe, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_encoder_forward, o, blk);
+    zt_builder_add(&tb, out, blk, STARPU_W);
+    zt_builder_add(&tb, tokens, blk, STARPU_R);
+    zt_builder_add(&tb, wte, -1, STARPU_R);
+    zt_builder_add(&tb, wpe, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_encoder_backward(const struct zt_task_opts *o, zt_tensor_t dwte,
@@ -67,11 +67,11 @@ enum zt_status zt_task_encoder_backward(const struct zt_task_opts *o, zt_tensor_
     ZT_ARGS_NEW(struct zt_encoder_args, a);
     a->T = (int)zt_tensor_cols(tokens);
     a->C = (int)zt_tensor_cols(dout);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_encoder_backward, o, -1);
-    zt_tb_add(&tb, dwte, -1, STARPU_RW);
-    zt_tb_add(&tb, dwpe, -1, STARPU_RW);
-    zt_tb_add(&tb, dout, -1, STARPU_R);
-    zt_tb_add(&tb, tokens, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_encoder_backward, o, -1);
+    zt_builder_add(&tb, dwte, -1, STARPU_RW);
+    zt_builder_add(&tb, dwpe, -1, STARPU_RW);
+    zt_builder_add(&tb, dout, -1, STARPU_R);
+    zt_builder_add(&tb, tokens, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }

@@ -97,15 +97,15 @@ enum zt_status zt_task_layernorm_forward(const struct zt_task_opts *o, zt_tensor
     ZT_CHECK(zt_check_same_blocks(fn, out, rstd));
     ZT_ARGS_NEW(struct zt_layernorm_args, a);
     a->C = (int)zt_tensor_cols(out);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_layernorm_forward, o, blk);
-    zt_tb_add(&tb, out, blk, STARPU_W);
-    zt_tb_add(&tb, mean, blk, STARPU_W);
-    zt_tb_add(&tb, rstd, blk, STARPU_W);
-    zt_tb_add(&tb, inp, blk, STARPU_R);
-    zt_tb_add(&tb, w, -1, STARPU_R);
-    zt_tb_add(&tb, b, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_layernorm_forward, o, blk);
+    zt_builder_add(&tb, out, blk, STARPU_W);
+    zt_builder_add(&tb, mean, blk, STARPU_W);
+    zt_builder_add(&tb, rstd, blk, STARPU_W);
+    zt_builder_add(&tb, inp, blk, STARPU_R);
+    zt_builder_add(&tb, w, -1, STARPU_R);
+    zt_builder_add(&tb, b, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_layernorm_backward(const struct zt_task_opts *o, zt_tensor_t dinp,
@@ -123,26 +123,26 @@ enum zt_status zt_task_layernorm_backward(const struct zt_task_opts *o, zt_tenso
                             zt_tensor_name(part));
     ZT_ARGS_NEW(struct zt_layernorm_args, a);
     a->C = (int)zt_tensor_cols(dinp);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_layernorm_backward, o, blk);
-    zt_tb_add(&tb, dinp, blk, STARPU_RW);
-    zt_tb_add(&tb, part, blk, STARPU_W);
-    zt_tb_add(&tb, dout, blk, STARPU_R);
-    zt_tb_add(&tb, inp, blk, STARPU_R);
-    zt_tb_add(&tb, w, -1, STARPU_R);
-    zt_tb_add(&tb, mean, blk, STARPU_R);
-    zt_tb_add(&tb, rstd, blk, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_layernorm_backward, o, blk);
+    zt_builder_add(&tb, dinp, blk, STARPU_RW);
+    zt_builder_add(&tb, part, blk, STARPU_W);
+    zt_builder_add(&tb, dout, blk, STARPU_R);
+    zt_builder_add(&tb, inp, blk, STARPU_R);
+    zt_builder_add(&tb, w, -1, STARPU_R);
+    zt_builder_add(&tb, mean, blk, STARPU_R);
+    zt_builder_add(&tb, rstd, blk, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_layernorm_param_reduce(const struct zt_task_opts *o, zt_tensor_t dw,
                                               zt_tensor_t db, zt_tensor_t part) {
     ZT_ARGS_NEW(struct zt_layernorm_args, a);
     a->C = (int)zt_tensor_numel(dw);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_layernorm_param_reduce, o, -1);
-    zt_tb_add(&tb, dw, -1, STARPU_RW);
-    zt_tb_add(&tb, db, -1, STARPU_RW);
-    zt_tb_add(&tb, part, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_layernorm_param_reduce, o, -1);
+    zt_builder_add(&tb, dw, -1, STARPU_RW);
+    zt_builder_add(&tb, db, -1, STARPU_RW);
+    zt_builder_add(&tb, part, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }

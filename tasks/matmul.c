@@ -162,13 +162,13 @@ static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const stru
     a->C = C;
     a->OC = OC;
     a->accumulate = accumulate;
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, kind, o, blk);
-    zt_tb_add(&tb, dst, blk, dmode);
-    zt_tb_add(&tb, src, blk, STARPU_R);
-    zt_tb_add(&tb, w, -1, STARPU_R);
-    if (kind == ZT_KIND_matmul_forward) zt_tb_add(&tb, bias, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, kind, o, blk);
+    zt_builder_add(&tb, dst, blk, dmode);
+    zt_builder_add(&tb, src, blk, STARPU_R);
+    zt_builder_add(&tb, w, -1, STARPU_R);
+    if (kind == ZT_KIND_matmul_forward) zt_builder_add(&tb, bias, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_matmul_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
@@ -209,12 +209,12 @@ static enum zt_status weightwise(enum zt_task_kind kind, const char *fn,
     a->OC = OC;
     a->r0 = wblk < 0 ? 0 : zt_tensor_blk_row0(dw, wblk);
     a->r1 = wblk < 0 ? zt_tensor_rows(dw) : a->r0 + zt_tensor_blk_rows(dw, wblk);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, kind, o, wblk);
-    zt_tb_add(&tb, dw, wblk, STARPU_RW);
-    zt_tb_add(&tb, a0, -1, STARPU_R);
-    zt_tb_add(&tb, a1, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, kind, o, wblk);
+    zt_builder_add(&tb, dw, wblk, STARPU_RW);
+    zt_builder_add(&tb, a0, -1, STARPU_R);
+    zt_builder_add(&tb, a1, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_matmul_backward_weight(const struct zt_task_opts *o, zt_tensor_t dw,
@@ -236,9 +236,9 @@ enum zt_status zt_task_matmul_backward_bias(const struct zt_task_opts *o, zt_ten
                                             "have %lld elements", (long long)zt_tensor_cols(dout));
     ZT_ARGS_NEW(struct zt_matmul_args, a);
     a->OC = (int)zt_tensor_cols(dout);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_matmul_backward_bias, o, -1);
-    zt_tb_add(&tb, dbias, -1, STARPU_RW);
-    zt_tb_add(&tb, dout, -1, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_matmul_backward_bias, o, -1);
+    zt_builder_add(&tb, dbias, -1, STARPU_RW);
+    zt_builder_add(&tb, dout, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }

@@ -93,12 +93,12 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
     ZT_CHECK(check_same_shape(fn, t0 ? t0 : t1, t1));
     ZT_CHECK(check_same_shape(fn, t0 ? t0 : t1, t2));
     ZT_ARGS_NEW(struct zt_pointwise_args, a);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, kind, o, blk);
-    zt_tb_add(&tb, t0, t0 ? blk : -1, m0);
-    zt_tb_add(&tb, t1, t1 ? blk : -1, m1);
-    if (t2) zt_tb_add(&tb, t2, blk, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, kind, o, blk);
+    zt_builder_add(&tb, t0, t0 ? blk : -1, m0);
+    zt_builder_add(&tb, t1, t1 ? blk : -1, m1);
+    if (t2) zt_builder_add(&tb, t2, blk, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_gelu_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
@@ -128,10 +128,10 @@ enum zt_status zt_task_residual_backward(const struct zt_task_opts *o, zt_tensor
     ZT_CHECK(check_same_shape("zt_task_residual_backward", dout, da));
     ZT_CHECK(check_same_shape("zt_task_residual_backward", dout, db));
     ZT_ARGS_NEW(struct zt_pointwise_args, a);
-    struct zt_tb tb;
-    zt_tb_init(&tb, &a->hdr, ZT_KIND_residual_backward, o, blk);
-    zt_tb_add(&tb, da, blk, STARPU_RW);
-    zt_tb_add(&tb, db, blk, STARPU_RW);
-    zt_tb_add(&tb, dout, blk, STARPU_R);
-    return zt_tb_submit(&tb, a, sizeof *a, o ? o->priority : 0);
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_residual_backward, o, blk);
+    zt_builder_add(&tb, da, blk, STARPU_RW);
+    zt_builder_add(&tb, db, blk, STARPU_RW);
+    zt_builder_add(&tb, dout, blk, STARPU_R);
+    return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }

@@ -1,6 +1,6 @@
 /*
- * tasks/task_builder.c: the task builder every insert function uses (zt_tb_*): it lists a task's
- * slots (a whole tensor, one block or a list of blocks, each with its access mode) in the
+ * tasks/task_builder.c: the task builder every insert function uses (zt_builder_*): it lists a
+ * task's slots (a whole tensor, one block or a list of blocks, each with its access mode) in the
  * task's header and its buffers in a StarPU data-mode array, then submits the task on its
  * kind's codelet.
  *
@@ -12,10 +12,10 @@
 #include <string.h>        /* memset, memcpy */
 #include <starpu.h>        /* starpu_task_insert */
 #include "zt_sched.h"      /* zt_trace_submit */
-#include "tasks_impl.h"    /* struct zt_tb, zt_codelet */
+#include "tasks_impl.h"    /* struct zt_builder, zt_codelet */
 
-void zt_tb_init(struct zt_tb *tb, struct zt_task_hdr *h, enum zt_task_kind kind,
-                const struct zt_task_opts *o, int blk) {
+void zt_builder_init(struct zt_builder *tb, struct zt_task_hdr *h, enum zt_task_kind kind,
+                     const struct zt_task_opts *o, int blk) {
     memset(tb, 0, sizeof *tb);
     tb->h = h;
     tb->d = tb->inl;
@@ -28,7 +28,7 @@ void zt_tb_init(struct zt_tb *tb, struct zt_task_hdr *h, enum zt_task_kind kind,
 }
 
 /* append one buffer; past the inline array the list moves to the heap (doubling) */
-static void push(struct zt_tb *tb, starpu_data_handle_t hd, enum starpu_data_access_mode m) {
+static void push(struct zt_builder *tb, starpu_data_handle_t hd, enum starpu_data_access_mode m) {
     if (tb->n == tb->cap) {
         int cap = tb->cap * 2;
         struct starpu_data_descr *d = malloc((size_t)cap * sizeof *d);
@@ -47,7 +47,7 @@ static void push(struct zt_tb *tb, starpu_data_handle_t hd, enum starpu_data_acc
 }
 
 /* open the next slot, of element type dtype (NULL when every slot is taken) */
-static struct zt_task_hdr *open_slot(struct zt_tb *tb, int dtype,
+static struct zt_task_hdr *open_slot(struct zt_builder *tb, int dtype,
                                      enum starpu_data_access_mode mode, int *s) {
     struct zt_task_hdr *h = tb->h;
     if (h->nslot == ZT_MAX_SLOTS) {
@@ -63,7 +63,8 @@ static struct zt_task_hdr *open_slot(struct zt_tb *tb, int dtype,
     return h;
 }
 
-void zt_tb_add(struct zt_tb *tb, zt_tensor_t t, int blk, enum starpu_data_access_mode mode) {
+void zt_builder_add(struct zt_builder *tb, zt_tensor_t t, int blk,
+                    enum starpu_data_access_mode mode) {
     int s;
     struct zt_task_hdr *h = open_slot(tb, t ? zt_tensor_dtype(t) : ZT_DTYPE_F32, mode, &s);
     if (!h || !t) return;
@@ -76,8 +77,8 @@ void zt_tb_add(struct zt_tb *tb, zt_tensor_t t, int blk, enum starpu_data_access
     h->count[s] = hi - lo;
 }
 
-void zt_tb_add_list(struct zt_tb *tb, const struct zt_block_ref *refs, int n,
-                    enum starpu_data_access_mode mode) {
+void zt_builder_add_list(struct zt_builder *tb, const struct zt_block_ref *refs, int n,
+                         enum starpu_data_access_mode mode) {
     int s;
     int dtype = n > 0 && refs[0].t ? zt_tensor_dtype(refs[0].t) : ZT_DTYPE_F32;
     struct zt_task_hdr *h = open_slot(tb, dtype, mode, &s);
@@ -94,7 +95,7 @@ void zt_tb_add_list(struct zt_tb *tb, const struct zt_block_ref *refs, int n,
     }
 }
 
-enum zt_status zt_tb_submit(struct zt_tb *tb, void *args, size_t argsz, int priority) {
+enum zt_status zt_builder_submit(struct zt_builder *tb, void *args, size_t argsz, int priority) {
     enum zt_status rc = ZT_OK;
     enum zt_task_kind kind = (enum zt_task_kind)tb->h->kind;
     if (tb->bad) {

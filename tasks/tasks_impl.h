@@ -4,7 +4,7 @@
  * The files of tasks/ depend one way, each on those below it:
  *
  *   op files (matmul.c, attention.c, collective.c, ...)  args, <kind>_cpu bodies, inserts
- *     -> task_builder.c   zt_tb_*: slots, access modes, submission on the kind's codelet
+ *     -> task_builder.c   zt_builder_*: slots, access modes, submission on the kind's codelet
  *     -> registry.c       codelets and perf models; zt_tasks_init / zt_tasks_free
  *     -> dispatch.c       running a body: slots, 16-bit widening, tracing, placement
  *     -> task_kinds.c     kind names, classes and phases (the X-macro's tables)
@@ -82,22 +82,23 @@ struct starpu_codelet *zt_codelet(enum zt_task_kind kind);
 // task_builder.c: used by every insert function
 
 /* A task being built: its header's slots and its buffers' handles and modes, in slot order. */
-struct zt_tb {
+struct zt_builder {
     struct zt_task_hdr *h;
     struct starpu_data_descr *d;       /* n buffers of cap: inl, or on the heap past it */
     int n, cap;
     int bad; /* a slot was invalid; submit returns ZT_ERR_INVALID */
     struct starpu_data_descr inl[24];  /* room for most tasks without an allocation */
 };
-void zt_tb_init(struct zt_tb *tb, struct zt_task_hdr *h, enum zt_task_kind kind,
-                const struct zt_task_opts *o, int blk);
+void zt_builder_init(struct zt_builder *tb, struct zt_task_hdr *h, enum zt_task_kind kind,
+                     const struct zt_task_opts *o, int blk);
 /* Append slot: blk < 0 = every block of t; t == NULL = absent slot. */
-void zt_tb_add(struct zt_tb *tb, zt_tensor_t t, int blk, enum starpu_data_access_mode mode);
-/* Append one slot made of a list of blocks (of possibly different tensors), in list order. */
-void zt_tb_add_list(struct zt_tb *tb, const struct zt_block_ref *refs, int n,
+void zt_builder_add(struct zt_builder *tb, zt_tensor_t t, int blk,
                     enum starpu_data_access_mode mode);
+/* Append one slot made of a list of blocks (of possibly different tensors), in list order. */
+void zt_builder_add_list(struct zt_builder *tb, const struct zt_block_ref *refs, int n,
+                         enum starpu_data_access_mode mode);
 /* Submit with args (malloc'd, handed to StarPU which frees it); frees tb's storage. */
-enum zt_status zt_tb_submit(struct zt_tb *tb, void *args, size_t argsz, int priority);
+enum zt_status zt_builder_submit(struct zt_builder *tb, void *args, size_t argsz, int priority);
 
 /* Allocate a zeroed args struct of the given type size or return ZT_ERR_NOMEM from the caller. */
 #define ZT_ARGS_NEW(type, var)                                                                   \
