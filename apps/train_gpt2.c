@@ -73,7 +73,7 @@ static const char *usage_text =
     "parameters, activations and gradients, fp32 master weights and moments (docs/precision.md).\n"
     "A memory summary is printed before step 1, and each rank's peak resident memory (VmHWM)\n"
     "after the last step.\n"
-    "At ZeRO stage >= 2 the memory lines also show the slot windows (gathered parameters at\n"
+    "At ZeRO stage >= 2 the memory lines also show the slots (gathered parameters at\n"
     "stage 3, micro-batch gradients waiting for their reduce-scatter); with NVMe offload they\n"
     "show the swap buffers and this rank's NVMe bytes. ZT_HOST_MEM_LIMIT caps the host bytes.\n"
     "Data: step i, row k (0..B-1) reads tokens from (i-1)*B*T + k*T, wrapping at the end.\n"
@@ -129,7 +129,7 @@ struct train_run {
     /* built */
     zt_engine_t engine;
     zt_gpt2_t model;
-    struct zt_engine_mem mem;      /* the memory plan; the gradient window grows during step 1 */
+    struct zt_engine_mem mem;      /* the memory plan; the gradient slots grow during step 1 */
     double load_ms;                /* time to load the --resume checkpoint */
     /* the training loop */
     FILE *log;                     /* --log, on rank 0 */
@@ -406,9 +406,9 @@ static void print_memory_plan(const struct train_run *r) {
                       "%.3f MiB | optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB",
                       r->rank, r->world, mib(m->params), mib(m->grads), mib(m->optim),
                       mib(m->acts), mib(m->params + m->grads + m->optim + m->acts));
-    if (r->cfg.zero_stage >= 2) /* the slot windows inside params and grads */
+    if (r->cfg.zero_stage >= 2) /* the slots inside params and grads */
         at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
-                       "MiB, gradient slots %.3f MiB", mib(m->param_window), mib(m->grad_window));
+                       "MiB, gradient slots %.3f MiB", mib(m->value_slots), mib(m->grad_slots));
     if (m->nvme > 0)
         snprintf(line + at, sizeof line - (size_t)at, " | swap buffers %.3f MiB (in optimizer) "
                  "| NVMe %.3f MiB", mib(m->swap_buffers), mib(m->nvme));
@@ -574,7 +574,7 @@ static enum zt_status train_step(struct train_run *r, int64_t s) {
     if (r->saving) ZT_CHECK(finish_save(r));
     if (save_due(r, s)) ZT_CHECK(begin_save(r, s));
     double ms = zt_clock_ms() - t0; /* a save's share of the loop's time included */
-    if (s == r->first_step && r->cfg.zero_stage >= 2) { /* the gradient window grew to its size */
+    if (s == r->first_step && r->cfg.zero_stage >= 2) { /* the gradient slots grew to their size */
         zt_engine_memory(r->engine, &r->mem);
         ZT_CHECK(check_budget(&r->mem, r->rank));
     }
@@ -601,14 +601,14 @@ static long long peak_rss_kib(void) {
     return kib;
 }
 
-/* every rank, in turn: its peak resident memory and its final gradient window (collective) */
+/* every rank, in turn: its peak resident memory and its final gradient slots (collective) */
 static void print_peak_memory(const struct train_run *r) {
     char line[512];
     int at = snprintf(line, sizeof line, "peak memory (rank %d of %d): %.1f MiB resident",
                       r->rank, r->world, peak_rss_kib() / 1024.0);
     if (r->cfg.zero_stage >= 2)
         snprintf(line + at, sizeof line - (size_t)at, " | gradient slots %.3f MiB",
-                 mib(r->mem.grad_window));
+                 mib(r->mem.grad_slots));
     strncat(line, "\n", sizeof line - strlen(line) - 1);
     print_in_turn(line);
 }
@@ -618,7 +618,7 @@ static enum zt_status finish_run(struct train_run *r) {
     /* the last save: nothing left to overlap it with */
     if (r->saving) ZT_CHECK(finish_save(r));
     ZT_CHECK(zt_engine_finish(r->engine)); /* the last swap-outs, their errors */
-    zt_engine_memory(r->engine, &r->mem);  /* the gradient window grows on demand */
+    zt_engine_memory(r->engine, &r->mem);  /* the gradient slots grow on demand */
     if (!o->quiet) print_peak_memory(r);
     if (r->log && fflush(r->log) != 0)
         return zt_error_set(ZT_ERR_IO, "log %s: write failed (%s)", o->log_path, strerror(errno));

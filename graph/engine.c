@@ -5,7 +5,6 @@
  *
  * Layer: graph/. No starpu_* call here: everything goes through tasks/ (zt_task_*, zt_tensor_*).
  */
-#include <math.h>         /* ldexp */
 #include <stdio.h>        /* snprintf */
 #include <stdlib.h>       /* calloc, posix_memalign */
 #include <string.h>       /* strcmp, memset, memcpy */
@@ -475,11 +474,11 @@ void zt_engine_shard_range(zt_engine_t e, int r, int64_t *lo, int64_t *hi) {
 
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
     const struct zt_engine_buffers *b = &e->buf;
-    m->param_window = zt_slots_value_bytes(e);
-    m->grad_window = zt_slots_grad_bytes(e);
+    m->value_slots = zt_slots_value_bytes(e);
+    m->grad_slots = zt_slots_grad_bytes(e);
     const int64_t ws = (int64_t)zt_dtype_size(e->work_dtype);
-    m->params = b->master_n * (int64_t)sizeof(float) + b->work_n * ws + m->param_window;
-    m->grads = b->grad_sums_n * ws + m->grad_window;
+    m->params = b->master_n * (int64_t)sizeof(float) + b->work_n * ws + m->value_slots;
+    m->grads = b->grad_sums_n * ws + m->grad_slots;
     m->swap_buffers = m->nvme = 0;
     zt_offload_memory(e->offload, &m->swap_buffers, &m->nvme);
     m->optim = (b->m ? 2 * zt_tensor_numel(b->m) * (int64_t)sizeof(float) : 0) + m->swap_buffers;

@@ -6,7 +6,7 @@
  *                  -> register), activations, accessors, the I/O service
  *   zero_plan.c    the ZeRO plan (pure arithmetic; zero_plan.h)
  *   rng.c          the deterministic normal generator
- *   slots.c        stage-3 gather windows and stage >= 2 gradient slots
+ *   slots.c        stage-3 value slots (gathered parameters) and stage >= 2 gradient slots
  *   step.c         step_begin, grad_ready, bucket reductions, norm/clip/AdamW, step_end/wait
  *   loss_scale.c   the fp16 dynamic loss scaler
  *   offload.c      NVMe offload: swap files and buffers (struct zt_offload is private to it)
@@ -87,10 +87,11 @@ struct zt_engine_buffers {
 struct zt_pool {
     int64_t rows, cols;
     enum zt_dtype dt;
-    int nblk, n, cap;
-    zt_tensor_t *t;
-    struct zt_param **who; /* tenant or NULL */
-    uint64_t *stamp;       /* when the tenant moved in (least recently gathered is evicted) */
+    int nblk;              /* row blocks of each slot (the parameters' own blocking) */
+    int n, cap;            /* slots made, room for */
+    zt_tensor_t *t;        /* [cap] the slots */
+    struct zt_param **tenant; /* [cap] the parameter in each slot, or NULL */
+    uint64_t *stamp;       /* [cap] when the tenant moved in (least recently gathered is evicted) */
 };
 
 struct zt_engine_slots {
@@ -242,7 +243,7 @@ enum zt_status zt_loss_scaler_update(struct zt_loss_scaler *sc, const struct zt_
 /* ---------------------------------------------------------------------------------------------
  * offload.c: NVMe offload behind this interface; nothing else reads its fields. It exists
  * (e->offload != NULL) exactly when the optimizer state is on NVMe. */
-/* Open the swap files, allocate the slot buffers and write the offloaded parameter shards'
+/* Open the swap files, allocate the swap buffers and write the offloaded parameter shards'
  * initial values (drawn from the generator state rng0 of finalize's start). */
 enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0);
 void zt_offload_free(zt_engine_t e);
@@ -268,7 +269,7 @@ enum zt_status zt_offload_write_params(zt_engine_t e, struct zt_safetensors *st,
                                        struct zt_shard_set *ck, uint64_t rng);
 /* rewrite the swapped exp_avg and exp_avg_sq from checkpoint shards */
 enum zt_status zt_offload_load_moments(zt_engine_t e, struct zt_shard_set *s);
-/* bytes of the slot buffers (host memory) and of the swap files */
+/* bytes of the swap buffers (host memory) and of the swap files */
 void zt_offload_memory(const struct zt_offload *o, int64_t *buffers, int64_t *files);
 
 /* ---------------------------------------------------------------------------------------------

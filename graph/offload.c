@@ -1,6 +1,6 @@
 /*
  * graph/offload.c: NVMe offload (zero_optimization.offload_optimizer / offload_param nvme): the
- * swap files, the slot buffers the state is swapped through, AdamW on swapped state, the stage-3
+ * swap files, the swap buffers the state goes through, AdamW on swapped state, the stage-3
  * reads of offloaded parameter shards, and the blocking reads and writes of that state between
  * steps (export, checkpoints).
  *
@@ -29,9 +29,9 @@ struct zt_offload {
                                * units then hold the fp32 master weights as a third part */
     struct zt_swapdir optim_dir, param_dir;
     struct zt_swapfile optim_file, param_file;
-    int nbuf;                 /* slot buffers: units in flight */
-    int64_t buf_elems;        /* elements of one part of a slot buffer (the largest unit) */
-    int64_t buf_bytes;        /* bytes of each slot buffer */
+    int nbuf;                 /* swap buffers: units in flight */
+    int64_t buf_elems;        /* elements of one part of a swap buffer (the largest unit) */
+    int64_t buf_bytes;        /* bytes of each swap buffer */
     void **buf;               /* [nbuf] [m | v (| w) (| 16-bit w)] */
     char *buf_pinned;         /* [nbuf] page-locked for the GPUs (zt_host_pin) */
     zt_tensor_t *buf_m, *buf_v, *buf_w, *buf_w16; /* [nbuf] one block each, over the parts */
@@ -280,7 +280,7 @@ static void unit_blocks(const struct zt_engine *e, int u, int *b0, int *b1) {
 }
 
 /* AdamW with the optimizer state (and stage-3 parameter shards) on NVMe: per swap unit, swap
- * its state into slot buffer k = unit mod buffer_count, update the unit's window of its group,
+ * its state into swap buffer k = unit mod buffer_count, update the unit's range of its group,
  * swap it out. The slot's reuse waits for the swap-out of its previous unit (write after read),
  * so buffer_count units are in flight: the reads of the next units and the writes of the
  * previous ones overlap the update, and the first units' reads start as soon as the previous
@@ -358,7 +358,7 @@ static enum zt_status open_files(zt_engine_t e, struct zt_offload *o) {
     return ZT_OK;
 }
 
-/* the slot buffers: buffer_count units in flight, each [m | v (| w) (| 16-bit w)] of the largest
+/* the swap buffers: buffer_count units in flight, each [m | v (| w) (| 16-bit w)] of the largest
  * unit; "auto" (0): as many as ZT_SWAP_BUFFER_MEM holds (at most 1/8 of ZT_HOST_MEM_LIMIT), at
  * least 4 (DeepSpeed's default count) */
 static enum zt_status make_buffers(zt_engine_t e, struct zt_offload *o) {

@@ -1,5 +1,5 @@
 /*
- * graph/slots.c: the slot pools: stage-3 gather windows (a non-persistent parameter's value is
+ * graph/slots.c: the slot pools: stage-3 value slots (a non-persistent parameter's value is
  * all-gathered into a slot of its shape when the model reads it, least recently gathered slot
  * first) and stage >= 2 gradient slots (a micro-batch's gradients of a parameter until its
  * bucket is reduce-scattered).
@@ -9,23 +9,23 @@
 #include <stdlib.h>      /* calloc, realloc, free */
 #include "engine_impl.h" /* struct zt_engine, struct zt_pool */
 
-static enum zt_status pool_grow(struct zt_pool *pl, const char *name) {
-    if (pl->n == pl->cap) {
-        int cap = pl->cap ? 2 * pl->cap : 4;
-        zt_tensor_t *t = realloc(pl->t, (size_t)cap * sizeof *t);
-        if (t) pl->t = t;
-        struct zt_param **w = realloc(pl->who, (size_t)cap * sizeof *w);
-        if (w) pl->who = w;
-        uint64_t *st = realloc(pl->stamp, (size_t)cap * sizeof *st);
-        if (st) pl->stamp = st;
-        if (!t || !w || !st) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory for slots");
-        pl->cap = cap;
+static enum zt_status pool_grow(struct zt_pool *pool, const char *name) {
+    if (pool->n == pool->cap) {
+        int cap = pool->cap ? 2 * pool->cap : 4;
+        zt_tensor_t *t = realloc(pool->t, (size_t)cap * sizeof *t);
+        if (t) pool->t = t;
+        struct zt_param **tn = realloc(pool->tenant, (size_t)cap * sizeof *tn);
+        if (tn) pool->tenant = tn;
+        uint64_t *st = realloc(pool->stamp, (size_t)cap * sizeof *st);
+        if (st) pool->stamp = st;
+        if (!t || !tn || !st) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory for slots");
+        pool->cap = cap;
     }
-    ZT_CHECK(zt_tensor_init_dtype(&pl->t[pl->n], name, NULL, pl->rows, pl->cols, pl->dt,
-                                  pl->nblk, NULL));
-    pl->who[pl->n] = NULL;
-    pl->stamp[pl->n] = 0;
-    pl->n++;
+    ZT_CHECK(zt_tensor_init_dtype(&pool->t[pool->n], name, NULL, pool->rows, pool->cols,
+                                  pool->dt, pool->nblk, NULL));
+    pool->tenant[pool->n] = NULL;
+    pool->stamp[pool->n] = 0;
+    pool->n++;
     return ZT_OK;
 }
 
@@ -49,7 +49,7 @@ void zt_slots_free(zt_engine_t e) {
         for (int k = 0; k < 2; k++) {
             for (int i = 0; i < pools[k]->n; i++) zt_tensor_free(pools[k]->t[i]);
             free(pools[k]->t);
-            free(pools[k]->who);
+            free(pools[k]->tenant);
             free(pools[k]->stamp);
         }
     }
@@ -85,19 +85,19 @@ static void make_classes(zt_engine_t e, int64_t *count, int64_t *elems) {
     }
 }
 
-/* stage 3: the gathered-value window in elements, min(stage3_max_live_parameters,
+/* stage 3: the value slots' budget in elements, min(stage3_max_live_parameters,
  * stage3_prefetch_bucket_size); with offload_param nvme the slots are the buffers the shards
  * are read into: at most max_in_cpu and buffer_count x buffer_size elements, each parameter
  * within one buffer (DeepSpeed) */
-static enum zt_status window_elems(const struct zt_engine *e, int64_t *out) {
+static enum zt_status value_slots_budget(const struct zt_engine *e, int64_t *out) {
     const struct zt_config *c = &e->cfg;
-    int64_t w = c->stage3_max_live_parameters < c->stage3_prefetch_bucket_size
+    int64_t budget = c->stage3_max_live_parameters < c->stage3_prefetch_bucket_size
                     ? c->stage3_max_live_parameters : c->stage3_prefetch_bucket_size;
     const struct zt_offload_cfg *op = &c->offload_param;
     if (e->stage >= 3 && op->device == ZT_OFFLOAD_NVME) {
         int64_t cap = op->buffer_count * op->buffer_size;
-        w = w < op->max_in_cpu ? w : op->max_in_cpu;
-        w = w < cap ? w : cap;
+        budget = budget < op->max_in_cpu ? budget : op->max_in_cpu;
+        budget = budget < cap ? budget : cap;
         for (int i = 0; i < e->nparams; i++) {
             const struct zt_param *p = e->params[i];
             if (!p->persistent && p->rows * p->cols > op->buffer_size)
@@ -108,12 +108,12 @@ static enum zt_status window_elems(const struct zt_engine *e, int64_t *out) {
                                     (long long)(p->rows * p->cols));
         }
     }
-    *out = w;
+    *out = budget;
     return ZT_OK;
 }
 
 /* the slot pools: stage 3 gathers each non-persistent parameter into a slot of its shape, the
- * window shared among the shapes in proportion to their elements, at least two slots per shape
+ * budget shared among the shapes in proportion to their elements, at least two slots per shape
  * (a task may read two parameters of one shape); stage >= 2 gradient slots start at one per
  * shape and grow when every slot waits for its bucket's reduction */
 enum zt_status zt_slots_init(zt_engine_t e) {
@@ -124,12 +124,13 @@ enum zt_status zt_slots_init(zt_engine_t e) {
         return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     int64_t *count = calloc((size_t)e->nparams, sizeof *count);
     if (!count) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    int64_t enp = 0, w = 0;
-    make_classes(e, count, &enp);
-    enum zt_status rc = window_elems(e, &w);
+    int64_t nonpersistent_elems = 0, budget = 0;
+    make_classes(e, count, &nonpersistent_elems);
+    enum zt_status rc = value_slots_budget(e, &budget);
     for (int c = 0; c < s->nshapes && rc == ZT_OK; c++) {
         if (e->stage >= 3 && count[c] > 0) {
-            int64_t k = (int64_t)((double)w * (double)count[c] / (double)enp);
+            int64_t k = (int64_t)((double)budget * (double)count[c] /
+                                  (double)nonpersistent_elems);
             int64_t lo = count[c] < 2 ? count[c] : 2;
             k = k < lo ? lo : k > count[c] ? count[c] : k;
             for (int64_t j = 0; j < k && rc == ZT_OK; j++)
@@ -141,7 +142,6 @@ enum zt_status zt_slots_init(zt_engine_t e) {
     return rc;
 }
 
-
 /* ---------------------------------------------------------------------------------------------
  * tenants */
 
@@ -149,24 +149,24 @@ enum zt_status zt_slots_init(zt_engine_t e) {
  * a free slot of its shape (or a new one), zeroed by a task */
 static zt_tensor_t take_grad_slot(const struct zt_step_ctx *ctx, struct zt_param *p) {
     struct zt_engine *e = p->e;
-    struct zt_pool *pl = &e->slots.grad_pool[p->shape_class];
+    struct zt_pool *pool = &e->slots.grad_pool[p->shape_class];
     int i = 0;
-    while (i < pl->n && pl->who[i]) i++;
-    if (i == pl->n && pool_grow(pl, "grad_slot") != ZT_OK) return NULL;
-    pl->who[i] = p;
+    while (i < pool->n && pool->tenant[i]) i++;
+    if (i == pool->n && pool_grow(pool, "grad_slot") != ZT_OK) return NULL;
+    pool->tenant[i] = p;
     p->grad_slot = i;
-    p->grad = pl->t[i];
+    p->grad = pool->t[i];
     struct zt_task_opts o = zt_engine_task_opts(e, ctx, ZT_PRIO_WEIGHT_GRAD);
     if (zt_task_zero(&o, p->grad) != ZT_OK) return NULL;
     return p->grad;
 }
 
 /* stage 3: slot i of a gathered-value pool loses its tenant, which must be gathered again */
-static void evict(struct zt_pool *pl, int i) {
-    if (!pl->who[i]) return;
-    pl->who[i]->value_slot = -1;
-    pl->who[i]->value = NULL;
-    pl->who[i] = NULL;
+static void evict(struct zt_pool *pool, int i) {
+    if (!pool->tenant[i]) return;
+    pool->tenant[i]->value_slot = -1;
+    pool->tenant[i]->value = NULL;
+    pool->tenant[i] = NULL;
 }
 
 /* whether ctx is a backward context (its gathers prefetch for the backward) */
@@ -179,15 +179,15 @@ static int in_backward(const struct zt_step_ctx *ctx) {
  * blocks are first read from the swap file into their places in the slot. */
 static zt_tensor_t gather(const struct zt_step_ctx *ctx, struct zt_param *p) {
     struct zt_engine *e = p->e;
-    struct zt_pool *pl = &e->slots.value_pool[p->shape_class];
+    struct zt_pool *pool = &e->slots.value_pool[p->shape_class];
     int i = 0;
-    for (int j = 1; j < pl->n && pl->who[i]; j++)
-        if (!pl->who[j] || pl->stamp[j] < pl->stamp[i]) i = j;
-    evict(pl, i);
-    pl->who[i] = p;
-    pl->stamp[i] = ++e->slots.clock;
+    for (int j = 1; j < pool->n && pool->tenant[i]; j++)
+        if (!pool->tenant[j] || pool->stamp[j] < pool->stamp[i]) i = j;
+    evict(pool, i);
+    pool->tenant[i] = p;
+    pool->stamp[i] = ++e->slots.clock;
     p->value_slot = i;
-    p->value = pl->t[i];
+    p->value = pool->t[i];
     struct zt_block_ref refs[ZT_PLAN_MAX_BLOCKS], src[ZT_PLAN_MAX_BLOCKS];
     for (int j = 0; j < p->nblk; j++) {
         refs[j] = (struct zt_block_ref){p->value, j, 0};
@@ -215,7 +215,7 @@ void zt_slots_drop_gathered(zt_engine_t e) {
 }
 
 void zt_slots_release_grad(zt_engine_t e, struct zt_param *p) {
-    if (p->grad_slot >= 0) e->slots.grad_pool[p->shape_class].who[p->grad_slot] = NULL;
+    if (p->grad_slot >= 0) e->slots.grad_pool[p->shape_class].tenant[p->grad_slot] = NULL;
     p->grad_slot = -1;
     p->grad = NULL;
 }

@@ -21,7 +21,7 @@
  *
  * Offload (zero_optimization.offload_optimizer / offload_param nvme): the optimizer state of the
  * rank's groups (and at stage 3 its non-persistent parameter shards) live in swap files under
- * nvme_path; step_end swaps each group into one of buffer_count slot buffers, runs AdamW there
+ * nvme_path; step_end swaps each group into one of buffer_count swap buffers, runs AdamW there
  * and swaps it out (swap_in/swap_out tasks, tasks/zt_tasks.h), and a stage-3 gather reads the
  * rank's blocks from the file into the slot before the all-gather. step_wait returns a failed
  * swap's error (file, offset). Results are bit-identical to the same run in memory.
@@ -58,8 +58,9 @@ typedef struct zt_param *zt_param_t;
 
 enum zt_init { ZT_INIT_ZERO = 0, ZT_INIT_ONE, ZT_INIT_NORMAL };
 
-/* Create an engine (starts StarPU) for sequences of seq_len rows-per-sequence units.
- * Owner: caller, with zt_engine_free. */
+/* Create an engine for cfg (copied): starts MPI and StarPU (zt_tasks_init) and checks that the
+ * config's batch rule was resolved for this job's world size (ZT_ERR_CONFIG otherwise). Reads
+ * ZT_GRAPH_CHUNKS and ZT_OPT_GROUP_ELEMS. Owner: caller, with zt_engine_free. */
 enum zt_status zt_engine_init(zt_engine_t *e, const struct zt_config *cfg);
 void zt_engine_free(zt_engine_t e);
 
@@ -207,15 +208,15 @@ void zt_engine_shard_range(zt_engine_t e, int r, int64_t *lo, int64_t *hi);
 int zt_engine_rank(zt_engine_t e);
 int zt_engine_world_size(zt_engine_t e);
 
-/* Bytes per category on this rank (host memory), windows included: optimizer state is 1/N of
- * the total at ZeRO stage >= 1 (whole row blocks per rank), gradient sums 1/N at stage >= 2 plus
- * the gradient window (the slots holding micro-batch gradients until their bucket is reduced; it
- * grows on demand, so it is larger after step 1 than before it), parameters 1/N at stage 3 plus
- * the persistent parameters and the gathered-parameter window. */
+/* Bytes per category on this rank (host memory), slots included: optimizer state is 1/N of the
+ * total at ZeRO stage >= 1 (whole row blocks per rank), gradient sums 1/N at stage >= 2 plus the
+ * gradient slots (holding micro-batch gradients until their bucket is reduced; they grow on
+ * demand, so they are larger after step 1 than before it), parameters 1/N at stage 3 plus the
+ * persistent parameters and the value slots (gathered parameters). */
 struct zt_engine_mem {
     int64_t params, grads, optim, acts;
-    int64_t param_window, grad_window; /* parts of params and grads */
-    int64_t swap_buffers;              /* part of optim: NVMe offload's slot buffers */
+    int64_t value_slots, grad_slots;   /* parts of params and grads: the slot pools */
+    int64_t swap_buffers;              /* part of optim: NVMe offload's swap buffers */
     int64_t nvme;                      /* bytes of this rank's swap files */
 };
 void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m);
