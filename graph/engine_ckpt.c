@@ -7,7 +7,8 @@
  *
  * Layer: graph/, behind the engine (engine_impl.h). The save hands records to the background
  * writer of io/zt_ckpt_writer.h from host tasks (zt_task_io) that hold the blocks they read; the
- * shard format is io/zt_ckpt.h; the directory protocol around the shards is graph/checkpoint.c.
+ * shard format is io/zt_ckpt.h; the collective checkpoint around the shards (meta.json, the
+ * directory protocol of io/zt_ckpt_dir.h) is graph/checkpoint_save.c and checkpoint_load.c.
  */
 #include <stdio.h>           /* snprintf */
 #include <stdlib.h>          /* calloc, realloc, free */
@@ -18,16 +19,17 @@
 
 /* a parameter's host task: its rows of the value, exp_avg and exp_avg_sq records */
 struct save_req {
-    struct zt_engine_save *job;
+    struct zt_engine_save *save;
     const struct zt_param *p;
-    int rec0;               /* its first record (value, exp_avg, exp_avg_sq follow) */
-    int mv0;                /* where the m and v blocks start among its task's pointers */
+    int first_rec;          /* its value's record; exp_avg's and exp_avg_sq's follow */
+    int moments_at;         /* where the m and v blocks start among its task's pointers */
 };
 
+/* the shard being written: its writer, its size, one request per parameter */
 struct zt_engine_save {
     zt_engine_t e;
     zt_ckpt_writer_t w;
-    int64_t bytes;
+    int64_t bytes;          /* of the records' data */
     struct save_req *req;   /* [nparams] */
 };
 
@@ -44,7 +46,7 @@ static int64_t own_row1(const struct zt_param *p) { return zt_param_blk_row0(p, 
  * from the swap files into tmp */
 static enum zt_status stage_block(const struct save_req *q, void *const *ptrs, int role, int k,
                                   float *tmp, struct zt_shard_stream *st) {
-    const zt_engine_t e = q->job->e;
+    const zt_engine_t e = q->save->e;
     const struct zt_param *p = q->p;
     const int b = p->first_blk + p->own0 + k;
     const int64_t n = zt_engine_blk_elems(e, b);
@@ -54,7 +56,7 @@ static enum zt_status stage_block(const struct save_req *q, void *const *ptrs, i
     else if (role == 0) /* its shard is in the swap file */
         ZT_CHECK(zt_offload_read_values(e, b, tmp));
     else if (e->buf.m) /* the m and v blocks of its group */
-        src = (const float *)ptrs[q->mv0 + 2 * k + role - 1] + e->buf.master_blk[b].off;
+        src = (const float *)ptrs[q->moments_at + 2 * k + role - 1] + e->buf.master_blk[b].off;
     else /* the optimizer's swap file */
         ZT_CHECK(zt_offload_read_moment(e, b, role - 1, tmp));
     return zt_shard_stream_add(st, src, n);
@@ -64,8 +66,8 @@ static enum zt_status stage_block(const struct save_req *q, void *const *ptrs, i
  * p's own value blocks (unless offloaded), then the m and v blocks of their groups (in memory) */
 static void save_param(void *ctx, void *const *ptrs) {
     const struct save_req *q = ctx;
-    const zt_engine_t e = q->job->e;
-    const zt_ckpt_writer_t w = q->job->w;
+    const zt_engine_t e = q->save->e;
+    const zt_ckpt_writer_t w = q->save->w;
     const struct zt_param *p = q->p;
     const int nown = p->own1 - p->own0;
     enum zt_status rc = ZT_OK;
@@ -83,7 +85,7 @@ static void save_param(void *ctx, void *const *ptrs) {
     struct zt_shard_stream *st = zt_ckpt_writer_lock(w);
     if (!failed && rc == ZT_OK) rc = zt_ckpt_writer_buffer(w);
     for (int role = 0; !failed && rc == ZT_OK && role < 3; role++) {
-        rc = zt_shard_stream_record(st, q->rec0 + role);
+        rc = zt_shard_stream_record(st, q->first_rec + role);
         for (int k = 0; rc == ZT_OK && k < nown; k++) rc = stage_block(q, ptrs, role, k, tmp, st);
         if (rc == ZT_OK) rc = zt_shard_stream_done(st);
     }
@@ -124,14 +126,14 @@ static int task_blocks(zt_engine_t e, const struct zt_param *p, struct save_req 
     const int b0 = p->first_blk + p->own0, b1 = p->first_blk + p->own1;
     int n = 0;
     if (p->offloaded) {
-        n += zt_offload_order_refs(e, 1, b0, b1, refs + n);
+        n += zt_offload_order_refs(e, ZT_SWAP_PARAM_FILE, b0, b1, refs + n);
     } else {
         for (int b = b0; b < b1; b++) refs[n++] = e->buf.master_blk[b];
     }
     if (!e->buf.m) {
-        n += zt_offload_order_refs(e, 0, b0, b1, refs + n);
+        n += zt_offload_order_refs(e, ZT_SWAP_OPTIM_FILE, b0, b1, refs + n);
     } else {
-        q->mv0 = n;
+        q->moments_at = n;
         for (int b = b0; b < b1; b++) {
             const int g = e->plan.blk_local_group[b];
             refs[n++] = (struct zt_block_ref){e->buf.m, g, 0};
@@ -142,7 +144,7 @@ static int task_blocks(zt_engine_t e, const struct zt_param *p, struct save_req 
 }
 
 /* one host task per parameter with rows in the shard */
-static enum zt_status submit_tasks(zt_engine_t e, struct zt_engine_save *j) {
+static enum zt_status submit_tasks(zt_engine_t e, struct zt_engine_save *save) {
     const struct zt_zero_plan *pl = &e->plan;
     struct zt_block_ref *refs = calloc((size_t)(3 * pl->nblk + 2 * pl->nunits + 1), sizeof *refs);
     if (!refs) return zt_error_set(ZT_ERR_NOMEM, "checkpoint shard: out of memory");
@@ -151,14 +153,14 @@ static enum zt_status submit_tasks(zt_engine_t e, struct zt_engine_save *j) {
     for (int i = 0, rec = 0; i < e->nparams && rc == ZT_OK; i++) {
         const struct zt_param *p = e->params[i];
         if (p->own1 <= p->own0) continue;
-        struct save_req *q = &j->req[i];
-        *q = (struct save_req){.job = j, .p = p, .rec0 = rec};
+        struct save_req *q = &save->req[i];
+        *q = (struct save_req){.save = save, .p = p, .first_rec = rec};
         rec += 3;
         const int n = task_blocks(e, p, q, refs);
         const int64_t bytes = (own_row1(p) - own_row0(p)) * p->cols * 12;
-        zt_ckpt_writer_hold(j->w);
+        zt_ckpt_writer_hold(save->w);
         if ((rc = zt_task_io(&ctx.opts, refs, n, bytes, save_param, q)) != ZT_OK)
-            zt_ckpt_writer_release(j->w, ZT_OK); /* the task never runs */
+            zt_ckpt_writer_release(save->w, ZT_OK); /* the task never runs */
     }
     free(refs);
     return rc;
@@ -172,46 +174,48 @@ enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path) {
         return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: the engine is not finalized",
                             path);
     ZT_CHECK(zt_engine_io_start(e));
-    struct zt_engine_save *j = calloc(1, sizeof *j);
-    if (j) j->req = calloc((size_t)e->nparams + 1, sizeof *j->req);
+    struct zt_engine_save *save = calloc(1, sizeof *save);
+    if (save) save->req = calloc((size_t)e->nparams + 1, sizeof *save->req);
     struct zt_shard_rec *recs = NULL;
     int nrec = 0;
-    enum zt_status rc = j && j->req ? make_records(e, &recs, &nrec, &j->bytes)
-                                    : zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of "
-                                                   "memory", path);
+    enum zt_status rc = save && save->req
+                            ? make_records(e, &recs, &nrec, &save->bytes)
+                            : zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory",
+                                           path);
     if (rc == ZT_OK) {
         struct zt_aio_cfg ac;
         const int direct = zt_engine_aio_cfg(e, &ac) == ZT_OK;
-        rc = zt_ckpt_writer_open(&j->w, path, e->rank, e->size, recs, nrec,
+        rc = zt_ckpt_writer_open(&save->w, path, e->rank, e->size, recs, nrec,
                                  direct ? &ac : NULL, zt_runtime_io_thread);
     }
     free(recs);
     if (rc != ZT_OK) {
-        if (j) free(j->req);
-        free(j);
+        if (save) free(save->req);
+        free(save);
         return rc;
     }
-    j->e = e;
-    e->save = j;
-    rc = submit_tasks(e, j);
-    zt_ckpt_writer_release(j->w, rc); /* the opener's count: every task submitted (or failed) */
-    return ZT_OK;                     /* failures are reported by zt_engine_save_end */
+    save->e = e;
+    e->save = save;
+    rc = submit_tasks(e, save);
+    /* the opener's count: every task is submitted (or failed) */
+    zt_ckpt_writer_release(save->w, rc);
+    return ZT_OK; /* failures are reported by zt_engine_save_end */
 }
 
 enum zt_status zt_engine_save_end(zt_engine_t e, struct zt_save_info *info) {
-    struct zt_engine_save *j = e->save;
-    if (!j) return zt_error_set(ZT_ERR_INVALID, "checkpoint shard: no save in progress");
+    struct zt_engine_save *save = e->save;
+    if (!save) return zt_error_set(ZT_ERR_INVALID, "checkpoint shard: no save in progress");
     /* idle StarPU workers poll for work: while only the writers run, let them sleep */
-    const int paused = !zt_ckpt_writer_done(j->w) && zt_runtime_pause_if_idle();
+    const int paused = !zt_ckpt_writer_done(save->w) && zt_runtime_pause_if_idle();
     double ms = 0;
-    enum zt_status rc = zt_ckpt_writer_wait(j->w, &ms);
+    enum zt_status rc = zt_ckpt_writer_wait(save->w, &ms);
     if (paused) zt_runtime_resume();
     if (info) {
-        info->bytes = j->bytes;
+        info->bytes = save->bytes;
         info->write_ms = ms;
     }
-    free(j->req);
-    free(j);
+    free(save->req);
+    free(save);
     e->save = NULL;
     return rc;
 }

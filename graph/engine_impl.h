@@ -259,10 +259,13 @@ enum zt_status zt_offload_adamw(zt_engine_t e, const struct zt_task_opts *o,
 enum zt_status zt_offload_read_values(zt_engine_t e, int b, float *dst);
 /* between steps, blocking: block b's exp_avg (moment 0) or exp_avg_sq (1) */
 enum zt_status zt_offload_read_moment(zt_engine_t e, int b, int moment, float *dst);
-/* the file-order blocks that guard the swap-file regions of blocks [b0, b1) (this rank's):
- * of the parameter file (params) or the optimizer file, each once, into refs; returns the
- * count. A task holding them sees the state after the updates submitted before it. */
-int zt_offload_order_refs(zt_engine_t e, int params, int b0, int b1, struct zt_block_ref *refs);
+/* the two swap files: the optimizer state's and (stage 3, offload_param nvme) the parameters' */
+enum zt_swap_file { ZT_SWAP_OPTIM_FILE, ZT_SWAP_PARAM_FILE };
+/* the order blocks that guard the regions of blocks [b0, b1) (this rank's) in swap file f, each
+ * once, into refs; returns the count. A task holding them sees the state after the updates
+ * submitted before it. */
+int zt_offload_order_refs(zt_engine_t e, enum zt_swap_file f, int b0, int b1,
+                          struct zt_block_ref *refs);
 /* Rewrite the offloaded parameter shards (and with 16-bit parameters on NVMe their fp32
  * masters): from st, from checkpoint shards ck, or (both NULL) the initializer's stream rng. */
 enum zt_status zt_offload_write_params(zt_engine_t e, struct zt_safetensors *st,

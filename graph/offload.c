@@ -87,9 +87,10 @@ enum zt_status zt_offload_read_moment(zt_engine_t e, int b, int moment, float *d
 
 int zt_offload_has_params(const struct zt_offload *o) { return o && o->params; }
 
-int zt_offload_order_refs(zt_engine_t e, int params, int b0, int b1, struct zt_block_ref *refs) {
+int zt_offload_order_refs(zt_engine_t e, enum zt_swap_file f, int b0, int b1,
+                          struct zt_block_ref *refs) {
     const struct zt_zero_plan *pl = &e->plan;
-    zt_tensor_t order = params ? e->offload->param_order : e->offload->optim_order;
+    zt_tensor_t order = f == ZT_SWAP_PARAM_FILE ? e->offload->param_order : e->offload->optim_order;
     int n = 0, hi_unit = -1;
     for (int b = b0; b < b1; b++) {
         const int li = pl->blk_local_group[b];
@@ -258,7 +259,7 @@ enum zt_status zt_offload_gather(zt_engine_t e, const struct zt_param *p, zt_ten
         segs[j - p->own0] = (struct zt_swap_seg){slot, j, 0, n * pl->param_elem_bytes,
                                                  param_blk_off(e, p->first_blk + j)};
     }
-    const int norder = zt_offload_order_refs(e, 1, b0, b1, order);
+    const int norder = zt_offload_order_refs(e, ZT_SWAP_PARAM_FILE, b0, b1, order);
     enum zt_status rc = zt_task_swap_in(o, &e->offload->param_file, segs, p->own1 - p->own0,
                                         order, norder, NULL);
     free(order);
@@ -291,10 +292,10 @@ enum zt_status zt_offload_adamw(zt_engine_t e, const struct zt_task_opts *o,
     const struct zt_zero_plan *pl = &e->plan;
     const struct zt_offload *of = e->offload;
     const struct zt_offload_cfg *oc = &e->cfg.offload_optimizer;
-    zt_tensor_t rpipe = oc->pipeline_read ? NULL : of->pipeline;
-    zt_tensor_t wpipe = oc->pipeline_write ? NULL : of->pipeline;
-    struct zt_task_opts ord = *o; /* reads ahead of the updates that wait on them */
-    ord.priority = zt_prio(ZT_PRIO_OPT_READ, -1, 0);
+    zt_tensor_t read_token = oc->pipeline_read ? NULL : of->pipeline;
+    zt_tensor_t write_token = oc->pipeline_write ? NULL : of->pipeline;
+    struct zt_task_opts read_opts = *o; /* reads ahead of the updates that wait on them */
+    read_opts.priority = zt_prio(ZT_PRIO_OPT_READ, -1, 0);
     for (int i = 0; i < pl->nunits; i++) {
         /* with clipping every update waits for the global norm, and the next forward wants the
          * parameters in flat order; without, a unit is ready once its gradients are final,
@@ -304,20 +305,24 @@ enum zt_status zt_offload_adamw(zt_engine_t e, const struct zt_task_opts *o,
         const int64_t len = zt_plan_unit_file_bytes(pl, u);
         /* optimizer file: [m | v] (| fp32 master); parameter file: the fp32 values, or the
          * 16-bit copy the update writes (nothing to read from it) */
-        const struct zt_swap_seg mv[3] = {{of->buf_m[k], 0, 0, len, un->optim_off},
-                                          {of->buf_v[k], 0, 0, len, un->optim_off + len},
-                                          {of->buf_w[k], 0, 0, len, un->optim_off + 2 * len}};
-        const int nmv = 2 + of->params16;
-        const struct zt_swap_seg w = {of->params16 ? of->buf_w16[k] : of->buf_w[k], 0, 0,
-                                      of->params ? unit_param_bytes(pl, u) : 0,
-                                      of->params ? unit_param_off(pl, u) : 0};
-        const struct zt_block_ref oa = {of->optim_order, u, 0}, ob = {of->param_order, u, 0};
+        const struct zt_swap_seg optim_segs[3] = {
+            {of->buf_m[k], 0, 0, len, un->optim_off},
+            {of->buf_v[k], 0, 0, len, un->optim_off + len},
+            {of->buf_w[k], 0, 0, len, un->optim_off + 2 * len}};
+        const int noptim_segs = 2 + of->params16;
+        const struct zt_swap_seg param_seg = {of->params16 ? of->buf_w16[k] : of->buf_w[k], 0, 0,
+                                              of->params ? unit_param_bytes(pl, u) : 0,
+                                              of->params ? unit_param_off(pl, u) : 0};
+        const struct zt_block_ref optim_order = {of->optim_order, u, 0};
+        const struct zt_block_ref param_order = {of->param_order, u, 0};
         int b0, b1;
         unit_blocks(e, u, &b0, &b1);
         if (b1 == b0) continue; /* padding only */
-        ZT_CHECK(zt_task_swap_in(&ord, &of->optim_file, mv, nmv, &oa, 1, rpipe));
+        ZT_CHECK(zt_task_swap_in(&read_opts, &of->optim_file, optim_segs, noptim_segs,
+                                 &optim_order, 1, read_token));
         if (of->params && !of->params16)
-            ZT_CHECK(zt_task_swap_in(&ord, &of->param_file, &w, 1, &ob, 1, rpipe));
+            ZT_CHECK(zt_task_swap_in(&read_opts, &of->param_file, &param_seg, 1, &param_order, 1,
+                                     read_token));
         const struct zt_adamw_window win = {
             .params = &e->buf.master_blk[b0], .grads = &e->buf.grad_blk[b0], .n = b1 - b0,
             .w = of->params ? of->buf_w[k] : NULL, .m = of->buf_m[k], .v = of->buf_v[k],
@@ -325,8 +330,11 @@ enum zt_status zt_offload_adamw(zt_engine_t e, const struct zt_task_opts *o,
             .outs = e->mixed ? &e->buf.work_blk[b0] : NULL,
             .wout = of->params16 ? of->buf_w16[k] : NULL};
         ZT_CHECK(zt_task_adamw_window(o, &win));
-        ZT_CHECK(zt_task_swap_out(o, &of->optim_file, mv, nmv, &oa, 1, wpipe));
-        if (of->params) ZT_CHECK(zt_task_swap_out(o, &of->param_file, &w, 1, &ob, 1, wpipe));
+        ZT_CHECK(zt_task_swap_out(o, &of->optim_file, optim_segs, noptim_segs, &optim_order, 1,
+                                  write_token));
+        if (of->params)
+            ZT_CHECK(zt_task_swap_out(o, &of->param_file, &param_seg, 1, &param_order, 1,
+                                      write_token));
     }
     return ZT_OK;
 }

@@ -23,16 +23,16 @@ enum zt_status zt_weights_set_values(zt_engine_t e, struct zt_param *p, const fl
     const float *own = v + zt_param_blk_row0(p, p->own0) * p->cols;
     if (p->home) {
         ZT_CHECK(zt_tensor_acquire(p->home, 1));
-        int pm = zt_engine_partial_master(e, p);
-        memcpy(zt_tensor_data(p->home), pm ? own : v,
-               (size_t)(pm ? zt_param_own_elems(p) : p->rows * p->cols) * sizeof(float));
+        const int partial = zt_engine_partial_master(e, p);
+        memcpy(zt_tensor_data(p->home), partial ? own : v,
+               (size_t)(partial ? zt_param_own_elems(p) : p->rows * p->cols) * sizeof(float));
         zt_tensor_release(p->home);
     }
     if (p->work) {
         ZT_CHECK(zt_tensor_acquire(p->work, 1));
-        int ph = zt_engine_partial_values(e, p);
-        zt_dtype_from_f32(e->work_dtype, zt_tensor_data(p->work), ph ? own : v,
-                          (size_t)(ph ? zt_param_own_elems(p) : p->rows * p->cols));
+        const int partial = zt_engine_partial_values(e, p);
+        zt_dtype_from_f32(e->work_dtype, zt_tensor_data(p->work), partial ? own : v,
+                          (size_t)(partial ? zt_param_own_elems(p) : p->rows * p->cols));
         zt_tensor_release(p->work);
     }
     return ZT_OK;
@@ -74,11 +74,8 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
 /* ---------------------------------------------------------------------------------------------
  * export */
 
-/* A whole copy of the values or gradient sums on every rank when this rank holds only its
- * blocks of them (stage 3 values, mixed-precision masters at stage >= 1, stage >= 2 gradients,
- * stage 1's reduce-scattered sums): each rank copies its blocks into a temporary tensor in the
- * flat layout, then the blocks are all-gathered bucket by bucket. *out is NULL when the rank's
- * own tensors are whole already. */
+/* whether this rank holds only its blocks of the values or gradient sums (stage 3 values,
+ * mixed-precision masters at stage >= 1, stage >= 2 gradients, stage 1's reduce-scattered sums) */
 static int partitioned(const struct zt_engine *e, enum tensors which) {
     if (which == GRADS) return !(e->stage < 2 && !e->mixed && !zt_engine_scattered_sums(e));
     return e->mixed ? e->stage >= 1 : e->stage >= 3;
@@ -112,6 +109,9 @@ static enum zt_status copy_own(zt_engine_t e, enum tensors which, float *dst) {
     return rc;
 }
 
+/* A whole copy of the values or gradient sums on every rank when they are partitioned: each
+ * rank copies its blocks into a temporary tensor in the flat layout, then the blocks are
+ * all-gathered bucket by bucket. *out is NULL when the rank's own tensors are whole already. */
 static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t *out) {
     *out = NULL;
     if (!partitioned(e, which)) return ZT_OK;
@@ -149,8 +149,40 @@ static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t
     return rc;
 }
 
+/* rank 0: every parameter under its name, from the whole copy or (when this rank's tensors are
+ * whole) straight from them */
 static enum zt_status write_tensors(zt_engine_t e, const char *path, enum tensors which,
-                                    zt_tensor_t whole);
+                                    zt_tensor_t whole) {
+    struct zt_st_entry *ent = calloc((size_t)e->nparams, sizeof *ent);
+    if (!ent) return zt_error_set(ZT_ERR_NOMEM, "export %s: out of memory", path);
+    enum zt_status rc = ZT_OK;
+    int acquired = 0; /* parameters whose tensor is acquired (without a whole copy) */
+    if (whole) rc = zt_tensor_acquire(whole, 0);
+    for (; acquired < e->nparams && rc == ZT_OK; acquired++) {
+        struct zt_param *p = e->params[acquired];
+        struct zt_st_entry *en = &ent[acquired];
+        en->name = p->name;
+        en->ndim = p->ndim;
+        memcpy(en->shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);
+        if (whole) {
+            en->data = (const float *)zt_tensor_data(whole) + p->off;
+            continue;
+        }
+        zt_tensor_t t = which == GRADS ? p->grad_sums : p->home;
+        rc = zt_tensor_acquire(t, 0);
+        if (rc != ZT_OK) break;
+        en->data = zt_tensor_data(t);
+    }
+    if (rc == ZT_OK) rc = zt_st_write_f32(path, ent, e->nparams, NULL);
+    if (whole) {
+        zt_tensor_release(whole);
+    } else {
+        for (int i = 0; i < acquired; i++)
+            zt_tensor_release(which == GRADS ? e->params[i]->grad_sums : e->params[i]->home);
+    }
+    free(ent);
+    return rc;
+}
 
 /* Rank 0 writes (after gathering what the ranks hold in parts); the outcome is shared so that
  * all ranks succeed or fail together. */
@@ -165,38 +197,6 @@ static enum zt_status save_tensors(zt_engine_t e, const char *path, enum tensors
         if (nfailed > 0 && rc == ZT_OK)
             rc = zt_error_set(ZT_ERR_IO, "safetensors %s: rank 0 could not write it", path);
     }
-    return rc;
-}
-
-static enum zt_status write_tensors(zt_engine_t e, const char *path, enum tensors which,
-                                    zt_tensor_t whole) {
-    struct zt_st_entry *ent = calloc((size_t)e->nparams, sizeof *ent);
-    if (!ent) return zt_error_set(ZT_ERR_NOMEM, "export %s: out of memory", path);
-    enum zt_status rc = ZT_OK;
-    int acq = 0;
-    if (whole) rc = zt_tensor_acquire(whole, 0);
-    for (; acq < e->nparams && rc == ZT_OK; acq++) {
-        struct zt_param *p = e->params[acq];
-        ent[acq].name = p->name;
-        ent[acq].ndim = p->ndim;
-        memcpy(ent[acq].shape, p->shape, sizeof(int64_t) * (size_t)p->ndim);
-        if (whole) {
-            ent[acq].data = (const float *)zt_tensor_data(whole) + p->off;
-            continue;
-        }
-        zt_tensor_t t = which == GRADS ? p->grad_sums : p->home;
-        rc = zt_tensor_acquire(t, 0);
-        if (rc != ZT_OK) break;
-        ent[acq].data = zt_tensor_data(t);
-    }
-    if (rc == ZT_OK) rc = zt_st_write_f32(path, ent, e->nparams, NULL);
-    if (whole) {
-        zt_tensor_release(whole);
-    } else {
-        for (int i = 0; i < acq; i++)
-            zt_tensor_release(which == GRADS ? e->params[i]->grad_sums : e->params[i]->home);
-    }
-    free(ent);
     return rc;
 }
 
