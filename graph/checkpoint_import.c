@@ -13,8 +13,6 @@
 #include "zt_ckpt.h"         /* shard writer */
 #include "zt_ckpt_dir.h"     /* the directory protocol */
 
-#define PATH_BYTES ZT_CKPT_PATH_BYTES
-
 /* the weights of a safetensors file and the buffers to copy them */
 struct import {
     const char *source;       /* the safetensors path, for messages */
@@ -64,7 +62,7 @@ static enum zt_status plan_records(struct import *im) {
 
 /* the shard: each tensor's values (converted to fp32), then zeros for both moments */
 static enum zt_status write_shard(struct import *im, const char *partial) {
-    char path[PATH_BYTES + 32];
+    char path[ZT_CKPT_PATH_BYTES + 32];
     zt_ckpt_dir_shard_path(path, sizeof path, partial, 0);
     struct zt_shard_writer w;
     ZT_CHECK(zt_shard_create(&w, path, 0, 1, im->rec, 3 * im->st.n));
@@ -82,11 +80,11 @@ static enum zt_status write_shard(struct import *im, const char *partial) {
 }
 
 enum zt_status zt_checkpoint_import(const char *source, const char *dir) {
-    if (strlen(dir) + 80 > PATH_BYTES)
+    if (strlen(dir) + 80 > ZT_CKPT_PATH_BYTES)
         return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
     struct import im = {.source = source};
     ZT_CHECK(zt_st_open(&im.st, source));
-    char partial[PATH_BYTES];
+    char partial[ZT_CKPT_PATH_BYTES];
     zt_ckpt_dir_partial_path(partial, sizeof partial, dir, "step0");
     enum zt_status rc = alloc_buffers(&im);
     if (rc == ZT_OK) rc = plan_records(&im);

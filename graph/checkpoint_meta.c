@@ -15,9 +15,6 @@
 #include "checkpoint_impl.h" /* this room's shared declarations */
 #include "zt_ckpt_dir.h"     /* zt_ckpt_dir_read_text, zt_ckpt_dir_shard_name */
 
-#define PATH_BYTES ZT_CKPT_PATH_BYTES
-
-
 // ----------------------------------------------------------------------------
 // building meta.json
 
@@ -165,7 +162,7 @@ static cJSON *read_meta(const char *tagdir, char *path, size_t n) {
 
 enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info) {
     memset(info, 0, sizeof *info);
-    char path[PATH_BYTES];
+    char path[ZT_CKPT_PATH_BYTES];
     cJSON *m = read_meta(tagdir, path, sizeof path);
     if (!m) return zt_error_last_code();
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(m, "format");
@@ -218,7 +215,7 @@ static enum zt_status parse_tensor(const cJSON *it, int i, const char *path,
 enum zt_status zt_checkpoint_tensors(const char *tagdir, struct zt_ckpt_tensor **out, int *n) {
     *out = NULL;
     *n = 0;
-    char path[PATH_BYTES];
+    char path[ZT_CKPT_PATH_BYTES];
     cJSON *m = read_meta(tagdir, path, sizeof path);
     if (!m) return zt_error_last_code();
     const cJSON *table = cJSON_GetObjectItemCaseSensitive(m, "tensors"), *it;
@@ -337,7 +334,7 @@ static enum zt_status read_loss_scaler(const cJSON *m, const char *path,
 
 enum zt_status zt_checkpoint_meta_load_train_state(zt_engine_t e, const char *tagdir,
                                                    const struct zt_ckpt_info *info) {
-    char path[PATH_BYTES];
+    char path[ZT_CKPT_PATH_BYTES];
     cJSON *m = read_meta(tagdir, path, sizeof path);
     if (!m) return zt_error_last_code();
     struct zt_train_state st;

@@ -3,9 +3,9 @@
  * into DIR/.<tag>.partial, then rank 0 publishes the tag and applies keep_last.
  *
  * Layer: graph/. The shard of a rank is written by the engine in the background
- * (zt_engine_save_begin/_end on io/ckpt.c); the directory steps are io/zt_ckpt_dir.h; meta.json
- * is checkpoint_meta.c. Ranks agree after each phase, so all succeed or all fail together and no
- * rank waits in a collective for one that gave up.
+ * (zt_engine_save_begin/_end in graph/engine_ckpt.c, on io/zt_ckpt_writer.h); the directory
+ * steps are io/zt_ckpt_dir.h; meta.json is checkpoint_meta.c. Ranks agree after each phase,
+ * so all succeed or all fail together and no rank waits in a collective for one that gave up.
  */
 #include <stdio.h>           /* snprintf */
 #include <stdlib.h>          /* calloc, free */
@@ -15,8 +15,6 @@
 #include "zt_comm.h"         /* zt_comm_count_failed */
 #include "zt_file.h"         /* zt_file_replace */
 #include "zt_log.h"          /* ZT_LOG_I */
-
-#define PATH_BYTES ZT_CKPT_PATH_BYTES
 
 enum zt_status zt_checkpoint_agree(enum zt_status rc, const char *what, const char *path) {
     if (zt_comm_size() == 1) return rc;
@@ -33,7 +31,7 @@ enum zt_status zt_checkpoint_agree(enum zt_status rc, const char *what, const ch
 enum zt_status zt_checkpoint_publish(const char *dir, const char *tag, const char *partial,
                                      char *meta) {
     if (!meta) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
-    char path[PATH_BYTES + 16];
+    char path[ZT_CKPT_PATH_BYTES + 16];
     snprintf(path, sizeof path, "%s/meta.json", partial);
     enum zt_status rc = zt_file_replace("checkpoint metadata", path, meta, strlen(meta));
     free(meta);
@@ -66,7 +64,7 @@ static void prune(const char *dir, const char *keep, int keep_last) {
 
 struct zt_ckpt_save {
     zt_engine_t e;
-    char dir[PATH_BYTES], tag[64], partial[PATH_BYTES];
+    char dir[ZT_CKPT_PATH_BYTES], tag[64], partial[ZT_CKPT_PATH_BYTES];
     int keep_last;
     char *meta;               /* rank 0: meta.json's text, taken at the step boundary */
     enum zt_status shard_rc;  /* this rank's shard could not be started (message in msg) */
@@ -77,7 +75,7 @@ enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t 
                                         const char *extra, int keep_last,
                                         struct zt_ckpt_save **out) {
     *out = NULL;
-    if (strlen(dir) + 80 > PATH_BYTES)
+    if (strlen(dir) + 80 > ZT_CKPT_PATH_BYTES)
         return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
     struct zt_ckpt_save *s = calloc(1, sizeof *s);
     if (!s) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
@@ -92,7 +90,7 @@ enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t 
         free(s);
         return rc;
     }
-    char shard[PATH_BYTES + 32];
+    char shard[ZT_CKPT_PATH_BYTES + 32];
     zt_ckpt_dir_shard_path(shard, sizeof shard, s->partial, rank);
     /* a failure here is agreed on with the others' in zt_checkpoint_save_end */
     if ((s->shard_rc = zt_engine_save_begin(e, shard)) != ZT_OK)

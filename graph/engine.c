@@ -15,8 +15,8 @@
 
 #define NOMEM() zt_error_set(ZT_ERR_NOMEM, "engine: out of memory")
 
-/* ---------------------------------------------------------------------------------------------
- * lifecycle */
+// ----------------------------------------------------------------------------
+// lifecycle
 
 enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     *out = NULL;
@@ -112,8 +112,8 @@ void zt_engine_free(zt_engine_t e) {
     free(e);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * parameters */
+// ----------------------------------------------------------------------------
+// parameters
 
 zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int64_t *shape,
                            enum zt_init init, float std) {
@@ -164,8 +164,8 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
     return p;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * finalize 1/4: the ZeRO plan (zero_plan.h), and each parameter's place in it */
+// ----------------------------------------------------------------------------
+// finalize 1/4: the ZeRO plan (zero_plan.h), and each parameter's place in it
 
 static enum zt_status plan(zt_engine_t e) {
     const struct zt_config *c = &e->cfg;
@@ -202,10 +202,10 @@ static enum zt_status plan(zt_engine_t e) {
     return ZT_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * finalize 2/4: this rank's flat buffers. Each holds whole slices laid out like the flat layout,
- * or only the rank's own blocks packed in flat order (stage 3 values, stage >= 2 gradient sums,
- * mixed-precision master weights at stage >= 1); an offloaded parameter has no host values. */
+// ----------------------------------------------------------------------------
+// finalize 2/4: this rank's flat buffers. Each holds whole slices laid out like the flat layout,
+// or only the rank's own blocks packed in flat order (stage 3 values, stage >= 2 gradient sums,
+// mixed-precision master weights at stage >= 1); an offloaded parameter has no host values.
 
 /* where each parameter's storage starts in the flat buffers, and their sizes */
 static void buffer_offsets(zt_engine_t e, int64_t *master_at, int64_t *work_at,
@@ -274,10 +274,10 @@ static enum zt_status allocate(zt_engine_t e, int64_t *master_at, int64_t *work_
     return ZT_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * finalize 3/4: initial values, in declaration order from the seeded generator, the whole
- * stream on every rank, so that any world size and stage starts from the same weights. An
- * offloaded parameter's draws are skipped here: zt_offload_init draws them into the swap file. */
+// ----------------------------------------------------------------------------
+// finalize 3/4: initial values, in declaration order from the seeded generator, the whole
+// stream on every rank, so that any world size and stage starts from the same weights. An
+// offloaded parameter's draws are skipped here: zt_offload_init draws them into the swap file.
 
 static enum zt_status initialise(zt_engine_t e, const int64_t *master_at,
                                  const int64_t *work_at) {
@@ -310,9 +310,9 @@ static enum zt_status initialise(zt_engine_t e, const int64_t *master_at,
     return ZT_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * finalize 4/4: the tensors (StarPU handles) over the buffers, the block views, the optimizer
- * state, the slot pools and the offload */
+// ----------------------------------------------------------------------------
+// finalize 4/4: the tensors (StarPU handles) over the buffers, the block views, the optimizer
+// state, the slot pools and the offload
 
 /* a tensor of type dt over p's own blocks (or all of them) at ptr */
 static enum zt_status own_tensor(zt_tensor_t *t, const char *name, void *ptr,
@@ -441,8 +441,8 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     return ZT_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * accessors */
+// ----------------------------------------------------------------------------
+// accessors
 
 const char *zt_param_name(zt_param_t p) { return p->name; }
 int zt_param_ndim(zt_param_t p) { return p->ndim; }
@@ -485,8 +485,8 @@ void zt_engine_memory(zt_engine_t e, struct zt_engine_mem *m) {
     m->acts = e->act.bytes;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * activations */
+// ----------------------------------------------------------------------------
+// activations
 
 static enum zt_status keep_act(zt_engine_t e, zt_tensor_t t) {
     struct zt_engine_acts *a = &e->act;
@@ -527,8 +527,8 @@ enum zt_status zt_engine_act_partials(zt_engine_t e, const char *name, int64_t c
     return keep_act(e, *out);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * step context */
+// ----------------------------------------------------------------------------
+// step context
 
 struct zt_task_opts zt_engine_task_opts(const struct zt_engine *e, const struct zt_step_ctx *ctx,
                                         enum zt_prio_class c) {
@@ -549,8 +549,8 @@ struct zt_step_ctx zt_engine_own_ctx(const struct zt_engine *e, enum zt_prio_cla
     return ctx;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * shared services */
+// ----------------------------------------------------------------------------
+// shared services
 
 enum zt_status zt_param_read_shards(struct zt_shard_set *s, const struct zt_param *p, int role,
                                     int64_t x0, int64_t x1, float *dst) {

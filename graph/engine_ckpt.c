@@ -36,11 +36,11 @@ struct zt_engine_save {
 static int64_t own_row0(const struct zt_param *p) { return zt_param_blk_row0(p, p->own0); }
 static int64_t own_row1(const struct zt_param *p) { return zt_param_blk_row0(p, p->own1); }
 
-/* ---------------------------------------------------------------------------------------------
- * save: one host task (zt_task_io) per parameter reads the state through the blocks that hold
- * it (values and moments in memory, or the swap files' order blocks), so it sees exactly what
- * the step before it left there and the next update of that state waits for it; the next
- * forward and backward only read the values and run alongside */
+// ----------------------------------------------------------------------------
+// save: one host task (zt_task_io) per parameter reads the state through the blocks that hold
+// it (values and moments in memory, or the swap files' order blocks), so it sees exactly what
+// the step before it left there and the next update of that state waits for it; the next
+// forward and backward only read the values and run alongside
 
 /* one of p's own blocks (k-th) in one role into the stream: from the task's pointers, or read
  * from the swap files into tmp */
@@ -225,8 +225,8 @@ enum zt_status zt_engine_save_shard(zt_engine_t e, const char *path) {
     return zt_engine_save_end(e, NULL);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * load */
+// ----------------------------------------------------------------------------
+// load
 
 /* every record names a tensor of this model, and per tensor and role the records have its
  * shape and cover each row exactly once */

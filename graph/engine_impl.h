@@ -153,8 +153,8 @@ struct zt_engine {
     struct zt_engine_save *save;  /* the shard being written in the background, or NULL */
 };
 
-/* ---------------------------------------------------------------------------------------------
- * layout helpers */
+// ----------------------------------------------------------------------------
+// layout helpers
 
 /* first row of block j of p (zt_tensor_init's even split) */
 static inline int64_t zt_param_blk_row0(const struct zt_param *p, int j) {
@@ -193,14 +193,14 @@ static inline int64_t zt_engine_blk_elems(const struct zt_engine *e, int b) {
 enum zt_status zt_param_read_shards(struct zt_shard_set *s, const struct zt_param *p, int role,
                                     int64_t x0, int64_t x1, float *dst);
 
-/* ---------------------------------------------------------------------------------------------
- * rng.c: a normal generator independent of libc (splitmix64 + Box-Muller) */
+// ----------------------------------------------------------------------------
+// rng.c: a normal generator independent of libc (splitmix64 + Box-Muller)
 void zt_rng_normal(float *x, int64_t n, float std, uint64_t *s);
 /* advance s past the draws of zt_rng_normal(x, n, ., s) without making them */
 void zt_rng_skip_normal(int64_t n, uint64_t *s);
 
-/* ---------------------------------------------------------------------------------------------
- * engine.c */
+// ----------------------------------------------------------------------------
+// engine.c
 /* Options for a task the engine adds on behalf of the model's task in ctx (a gather, a slot's
  * zeroing, a reduction): its layer and micro-batch, priority class c. */
 struct zt_task_opts zt_engine_task_opts(const struct zt_engine *e, const struct zt_step_ctx *ctx,
@@ -212,8 +212,8 @@ enum zt_status zt_engine_aio_cfg(const struct zt_engine *e, struct zt_aio_cfg *a
 /* take the swap I/O service (its threads serve swaps and checkpoint writes), once per engine */
 enum zt_status zt_engine_io_start(zt_engine_t e);
 
-/* ---------------------------------------------------------------------------------------------
- * slots.c */
+// ----------------------------------------------------------------------------
+// slots.c
 enum zt_status zt_slots_init(zt_engine_t e);
 void zt_slots_free(zt_engine_t e);
 int64_t zt_slots_value_bytes(const struct zt_engine *e);
@@ -223,8 +223,8 @@ void zt_slots_drop_gathered(zt_engine_t e);
 /* stage >= 2: p's gradient slot goes back to its pool (its bucket was reduced) */
 void zt_slots_release_grad(zt_engine_t e, struct zt_param *p);
 
-/* ---------------------------------------------------------------------------------------------
- * step.c */
+// ----------------------------------------------------------------------------
+// step.c
 /* the parts of blocks [b0, b1) that each rank owns, as block ranges relative to b0, in
  * e->st.parts */
 const int64_t *zt_engine_bucket_parts(zt_engine_t e, int b0, int b1);
@@ -233,16 +233,16 @@ enum zt_status zt_engine_allgather_buckets(zt_engine_t e, const struct zt_task_o
                                            const struct zt_plan_bucket *bks, int n,
                                            const struct zt_block_ref *refs);
 
-/* ---------------------------------------------------------------------------------------------
- * loss_scale.c */
+// ----------------------------------------------------------------------------
+// loss_scale.c
 void zt_loss_scaler_init(struct zt_loss_scaler *sc, const struct zt_config *cfg);
 /* after a step of fp16 training: overflow says whether its gradients overflowed */
 enum zt_status zt_loss_scaler_update(struct zt_loss_scaler *sc, const struct zt_config *cfg,
                                      int overflow, int64_t step, int log);
 
-/* ---------------------------------------------------------------------------------------------
- * offload.c: NVMe offload behind this interface; nothing else reads its fields. It exists
- * (e->offload != NULL) exactly when the optimizer state is on NVMe. */
+// ----------------------------------------------------------------------------
+// offload.c: NVMe offload behind this interface; nothing else reads its fields. It exists
+// (e->offload != NULL) exactly when the optimizer state is on NVMe.
 /* Open the swap files, allocate the swap buffers and write the offloaded parameter shards'
  * initial values (drawn from the generator state rng0 of finalize's start). */
 enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0);
@@ -275,8 +275,8 @@ enum zt_status zt_offload_load_moments(zt_engine_t e, struct zt_shard_set *s);
 /* bytes of the swap buffers (host memory) and of the swap files */
 void zt_offload_memory(const struct zt_offload *o, int64_t *buffers, int64_t *files);
 
-/* ---------------------------------------------------------------------------------------------
- * weights.c */
+// ----------------------------------------------------------------------------
+// weights.c
 /* p's values from the whole tensor v (fp32): the master blocks this rank keeps, and the working
  * copy rounded (mixed precision). Between steps only. */
 enum zt_status zt_weights_set_values(zt_engine_t e, struct zt_param *p, const float *v);

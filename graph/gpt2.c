@@ -157,8 +157,8 @@ void zt_gpt2_free(zt_gpt2_t m) {
     free(m); /* tensors belong to the engine */
 }
 
-/* ---------------------------------------------------------------------------------------------
- * one micro-batch */
+// ----------------------------------------------------------------------------
+// one micro-batch
 #define FOR_BLK for (int b = 0; b < nb; b++)
 /* the value / gradient tensor of parameter p for a task submitted in context c (at stage 3 the
  * engine gathers p here, tagged with c's layer and micro-batch) */

@@ -40,8 +40,8 @@ struct zt_offload {
     int64_t file_bytes;       /* both files */
 };
 
-/* ---------------------------------------------------------------------------------------------
- * where things are in the files */
+// ----------------------------------------------------------------------------
+// where things are in the files
 
 /* byte offset of block b (of this rank) in the parameter file */
 static int64_t param_blk_off(const struct zt_engine *e, int b) {
@@ -112,8 +112,8 @@ void zt_offload_memory(const struct zt_offload *o, int64_t *buffers, int64_t *fi
     *files = o->file_bytes;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * blocking writes (initial values, safetensors and checkpoint loads) */
+// ----------------------------------------------------------------------------
+// blocking writes (initial values, safetensors and checkpoint loads)
 
 /* unit u's values, staged in fp32 (padding zero), to its swap file(s): the parameter file, or
  * (16-bit parameters) the optimizer file's master part and the 16-bit copy (through stage16) */
@@ -239,8 +239,8 @@ enum zt_status zt_offload_load_moments(zt_engine_t e, struct zt_shard_set *s) {
     return rc;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * tasks: the stage-3 read of a shard, AdamW on swapped state */
+// ----------------------------------------------------------------------------
+// tasks: the stage-3 read of a shard, AdamW on swapped state
 
 enum zt_status zt_offload_gather(zt_engine_t e, const struct zt_param *p, zt_tensor_t slot,
                                  const struct zt_task_opts *o) {
@@ -339,8 +339,8 @@ enum zt_status zt_offload_adamw(zt_engine_t e, const struct zt_task_opts *o,
     return ZT_OK;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * lifecycle */
+// ----------------------------------------------------------------------------
+// lifecycle
 
 /* open the swap directories and files, sized by the plan */
 static enum zt_status open_files(zt_engine_t e, struct zt_offload *o) {

@@ -57,8 +57,8 @@ void zt_slots_free(zt_engine_t e) {
     free(s->grad_pool);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * pools */
+// ----------------------------------------------------------------------------
+// pools
 
 /* the shape classes: one pool pair per distinct (rows, cols); count[c]: the non-persistent
  * parameters of class c, *elems: their elements in all */
@@ -142,8 +142,8 @@ enum zt_status zt_slots_init(zt_engine_t e) {
     return rc;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * tenants */
+// ----------------------------------------------------------------------------
+// tenants
 
 /* stage >= 2: give p a gradient slot for the micro-batches until its bucket's next reduction:
  * a free slot of its shape (or a new one), zeroed by a task */

@@ -11,8 +11,8 @@
 #include <stdlib.h>      /* calloc, free */
 #include "engine_impl.h" /* struct zt_engine, the ZeRO plan, the slots, the offload */
 
-/* ---------------------------------------------------------------------------------------------
- * buckets */
+// ----------------------------------------------------------------------------
+// buckets
 
 const int64_t *zt_engine_bucket_parts(zt_engine_t e, int b0, int b1) {
     for (int r = 0; r < e->size; r++) {
@@ -94,8 +94,8 @@ static enum zt_status reduce_bucket(zt_engine_t e, const struct zt_step_ctx *ctx
                                   e->buf.comm_token);
 }
 
-/* ---------------------------------------------------------------------------------------------
- * step */
+// ----------------------------------------------------------------------------
+// step
 
 enum zt_status zt_engine_step_begin(zt_engine_t e, int64_t step) {
     if (!e->finalized) return zt_error_set(ZT_ERR_INVALID, "engine: step before finalize");

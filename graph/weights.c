@@ -14,8 +14,8 @@
 /* what an export writes */
 enum tensors { VALUES, GRADS };
 
-/* ---------------------------------------------------------------------------------------------
- * load */
+// ----------------------------------------------------------------------------
+// load
 
 /* p's values from the whole tensor v (fp32): the master blocks this rank keeps, and the working
  * copy rounded (mixed precision). Between steps only. */
@@ -71,8 +71,8 @@ enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
     return rc;
 }
 
-/* ---------------------------------------------------------------------------------------------
- * export */
+// ----------------------------------------------------------------------------
+// export
 
 /* whether this rank holds only its blocks of the values or gradient sums (stage 3 values,
  * mixed-precision masters at stage >= 1, stage >= 2 gradients, stage 1's reduce-scattered sums) */

@@ -21,7 +21,7 @@ double window_end(const struct trace *tr, int r, int w) {
     return w + 1 < tr->nwin ? tr->win_start[w + 1] : tr->gate_end[(size_t)r * tr->nwin + w];
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // windows
 
 /* the range of step labels of tasks on compute workers */
@@ -121,7 +121,7 @@ static void link_rank(struct trace *tr, int r) {
         }
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // worker order and latency
 
 /* each lane's tasks in recorded start order, and the runtime's own time before each task: from
@@ -164,7 +164,7 @@ static void order_lanes(struct rank *R) {
     free(ord);
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // normalised work
 
 /* a task that holds a core of its node while it runs: compute-bucket tasks on compute workers
@@ -268,7 +268,7 @@ enum zt_status trace_analyse(struct trace *tr) {
     return ZT_OK;
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // critical path
 
 void critical_path(const struct trace *tr, int r, int w, struct critical_path *cp) {

@@ -86,7 +86,7 @@ struct cli {
     const char *plot;            /* project: the PNG */
 };
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // options
 
 /* v as a number in [lo, hi] into *out */
@@ -264,7 +264,7 @@ static enum zt_status parse_command_line(struct cli *c, int argc, char **argv) {
     return ZT_OK;
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // running a command
 
 static enum zt_status run_command(const struct cli *c, const struct trace *trs) {

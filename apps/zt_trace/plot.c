@@ -45,7 +45,7 @@ static enum shade shade_of(const struct task *t) {
     }
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // gnuplot
 
 static enum zt_status run_gnuplot(const char *gp) {
@@ -120,7 +120,7 @@ static enum zt_status plot_boxes(const char *prefix, const char *name, const cha
     return draw(gp, dat, png);
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // the step's timeline
 
 /* shade c's tasks of window w: a box per task on its lane, lanes of all ranks stacked */
@@ -169,7 +169,7 @@ static enum zt_status plot_timeline(const struct trace *tr, const char *prefix, 
     return rc;
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // where a step goes, per rank
 
 enum { BAR_COMPUTE, BAR_COMM, BAR_IDLE, BAR_SWAP, BAR_CKPT, BAR_COUNT };
@@ -244,7 +244,7 @@ enum zt_status cmd_plot(const struct trace *tr, const char *prefix, long long st
     return plot_breakdown(tr, prefix);
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // the projection
 
 enum zt_status plot_projection(const char *png, const struct trace *trs, int ntr) {

@@ -70,7 +70,7 @@ struct sim {
     int *run;         /* per core slot of every node: compute tasks running on it */
 };
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // collectives
 
 double ring_factor(int kind_id, int n) {
@@ -124,7 +124,7 @@ static void coll_times(struct sim *S) {
     free(by);
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // tasks and windows
 
 /* a task's work at the speed of a whole core: with CPU durations, a compute task's recorded CPU
@@ -223,7 +223,7 @@ static void start_task(struct sim *S, struct sim_rank *K, int i, int lane) {
     }
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // scheduling
 
 /* whether ready task a goes before ready task b under the policy */
@@ -287,7 +287,7 @@ static void set_rates(struct sim *S, int nslot) {
         }
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // the event loop
 
 /* the tasks whose host submission is due by now become released (and ready when free) */
@@ -380,7 +380,7 @@ static enum zt_status run_events(struct sim *S) {
     return ZT_OK;
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // set-up and results
 
 static int cmp_submission(const struct rank *R, int a, int b) {
@@ -536,7 +536,7 @@ double mean_steps(const double *v, int nwin, int stride) {
     return s / (nwin - w0);
 }
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // the replay command
 
 static void print_replay_json(const struct trace *tr, const struct sim_options *o,

@@ -16,7 +16,7 @@
 #include <stdint.h>   /* int64_t */
 #include "zerotask.h" /* zt_status, zt_tracefile_*, zt_task_kind_* */
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // the trace
 
 /* What a task occupies, as the tool adds time up. A data-loading task runs as a codelet on a
@@ -95,7 +95,7 @@ const char *trace_meta(const struct trace *tr, const char *key, const char *def)
 double trace_meta_num(const struct trace *tr, const char *key, double def);
 int trace_stage(const struct trace *tr);
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // analysis.c
 
 /* Step windows, gates, successors, collectives, recorded worker order, latencies and normalised
@@ -116,7 +116,7 @@ struct critical_path {
 };
 void critical_path(const struct trace *tr, int r, int w, struct critical_path *cp);
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // summary.c
 
 /* where window w of rank r went */
@@ -132,7 +132,7 @@ struct step_summary {
 void step_summary(const struct trace *tr, int r, int w, struct step_summary *s);
 enum zt_status cmd_summary(const struct trace *tr, int json);
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // simulate.c
 
 enum policy { POL_RECORDED, POL_EAGER, POL_PRIO, POL_CP, POL_COUNT };
@@ -175,7 +175,7 @@ double mean_steps(const double *v, int nwin, int stride);
 double ring_factor(int kind_id, int n);
 enum zt_status cmd_replay(const struct trace *tr, const struct sim_options *o, int json);
 
-// ----------------------------------------------------------------------------------------------
+// ----------------------------------------------------------------------------
 // project.c, plot.c
 
 struct project_options {
