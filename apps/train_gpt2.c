@@ -12,9 +12,9 @@
 #include <math.h>       /* isfinite */
 #include <stdio.h>      /* printf, fopen */
 #include <string.h>     /* strcmp, strerror */
-#include "zt_clock.h"   /* zt_clock_ms */
 #include <unistd.h>     /* sysconf */
 #include "cli.h"        /* option values, one-line usage errors */
+#include "zt_clock.h"   /* zt_clock_ms */
 #include "zerotask.h"   /* everything public */
 
 static const char *usage_text =
@@ -384,17 +384,19 @@ static void print_in_turn(const char *line) {
 
 /* rank 0: the model, the batch rule, ZeRO stage, scheduler and precision */
 static void print_banner(const struct train_run *r) {
-    static const char *const precision[] = {"fp32", "bf16 (fp32 master weights)",
-                                            "fp16 (fp32 master weights, loss scaling)"};
     const struct zt_model_shape *sh = &r->shape;
     const struct zt_config *c = &r->cfg;
+    const char *precision_note = c->precision == ZT_PREC_FP16
+                                     ? " (fp32 master weights, loss scaling)"
+                                 : c->precision == ZT_PREC_BF16 ? " (fp32 master weights)"
+                                                                : "";
     printf("zerotask %s | GPT-2 V=%d T=%d C=%d L=%d NH=%d | %lld parameters\n", ZEROTASK_VERSION,
            sh->vocab_size, sh->seq_len, sh->n_embd, sh->n_layer, sh->n_head,
            (long long)zt_engine_numel(r->engine));
     printf("batch %d = micro %d x accumulation %d x world %d | ZeRO stage %d | %d workers | "
-           "scheduler %s | %d row blocks | %s\n", c->train_batch_size, c->micro_batch,
+           "scheduler %s | %d row blocks | %s%s\n", c->train_batch_size, c->micro_batch,
            c->grad_accum, r->world, c->zero_stage, zt_runtime_nworkers(), zt_runtime_sched_name(),
-           zt_engine_nblk(r->engine), precision[c->precision]);
+           zt_engine_nblk(r->engine), zt_precision_name(c->precision), precision_note);
     fflush(stdout);
 }
 

@@ -32,12 +32,12 @@ struct zt_gpt2 {
     zt_engine_t e;
     struct zt_model_shape s;
     zt_param_t wte, wpe, lnfw, lnfb;
-    zt_param_t (*lp)[P_NLAYER];          /* [L][P_NLAYER] */
+    zt_param_t (*layer_params)[P_NLAYER]; /* [L][P_NLAYER] */
     int accum, Bm, B;
     /* activations (one micro-batch) */
     zt_tensor_t inputs, targets;         /* [Bm,T] int32 */
     zt_tensor_t encoded;                 /* [N,C] */
-    struct zt_layer_acts *la;            /* [L] */
+    struct zt_layer_acts *layer_acts;    /* [L] */
     zt_tensor_t lnf, lnf_mean, lnf_rstd;
     zt_tensor_t logits;                  /* [N,V], holds dlogits after the loss task */
     zt_tensor_t *losses;                 /* [accum] x [N] */
@@ -47,7 +47,7 @@ struct zt_gpt2 {
     zt_tensor_t lnpart;                  /* [nblk, 2C] layernorm weight-gradient partials */
 };
 
-static zt_param_t decl(zt_engine_t e, const char *name, int ndim, int64_t d0, int64_t d1,
+static zt_param_t declare(zt_engine_t e, const char *name, int ndim, int64_t d0, int64_t d1,
                        enum zt_init init, float std) {
     int64_t shape[2] = {d0, d1};
     return zt_engine_param(e, name, ndim, shape, init, std);
@@ -67,10 +67,10 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->Bm = cfg->micro_batch;
     m->accum = cfg->grad_accum;
     m->B = cfg->train_batch_size;
-    m->lp = calloc((size_t)L, sizeof *m->lp);
-    m->la = calloc((size_t)L, sizeof *m->la);
+    m->layer_params = calloc((size_t)L, sizeof *m->layer_params);
+    m->layer_acts = calloc((size_t)L, sizeof *m->layer_acts);
     m->losses = calloc((size_t)m->accum, sizeof *m->losses);
-    if (!m->lp || !m->la || !m->losses) {
+    if (!m->layer_params || !m->layer_acts || !m->losses) {
         zt_gpt2_free(m);
         return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     }
@@ -78,8 +78,8 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     /* ---- parameters, HF GPT-2 names and layouts ---- */
     float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * L);
     char n[160];
-    m->wte = decl(e, "transformer.wte.weight", 2, V, C, ZT_INIT_NORMAL, std);
-    m->wpe = decl(e, "transformer.wpe.weight", 2, T, C, ZT_INIT_NORMAL, std);
+    m->wte = declare(e, "transformer.wte.weight", 2, V, C, ZT_INIT_NORMAL, std);
+    m->wpe = declare(e, "transformer.wpe.weight", 2, T, C, ZT_INIT_NORMAL, std);
     for (int l = 0; l < L; l++) {
         static const struct {
             const char *suffix;
@@ -100,13 +100,14 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
         };
         for (int k = 0; k < P_NLAYER; k++) {
             snprintf(n, sizeof n, "transformer.h.%d.%s", l, tab[k].suffix);
-            m->lp[l][k] = decl(e, n, tab[k].ndim, (int64_t)tab[k].r * C, (int64_t)tab[k].c * C,
-                               tab[k].init, tab[k].proj ? pstd : std);
-            if (!m->lp[l][k]) return zt_error_last_code();
+            zt_param_t *p = &m->layer_params[l][k];
+            *p = declare(e, n, tab[k].ndim, (int64_t)tab[k].r * C, (int64_t)tab[k].c * C,
+                         tab[k].init, tab[k].proj ? pstd : std);
+            if (!*p) return zt_error_last_code();
         }
     }
-    m->lnfw = decl(e, "transformer.ln_f.weight", 1, C, 0, ZT_INIT_ONE, 0);
-    m->lnfb = decl(e, "transformer.ln_f.bias", 1, C, 0, ZT_INIT_ZERO, 0);
+    m->lnfw = declare(e, "transformer.ln_f.weight", 1, C, 0, ZT_INIT_ONE, 0);
+    m->lnfb = declare(e, "transformer.ln_f.bias", 1, C, 0, ZT_INIT_ZERO, 0);
     if (!m->wte || !m->wpe || !m->lnfw || !m->lnfb) return zt_error_last_code();
     ZT_CHECK(zt_engine_finalize(e));
     /* ---- activations (rows per sequence: T tokens; att: 1 row per sequence) ----
@@ -119,7 +120,7 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     ZT_CHECK(zt_engine_act(e, "targets", 1, T, sizeof(int32_t), &m->targets));
     ACT(m->encoded, "encoded", T, C, X);
     for (int l = 0; l < L; l++) {
-        struct zt_layer_acts *a = &m->la[l];
+        struct zt_layer_acts *a = &m->layer_acts[l];
         ACT(a->ln1, "ln1", T, C, X);
         ACT(a->ln1_mean, "ln1_mean", T, 1, F);
         ACT(a->ln1_rstd, "ln1_rstd", T, 1, F);
@@ -151,8 +152,8 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
 
 void zt_gpt2_free(zt_gpt2_t m) {
     if (!m) return;
-    free(m->lp);
-    free(m->la);
+    free(m->layer_params);
+    free(m->layer_acts);
     free(m->losses);
     free(m); /* tensors belong to the engine */
 }
@@ -222,8 +223,8 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
                                              V_(&c, m->wpe)));
     zt_tensor_t res = m->encoded;
     for (int l = 0; l < L; l++) {
-        struct zt_layer_acts *a = &m->la[l];
-        zt_param_t *p = m->lp[l];
+        struct zt_layer_acts *a = &m->layer_acts[l];
+        zt_param_t *p = m->layer_params[l];
         c = zt_engine_ctx(e, ZT_PRIO_FORWARD, l, L, mb);
         const struct zt_task_opts *o = &c.opts;
         FOR_BLK ZT_CHECK(zt_task_layernorm_forward(o, a->ln1, a->ln1_mean, a->ln1_rstd, b, res,
@@ -267,9 +268,9 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     ZT_CHECK(zt_engine_grad_ready(e, &cw, m->lnfw));
     ZT_CHECK(zt_engine_grad_ready(e, &cw, m->lnfb));
     for (int l = L - 1; l >= 0; l--) {
-        struct zt_layer_acts *a = &m->la[l];
-        zt_param_t *p = m->lp[l];
-        zt_tensor_t res_in = l == 0 ? m->encoded : m->la[l - 1].res3;
+        struct zt_layer_acts *a = &m->layer_acts[l];
+        zt_param_t *p = m->layer_params[l];
+        zt_tensor_t res_in = l == 0 ? m->encoded : m->layer_acts[l - 1].res3;
         cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, l, L, mb);
         cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, l, L, mb);
         /* dres = d(res3): MLP branch */

@@ -70,8 +70,8 @@ static const char *usage_text =
 enum command { CMD_SUMMARY, CMD_REPLAY, CMD_PLOT, CMD_PROJECT, CMD_COUNT };
 static const char *const command_names[CMD_COUNT] = {"summary", "replay", "plot", "project"};
 
-/* the command line, parsed */
-struct cli {
+/* zt-trace's command line, parsed */
+struct trace_args {
     enum command cmd;
     const char *files[MAX_TRACES];
     int nfiles;
@@ -115,7 +115,7 @@ static enum zt_status choice(const char *opt, const char *v, const char *const *
 }
 
 /* --alpha-us and --bw-gbs (replay, project); *taken: arguments used, 0 when a is neither */
-static enum zt_status collective_option(struct cli *c, const char *a, const char *v,
+static enum zt_status collective_option(struct trace_args *c, const char *a, const char *v,
                                         int *taken) {
     *taken = 2;
     if (!strcmp(a, "--alpha-us")) {
@@ -131,7 +131,8 @@ static enum zt_status collective_option(struct cli *c, const char *a, const char
     return ZT_OK;
 }
 
-static enum zt_status replay_option(struct cli *c, const char *a, const char *v, int *taken) {
+static enum zt_status replay_option(struct trace_args *c, const char *a, const char *v,
+                                    int *taken) {
     struct sim_options *o = &c->sim;
     double x = 0;
     int k = 0;
@@ -166,7 +167,7 @@ static enum zt_status replay_option(struct cli *c, const char *a, const char *v,
     return ZT_OK;
 }
 
-static enum zt_status plot_option(struct cli *c, const char *a, const char *v, int *taken) {
+static enum zt_status plot_option(struct trace_args *c, const char *a, const char *v, int *taken) {
     double x = 0;
     *taken = 2;
     if (!strcmp(a, "--out")) {
@@ -182,7 +183,7 @@ static enum zt_status plot_option(struct cli *c, const char *a, const char *v, i
 }
 
 /* --ranks LIST: comma-separated rank counts >= 2 */
-static enum zt_status rank_list(struct cli *c, const char *v) {
+static enum zt_status rank_list(struct trace_args *c, const char *v) {
     char *dup = strdup(v ? v : ""), *save = NULL;
     if (!dup) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
     enum zt_status rc = ZT_OK;
@@ -200,7 +201,8 @@ static enum zt_status rank_list(struct cli *c, const char *v) {
     return rc;
 }
 
-static enum zt_status project_option(struct cli *c, const char *a, const char *v, int *taken) {
+static enum zt_status project_option(struct trace_args *c, const char *a, const char *v,
+                                     int *taken) {
     *taken = 2;
     if (!strcmp(a, "--plot")) {
         if (!v) return zt_error_set(ZT_ERR_USAGE, "--plot: expected an output .png path");
@@ -214,7 +216,7 @@ static enum zt_status project_option(struct cli *c, const char *a, const char *v
 }
 
 /* the arguments after the command */
-static enum zt_status parse_arguments(struct cli *c, int argc, char **argv) {
+static enum zt_status parse_arguments(struct trace_args *c, int argc, char **argv) {
     int taken; /* arguments the last one used: 1, or 2 with its value */
     for (int i = 2; i < argc; i += taken) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -241,8 +243,8 @@ static enum zt_status parse_arguments(struct cli *c, int argc, char **argv) {
 }
 
 /* the command line, checked, with each command's defaults */
-static enum zt_status parse_command_line(struct cli *c, int argc, char **argv) {
-    *c = (struct cli){.sim = {.pol = POL_RECORDED, .link = 1, .disk = 1, .compute = 1},
+static enum zt_status parse_command_line(struct trace_args *c, int argc, char **argv) {
+    *c = (struct trace_args){.sim = {.pol = POL_RECORDED, .link = 1, .disk = 1, .compute = 1},
                       .alpha_us = 10, .bw_gbs = 12.5, .step = -1};
     int k = 0;
     if (choice("command", argv[1], command_names, CMD_COUNT, "summary, replay, plot or project",
@@ -267,7 +269,7 @@ static enum zt_status parse_command_line(struct cli *c, int argc, char **argv) {
 // ----------------------------------------------------------------------------
 // running a command
 
-static enum zt_status run_command(const struct cli *c, const struct trace *trs) {
+static enum zt_status run_command(const struct trace_args *c, const struct trace *trs) {
     switch (c->cmd) {
     case CMD_SUMMARY: return cmd_summary(&trs[0], c->json);
     case CMD_REPLAY: return cmd_replay(&trs[0], &c->sim, c->json);
@@ -282,7 +284,7 @@ static enum zt_status run_command(const struct cli *c, const struct trace *trs) 
 }
 
 /* load and analyse every trace, then run the command */
-static enum zt_status run(const struct cli *c) {
+static enum zt_status run(const struct trace_args *c) {
     struct trace trs[MAX_TRACES];
     int nloaded = 0;
     enum zt_status rc = ZT_OK;
@@ -307,7 +309,7 @@ int main(int argc, char **argv) {
         printf("zt-trace %s\n", ZEROTASK_VERSION);
         return 0;
     }
-    struct cli c;
+    struct trace_args c;
     enum zt_status rc = parse_command_line(&c, argc, argv);
     if (rc == ZT_OK) rc = run(&c);
     if (rc == ZT_OK) return 0;
