@@ -20,9 +20,9 @@
 
 enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     *out = NULL;
-    int64_t chunks = 4, gel = 1 << 20;
+    int64_t chunks = 4, group_elems = 1 << 20;
     ZT_CHECK(zt_knob_int("ZT_GRAPH_CHUNKS", 1, ZT_PLAN_MAX_BLOCKS, &chunks));
-    ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", 1024, (int64_t)1 << 31, &gel));
+    ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", 1024, (int64_t)1 << 31, &group_elems));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
     struct zt_engine *e = calloc(1, sizeof *e);
@@ -30,7 +30,7 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     e->cfg = *cfg;
     e->chunks = (int)chunks;
     e->stage = cfg->zero_stage;
-    e->group_elems = gel;
+    e->group_elems = group_elems;
     e->rng = cfg->seed ^ 0x5A17C0DEull;
     e->mixed = cfg->precision != ZT_PREC_FP32;
     e->work_dtype = cfg->precision == ZT_PREC_BF16   ? ZT_DTYPE_BF16
@@ -213,22 +213,22 @@ static void buffer_offsets(zt_engine_t e, int64_t *master_at, int64_t *work_at,
     struct zt_engine_buffers *b = &e->buf;
     const int64_t flat_n = e->plan.flat_n;
     const int master_whole = e->mixed ? e->stage == 0 : e->stage < 3; /* laid out like flat_n */
-    int64_t hcur = 0, wcur = 0, gcur = 0;
+    int64_t master_next = 0, work_next = 0, grad_next = 0; /* packed storage: the next slice */
     for (int i = 0; i < e->nparams; i++) {
         const struct zt_param *p = e->params[i];
         const int64_t n = p->rows * p->cols, own = zt_param_own_elems(p);
-        master_at[i] = master_whole ? p->off : hcur;
-        work_at[i] = e->stage < 3 ? p->off : wcur;
-        grad_at[i] = e->stage < 2 ? p->off : gcur;
+        master_at[i] = master_whole ? p->off : master_next;
+        work_at[i] = e->stage < 3 ? p->off : work_next;
+        grad_at[i] = e->stage < 2 ? p->off : grad_next;
         if (!p->offloaded) {
-            hcur += zt_plan_pad(zt_engine_partial_master(e, p) ? own : n);
-            wcur += zt_plan_pad(zt_engine_partial_values(e, p) ? own : n);
+            master_next += zt_plan_pad(zt_engine_partial_master(e, p) ? own : n);
+            work_next += zt_plan_pad(zt_engine_partial_values(e, p) ? own : n);
         }
-        gcur += zt_plan_pad(zt_engine_partial_grads(e) ? own : n);
+        grad_next += zt_plan_pad(zt_engine_partial_grads(e) ? own : n);
     }
-    b->master_n = master_whole ? flat_n : hcur;
-    b->work_n = !e->mixed ? 0 : e->stage < 3 ? flat_n : wcur;
-    b->grad_sums_n = e->stage < 2 ? flat_n : gcur;
+    b->master_n = master_whole ? flat_n : master_next;
+    b->work_n = !e->mixed ? 0 : e->stage < 3 ? flat_n : work_next;
+    b->grad_sums_n = e->stage < 2 ? flat_n : grad_next;
 }
 
 static enum zt_status allocate(zt_engine_t e, int64_t *master_at, int64_t *work_at,
