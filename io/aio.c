@@ -1,6 +1,11 @@
 /*
  * io/aio.c: the engine behind zt_aio.h: io_uring rings (one per concurrent caller, from a pool)
- * or a pool of pread/pwrite threads.
+ * or a pool of pread/pwrite threads; one buffer cut into requests (zt_aio_read/_write/_writev)
+ * and a stream of segments kept queue_depth deep (zt_aio_write_stream).
+ *
+ * Layer: io/ (platform; no StarPU). Its callers are the offload swap transfers
+ * (tasks/io_service.c) and the checkpoint shard files (io/ckpt.c, io/ckpt_read.c,
+ * io/ckpt_writer.c).
  */
 #include "zt_aio.h"
 
