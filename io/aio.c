@@ -1,6 +1,11 @@
 /*
  * io/aio.c: the engine behind zt_aio.h: io_uring rings (one per concurrent caller, from a pool)
- * or a pool of pread/pwrite threads.
+ * or a pool of pread/pwrite threads; one buffer cut into requests (zt_aio_read/_write/_writev)
+ * and a stream of segments kept queue_depth deep (zt_aio_write_stream).
+ *
+ * Layer: io/ (platform; no StarPU). Its callers are the offload swap transfers
+ * (tasks/io_service.c) and the checkpoint shard files (io/ckpt.c, io/ckpt_read.c,
+ * io/ckpt_writer.c).
  */
 #include "zt_aio.h"
 
@@ -336,6 +341,35 @@ static struct sseg *sseg_new(const struct zt_aio_seg *g, size_t bs) {
     return sg;
 }
 
+/* Ask the stream for its next segment (wait: block until there is one) and make it the current
+ * one, *cur, linked into *live; a segment of no bytes goes back at once, and so does one that
+ * comes after a failure (*err) or is misaligned (*bad, EINVAL) or finds no memory (ENOMEM),
+ * unwritten. 1: a segment was taken (*cur may still be NULL); 0: none ready; -1: the end. */
+static int take_segment(const struct zt_aio_stream *st, int wait, size_t bs, struct sseg **cur,
+                        struct sseg **live, int *err, int64_t *err_off, int *bad) {
+    struct zt_aio_seg g;
+    int got = st->next(st->ctx, &g, wait);
+    if (got <= 0) return got;
+    if (!*err && !seg_check(&g)) {
+        *bad = 1;
+        note_err(err, err_off, EINVAL, g.off);
+    }
+    if (*err || !(*cur = sseg_new(&g, bs))) { /* after a failure: back unwritten */
+        if (!*err) note_err(err, err_off, ENOMEM, g.off);
+        st->done(st->ctx, g.buf);
+        return 1;
+    }
+    sseg_link(live, *cur);
+    if ((*cur)->n == 0) {
+        sseg_done(live, *cur, st);
+        *cur = NULL;
+    }
+    return 1;
+}
+
+/* zt_aio_write_stream on a ring: requests of the current segment go out queue_depth deep, short
+ * or interrupted ones again; each segment's buffer goes back when its last request completes.
+ * Returns the first errno (0: none), at *err_off; *bad: it was a misaligned segment. */
 static int uring_stream(struct zt_aio *a, int fd, const struct zt_aio_stream *st, int *bad,
                         int64_t *err_off) {
     struct io_uring *r = ring_get(a);
@@ -362,27 +396,10 @@ static int uring_stream(struct zt_aio *a, int fd, const struct zt_aio_stream *st
             } else {
                 cur = NULL;
                 if (end) break;
-                struct zt_aio_seg g;
-                int got = st->next(st->ctx, &g, inflight == 0 && pending == 0);
-                if (got < 0) {
-                    end = 1;
-                    break;
-                }
-                if (got == 0) break;
-                if (!err && !seg_check(&g)) {
-                    *bad = 1;
-                    note_err(&err, err_off, EINVAL, g.off);
-                }
-                if (err || !(cur = sseg_new(&g, bs))) { /* after a failure: back unwritten */
-                    if (!err) note_err(&err, err_off, ENOMEM, g.off);
-                    st->done(st->ctx, g.buf);
-                    continue;
-                }
-                sseg_link(&live, cur);
-                if (cur->n == 0) {
-                    sseg_done(&live, cur, st);
-                    cur = NULL;
-                }
+                int got = take_segment(st, inflight == 0 && pending == 0, bs, &cur, &live, &err,
+                                       err_off, bad);
+                if (got < 0) end = 1;
+                if (got <= 0) break;
                 continue;
             }
             struct io_uring_sqe *sq = io_uring_get_sqe(r);

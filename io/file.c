@@ -1,6 +1,9 @@
 /*
  * io/file.c: crash-safe file replacement, reading a whole file, syncing a directory (see
  * zt_file.h).
+ *
+ * Layer: io/ (platform; no StarPU). Every writer of a file a user keeps goes through the atomic
+ * replace here (token files, safetensors, checkpoint shards, meta.json, latest).
  */
 #include "zt_file.h"
 #include <errno.h>    /* errno, EINTR */

@@ -1,5 +1,8 @@
 /*
- * io/swapdir.c: per-run swap directories (see zt_swapdir.h).
+ * io/swapdir.c: the per-run swap directory of NVMe offload and its swap files (see
+ * zt_swapdir.h): creating and locking it, sweeping the directories of dead runs, removing it.
+ *
+ * Layer: io/ (platform; no StarPU). graph/offload.c is its caller.
  */
 #define _GNU_SOURCE /* O_DIRECT */
 #include "zt_swapdir.h"

@@ -1,5 +1,5 @@
 /*
- * io/zt_aio.h: the asynchronous I/O engine behind NVMe swap (and checkpoints): io_uring through
+ * io/zt_aio.h: the asynchronous I/O engine behind NVMe offload and checkpoints: io_uring through
  * liburing on files opened with O_DIRECT, or a pool of pread/pwrite threads when io_uring is
  * refused (seccomp, io_uring_disabled) or ZT_AIO_ENGINE=threads forces it.
  *
@@ -37,11 +37,9 @@ typedef struct zt_aio *zt_aio_t;
 /* A buffer for O_DIRECT transfers of bytes (free it with free()): 4096-aligned, and from
  * ZT_AIO_HUGE up 2 MiB-aligned, rounded up to 2 MiB and with transparent huge pages asked for
  * (MADV_HUGEPAGE; THP is "madvise" on Debian), so each 2 MiB is physically contiguous and a
- * 1 MiB request is one DMA segment instead of 256. Measured on this project's VM (Firecracker
- * virtio-blk, 254 segments per request, 128 tags, no indirect descriptors): with scattered 4 KiB
- * pages, 1 MiB writes were requeued by the driver (the ring was full) about once each while
- * training ran, and checkpoints wrote at half of fio's rate; with huge pages the requeues went
- * (docs/checkpoints.md). NULL when out of memory. */
+ * 1 MiB request is one DMA segment instead of 256: a block driver with few segments per request
+ * (virtio-blk) then takes a request whole instead of requeueing it (docs/checkpoints.md). NULL
+ * when out of memory. */
 #define ZT_AIO_HUGE (2 << 20)
 void *zt_aio_alloc(size_t bytes);
 

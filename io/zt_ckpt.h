@@ -1,5 +1,6 @@
 /*
- * io/zt_ckpt.h: checkpoint shard files (one per rank per tag) and CRC32C.
+ * io/zt_ckpt.h: checkpoint shard files (one per rank per tag): the writer (io/ckpt.c) and the
+ * reader (io/ckpt_read.c); records are checksummed with CRC32C (io/zt_crc32c.h).
  *
  * Layer: io/. No StarPU, no engine: a shard is a list of fp32 records, each a row range of one
  * named tensor in one role (parameter, exp_avg, exp_avg_sq). Layout (docs/checkpoints.md):
@@ -42,25 +43,18 @@ struct zt_shard_rec {
     int64_t rows, cols;   /* the whole tensor's shape (rows x cols) */
     int64_t row0, row1;   /* the rows this record holds */
     int64_t offset, bytes; /* in the file */
-    uint32_t crc;
+    uint32_t crc;          /* CRC32C of the record's bytes */
 };
-
-/* CRC32C (Castagnoli), as in iSCSI/ext4: crc = zt_crc32c(0, p, n) for a whole buffer; chained
- * by passing the previous value. */
-uint32_t zt_crc32c(uint32_t crc, const void *p, size_t n);
-/* The same with tables only (the reference the SSE4.2 path is tested against). */
-uint32_t zt_crc32c_portable(uint32_t crc, const void *p, size_t n);
-/* zt_crc32c of src while copying its n bytes to dst (no overlap): one pass over the data. */
-uint32_t zt_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t n);
 
 struct zt_shard_writer {
     struct zt_afile f;
-    int n, cur;
+    int n;                    /* records */
+    int cur;                  /* the record zt_shard_append is writing */
     struct zt_shard_rec *rec; /* [n], owned */
-    int64_t done;             /* bytes of record cur written */
+    int64_t cur_bytes;        /* bytes of record cur written */
     int rank, world;
-    int64_t hdr_bytes;        /* reserved for the header (data starts here) */
-    int64_t *rdone;           /* [n] bytes of each record written by zt_shard_put */
+    int64_t header_bytes;     /* reserved for the header (data starts here) */
+    int64_t *put_bytes;       /* [n] bytes of each record written by zt_shard_put */
     int dfd;                  /* the temporary opened O_DIRECT (zt_shard_direct), or -1 */
     struct zt_aio *aio;       /* borrowed (io/zt_aio.h): moves the direct writes */
 };
@@ -135,7 +129,8 @@ void zt_shard_close(struct zt_shard *s);
 struct zt_shard_set {
     struct zt_shard *sh; /* [n] */
     int n;
-    int ck, ci;          /* shard and record in buf (-1: none): callers read rows in order */
+    int buf_shard;       /* shard and record whose data is in buf (-1: none): callers read */
+    int buf_record;      /* rows in order, so a record's rows are read from disk once */
     float *buf;
     int64_t cap;         /* floats in buf */
 };

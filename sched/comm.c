@@ -250,6 +250,11 @@ void zt_comm_abort(int code) {
 
 /* ---------------------------------------------------------------------------------------------
  * collective watchdog */
+void zt_comm_abort_job(void) {
+    zt_swapdir_remove_all(); /* MPI_Abort runs no destructor: remove our swap files first */
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 int zt_comm_tag(int64_t seq) { return (int)(seq % ((int64_t)g_tag_ub + 1)); }
 
 int zt_comm_skip(int64_t seq) { return g_rank == g_skip_rank && seq == g_skip_seq; }
@@ -325,8 +330,7 @@ static void timeout_report(const struct zt_coll_id *id, double waited) {
             g_rank, (long long)id->seq, id->name, (long long)id->step, id->layer, waited,
             (long long)g_timeout_s, who);
     fflush(stderr);
-    zt_swapdir_remove_all();
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    zt_comm_abort_job();
 }
 
 void zt_comm_fail(const struct zt_coll_id *id, const char *what, int err) {
@@ -337,8 +341,7 @@ void zt_comm_fail(const struct zt_coll_id *id, const char *what, int err) {
                     "failed: %s\n", g_rank, (long long)id->seq, id->name, (long long)id->step,
             id->layer, what, msg);
     fflush(stderr);
-    zt_swapdir_remove_all();
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    zt_comm_abort_job();
 }
 
 void zt_comm_waitall(int n, MPI_Request *reqs, const struct zt_coll_id *id) {

@@ -32,5 +32,8 @@ int zt_comm_skip(int64_t seq);
 int zt_comm_tag(int64_t seq);
 /* Report a failed MPI call inside collective id and abort the job. */
 void zt_comm_fail(const struct zt_coll_id *id, const char *what, int err);
+/* End the whole job from inside a collective, whatever the world size (the caller has said
+ * why on stderr): this rank's swap files are removed first, since MPI_Abort runs no destructor. */
+void zt_comm_abort_job(void);
 
 #endif /* ZT_COMM_MPI_H */

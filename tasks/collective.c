@@ -20,50 +20,48 @@
  * reduce-scatter may be fp32 or 16-bit: it is added to in fp32 and rounded when 16-bit).
  *
  * A failing MPI call is fatal for the job: the codelet prints the collective and aborts every
- * rank (MPI_Abort) rather than leave the others waiting.
+ * rank (MPI_Abort) rather than leave the others waiting. The NCCL bodies of the GPU build are
+ * tasks/collective_nccl.c; what both share is tasks/collective_impl.h.
  */
-#include <stdio.h>        /* fprintf */
-#include <stdlib.h>       /* malloc, free */
-#include <string.h>       /* memcpy */
-#include "zt_swapdir.h"    /* zt_swapdir_remove_all */
-#include "tasks_impl.h"   /* builder, slots */
-#include "zt_comm.h"      /* zt_comm_rank, zt_comm_size */
-#include "zt_comm_mpi.h"  /* zt_comm_mpi */
-
-struct zt_collective_args {
-    struct zt_task_hdr hdr;
-    int nranks;
-    int elemsize;
-    int64_t seq;        /* per-process sequence number of the collective (tags, reports) */
-    int64_t part[];     /* 2 * nranks: block index range of each rank's part */
-};
-
-/* slots: 0 the blocks, 1 the token, 2 (optional) the caller's accumulator (reductions) or source
- * (all-gather) blocks, as many and as large as the blocks of its part */
-enum { SLOT_BLOCKS = 0, SLOT_TOKEN = 1, SLOT_AUX = 2 };
+#include <stdio.h>            /* fprintf, snprintf */
+#include <stdlib.h>           /* malloc, free */
+#include <string.h>           /* memcpy */
+#include "collective_impl.h"  /* args, slots, zt_collective_* */
+#include "tasks_impl.h"       /* builder, slots */
+#include "zt_comm.h"          /* zt_comm_rank, zt_comm_size */
+#include "zt_comm_mpi.h"      /* zt_comm_mpi, zt_comm_enter, zt_comm_abort_job */
 
 static int64_t g_seq = 0; /* submission order = execution order (token) */
 
-static void die(const char *what, const struct zt_collective_args *a) {
+void zt_collective_die(const char *what, const struct zt_collective_args *a) {
     fprintf(stderr, "zerotask: error: rank %d: %s in collective #%lld\n", zt_comm_rank(), what,
             (long long)a->seq);
-    zt_swapdir_remove_all(); /* MPI_Abort runs no destructor */
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    zt_comm_abort_job();
 }
 
-static struct zt_coll_id coll_id(const struct zt_collective_args *a) {
-    struct zt_coll_id id = {.seq = a->seq, .step = a->hdr.step, .layer = a->hdr.layer};
-    snprintf(id.name, sizeof id.name, "%s", zt_task_kind_name(a->hdr.kind));
-    return id;
-}
-
-/* elements of rank r's part */
-static int64_t part_elems(void *buffers[], const struct zt_collective_args *a, int r) {
+int64_t zt_collective_part_elems(void *buffers[], const struct zt_collective_args *a, int r) {
     int64_t n = 0;
     for (int64_t i = a->part[2 * r]; i < a->part[2 * r + 1]; i++)
         n += zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)i);
     return n;
 }
+
+int zt_collective_enter(const struct zt_collective_args *a, int local_sum,
+                        struct zt_coll_id *id) {
+    if (a->nranks == 1 && !local_sum) return 0;
+    if (zt_comm_skip(a->seq)) {
+        fprintf(stderr, "zerotask: rank %d skips collective #%lld %s (ZT_TEST_SKIP_COLLECTIVE)\n",
+                zt_comm_rank(), (long long)a->seq, zt_task_kind_name(a->hdr.kind));
+        return 0;
+    }
+    *id = (struct zt_coll_id){.seq = a->seq, .step = a->hdr.step, .layer = a->hdr.layer};
+    snprintf(id->name, sizeof id->name, "%s", zt_task_kind_name(a->hdr.kind));
+    if (a->nranks > 1) zt_comm_enter(id);
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+// the MPI host bodies
 
 /* the datatype that covers rank r's blocks at their addresses (use with MPI_BOTTOM) */
 static MPI_Datatype part_type(void *buffers[], const struct zt_collective_args *a, int r,
@@ -71,7 +69,7 @@ static MPI_Datatype part_type(void *buffers[], const struct zt_collective_args *
     int n = (int)(a->part[2 * r + 1] - a->part[2 * r]);
     int *len = malloc((size_t)n * sizeof *len);
     MPI_Aint *disp = malloc((size_t)n * sizeof *disp);
-    if (!len || !disp) die("out of memory for a datatype", a);
+    if (!len || !disp) zt_collective_die("out of memory for a datatype", a);
     for (int i = 0; i < n; i++) {
         int b = (int)a->part[2 * r] + i;
         len[i] = (int)zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, b);
@@ -102,11 +100,11 @@ static void narrow(void *dst, const float *src, size_t n, int dtype) {
 static void exchange_parts(void *buffers[], const struct zt_collective_args *a,
                            const struct zt_coll_id *id, MPI_Request *req, unsigned char *scratch) {
     const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
-    const int64_t my = part_elems(buffers, a, me);
+    const int64_t my = zt_collective_part_elems(buffers, a, me);
     const size_t es = (size_t)a->elemsize;
     const MPI_Datatype el = es == 2 ? MPI_UINT16_T : MPI_FLOAT;
     MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
-    if (!ty) die("out of memory for a reduce-scatter", a);
+    if (!ty) zt_collective_die("out of memory for a reduce-scatter", a);
     for (int r = 0; r < N; r++) ty[r] = MPI_DATATYPE_NULL;
     int nr = 0, err = MPI_SUCCESS;
     for (int k = 1; k < N && my > 0 && err == MPI_SUCCESS; k++) {
@@ -141,7 +139,7 @@ static void exchange_parts(void *buffers[], const struct zt_collective_args *a,
 static void sum_parts(void *buffers[], const struct zt_collective_args *a,
                       const unsigned char *scratch, int acc, int keep) {
     const int N = a->nranks, me = zt_comm_rank();
-    const int64_t my = part_elems(buffers, a, me);
+    const int64_t my = zt_collective_part_elems(buffers, a, me);
     const int dt = a->hdr.dtype[SLOT_BLOCKS], adt = a->hdr.dtype[SLOT_AUX];
     /* the copies as fp32, and fp32 room for one block's sum and accumulator (16-bit only) */
     int64_t maxn = 1;
@@ -152,7 +150,7 @@ static void sum_parts(void *buffers[], const struct zt_collective_args *a,
     float *tout = dt == ZT_DTYPE_F32 ? NULL : malloc((size_t)maxn * 4);
     float *tacc = adt == ZT_DTYPE_F32 ? NULL : malloc((size_t)maxn * 4);
     if ((dt != ZT_DTYPE_F32 && (!wide || !tout)) || (adt != ZT_DTYPE_F32 && !tacc))
-        die("out of memory for a reduce-scatter", a);
+        zt_collective_die("out of memory for a reduce-scatter", a);
     const float *w = widen(wide, scratch, (size_t)my * (size_t)N, dt);
     int64_t at = 0;
     for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++) {
@@ -183,10 +181,10 @@ static void sum_parts(void *buffers[], const struct zt_collective_args *a,
 static void reduce_scatter_body(void *buffers[], const struct zt_collective_args *a,
                                 const struct zt_coll_id *id, MPI_Request *req, int acc,
                                 int keep) {
-    const int64_t my = part_elems(buffers, a, zt_comm_rank());
+    const int64_t my = zt_collective_part_elems(buffers, a, zt_comm_rank());
     unsigned char *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)a->nranks *
                                     (size_t)a->elemsize);
-    if (!scratch) die("out of memory for a reduce-scatter", a);
+    if (!scratch) zt_collective_die("out of memory for a reduce-scatter", a);
     exchange_parts(buffers, a, id, req, scratch);
     sum_parts(buffers, a, scratch, acc, keep);
     free(scratch);
@@ -197,7 +195,7 @@ static void allgather_body(void *buffers[], const struct zt_collective_args *a,
                            const struct zt_coll_id *id, MPI_Request *req) {
     const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
     MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
-    if (!ty) die("out of memory for an all-gather", a);
+    if (!ty) zt_collective_die("out of memory for an all-gather", a);
     for (int r = 0; r < N; r++) ty[r] = MPI_DATATYPE_NULL;
     int nr = 0, err = MPI_SUCCESS;
     for (int r = 0; r < N && err == MPI_SUCCESS; r++)
@@ -231,16 +229,10 @@ static void collective_body(void *buffers[], void *cl_arg, int reduce, int gathe
     const struct zt_collective_args *a = cl_arg;
     const int aux = a->hdr.count[SLOT_AUX] > 0;
     if (gather && !reduce && aux) copy_source(buffers, a);
-    if (a->nranks == 1 && !(reduce && aux)) return;
-    if (zt_comm_skip(a->seq)) {
-        fprintf(stderr, "zerotask: rank %d skips collective #%lld %s (ZT_TEST_SKIP_COLLECTIVE)\n",
-                zt_comm_rank(), (long long)a->seq, zt_task_kind_name(a->hdr.kind));
-        return;
-    }
-    const struct zt_coll_id id = coll_id(a);
-    if (a->nranks > 1) zt_comm_enter(&id);
+    struct zt_coll_id id;
+    if (!zt_collective_enter(a, reduce && aux, &id)) return;
     MPI_Request *req = malloc(2 * (size_t)a->nranks * sizeof *req);
-    if (!req) die("out of memory", a);
+    if (!req) zt_collective_die("out of memory", a);
     if (reduce) reduce_scatter_body(buffers, a, &id, req, aux, !aux || gather);
     if (gather && a->nranks > 1) allgather_body(buffers, a, &id, req);
     free(req);
@@ -252,150 +244,8 @@ void comm_reduce_scatter_cpu(void *buffers[], void *cl_arg) {
 }
 void comm_allgather_cpu(void *buffers[], void *cl_arg) { collective_body(buffers, cl_arg, 0, 1); }
 
-#ifdef ZT_USE_NCCL
 // ----------------------------------------------------------------------------
-/* The same collectives through NCCL on device memory (GPU build).
- * With one CUDA worker per rank on every rank, the collective tasks run on that worker
- * (zt_nccl_active, dispatch.c's placement) and move the blocks device to device with
- * NCCL's point-to-point calls, in one group per collective, on the worker's stream; the
- * messages are those of the MPI path (rank r's part goes to rank r, block by block, to be summed
- * there; an all-gather sends every part to every rank), and the sums are kernels/cuda/comm.cu's:
- * the MPI path's rank order and bits. The task's token still orders them (one stream per
- * worker, submitted in the same order on every rank), and every rank still sends the watchdog
- * its note on entering a collective; NCCL's own waits have no timeout of ours. The communicator
- * is sched/nccl.c's. */
-#include <cuda_runtime_api.h> /* cudaMallocAsync, cudaMemcpyAsync */
-#include <nccl.h>             /* ncclSend, ncclRecv, ncclGroupStart */
-#include "zt_kernels_cuda.h"  /* zt_cuda_rank_sum */
-#include "zt_nccl.h"          /* zt_nccl_comm */
-
-/* a failed NCCL or CUDA call in a collective is fatal for the job, as a failed MPI call is */
-#define DEV_OK(what, type, call, ok, errstr)                                                     \
-    do {                                                                                         \
-        type rc_ = (call);                                                                       \
-        if (rc_ != ok) {                                                                         \
-            char m_[160];                                                                        \
-            snprintf(m_, sizeof m_, "%s: %s", what, errstr(rc_));                                \
-            die(m_, a);                                                                          \
-        }                                                                                        \
-    } while (0)
-#define NCCL_OK(what, call) DEV_OK(what, ncclResult_t, call, ncclSuccess, ncclGetErrorString)
-#define CUDA_OK(what, call) DEV_OK(what, cudaError_t, call, cudaSuccess, cudaGetErrorString)
-
-static int cuda_type(int dtype) {
-    return dtype == ZT_DTYPE_BF16 ? ZT_CUDA_BF16 : dtype == ZT_DTYPE_F16 ? ZT_CUDA_F16
-                                                                         : ZT_CUDA_F32;
-}
-
-/* send (or receive) the blocks of rank part's part, in place, to (from) rank peer, one message
- * per block in block order: both sides walk the same list, so the messages pair up */
-static void nccl_blocks(void *buffers[], const struct zt_collective_args *a, int part, int peer,
-                        int send, cudaStream_t st) {
-    for (int64_t b = a->part[2 * part]; b < a->part[2 * part + 1]; b++) {
-        void *p = zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
-        size_t bytes = (size_t)zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b) *
-                       (size_t)a->elemsize;
-        if (send) NCCL_OK("ncclSend", ncclSend(p, bytes, ncclUint8, peer, zt_nccl_comm(), st));
-        else NCCL_OK("ncclRecv", ncclRecv(p, bytes, ncclUint8, peer, zt_nccl_comm(), st));
-    }
-}
-
-/* the reduce-scatter of reduce_scatter_body on the device: the copies of this rank's part
- * arrive in rows of a device scratch (its own copy too), then one rank-order sum per block */
-static void nccl_reduce_scatter(void *buffers[], const struct zt_collective_args *a,
-                                cudaStream_t st, int acc, int keep) {
-    const int N = a->nranks, me = zt_comm_rank();
-    const int64_t my = part_elems(buffers, a, me);
-    const size_t es = (size_t)a->elemsize;
-    unsigned char *scratch = NULL;
-    CUDA_OK("allocating a reduce-scatter's device scratch",
-            cudaMallocAsync((void **)&scratch, (size_t)(my > 0 ? my : 1) * (size_t)N * es, st));
-    NCCL_OK("ncclGroupStart", ncclGroupStart());
-    for (int k = 1; k < N && my > 0; k++) {
-        int r = (me + k) % N;
-        int64_t at = 0;
-        for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
-            int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
-            NCCL_OK("ncclRecv", ncclRecv(scratch + ((size_t)r * (size_t)my + (size_t)at) * es,
-                                         (size_t)n * es, ncclUint8, r, zt_nccl_comm(), st));
-            at += n;
-        }
-    }
-    for (int k = 1; k < N; k++) nccl_blocks(buffers, a, (me + k) % N, (me + k) % N, 1, st);
-    NCCL_OK("ncclGroupEnd", ncclGroupEnd());
-    int64_t at = 0;
-    for (int64_t b = a->part[2 * me]; b < a->part[2 * me + 1]; b++) {
-        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
-        CUDA_OK("copying a block into the reduce-scatter's scratch",
-                cudaMemcpyAsync(scratch + ((size_t)me * (size_t)my + (size_t)at) * es,
-                                zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b),
-                                (size_t)n * es, cudaMemcpyDeviceToDevice, st));
-        at += n;
-    }
-    at = 0;
-    for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++) {
-        int64_t n = zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b);
-        CUDA_OK("the rank-order sum",
-                (cudaError_t)zt_cuda_rank_sum(
-                    keep ? zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b) : NULL,
-                    acc ? zt_slot_buf_ptr(buffers, &a->hdr, SLOT_AUX, (int)i) : NULL,
-                    scratch + (size_t)at * es, (size_t)my, N, (size_t)n,
-                    cuda_type(a->hdr.dtype[SLOT_BLOCKS]), cuda_type(a->hdr.dtype[SLOT_AUX]), st));
-        at += n;
-    }
-    CUDA_OK("freeing a reduce-scatter's device scratch", cudaFreeAsync(scratch, st));
-}
-
-/* allgather_body on the device: every part to every rank, in place */
-static void nccl_allgather(void *buffers[], const struct zt_collective_args *a, cudaStream_t st) {
-    const int N = a->nranks, me = zt_comm_rank();
-    NCCL_OK("ncclGroupStart", ncclGroupStart());
-    for (int k = 1; k < N; k++) {
-        int r = (me + k) % N;
-        nccl_blocks(buffers, a, r, r, 0, st);  /* its part from r */
-        nccl_blocks(buffers, a, me, r, 1, st); /* ours to r */
-    }
-    NCCL_OK("ncclGroupEnd", ncclGroupEnd());
-}
-
-static void collective_body_nccl(void *buffers[], void *cl_arg, int reduce, int gather) {
-    const struct zt_collective_args *a = cl_arg;
-    const int aux = a->hdr.count[SLOT_AUX] > 0, me = zt_comm_rank();
-    cudaStream_t st = (cudaStream_t)zt_cuda_stream();
-    if (gather && !reduce && aux) /* copy_source on the device */
-        for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++)
-            CUDA_OK("copying an all-gather's source",
-                    cudaMemcpyAsync(zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b),
-                                    zt_slot_buf_ptr(buffers, &a->hdr, SLOT_AUX, (int)i),
-                                    (size_t)zt_slot_buf_nx(buffers, &a->hdr, SLOT_BLOCKS, (int)b) *
-                                        (size_t)a->elemsize,
-                                    cudaMemcpyDeviceToDevice, st));
-    if (a->nranks == 1 && !(reduce && aux)) return;
-    if (zt_comm_skip(a->seq)) {
-        fprintf(stderr, "zerotask: rank %d skips collective #%lld %s (ZT_TEST_SKIP_COLLECTIVE)\n",
-                me, (long long)a->seq, zt_task_kind_name(a->hdr.kind));
-        return;
-    }
-    const struct zt_coll_id id = coll_id(a);
-    if (a->nranks > 1) zt_comm_enter(&id);
-    if (reduce) nccl_reduce_scatter(buffers, a, st, aux, !aux || gather);
-    if (gather && a->nranks > 1) nccl_allgather(buffers, a, st);
-}
-
-void comm_allreduce_cuda(void *buffers[], void *cl_arg) {
-    collective_body_nccl(buffers, cl_arg, 1, 1);
-}
-void comm_reduce_scatter_cuda(void *buffers[], void *cl_arg) {
-    collective_body_nccl(buffers, cl_arg, 1, 0);
-}
-void comm_allgather_cuda(void *buffers[], void *cl_arg) {
-    collective_body_nccl(buffers, cl_arg, 0, 1);
-}
-
-#undef NCCL_OK
-#undef CUDA_OK
-#undef DEV_OK
-#endif
+// the inserts
 
 /* the ranks' parts cover the n blocks in rank order, each within an MPI count, and the aux
  * blocks match this rank's part block by block */

@@ -21,9 +21,12 @@
 #define MAX_IO_THREADS 64
 
 /* a transfer: its handles (each once), the segments, and how many acquisitions are pending */
-struct req {
+struct io_request {
     const struct zt_swapfile *f;
-    int out, n, nh, kind, layer, mb;
+    int to_file;  /* swap_out (blocks -> file), else swap_in */
+    int nseg;     /* segments (a host task: its blocks) */
+    int nhandles; /* distinct handles in d */
+    int kind, layer, mb;
     int prio;    /* the task's priority: ready requests are served highest first */
     int pending; /* acquisitions not yet granted, plus one while submitting */
     int64_t step;
@@ -34,7 +37,7 @@ struct req {
     void *ctx;
     int64_t bytes;    /* a host task's bytes, for traces */
     int64_t trace_id; /* zt_trace_submit's id (0: not traced) */
-    struct req *next;
+    struct io_request *next;
 };
 
 static struct {
@@ -43,7 +46,7 @@ static struct {
     pthread_t th[MAX_IO_THREADS];
     int nth, stop, started;
     int users; /* zt_io_service_init calls not yet matched by zt_io_service_free */
-    struct req *head, *tail;
+    struct io_request *head, *tail;
     int64_t inflight;    /* requests submitted and not yet released */
     pthread_cond_t idle; /* signalled when inflight drops to 0 */
     zt_aio_t aio;
@@ -83,14 +86,14 @@ static enum zt_status read_bounce(const struct zt_swapfile *f, char *dst, int64_
     return ZT_OK;
 }
 
-static enum zt_status move(const struct req *r, char *bounce) {
+static enum zt_status move(const struct io_request *r, char *bounce) {
     const struct zt_swapfile *f = r->f;
-    for (int i = 0; i < r->n; i++) {
+    for (int i = 0; i < r->nseg; i++) {
         char *p = (char *)starpu_vector_get_local_ptr(r->d[r->segh[i]].handle) + r->seg[i][0];
         int64_t len = r->seg[i][1], off = r->seg[i][2];
         if (len == 0) continue;
         int aligned = is_aligned(p, len, off);
-        if (r->out) {
+        if (r->to_file) {
             if (!aligned)
                 return zt_error_set(ZT_ERR_INVALID,
                                     "swap file %s: write of %lld bytes at "
@@ -107,8 +110,8 @@ static enum zt_status move(const struct req *r, char *bounce) {
 }
 
 /* release the request's handles (its successors start) and forget it */
-static void finish(struct req *r) {
-    for (int i = 0; i < r->nh; i++) starpu_data_release(r->d[i].handle);
+static void finish(struct io_request *r) {
+    for (int i = 0; i < r->nhandles; i++) starpu_data_release(r->d[i].handle);
     free(r);
     pthread_mutex_lock(&g.mu);
     if (--g.inflight == 0) pthread_cond_broadcast(&g.idle);
@@ -124,7 +127,7 @@ static void *io_thread(void *arg) {
     for (;;) {
         while (!g.head && !g.stop) pthread_cond_wait(&g.cv, &g.mu);
         if (!g.head) break;
-        struct req *r = g.head;
+        struct io_request *r = g.head;
         g.head = r->next;
         if (!g.head) g.tail = NULL;
         int failed = g.err != ZT_OK;
@@ -132,7 +135,7 @@ static void *io_thread(void *arg) {
         double t0 = starpu_timing_now();
         if (r->fn) { /* a host task: always runs (its owner counts on it), reports its own errors */
             void **ptrs = (void **)r->seg; /* room for n pointers, see zt_task_io */
-            for (int i = 0; i < r->n; i++)
+            for (int i = 0; i < r->nseg; i++)
                 ptrs[i] = (void *)starpu_vector_get_local_ptr(r->d[r->segh[i]].handle);
             r->fn(r->ctx, ptrs);
         } else if (!failed) { /* after a failure the step is lost: skip the rest, end quickly */
@@ -154,7 +157,7 @@ static void *io_thread(void *arg) {
                                      .cpu_us = -1,
                                      .waited_us = -1,
                                      .bytes = r->bytes};
-            for (int i = 0; !r->fn && i < r->n; i++) t.bytes += r->seg[i][1];
+            for (int i = 0; !r->fn && i < r->nseg; i++) t.bytes += r->seg[i][1];
             zt_trace_record(&t);
         }
         finish(r);
@@ -247,7 +250,7 @@ void zt_io_service_wait(void) {
  * equal priorities keep their order). Every queued request holds all its handles, so the order
  * they are served in never changes a result. */
 static void acquired(void *arg) {
-    struct req *r = arg;
+    struct io_request *r = arg;
     pthread_mutex_lock(&g.mu);
     if (--r->pending == 0) {
         if (!g.tail || g.tail->prio >= r->prio) {
@@ -257,7 +260,7 @@ static void acquired(void *arg) {
                 g.head = r;
             g.tail = r;
         } else {
-            struct req **at = &g.head;
+            struct io_request **at = &g.head;
             while ((*at)->prio >= r->prio) at = &(*at)->next;
             r->next = *at;
             *at = r;
@@ -268,14 +271,15 @@ static void acquired(void *arg) {
 }
 
 /* add handle h with mode m to the request (once: a repeated handle gets the union of modes) */
-static int add_handle(struct req *r, starpu_data_handle_t h, enum starpu_data_access_mode m) {
-    for (int i = 0; i < r->nh; i++)
+static int add_handle(struct io_request *r, starpu_data_handle_t h,
+                      enum starpu_data_access_mode m) {
+    for (int i = 0; i < r->nhandles; i++)
         if (r->d[i].handle == h) {
             r->d[i].mode = (enum starpu_data_access_mode)(r->d[i].mode | m);
             return i;
         }
-    r->d[r->nh] = (struct starpu_data_descr){h, m};
-    return r->nh++;
+    r->d[r->nhandles] = (struct starpu_data_descr){h, m};
+    return r->nhandles++;
 }
 
 /* never run: swaps and host tasks are served by the I/O threads, not by codelets; the kinds
@@ -285,19 +289,20 @@ void swap_out_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; 
 void ckpt_write_cpu(void *buffers[], void *cl_arg) { (void)buffers, (void)cl_arg; }
 
 /* queue r once every handle is acquired (the pending count as in swap) */
-static void submit(struct req *r, const char *what) {
+static void submit(struct io_request *r, const char *what) {
     /* ordered as StarPU orders the acquisitions */
-    r->trace_id = zt_trace_submit(r->d, r->nh, r->prio);
-    r->pending = r->nh + 1; /* the extra one: no I/O thread sees r before every call is made */
+    r->trace_id = zt_trace_submit(r->d, r->nhandles, r->prio);
+    /* the extra one: no I/O thread sees r before every call is made */
+    r->pending = r->nhandles + 1;
     pthread_mutex_lock(&g.mu);
     g.inflight++;
     pthread_mutex_unlock(&g.mu);
-    for (int i = 0; i < r->nh; i++)
+    for (int i = 0; i < r->nhandles; i++)
         if (starpu_data_acquire_cb(r->d[i].handle, r->d[i].mode, acquired, r) != 0) {
             /* StarPU refuses only a handle it does not know, which zt_tensor_handle gave: a
              * bug; the handles already asked for cannot be taken back */
             set_error(zt_error_set(ZT_ERR_RUNTIME, "%s: StarPU refused to acquire a block", what));
-            r->nh = i;
+            r->nhandles = i;
             break;
         }
     acquired(r);
@@ -310,7 +315,7 @@ enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_re
     if (!fn || n < 0 || (n > 0 && !refs))
         return zt_error_set(ZT_ERR_INVALID, "zt_task_io: bad arguments");
     /* seg's room holds the pointers handed to fn */
-    struct req *r =
+    struct io_request *r =
         calloc(1, sizeof *r + (size_t)(n + 1) * (sizeof(void *) + sizeof(struct starpu_data_descr) +
                                                  sizeof(int)));
     if (!r) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a host task");
@@ -324,7 +329,7 @@ enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_re
         }
         r->segh[i] = add_handle(r, zt_tensor_handle(refs[i].t, refs[i].blk), STARPU_R);
     }
-    r->n = n;
+    r->nseg = n;
     r->fn = fn;
     r->ctx = ctx;
     r->bytes = bytes;
@@ -346,15 +351,15 @@ static enum zt_status swap(const struct zt_task_opts *o, int out, const struct z
     if (!f || n < 1 || !segs || norder < 0 || (norder > 0 && !order))
         return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
     int maxh = n + norder + 1;
-    struct req *r = calloc(1, sizeof *r + (size_t)maxh * sizeof(struct starpu_data_descr) +
+    struct io_request *r = calloc(1, sizeof *r + (size_t)maxh * sizeof(struct starpu_data_descr) +
                                   (size_t)n * (sizeof(int) + 3 * sizeof(int64_t)));
     if (!r) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a swap request");
     r->seg = (int64_t (*)[3])(r + 1);
     r->d = (struct starpu_data_descr *)(r->seg + n);
     r->segh = (int *)(r->d + maxh);
     r->f = f;
-    r->out = out;
-    r->n = n;
+    r->to_file = out;
+    r->nseg = n;
     r->kind = out ? ZT_KIND_swap_out : ZT_KIND_swap_in;
     r->prio = o ? o->priority : 0;
     r->layer = o ? o->layer : -1;

@@ -146,8 +146,8 @@ ZT_TASK_KINDS(ZT_KIND_DECL_)
 #define ZT_KIND_DECL_CUDA_(k) void k##_cuda(void *buffers[], void *cl_arg);
 ZT_CUDA_KINDS(ZT_KIND_DECL_CUDA_)
 #ifdef ZT_USE_NCCL
-/* The collectives with an NCCL body on their CUDA worker (collective.c), taken there only while
- * zt_nccl_active() (sched/zt_nccl.h: one CUDA worker per rank on every rank, ZT_NCCL=1). */
+/* The collectives with an NCCL body on their CUDA worker (collective_nccl.c), taken there only
+ * while zt_nccl_active() (sched/zt_nccl.h: one CUDA worker per rank on every rank, ZT_NCCL=1). */
 #define ZT_NCCL_KINDS(X) X(comm_allreduce) X(comm_reduce_scatter) X(comm_allgather)
 ZT_NCCL_KINDS(ZT_KIND_DECL_CUDA_)
 #endif

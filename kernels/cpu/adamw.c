@@ -14,9 +14,9 @@
  *   param.addcdiv_(exp_avg, denom, value=-lr/bc1)
  * PyTorch's vectorized add_(x, alpha=a) is a fused multiply-add (Vectorized fmadd), so the two
  * "add with alpha" steps use fmaf here too (exactly rounded, so still machine-independent; a
- * vfmadd under -march=native). Measured: ~90% of values bit-identical to torch after 5 steps,
- * the rest an ulp or two apart (PyTorch's scalar tail loop, and bc1/bc2 arriving as float while
- * PyTorch keeps them in double).
+ * vfmadd under -march=native). Most values then match torch's bits; the rest are an ulp or two
+ * apart, from PyTorch's scalar tail loop and from bc1/bc2 arriving here as float while PyTorch
+ * keeps them in double.
  * Reference: https://pytorch.org/docs/1.13/generated/torch.optim.AdamW.html; llm.c
  * train_gpt2.c gpt2_update.
  */
@@ -31,7 +31,7 @@
 // ----------------------------------------------------------------------------
 // param[n], m[n], v[n] updated in place from grad[n] (see the header for the formula)
 // 512-bit vectors where the target has them (gcc prefers 256 on AVX-512 CPUs): each element's
-// operations are the same, so the bits too; 5% faster on 200M parameters (zt-adam-bench)
+// operations are the same, so the bits too (wider vectors only make the pass quicker)
 __attribute__((target("prefer-vector-width=512"))) void zt_kern_adamw(
     float *param, float *m, float *v, const float *grad, size_t n, float lr, float beta1,
     float beta2, float eps, float weight_decay, float bc1, float bc2, float grad_scale,

@@ -1,9 +1,9 @@
 /*
  * kernels/cuda/comm.cu: the arithmetic of a reduction across ranks on the device (the NCCL
- * collectives of tasks/collective.c move the bytes; this adds them). The sums are those of the MPI
- * path: every element is the fp32 sum of the N ranks' copies in rank order 0..N-1, each add
- * rounded alone (__fadd_rn), 16-bit copies widened exactly first and the result rounded once to
- * nearest even, so a reduction gives the same bits whichever transport carried it.
+ * collectives of tasks/collective_nccl.c move the bytes; this adds them). The sums are those of
+ * the MPI path: every element is the fp32 sum of the N ranks' copies in rank order 0..N-1, each
+ * add rounded alone (__fadd_rn), 16-bit copies widened exactly first and the result rounded once
+ * to nearest even, so a reduction gives the same bits whichever transport carried it.
  */
 #include <cuda_runtime.h>
 #include "zt_kernels_cuda.h"

@@ -25,7 +25,8 @@
 #include <unistd.h>       /* fork, truncate, pread, pwrite */
 
 #include "zt_aio.h"       /* zt_aio_init */
-#include "zt_ckpt.h"      /* zt_shard_*, zt_crc32c */
+#include "zt_ckpt.h"      /* zt_shard_* */
+#include "zt_crc32c.h"    /* zt_crc32c, zt_crc32c_portable, zt_crc32c_copy */
 #include "zt_status.h"    /* zt_error_last */
 #include "zt_test.h"      /* ZT_TEST_TRUE, zt_test_finish */
 

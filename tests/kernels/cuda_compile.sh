@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/kernels/cuda_compile.sh SRC_DIR OUT_DIR: compile every kernels/cuda/*.cu with nvcc for
 # the GPU build's architectures (sm_80, sm_90), so the default CPU build and CI, which have no
-# GPU and no CUDA-enabled StarPU, still prove the CUDA sources build (issue 8). CTest skip code
+# GPU and no CUDA-enabled StarPU, still prove the CUDA sources build. CTest skip code
 # 77, saying so, when no nvcc is installed (CUDA_HOME, default /usr/local/cuda).
 set -euo pipefail
 src=$1 out=$2

@@ -1,5 +1,5 @@
 /*
- * tests/kernels/test_cuda_kernels.c: kernels/cuda against kernels/cpu (issue 8), bit for bit:
+ * tests/kernels/test_cuda_kernels.c: kernels/cuda against kernels/cpu, bit for bit:
  * the fp32 <-> bf16/fp16 converters on random values plus every special case (zeros, subnormals,
  * rounding ties, overflow, inf, NaN), several AdamW and Adam (L2) steps with a gradient scale,
  * GELU forward/backward (in place too) and the residual add, layernorm forward/backward at widths
