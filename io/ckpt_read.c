@@ -21,6 +21,7 @@
 #include "ckpt_format.h" /* SHARD_MAGIC, SHARD_PREFIX_BYTES, SHARD_ALIGN, shard_get_u32 */
 #include "zt_aio.h"      /* zt_aio_read, zt_aio_read_progress, zt_aio_alloc */
 #include "zt_crc32c.h"   /* zt_crc32c, zt_crc32c_copy */
+#include "zt_file.h"     /* zt_file_open_regular */
 
 #define VERIFY_CHUNK (4 << 20)    /* bytes per read when verifying */
 #define DIRECT_MIN (256 << 10)    /* smaller records are read buffered (page-cache readahead) */
@@ -101,7 +102,9 @@ enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
     memset(s, 0, sizeof *s);
     s->dfd = -1;
     snprintf(s->path, sizeof s->path, "%s", path);
-    s->fd = open(path, O_RDONLY | O_CLOEXEC);
+    s->fd = zt_file_open_regular(path, NULL);
+    if (s->fd < 0 && errno == EINVAL)
+        return zt_error_set(ZT_ERR_IO, "checkpoint shard %s: not a regular file", path);
     if (s->fd < 0)
         return zt_error_set(ZT_ERR_IO, "checkpoint shard %s: cannot open (%s)", path,
                             strerror(errno));

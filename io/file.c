@@ -115,21 +115,35 @@ int zt_file_fsync_dir(const char *dir) {
     return rc;
 }
 
+int zt_file_open_regular(const char *path, int64_t *size) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    int err = fstat(fd, &st) != 0 ? errno : !S_ISREG(st.st_mode) ? EINVAL : 0;
+    int fl = err ? 0 : fcntl(fd, F_GETFL);
+    if (!err && (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) err = errno;
+    if (err) {
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (size) *size = (int64_t)st.st_size;
+    return fd;
+}
+
 int zt_file_read_all(const char *path, size_t max, char **buf, size_t *len) {
     *buf = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int64_t size = 0;
+    int fd = zt_file_open_regular(path, &size);
     if (fd < 0) return -1;
-    struct stat st;
     int err = 0;
     char *b = NULL;
-    if (fstat(fd, &st) != 0) err = errno;
-    else if (!S_ISREG(st.st_mode)) err = EINVAL;
-    else if ((uint64_t)st.st_size > (uint64_t)max) err = EFBIG, *len = (size_t)st.st_size;
-    else if (!(b = malloc((size_t)st.st_size + 1))) err = ENOMEM;
+    if ((uint64_t)size > (uint64_t)max) err = EFBIG, *len = (size_t)size;
+    else if (!(b = malloc((size_t)size + 1))) err = ENOMEM;
     size_t got = 0;
-    while (!err && got < (size_t)st.st_size) {
-        ssize_t r = read(fd, b + got, (size_t)st.st_size - got);
+    while (!err && got < (size_t)size) {
+        ssize_t r = read(fd, b + got, (size_t)size - got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) err = EIO; /* an error, or the file shrank under us */
         else got += (size_t)r;

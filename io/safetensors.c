@@ -25,7 +25,7 @@
 #include <sys/stat.h>    /* fstat, fchmod */
 #include <unistd.h>      /* close, write, fsync, unlink, getpid */
 
-#include "zt_file.h"   /* zt_afile_* */
+#include "zt_file.h"   /* zt_afile_*, zt_file_open_regular */
 #include "zt_status.h" /* zt_error_set, ZT_CHECK */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -236,15 +236,13 @@ enum zt_status zt_st_open(struct zt_safetensors *st, const char *path) {
     ZT_ASSERT_MSG(st && path, "zt_st_open: NULL argument");
     memset(st, 0, sizeof *st);
     snprintf(st->path, sizeof st->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int64_t file_size = 0;
+    int fd = zt_file_open_regular(path, &file_size);
+    if (fd < 0 && errno == EINVAL)
+        return zt_error_set(ZT_ERR_IO, "safetensors %s: not a regular file", path);
     if (fd < 0)
         return zt_error_set(ZT_ERR_IO, "safetensors %s: cannot open (%s)", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return zt_error_set(ZT_ERR_IO, "safetensors %s: not a regular file", path);
-    }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)file_size;
     if (size < 8) {
         close(fd);
         return CORRUPT(st, "safetensors %s: file too small (%zu bytes; it must start with an "

@@ -17,7 +17,7 @@
 #include <sys/stat.h>  /* fstat, fchmod */
 #include <unistd.h>    /* close, write, fsync, unlink */
 
-#include "zt_file.h"   /* zt_afile_* */
+#include "zt_file.h"   /* zt_afile_*, zt_file_open_regular */
 #include "zt_status.h" /* zt_error_set, ZT_ASSERT_MSG */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -33,15 +33,13 @@ enum zt_status zt_tokens_open(struct zt_tokens *t, const char *path, int vocab_s
         return zt_error_set(ZT_ERR_INVALID, "tokens %s: vocab_size must be >= 1, got %d", path,
                             vocab_size);
     snprintf(t->path, sizeof t->path, "%s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int64_t file_size = 0;
+    int fd = zt_file_open_regular(path, &file_size);
+    if (fd < 0 && errno == EINVAL)
+        return zt_error_set(ZT_ERR_IO, "tokens %s: not a regular file", path);
     if (fd < 0)
         return zt_error_set(ZT_ERR_IO, "tokens %s: cannot open (%s)", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return zt_error_set(ZT_ERR_IO, "tokens %s: not a regular file", path);
-    }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)file_size;
     if (size < HEADER_BYTES) {
         close(fd);
         return zt_error_set(ZT_ERR_DATA, "tokens %s: truncated header (%zu bytes; the header "

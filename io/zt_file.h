@@ -16,6 +16,7 @@
 #define ZT_FILE_H
 
 #include <stddef.h>    /* size_t */
+#include <stdint.h>    /* int64_t */
 #include "zt_status.h" /* enum zt_status */
 
 struct zt_afile {
@@ -40,6 +41,12 @@ enum zt_status zt_file_replace(const char *kind, const char *path, const void *b
 
 // write all of buf to fd (short writes and EINTR retried); 0 on success, -1 with errno set
 int zt_write_all(int fd, const void *buf, size_t n);
+
+// Open path for reading only if it is a regular file: a FIFO or a device is refused before
+// anything could block on it (the open itself is non-blocking, then checked with fstat). The
+// descriptor (O_CLOEXEC, blocking again) or -1 with errno set: open's errno, or EINVAL when path
+// is not a regular file. *size: the file's size (may be NULL).
+int zt_file_open_regular(const char *path, int64_t *size);
 
 // Read the regular file path into a NUL-terminated buffer of *len bytes (owner: caller, free).
 // 0 on success; -1 with errno set: open's errno, EINVAL when path is not a regular file, EFBIG
