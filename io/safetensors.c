@@ -138,6 +138,26 @@ static int cmp_by_offset(const void *a, const void *b) {
     return 0;
 }
 
+static int cmp_by_name(const void *a, const void *b) {
+    const struct zt_st_tensor *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+/* st->by_name: the tensors sorted by name, for zt_st_find's binary search; two tensors of one
+ * name (cJSON keeps duplicated keys, the format forbids them) are an error. O(n log n), so a
+ * file of very many tensors opens in time. */
+static enum zt_status index_names(struct zt_safetensors *st) {
+    st->by_name = malloc((size_t)(st->n ? st->n : 1) * sizeof *st->by_name);
+    if (!st->by_name) return zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory", st->path);
+    for (int i = 0; i < st->n; i++) st->by_name[i] = &st->t[i];
+    qsort(st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_by_name);
+    for (int i = 1; i < st->n; i++)
+        if (strcmp(st->by_name[i - 1]->name, st->by_name[i]->name) == 0)
+            return CORRUPT(st, "safetensors %s: tensor '%s' appears twice in the header",
+                           st->path, st->by_name[i]->name);
+    return ZT_OK;
+}
+
 /* Byte ranges must tile [0, datalen) (the reference implementation's rule). */
 static enum zt_status check_tiling(const char *path, struct zt_st_tensor *t, int n,
                                    size_t datalen) {
@@ -200,16 +220,16 @@ static enum zt_status parse_header(struct zt_safetensors *st, const char *hdr, s
         rc = zt_error_set(ZT_ERR_NOMEM, "safetensors %s: out of memory", path);
         goto out;
     }
+    int nmeta = 0;
     for (const cJSON *it = root->child; it && rc == ZT_OK; it = it->next) {
         const char *name = it->string;
-        /* cJSON keeps duplicated keys; the format forbids them */
-        for (const cJSON *prev = root->child; prev != it; prev = prev->next)
-            if (strcmp(prev->string, name) == 0) {
-                rc = CORRUPT(st, "safetensors %s: tensor '%.*s' appears twice in the header",
-                             path, ZT_ST_MAX_NAME, name);
-                goto out;
-            }
         if (strcmp(name, "__metadata__") == 0) {
+            /* cJSON keeps duplicated keys; the format forbids them (tensors: index_names) */
+            if (++nmeta > 1) {
+                rc = CORRUPT(st, "safetensors %s: tensor '%s' appears twice in the header", path,
+                             name);
+                break;
+            }
             int ok = cJSON_IsObject(it);
             for (const cJSON *m = ok ? it->child : NULL; m; m = m->next) ok &= cJSON_IsString(m);
             if (!ok)
@@ -226,6 +246,7 @@ static enum zt_status parse_header(struct zt_safetensors *st, const char *hdr, s
         rc = parse_entry(path, name, it, datalen, t);
         if (rc == ZT_OK) st->n++;
     }
+    if (rc == ZT_OK) rc = index_names(st);
     if (rc == ZT_OK) rc = check_tiling(path, st->t, st->n, datalen);
 out:
     cJSON_Delete(root);
@@ -283,14 +304,19 @@ void zt_st_close(struct zt_safetensors *st) {
     if (!st) return;
     if (st->map) munmap(st->map, st->maplen);
     free(st->t);
+    free(st->by_name);
     memset(st, 0, sizeof *st);
 }
 
 const struct zt_st_tensor *zt_st_find(const struct zt_safetensors *st, const char *name) {
     if (!st || !name) return NULL;
-    for (int i = 0; i < st->n; i++)
-        if (strcmp(st->t[i].name, name) == 0) return &st->t[i];
-    return NULL;
+    if (!st->by_name) return NULL;
+    struct zt_st_tensor key, *const keyp = &key;
+    if (strlen(name) >= sizeof key.name) return NULL; /* longer than any name a file may hold */
+    snprintf(key.name, sizeof key.name, "%s", name);
+    struct zt_st_tensor *const *hit =
+        bsearch(&keyp, st->by_name, (size_t)st->n, sizeof *st->by_name, cmp_by_name);
+    return hit ? *hit : NULL;
 }
 
 /* IEEE binary16 -> binary32, exact for every input: subnormals are renormalised, infinities

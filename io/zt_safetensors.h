@@ -33,7 +33,8 @@ struct zt_st_tensor {
 struct zt_safetensors {
     char path[512];
     int n;
-    struct zt_st_tensor *t; /* [n] */
+    struct zt_st_tensor *t; /* [n], in the header's order */
+    struct zt_st_tensor **by_name; /* [n] the same, sorted by name (zt_st_find) */
     const unsigned char *data; /* data section (inside the map) */
     void *map;
     size_t maplen;

@@ -12,7 +12,10 @@
  *   ZT_ST_MAX_NAME, duplicated names, missing fields, bad __metadata__; a missing file is
  *   ZT_ERR_IO; zt_st_read_f32 reports a missing tensor and a wrong shape with both shapes;
  * - bad writer input is ZT_ERR_INVALID with no file created, and a write that fails part-way
- *   (EFBIG under a file-size limit) leaves the previous file intact and no temporary behind.
+ *   (EFBIG under a file-size limit) leaves the previous file intact and no temporary behind;
+ * - a file of 200,000 tensors opens and finds every name (by name, not by position) within the
+ *   test's timeout, and a duplicated name among them is found too (a lookup or duplicate check
+ *   that compared every pair would take about 2e10 string compares).
  */
 #include <math.h>         /* isnan, isinf, signbit */
 #include <signal.h>       /* signal, SIGXFSZ */
@@ -257,6 +260,48 @@ static void test_corrupt(void) {
     zt_st_close(&st);
 }
 
+/* n tensors "t<i>" of one F32 each, header order reversed (so the order by name is not the
+ * file's); dup: the last one named like the first. Returns the header (caller frees). */
+static char *many_header(int n, int dup) {
+    size_t cap = (size_t)n * 80 + 16, len = 0;
+    char *h = malloc(cap);
+    len += (size_t)snprintf(h + len, cap - len, "{");
+    for (int i = n - 1; i >= 0; i--)
+        len += (size_t)snprintf(h + len, cap - len,
+                                "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[1],"
+                                "\"data_offsets\":[%d,%d]}",
+                                i == n - 1 ? "" : ",", dup && i == 0 ? n - 1 : i, 4 * i, 4 * i + 4);
+    snprintf(h + len, cap - len, "}");
+    return h;
+}
+
+static void test_many_tensors(void) {
+    const int n = 200000;
+    char p[1024], name[32];
+    pathof(p, "many.safetensors");
+    char *h = many_header(n, 0);
+    write_raw(p, h, 0, (size_t)n * 4);
+    free(h);
+    struct zt_safetensors st;
+    enum zt_status rc = zt_st_open(&st, p);
+    ZT_TEST_TRUE(rc == ZT_OK && st.n == n, "200000 tensors: %s", zt_error_last());
+    int found = 0;
+    for (int i = 0; rc == ZT_OK && i < n; i++) {
+        snprintf(name, sizeof name, "t%d", i);
+        const struct zt_st_tensor *t = zt_st_find(&st, name);
+        found += t && !strcmp(t->name, name) && t->begin == (size_t)4 * i;
+    }
+    ZT_TEST_TRUE(found == n, "200000 tensors: %d found by name", found);
+    ZT_TEST_TRUE(rc != ZT_OK || !zt_st_find(&st, "t200000"), "an absent name is not found");
+    zt_st_close(&st);
+    h = many_header(n, 1);
+    write_raw(p, h, 0, (size_t)n * 4);
+    free(h);
+    rc = zt_st_open(&st, p);
+    ZT_TEST_TRUE(rc == ZT_ERR_CKPT_CORRUPT && strstr(zt_error_last(), "appears twice"),
+                 "a duplicated name among 200000: %s", zt_error_last());
+}
+
 int main(void) {
     dir = getenv("ZT_IO_TEST_TMP");
     if (!dir) dir = "/tmp/zt-test-safetensors";
@@ -271,5 +316,6 @@ int main(void) {
     test_foreign(py, script);
     test_writer(py, script);
     test_corrupt();
+    test_many_tensors();
     return zt_test_finish("test_safetensors");
 }
