@@ -41,9 +41,8 @@ static const struct zt_knob g_knobs[] = {
     {"ZT_IO_NICE", ZT_KNOB_INT, "-10",
      "nice value (-20 to 19) of zerotask's own I/O threads (NVMe swaps, checkpoint staging "
      "and writing), per thread: their short CPU bursts keep the disk busy, so they go ahead of "
-     "the compute workers (a checkpoint saved alongside training wrote at 1998 against 1740 "
-     "MB/s on the 2-core test VM); below 0 needs CAP_SYS_NICE (root), else they keep the "
-     "process's priority; 0 leaves them alone"},
+     "the compute workers (bench/README.md, ckpt_vs_fio, has the effect on a save); below 0 "
+     "needs CAP_SYS_NICE (root), else they keep the process's priority; 0 leaves them alone"},
     {"ZT_HOST_MEM_LIMIT", ZT_KNOB_SIZE, "0",
      "host memory budget per rank (bytes, or with K, M, G suffix; 0: none): the plan printed "
      "before step 1 must fit under it or the run stops; offload with zero_optimization."
