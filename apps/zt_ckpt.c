@@ -309,6 +309,7 @@ int main(int argc, char **argv) {
         fputs(usage_text, stdout);
         return 0;
     }
+    if (zt_knobs_check() != ZT_OK) return cli_fail(&cli, CLI_EXIT_USAGE); /* ZT_LOG_LEVEL etc. */
     int code = parse_args(argc, argv, &a);
     return code ? code : run_command(&a);
 }

@@ -17,6 +17,7 @@
 #include <string.h>     /* strcmp, strerror, strlen */
 #include <sys/stat.h>   /* stat, S_ISREG */
 #include "cli.h"        /* option values, one-line usage errors */
+#include "zt_sched.h"   /* zt_knobs_check */
 #include "zt_status.h"  /* zt_error_set */
 #include "zt_tokens.h"  /* zt_tokens_write */
 
@@ -246,7 +247,8 @@ int main(int argc, char **argv) {
         zt_error_set(ZT_ERR_NOMEM, "out of memory");
         return cli_fail(&cli, CLI_EXIT_FAILURE);
     }
-    int code = parse_args(argc, argv, &a);
+    int code = zt_knobs_check() == ZT_OK ? 0 : cli_fail(&cli, CLI_EXIT_USAGE); /* ZT_LOG_LEVEL */
+    if (!code) code = parse_args(argc, argv, &a);
     if (!code && a.help)
         fputs(usage_text, stdout);
     else if (!code)

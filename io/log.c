@@ -20,6 +20,7 @@ static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 static atomic_int cur_level = ZT_LOG_INFO;
 static atomic_int cur_rank = 0;
 static atomic_int cur_world = 1;
+static atomic_int env_checked_by_caller = 0; /* zt_log_env_checked: no warning of our own */
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
@@ -33,9 +34,12 @@ static void read_env(void) {
             return;
         }
     }
-    fprintf(stderr, "[zerotask] warn: ZT_LOG_LEVEL='%s' is not one of error|warn|info|debug; "
-                    "using info\n", s);
+    if (!atomic_load(&env_checked_by_caller))
+        fprintf(stderr, "[zerotask] warn: ZT_LOG_LEVEL='%s' is not one of error|warn|info|debug; "
+                        "using info\n", s);
 }
+
+void zt_log_env_checked(void) { atomic_store(&env_checked_by_caller, 1); }
 
 void zt_log_set_rank(int rank, int world_size) {
     atomic_store(&cur_rank, rank);

@@ -14,6 +14,9 @@ enum zt_log_level { ZT_LOG_ERROR = 0, ZT_LOG_WARN = 1, ZT_LOG_INFO = 2, ZT_LOG_D
 
 /* Set the rank shown in the prefix ("[zt r1] ") and whether this rank prints info lines. */
 void zt_log_set_rank(int rank, int world_size);
+/* The caller checks ZT_LOG_LEVEL itself and stops on a bad value (zt_knobs_check): the log
+ * module then takes such a value as info without a warning line of its own. */
+void zt_log_env_checked(void);
 enum zt_log_level zt_log_level(void);
 void zt_log_set_level(enum zt_log_level lvl);
 /* Print "[zerotask] <level>: msg" (with the rank when world size > 1) to stderr if lvl allows. */

@@ -7,54 +7,67 @@
 #include <errno.h>     /* errno */
 #include <stdio.h>     /* fprintf */
 #include <stdlib.h>    /* getenv, strtoll */
-#include <string.h>    /* strcmp */
+#include <string.h>    /* strcmp, strcspn, strlen */
+#include <strings.h>   /* strncasecmp */
 #include "zt_log.h"    /* ZT_LOG_I */
 #include "zt_sched.h"  /* struct zt_knob */
 
 static const struct zt_knob g_knobs[] = {
-    {"ZT_LOG_LEVEL", ZT_KNOB_STR, "info", "log verbosity: error, warn, info or debug"},
+    {"ZT_LOG_LEVEL", ZT_KNOB_STR, "info", "log verbosity: error, warn, info or debug",
+     0, 0, "error|warn|info|debug"},
     {"ZT_GRAPH_CHUNKS", ZT_KNOB_INT, "4",
      "row blocks per activation and weight tensor (tasks per op); fixed independently of the "
-     "worker count so results do not depend on STARPU_NCPU"},
+     "worker count so results do not depend on STARPU_NCPU",
+     1, 64, NULL},
     {"ZT_OPT_GROUP_ELEMS", ZT_KNOB_INT, "1048576",
      "parameters per optimizer task (AdamW and gradient-norm tasks work on groups of about this "
-     "many elements of the flat buffer)"},
+     "many elements of the flat buffer)",
+     1024, (int64_t)1 << 31, NULL},
     {"ZT_SCHED_PRIORITY", ZT_KNOB_BOOL, "1",
      "critical-path task priorities (sched/priority.c: the last reductions, the next layer's "
      "gathers and swap-ins, the backward chain first; optimizer last), honoured by the prio, "
-     "dmdas and lws policies and by the swap I/O threads; 0: every task at 0"},
+     "dmdas and lws policies and by the swap I/O threads; 0: every task at 0",
+     0, 1, NULL},
     {"ZT_COMM_TIMEOUT", ZT_KNOB_INT, "300",
      "seconds a collective may wait for the other ranks; past it, the rank reports which ranks "
-     "have not reached which collective (number and task name) and aborts the job"},
+     "have not reached which collective (number and task name) and aborts the job",
+     1, 7 * 86400, NULL},
     {"ZT_NCCL", ZT_KNOB_BOOL, "1",
      "GPU build with one CUDA worker per rank on every rank: 1 = the collectives run on that "
      "worker through NCCL on device memory, 0 = through MPI on host memory (same sums, same "
-     "bits); ignored otherwise"},
+     "bits); ignored otherwise",
+     0, 1, NULL},
     {"ZT_GEMM", ZT_KNOB_STR, "auto",
      "CPU matrix products: auto (zerotask's AVX-512 GEMM where the CPU has AVX-512F, OpenBLAS "
      "otherwise), avx512 (an error without AVX-512F) or openblas. Ours ignores "
      "OPENBLAS_CORETYPE, which can force OpenBLAS's slower AVX2 kernels on an AVX-512 CPU; "
-     "each engine gives its own (deterministic) bits"},
+     "each engine gives its own (deterministic) bits",
+     0, 0, "auto|avx512|openblas"},
     {"ZT_AIO_ENGINE", ZT_KNOB_STR, "auto",
      "NVMe swap engine: auto (io_uring, or pread/pwrite threads when the kernel refuses "
-     "io_uring), io_uring, or threads"},
+     "io_uring), io_uring, or threads",
+     0, 0, "auto|io_uring|threads"},
     {"ZT_IO_NICE", ZT_KNOB_INT, "-10",
      "nice value (-20 to 19) of zerotask's own I/O threads (NVMe swaps, checkpoint staging "
      "and writing), per thread: their short CPU bursts keep the disk busy, so they go ahead of "
      "the compute workers (bench/README.md, ckpt_vs_fio, has the effect on a save); below 0 "
-     "needs CAP_SYS_NICE (root), else they keep the process's priority; 0 leaves them alone"},
+     "needs CAP_SYS_NICE (root), else they keep the process's priority; 0 leaves them alone",
+     -20, 19, NULL},
     {"ZT_HOST_MEM_LIMIT", ZT_KNOB_SIZE, "0",
      "host memory budget per rank (bytes, or with K, M, G suffix; 0: none): the plan printed "
      "before step 1 must fit under it or the run stops; offload with zero_optimization."
-     "offload_optimizer / offload_param nvme to fit"},
+     "offload_optimizer / offload_param nvme to fit",
+     0, 0, NULL},
     {"ZT_SWAP_BUFFER_MEM", ZT_KNOB_SIZE, "512M",
      "host bytes of swap buffers that zero_optimization.offload_optimizer buffer_count \"auto\" "
      "(the default) fills, at least 4 buffers, at most one per swap unit; under "
-     "ZT_HOST_MEM_LIMIT at most 1/8 of the limit. More buffers read further ahead"},
+     "ZT_HOST_MEM_LIMIT at most 1/8 of the limit. More buffers read further ahead",
+     0, 0, NULL},
     {"ZT_TEST_SKIP_COLLECTIVE", ZT_KNOB_STR, "",
      "test only: RANK:SEQ makes that rank skip its collective number SEQ (proves the "
-     "ZT_COMM_TIMEOUT report)"},
-    {NULL, 0, NULL, NULL},
+     "ZT_COMM_TIMEOUT report)",
+     0, 0, NULL},
+    {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
 
 /* StarPU variables users tune, documented next to ours (StarPU's meaning). */
@@ -136,6 +149,44 @@ enum zt_status zt_knob_str(const char *name, const char *const *allowed, const c
         strncat(list, allowed[i], sizeof list - strlen(list) - 1);
     }
     return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected one of %s", name, v, list);
+}
+
+/* value v of knob k is one of k->choices ("a|b|c"; compared ignoring case, as ZT_LOG_LEVEL
+ * always was: the reader that uses the value decides on case) */
+static int is_choice(const struct zt_knob *k, const char *v) {
+    size_t n = strlen(v);
+    for (const char *c = k->choices; *c;) {
+        size_t len = strcspn(c, "|");
+        if (len == n && strncasecmp(c, v, n) == 0) return 1;
+        c += len + (c[len] == '|');
+    }
+    return 0;
+}
+
+static enum zt_status check_knob(const struct zt_knob *k) {
+    int64_t x;
+    switch (k->type) {
+    case ZT_KNOB_INT:
+    case ZT_KNOB_BOOL: return zt_knob_int(k->name, k->lo, k->hi, &x);
+    case ZT_KNOB_SIZE: return zt_knob_size(k->name, &x);
+    default: break;
+    }
+    const char *v = value_of(k);
+    if (!k->choices || is_choice(k, v)) return ZT_OK;
+    char list[256] = "";
+    for (const char *c = k->choices; *c;) {
+        size_t len = strcspn(c, "|"), at = strlen(list);
+        snprintf(list + at, sizeof list - at, "%s%.*s", at ? ", " : "", (int)len, c);
+        c += len + (c[len] == '|');
+    }
+    return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected one of %s", k->name, v, list);
+}
+
+enum zt_status zt_knobs_check(void) {
+    zt_log_env_checked(); /* a bad ZT_LOG_LEVEL is our one error line, not also a warning */
+    for (int i = 0; g_knobs[i].name; i++)
+        if (getenv(g_knobs[i].name)) ZT_CHECK(check_knob(&g_knobs[i]));
+    return ZT_OK;
 }
 
 static const char *type_name(enum zt_knob_type t) {

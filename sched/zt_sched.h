@@ -44,8 +44,10 @@ enum zt_knob_type { ZT_KNOB_INT, ZT_KNOB_BOOL, ZT_KNOB_STR, ZT_KNOB_SIZE };
 struct zt_knob {
     const char *name;
     enum zt_knob_type type;
-    const char *def;  /* default, as text */
-    const char *doc;  /* one line */
+    const char *def;     /* default, as text */
+    const char *doc;     /* one line */
+    int64_t lo, hi;      /* ZT_KNOB_INT: the accepted range (ZT_KNOB_BOOL: 0 and 1) */
+    const char *choices; /* ZT_KNOB_STR: the accepted values, "a|b|c" (NULL: checked where read) */
 };
 /* The table of every ZT_* knob, terminated by a {NULL} row. */
 const struct zt_knob *zt_knobs(void);
@@ -55,6 +57,10 @@ enum zt_status zt_knob_int(const char *name, int64_t lo, int64_t hi, int64_t *ou
 enum zt_status zt_knob_str(const char *name, const char *const *allowed, const char **out);
 /* A size: bytes, or a number with K, M, G or T (powers of 1024; "MiB"/"MB" also accepted). */
 enum zt_status zt_knob_size(const char *name, int64_t *out);
+/* Every ZT_* knob set in the environment checked against its row of the table (range, choices,
+ * size syntax) before anything uses it: ZT_ERR_CONFIG naming the first bad one. zt_runtime_init
+ * calls it; programs that do not start the runtime call it themselves. */
+enum zt_status zt_knobs_check(void);
 /* Print the knob table and the StarPU variables that matter (for --help-env / README). */
 void zt_knobs_print(FILE *f, int markdown);
 /* Log effective values of ours and StarPU's at info level (once, rank 0). */

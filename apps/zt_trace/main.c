@@ -310,7 +310,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     struct trace_args c;
-    enum zt_status rc = parse_command_line(&c, argc, argv);
+    enum zt_status rc = zt_knobs_check(); /* ZT_LOG_LEVEL and the other knobs, strictly */
+    if (rc == ZT_OK) rc = parse_command_line(&c, argc, argv);
     if (rc == ZT_OK) rc = run(&c);
     if (rc == ZT_OK) return 0;
     fprintf(stderr, "zt-trace: error: %s%s\n", zt_error_last(),
