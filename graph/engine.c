@@ -21,8 +21,10 @@
 enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     *out = NULL;
     int64_t chunks = 4, group_elems = 1 << 20;
-    ZT_CHECK(zt_knob_int("ZT_GRAPH_CHUNKS", 1, ZT_PLAN_MAX_BLOCKS, &chunks));
-    ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", 1024, (int64_t)1 << 31, &group_elems));
+    ZT_CHECK(zt_knob_int("ZT_GRAPH_CHUNKS", &chunks));
+    ZT_ASSERT_MSG(chunks <= ZT_PLAN_MAX_BLOCKS, "ZT_GRAPH_CHUNKS's range in sched/knobs.c "
+                  "exceeds ZT_PLAN_MAX_BLOCKS");
+    ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", &group_elems));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
     struct zt_engine *e = calloc(1, sizeof *e);
@@ -559,9 +561,8 @@ enum zt_status zt_param_read_shards(struct zt_shard_set *s, const struct zt_para
 
 enum zt_status zt_engine_aio_cfg(const struct zt_engine *e, struct zt_aio_cfg *ac) {
     const struct zt_config *c = &e->cfg;
-    static const char *const engines[] = {"auto", "io_uring", "threads", NULL};
     const char *eng = "auto";
-    ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", engines, &eng));
+    ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", &eng));
     *ac = (struct zt_aio_cfg){.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
                               .single_submit = c->aio_single_submit,
                               .overlap_events = c->aio_overlap_events,

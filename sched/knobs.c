@@ -7,7 +7,7 @@
 #include <errno.h>     /* errno */
 #include <stdio.h>     /* fprintf */
 #include <stdlib.h>    /* getenv, strtoll */
-#include <string.h>    /* strcmp, strcspn, strlen */
+#include <string.h>    /* strcmp, strncmp, strcspn, strlen */
 #include <strings.h>   /* strncasecmp */
 #include "zt_log.h"    /* ZT_LOG_I */
 #include "zt_sched.h"  /* struct zt_knob */
@@ -97,24 +97,28 @@ static const char *value_of(const struct zt_knob *k) {
     return (v && *v) ? v : k->def;
 }
 
-enum zt_status zt_knob_int(const char *name, int64_t lo, int64_t hi, int64_t *out) {
+static const struct zt_knob *knob(const char *name) {
     const struct zt_knob *k = find(name);
     ZT_ASSERT_MSG(k != NULL, "unknown knob %s", name);
+    return k;
+}
+
+static enum zt_status read_int(const struct zt_knob *k, int64_t *out) {
     const char *v = value_of(k);
     char *end = NULL;
     errno = 0;
     long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end != '\0' || x < lo || x > hi)
-        return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected an integer in [%lld, %lld]", name, v,
-                            (long long)lo, (long long)hi);
+    if (errno || end == v || *end != '\0' || x < k->lo || x > k->hi)
+        return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected an integer in [%lld, %lld]", k->name,
+                            v, (long long)k->lo, (long long)k->hi);
     *out = x;
     return ZT_OK;
 }
 
+enum zt_status zt_knob_int(const char *name, int64_t *out) { return read_int(knob(name), out); }
+
 enum zt_status zt_knob_size(const char *name, int64_t *out) {
-    const struct zt_knob *k = find(name);
-    ZT_ASSERT_MSG(k != NULL, "unknown knob %s", name);
-    const char *v = value_of(k);
+    const char *v = value_of(knob(name));
     char *end = NULL;
     errno = 0;
     double x = strtod(v, &end);
@@ -134,45 +138,18 @@ enum zt_status zt_knob_size(const char *name, int64_t *out) {
     return ZT_OK;
 }
 
-enum zt_status zt_knob_str(const char *name, const char *const *allowed, const char **out) {
-    const struct zt_knob *k = find(name);
-    ZT_ASSERT_MSG(k != NULL, "unknown knob %s", name);
-    const char *v = value_of(k);
-    for (int i = 0; allowed[i]; i++)
-        if (strcmp(allowed[i], v) == 0) {
-            *out = allowed[i];
-            return ZT_OK;
-        }
-    char list[256] = "";
-    for (int i = 0; allowed[i]; i++) {
-        if (i) strncat(list, ", ", sizeof list - strlen(list) - 1);
-        strncat(list, allowed[i], sizeof list - strlen(list) - 1);
-    }
-    return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected one of %s", name, v, list);
-}
-
-/* value v of knob k is one of k->choices ("a|b|c"; compared ignoring case, as ZT_LOG_LEVEL
- * always was: the reader that uses the value decides on case) */
-static int is_choice(const struct zt_knob *k, const char *v) {
+/* value v of knob k is one of k->choices ("a|b|c"), compared exactly or ignoring case */
+static int is_choice(const struct zt_knob *k, const char *v, int ignore_case) {
     size_t n = strlen(v);
     for (const char *c = k->choices; *c;) {
         size_t len = strcspn(c, "|");
-        if (len == n && strncasecmp(c, v, n) == 0) return 1;
+        if (len == n && (ignore_case ? strncasecmp(c, v, n) : strncmp(c, v, n)) == 0) return 1;
         c += len + (c[len] == '|');
     }
     return 0;
 }
 
-static enum zt_status check_knob(const struct zt_knob *k) {
-    int64_t x;
-    switch (k->type) {
-    case ZT_KNOB_INT:
-    case ZT_KNOB_BOOL: return zt_knob_int(k->name, k->lo, k->hi, &x);
-    case ZT_KNOB_SIZE: return zt_knob_size(k->name, &x);
-    default: break;
-    }
-    const char *v = value_of(k);
-    if (!k->choices || is_choice(k, v)) return ZT_OK;
+static enum zt_status not_a_choice(const struct zt_knob *k, const char *v) {
     char list[256] = "";
     for (const char *c = k->choices; *c;) {
         size_t len = strcspn(c, "|"), at = strlen(list);
@@ -180,6 +157,28 @@ static enum zt_status check_knob(const struct zt_knob *k) {
         c += len + (c[len] == '|');
     }
     return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected one of %s", k->name, v, list);
+}
+
+enum zt_status zt_knob_str(const char *name, const char **out) {
+    const struct zt_knob *k = knob(name);
+    ZT_ASSERT_MSG(k->choices != NULL, "knob %s has no choices", name);
+    const char *v = value_of(k);
+    if (!is_choice(k, v, 0)) return not_a_choice(k, v);
+    *out = v;
+    return ZT_OK;
+}
+
+/* ZT_LOG_LEVEL was always read ignoring case; the reader that uses a value decides on case */
+static enum zt_status check_knob(const struct zt_knob *k) {
+    int64_t x;
+    switch (k->type) {
+    case ZT_KNOB_INT:
+    case ZT_KNOB_BOOL: return read_int(k, &x);
+    case ZT_KNOB_SIZE: return zt_knob_size(k->name, &x);
+    default: break;
+    }
+    const char *v = value_of(k);
+    return !k->choices || is_choice(k, v, 1) ? ZT_OK : not_a_choice(k, v);
 }
 
 enum zt_status zt_knobs_check(void) {

@@ -36,7 +36,7 @@ static void free_on_worker(void *arg) {
 /* *all: nonzero when every rank wants NCCL and has exactly one CUDA worker */
 static enum zt_status agree_on_nccl(int *all) {
     int64_t want = 1;
-    ZT_CHECK(zt_knob_int("ZT_NCCL", 0, 1, &want));
+    ZT_CHECK(zt_knob_int("ZT_NCCL", &want));
     int ok = want && starpu_cuda_worker_get_count() == 1, nlacking = 0;
     ZT_CHECK(zt_comm_count_failed(!ok, &nlacking));
     *all = nlacking == 0;

@@ -64,7 +64,7 @@ int zt_prio_map(int level, int lo, int hi) {
 int zt_prio(enum zt_prio_class c, int layer, int n_layer) {
     if (g_prio_on < 0) {
         int64_t v = 1;
-        g_prio_on = (zt_knob_int("ZT_SCHED_PRIORITY", 0, 1, &v) == ZT_OK) ? (int)v : 1;
+        g_prio_on = (zt_knob_int("ZT_SCHED_PRIORITY", &v) == ZT_OK) ? (int)v : 1;
     }
     if (!g_prio_on) return 0;
     return zt_prio_map(zt_prio_level(c, layer, n_layer), starpu_sched_get_min_priority(),

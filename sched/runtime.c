@@ -89,7 +89,7 @@ enum zt_status zt_runtime_init(void) {
     if (rc == ZT_OK) {
         rc = check_sched_env();
         if (rc == ZT_OK) rc = zt_knobs_check();
-        if (rc == ZT_OK) rc = zt_knob_int("ZT_IO_NICE", -20, 19, &nice);
+        if (rc == ZT_OK) rc = zt_knob_int("ZT_IO_NICE", &nice);
         if (rc != ZT_OK) zt_comm_free();
     }
     g_io_nice = (int)nice;

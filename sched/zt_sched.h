@@ -51,10 +51,11 @@ struct zt_knob {
 };
 /* The table of every ZT_* knob, terminated by a {NULL} row. */
 const struct zt_knob *zt_knobs(void);
-/* Typed readers: value of the knob from the environment or its default. A value that does not
- * parse or is out of range is ZT_ERR_CONFIG naming the variable and what was expected. */
-enum zt_status zt_knob_int(const char *name, int64_t lo, int64_t hi, int64_t *out);
-enum zt_status zt_knob_str(const char *name, const char *const *allowed, const char **out);
+/* Typed readers: value of the knob from the environment or its default, checked against the
+ * knob's row (int/bool: its range; string: its choices, exactly). A value that does not parse
+ * or is out of range is ZT_ERR_CONFIG naming the variable and what was expected. */
+enum zt_status zt_knob_int(const char *name, int64_t *out);
+enum zt_status zt_knob_str(const char *name, const char **out);
 /* A size: bytes, or a number with K, M, G or T (powers of 1024; "MiB"/"MB" also accepted). */
 enum zt_status zt_knob_size(const char *name, int64_t *out);
 /* Every ZT_* knob set in the environment checked against its row of the table (range, choices,

@@ -98,9 +98,8 @@ static void blas_init_worker(void *arg) {
 
 /* ZT_GEMM: the engine of every CPU product (kernels/cpu/gemm.c), before any task runs */
 static enum zt_status gemm_engine(void) {
-    static const char *const engines[] = {"auto", "avx512", "openblas", NULL};
     const char *eng = "auto";
-    ZT_CHECK(zt_knob_str("ZT_GEMM", engines, &eng));
+    ZT_CHECK(zt_knob_str("ZT_GEMM", &eng));
     int own = strcmp(eng, "avx512") == 0 ||
               (strcmp(eng, "auto") == 0 && zt_kern_gemm_avx512_available());
     if (zt_kern_gemm_set(own ? ZT_GEMM_AVX512 : ZT_GEMM_OPENBLAS) != 0)
