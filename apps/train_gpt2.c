@@ -669,9 +669,8 @@ int main(int argc, char **argv) {
             return 0;
         }
     }
-    /* every ZT_* knob strictly, before anything reads one */
-    if (zt_knobs_check() != ZT_OK) return fail(2);
-    /* MPI first: world size and rank decide the batch rule and who prints */
+    /* MPI first: world size and rank decide the batch rule and who prints; it checks every
+     * ZT_* knob before anything reads one (a bad one: exit 2, as a bad config) */
     if (zt_comm_init() != ZT_OK) return fail(zt_error_last_code() == ZT_ERR_CONFIG ? 2 : 1);
     struct train_run run = {
         .rank = zt_comm_rank(),

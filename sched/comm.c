@@ -47,7 +47,10 @@ static struct zt_coll_id *g_last = NULL;
 
 static void drain_notes(void);
 
+/* every ZT_* knob is checked here, the start of every run (zt_runtime_init begins with
+ * zt_comm_init), once the rank is known so that rank 0 alone reports a bad one */
 static enum zt_status read_knobs(void) {
+    ZT_CHECK(zt_knobs_check());
     ZT_CHECK(zt_knob_int("ZT_COMM_TIMEOUT", &g_timeout_s));
     const char *v = getenv("ZT_TEST_SKIP_COLLECTIVE");
     if (v && *v) {

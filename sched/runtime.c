@@ -88,7 +88,6 @@ enum zt_status zt_runtime_init(void) {
     int64_t nice = 0;
     if (rc == ZT_OK) {
         rc = check_sched_env();
-        if (rc == ZT_OK) rc = zt_knobs_check();
         if (rc == ZT_OK) rc = zt_knob_int("ZT_IO_NICE", &nice);
         if (rc != ZT_OK) zt_comm_free();
     }

@@ -59,8 +59,8 @@ enum zt_status zt_knob_str(const char *name, const char **out);
 /* A size: bytes, or a number with K, M, G or T (powers of 1024; "MiB"/"MB" also accepted). */
 enum zt_status zt_knob_size(const char *name, int64_t *out);
 /* Every ZT_* knob set in the environment checked against its row of the table (range, choices,
- * size syntax) before anything uses it: ZT_ERR_CONFIG naming the first bad one. zt_runtime_init
- * calls it; programs that do not start the runtime call it themselves. */
+ * size syntax) before anything uses it: ZT_ERR_CONFIG naming the first bad one. zt_comm_init
+ * (the start of zt_runtime_init) calls it; programs that start neither call it themselves. */
 enum zt_status zt_knobs_check(void);
 /* Print the knob table and the StarPU variables that matter (for --help-env / README). */
 void zt_knobs_print(FILE *f, int markdown);
