@@ -15,8 +15,8 @@
 #include <stdlib.h>     /* malloc, calloc, free */
 #include <string.h>     /* strcmp, strchr, strcspn, strerror */
 #include <sys/stat.h>   /* mkdir, stat */
-#include <unistd.h>     /* rmdir, unlink */
-#include "zt_file.h"    /* zt_file_replace, zt_file_read_all, zt_file_fsync_dir */
+#include <unistd.h>     /* unlink */
+#include "zt_file.h"    /* zt_file_replace, _read_all, _fsync_dir, _remove_dir */
 #include "zt_log.h"     /* ZT_LOG_I */
 
 // ----------------------------------------------------------------------------
@@ -28,21 +28,6 @@ static enum zt_status fsync_dir(const char *dir) {
         return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot sync the directory (%s)", dir,
                             strerror(errno));
     return ZT_OK;
-}
-
-/* remove a tag directory: its files, then the directory (a tag holds no subdirectories) */
-static void remove_tag_files(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return;
-    struct dirent *de;
-    char p[ZT_CKPT_PATH_BYTES];
-    while ((de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", path, de->d_name);
-            unlink(p);
-        }
-    closedir(d);
-    rmdir(path);
 }
 
 static int has_suffix(const char *name, size_t len, const char *suffix, size_t min_len) {
@@ -91,7 +76,7 @@ enum zt_status zt_ckpt_dir_prepare(const char *dir, const char *tag) {
     char partial[ZT_CKPT_PATH_BYTES];
     zt_ckpt_dir_partial_path(partial, sizeof partial, dir, tag);
     ZT_CHECK(make_dirs(dir));
-    remove_tag_files(partial); /* a crashed save's leftover: its files are of no use */
+    zt_file_remove_dir(partial); /* a crashed save's leftover: its files are of no use */
     if (mkdir(partial, 0755) != 0)
         return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create %s (%s)", dir, partial,
                             strerror(errno));
@@ -101,7 +86,7 @@ enum zt_status zt_ckpt_dir_prepare(const char *dir, const char *tag) {
 void zt_ckpt_dir_discard(const char *dir, const char *tag) {
     char partial[ZT_CKPT_PATH_BYTES];
     zt_ckpt_dir_partial_path(partial, sizeof partial, dir, tag);
-    remove_tag_files(partial);
+    zt_file_remove_dir(partial);
 }
 
 /* DIR/latest := "<tag>\n", atomically (a temporary, fsync, rename, fsync of DIR) */
@@ -119,7 +104,7 @@ enum zt_status zt_ckpt_dir_publish(const char *dir, const char *tag) {
     snprintf(old, sizeof old, "%s/.%s.old", dir, tag);
     int had = path_exists(final);
     if (had) { /* the same tag saved again (e.g. after a resume): the old copy goes last */
-        remove_tag_files(old);
+        zt_file_remove_dir(old);
         if (rename(final, old) != 0)
             return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot move the previous %s aside "
                                 "(%s)", dir, tag, strerror(errno));
@@ -134,7 +119,7 @@ enum zt_status zt_ckpt_dir_publish(const char *dir, const char *tag) {
     /* the rename must be on disk before `latest` names the tag */
     ZT_CHECK(fsync_dir(dir));
     ZT_CHECK(write_latest(dir, tag));
-    if (had) remove_tag_files(old);
+    if (had) zt_file_remove_dir(old);
     return ZT_OK;
 }
 
@@ -152,7 +137,7 @@ void zt_ckpt_dir_sweep(const char *dir) {
         snprintf(p, sizeof p, "%.1023s/%s", dir, name);
         if (name[0] == '.' &&
             (has_suffix(name, len, ".partial", 9) || has_suffix(name, len, ".dead", 6)))
-            remove_tag_files(p);
+            zt_file_remove_dir(p);
         if (strncmp(name, "latest.tmp-", 11) == 0) unlink(p); /* a crashed `latest` update */
     }
     closedir(d);
@@ -165,7 +150,7 @@ int zt_ckpt_dir_remove_tag(const char *dir, const char *tag) {
     /* out of sight first (one rename), then emptied: a crash in between leaves a hidden .dead
      * directory for the next save's sweep, never a tag without its files */
     if (rename(path, dead) != 0) return -1;
-    remove_tag_files(dead);
+    zt_file_remove_dir(dead);
     return 0;
 }
 

@@ -6,14 +6,16 @@
  * replace here (token files, safetensors, checkpoint shards, meta.json, latest).
  */
 #include "zt_file.h"
+#include <dirent.h>   /* opendir, readdir */
 #include <errno.h>    /* errno, EINTR */
+#include <limits.h>   /* PATH_MAX */
 #include <fcntl.h>    /* open, O_RDONLY, O_DIRECTORY */
 #include <stdint.h>   /* uint64_t */
 #include <stdio.h>    /* snprintf */
 #include <stdlib.h>   /* malloc, free, mkstemp */
-#include <string.h>   /* strlen, strerror, strrchr, strdup */
+#include <string.h>   /* strcmp, strlen, strerror, strrchr, strdup */
 #include <sys/stat.h> /* fchmod, fstat, S_ISREG */
-#include <unistd.h>   /* close, read, write, fsync, unlink, getpid */
+#include <unistd.h>   /* close, read, write, fsync, unlink, rmdir, getpid */
 
 int zt_write_all(int fd, const void *buf, size_t n) {
     const char *p = buf;
@@ -158,4 +160,19 @@ int zt_file_read_all(const char *path, size_t max, char **buf, size_t *len) {
     *buf = b;
     *len = got;
     return 0;
+}
+
+void zt_file_remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (d) {
+        struct dirent *de;
+        char p[PATH_MAX];
+        while ((de = readdir(d)))
+            if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+                snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+                unlink(p);
+            }
+        closedir(d);
+    }
+    rmdir(dir);
 }

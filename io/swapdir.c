@@ -7,7 +7,7 @@
 #define _GNU_SOURCE /* O_DIRECT */
 #include "zt_swapdir.h"
 
-#include <dirent.h>       /* opendir */
+#include <dirent.h>       /* opendir, readdir */
 #include <errno.h>        /* errno */
 #include <fcntl.h>        /* open, O_DIRECT */
 #include <linux/magic.h>  /* TMPFS_MAGIC */
@@ -21,6 +21,7 @@
 #include <sys/statfs.h>   /* statfs */
 #include <sys/statvfs.h>  /* statvfs */
 #include <unistd.h>       /* gethostname, getpid */
+#include "zt_file.h"      /* zt_file_remove_dir */
 #include "zt_log.h"       /* ZT_LOG_I */
 
 #define PREFIX "zerotask-swap-"
@@ -34,22 +35,6 @@ static void host_name(char *h, size_t n) {
     h[n - 1] = '\0';
     for (char *c = h; *c; c++)
         if (*c == '/' || *c == '-') *c = '_';
-}
-
-/* remove the regular files of dir and dir itself */
-static void remove_tree(const char *dir) {
-    DIR *dp = opendir(dir);
-    if (dp) {
-        struct dirent *de;
-        char p[1024];
-        while ((de = readdir(dp))) {
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-            unlink(p);
-        }
-        closedir(dp);
-    }
-    rmdir(dir);
 }
 
 /* a run directory of ours is stale when its lock is free and its owner (pid on this host) is
@@ -82,7 +67,7 @@ static void clean_stale(const char *base, const char *host) {
         struct stat st;
         if (lstat(p, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
         if (!stale(p, de->d_name, host)) continue;
-        remove_tree(p);
+        zt_file_remove_dir(p);
         ZT_LOG_I("swap: removed %s, left by a run that did not end cleanly", p);
     }
     closedir(dp);
@@ -104,7 +89,7 @@ enum zt_status zt_swapdir_open(struct zt_swapdir *d, const char *base, const cha
     int n = snprintf(d->path, sizeof d->path, "%s/" PREFIX "%s-%ld", base, host, (long)getpid());
     if (n < 0 || (size_t)n >= sizeof d->path)
         return zt_error_set(ZT_ERR_CONFIG, "%s %s: path too long", key, base);
-    remove_tree(d->path); /* our pid's, from an earlier life of this pid */
+    zt_file_remove_dir(d->path); /* our pid's, from an earlier life of this pid */
     if (mkdir(d->path, 0700) != 0)
         return zt_error_set(ZT_ERR_CONFIG, "%s %s: cannot create a directory there (%s); "
                             "expected a writable directory", key, base, strerror(errno));
@@ -197,7 +182,7 @@ static void unregister(struct zt_swapdir *d) {
 void zt_swapdir_close(struct zt_swapdir *d) {
     if (!d->path[0]) return;
     unregister(d);
-    remove_tree(d->path);
+    zt_file_remove_dir(d->path);
     if (d->lock_fd >= 0) close(d->lock_fd);
     d->lock_fd = -1;
     d->path[0] = '\0';
@@ -206,6 +191,6 @@ void zt_swapdir_close(struct zt_swapdir *d) {
 void zt_swapdir_remove_all(void) {
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < MAX_OPEN; i++)
-        if (g_open[i]) remove_tree(g_open[i]->path);
+        if (g_open[i]) zt_file_remove_dir(g_open[i]->path);
     pthread_mutex_unlock(&g_mu);
 }

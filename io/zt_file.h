@@ -53,6 +53,10 @@ int zt_file_open_regular(const char *path, int64_t *size);
 // when it holds more than max bytes (*len is then its size), ENOMEM, EIO on a read error.
 int zt_file_read_all(const char *path, size_t max, char **buf, size_t *len);
 
+// Remove the files of dir (a flat directory: no subdirectories), then dir itself; best effort
+// (what cannot be removed stays).
+void zt_file_remove_dir(const char *dir);
+
 // fsync the directory dir, so that a rename or creation in it survives a crash; 0 on success,
 // -1 with errno set (some filesystems refuse fsync on directories: callers decide).
 int zt_file_fsync_dir(const char *dir);
