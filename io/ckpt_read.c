@@ -16,12 +16,11 @@
 #include <stdio.h>       /* snprintf */
 #include <stdlib.h>      /* malloc, free */
 #include <string.h>      /* memcpy, strerror */
-#include <sys/stat.h>    /* fstat */
 #include <unistd.h>      /* pread, close */
 #include "ckpt_format.h" /* SHARD_MAGIC, SHARD_PREFIX_BYTES, SHARD_ALIGN, shard_get_u32 */
 #include "zt_aio.h"      /* zt_aio_read, zt_aio_read_progress, zt_aio_alloc */
 #include "zt_crc32c.h"   /* zt_crc32c, zt_crc32c_copy */
-#include "zt_file.h"     /* zt_file_open_regular */
+#include "zt_file.h"     /* zt_file_open_input */
 
 #define VERIFY_CHUNK (4 << 20)    /* bytes per read when verifying */
 #define DIRECT_MIN (256 << 10)    /* smaller records are read buffered (page-cache readahead) */
@@ -102,17 +101,11 @@ enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
     memset(s, 0, sizeof *s);
     s->dfd = -1;
     snprintf(s->path, sizeof s->path, "%s", path);
-    s->fd = zt_file_open_regular(path, NULL);
-    if (s->fd < 0 && errno == EINVAL)
-        return zt_error_set(ZT_ERR_IO, "checkpoint shard %s: not a regular file", path);
-    if (s->fd < 0)
-        return zt_error_set(ZT_ERR_IO, "checkpoint shard %s: cannot open (%s)", path,
-                            strerror(errno));
-    struct stat st;
+    int64_t size = 0;
+    ZT_CHECK(zt_file_open_input("checkpoint shard", path, &s->fd, &size));
     cJSON *j = NULL;
     uint32_t hl = 0;
-    enum zt_status rc = fstat(s->fd, &st) != 0 ? bad(s, "truncated (no header)")
-                                               : read_header(s, (int64_t)st.st_size, &j, &hl);
+    enum zt_status rc = read_header(s, size, &j, &hl);
     int64_t fmt = 0, rank = 0, world = 0;
     const cJSON *recs = j ? cJSON_GetObjectItemCaseSensitive(j, "records") : NULL;
     if (rc == ZT_OK && (get_i64(j, "format", &fmt) || get_i64(j, "rank", &rank) ||
@@ -129,7 +122,7 @@ enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
         if (!s->rec) rc = zt_error_set(ZT_ERR_NOMEM, "out of memory");
     }
     for (int i = 0; rc == ZT_OK && i < s->n; i++)
-        rc = parse_record(s, cJSON_GetArrayItem(recs, i), i, hl, (int64_t)st.st_size, &s->rec[i]);
+        rc = parse_record(s, cJSON_GetArrayItem(recs, i), i, hl, size, &s->rec[i]);
     cJSON_Delete(j);
     if (rc != ZT_OK) zt_shard_close(s);
     return rc;

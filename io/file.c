@@ -133,6 +133,13 @@ int zt_file_open_regular(const char *path, int64_t *size) {
     return fd;
 }
 
+enum zt_status zt_file_open_input(const char *kind, const char *path, int *fd, int64_t *size) {
+    *fd = zt_file_open_regular(path, size);
+    if (*fd >= 0) return ZT_OK;
+    if (errno == EINVAL) return zt_error_set(ZT_ERR_IO, "%s %s: not a regular file", kind, path);
+    return zt_error_set(ZT_ERR_IO, "%s %s: cannot open (%s)", kind, path, strerror(errno));
+}
+
 int zt_file_read_all(const char *path, size_t max, char **buf, size_t *len) {
     *buf = NULL;
     *len = 0;

@@ -16,16 +16,14 @@
 #include <cjson/cJSON.h> /* cJSON_ParseWithLengthOpts, cJSON_PrintUnformatted */
 #include <ctype.h>       /* isspace */
 #include <errno.h>       /* errno, EINTR */
-#include <fcntl.h>       /* open, O_RDONLY, O_DIRECTORY */
 #include <math.h>        /* floor, isfinite */
 #include <stdio.h>       /* snprintf, rename */
 #include <stdlib.h>      /* malloc, calloc, realloc, free, mkstemp, qsort */
 #include <string.h>      /* memcpy, memset, strcmp, strlen, strerror, strrchr, strdup */
 #include <sys/mman.h>    /* mmap, munmap */
-#include <sys/stat.h>    /* fstat, fchmod */
 #include <unistd.h>      /* close, write, fsync, unlink, getpid */
 
-#include "zt_file.h"   /* zt_afile_*, zt_file_open_regular */
+#include "zt_file.h"   /* zt_afile_*, zt_file_open_input */
 #include "zt_status.h" /* zt_error_set, ZT_CHECK */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -258,11 +256,8 @@ enum zt_status zt_st_open(struct zt_safetensors *st, const char *path) {
     memset(st, 0, sizeof *st);
     snprintf(st->path, sizeof st->path, "%s", path);
     int64_t file_size = 0;
-    int fd = zt_file_open_regular(path, &file_size);
-    if (fd < 0 && errno == EINVAL)
-        return zt_error_set(ZT_ERR_IO, "safetensors %s: not a regular file", path);
-    if (fd < 0)
-        return zt_error_set(ZT_ERR_IO, "safetensors %s: cannot open (%s)", path, strerror(errno));
+    int fd = -1;
+    ZT_CHECK(zt_file_open_input("safetensors", path, &fd, &file_size));
     size_t size = (size_t)file_size;
     if (size < 8) {
         close(fd);

@@ -9,15 +9,13 @@
 #include "zt_tokens.h"
 
 #include <errno.h>     /* errno, EINTR */
-#include <fcntl.h>     /* open, O_RDONLY, O_DIRECTORY */
 #include <stdio.h>     /* snprintf */
 #include <stdlib.h>    /* malloc, free, mkstemp */
 #include <string.h>    /* memcpy, memset, strerror, strrchr, strdup */
 #include <sys/mman.h>  /* mmap, munmap */
-#include <sys/stat.h>  /* fstat, fchmod */
 #include <unistd.h>    /* close, write, fsync, unlink */
 
-#include "zt_file.h"   /* zt_afile_*, zt_file_open_regular */
+#include "zt_file.h"   /* zt_afile_*, zt_file_open_input */
 #include "zt_status.h" /* zt_error_set, ZT_ASSERT_MSG */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -34,11 +32,8 @@ enum zt_status zt_tokens_open(struct zt_tokens *t, const char *path, int vocab_s
                             vocab_size);
     snprintf(t->path, sizeof t->path, "%s", path);
     int64_t file_size = 0;
-    int fd = zt_file_open_regular(path, &file_size);
-    if (fd < 0 && errno == EINVAL)
-        return zt_error_set(ZT_ERR_IO, "tokens %s: not a regular file", path);
-    if (fd < 0)
-        return zt_error_set(ZT_ERR_IO, "tokens %s: cannot open (%s)", path, strerror(errno));
+    int fd = -1;
+    ZT_CHECK(zt_file_open_input("tokens", path, &fd, &file_size));
     size_t size = (size_t)file_size;
     if (size < HEADER_BYTES) {
         close(fd);

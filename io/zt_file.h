@@ -48,6 +48,10 @@ int zt_write_all(int fd, const void *buf, size_t n);
 // is not a regular file. *size: the file's size (may be NULL).
 int zt_file_open_regular(const char *path, int64_t *size);
 
+// zt_file_open_regular for an input of a kind ("tokens", "safetensors", ...): ZT_OK with *fd,
+// or ZT_ERR_IO "<kind> <path>: not a regular file" / "<kind> <path>: cannot open (<errno>)".
+enum zt_status zt_file_open_input(const char *kind, const char *path, int *fd, int64_t *size);
+
 // Read the regular file path into a NUL-terminated buffer of *len bytes (owner: caller, free).
 // 0 on success; -1 with errno set: open's errno, EINVAL when path is not a regular file, EFBIG
 // when it holds more than max bytes (*len is then its size), ENOMEM, EIO on a read error.
