@@ -12,7 +12,7 @@
 #include <stdarg.h> /* va_list, va_start, va_end */
 #include <stdio.h>  /* vsnprintf, fprintf, fflush, stderr */
 #include <stdlib.h> /* abort */
-#include <string.h> /* strerror, memcpy */
+#include <string.h> /* strerror */
 
 #include "zt_log.h" /* zt_log, ZT_LOG_DEBUG */
 
@@ -41,6 +41,20 @@ const char *zt_status_str(int code) {
     return "ZT_ERR_UNKNOWN";
 }
 
+/* dst = src with every control character written as \xNN: a message quotes what the user gave
+ * (a JSON key, a file name), and the message must stay one line whatever that holds */
+static void one_line(char *dst, const char *src) {
+    size_t o = 0;
+    for (const unsigned char *c = (const unsigned char *)src; *c && o + 5 < ZT_ERROR_MSG_MAX;
+         c++) {
+        if (*c < 0x20 || *c == 0x7f)
+            o += (size_t)snprintf(dst + o, ZT_ERROR_MSG_MAX - o, "\\x%02x", *c);
+        else
+            dst[o++] = (char)*c;
+    }
+    dst[o] = '\0';
+}
+
 enum zt_status zt_error_set(enum zt_status code, const char *fmt, ...) {
     /* format into a local buffer first: callers may pass zt_error_last() as an argument
      * (wrapping a lower-level message), and vsnprintf into its own source is undefined */
@@ -50,7 +64,7 @@ enum zt_status zt_error_set(enum zt_status code, const char *fmt, ...) {
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n < 0) tmp[0] = '\0';
-    memcpy(last_msg, tmp, sizeof tmp);
+    one_line(last_msg, tmp);
     last_code = code;
     /* DEBUG only: the app prints this message once (see the file comment) */
     zt_log(ZT_LOG_DEBUG, "error %s: %s", zt_status_str(code), last_msg);

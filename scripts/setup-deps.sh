@@ -12,6 +12,7 @@ PKGS=(
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
   fio gnuplot-nox
+  clang libclang-rt-dev
   python3-torch python3-numpy
 )
 SRC_DIR=""

@@ -3,7 +3,9 @@
 # builds, and runs every test with CTest; then builds again with AddressSanitizer +
 # UndefinedBehaviorSanitizer and runs the whole suite under them. Between the two, the GPU build
 # (StarPU with CUDA, -DZT_USE_CUDA=ON) is built and checked where nvcc exists.
-# ZT_TEST_SANITIZE=0 skips the sanitizer pass, ZT_TEST_CUDA=0 the GPU build (quick local runs).
+# Last, each reader of untrusted files is fuzzed for a bounded time (scripts/fuzz.sh,
+# docs/fuzzing.md). ZT_TEST_SANITIZE=0 skips the sanitizer pass, ZT_TEST_CUDA=0 the GPU build,
+# ZT_TEST_FUZZ=0 the fuzzing (quick local runs); ZT_TEST_FUZZ_SECONDS sets its time per target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-deps.sh
@@ -33,4 +35,7 @@ if [ "${ZT_TEST_SANITIZE:-1}" != 0 ]; then
   export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   (cd build-asan && ctest --output-on-failure -j"$jobs" -LE nosan)
+fi
+if [ "${ZT_TEST_FUZZ:-1}" != 0 ]; then
+  bash scripts/fuzz.sh "${ZT_TEST_FUZZ_SECONDS:-60}"
 fi
