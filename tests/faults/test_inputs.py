@@ -9,7 +9,8 @@ Cases:
   - every ZT_* knob of the table (`zt-train --help-env=markdown`, so a new knob cannot skip
     this) with a value its type refuses (an int or bool out of range or not a number, a size
     without a unit we know, a string outside its choices) stops the run with exit 2 and one line
-    "NAME=value: expected ..." instead of falling back to a default.
+    "NAME=value: expected ..." instead of falling back to a default;
+  - a config key holding a newline (quoted in the message) still gives one error line.
 
 Usage: test_inputs.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -33,6 +34,10 @@ for flag, what, code in (("--data", "tokens", 1), ("--init-from", "safetensors",
                          ("--ds-config", "config", 2)):
     F.expect("%s /dev/zero" % flag, [ZT] + F.with_arg(base, flag, "/dev/zero"), code,
              [what, "/dev/zero", "not a regular file"])
+
+ds_newline = F.write_json("ds_newline.json", {"train_batch_size": 2, "bad\nkey": 1})
+F.expect("config key with a newline", [ZT] + F.with_arg(base, "--ds-config", ds_newline), 2,
+         ["bad\\x0akey"])
 
 # every knob of the table, strictly: values each type refuses
 table = F.run([ZT, "--help-env=markdown"]).stdout
