@@ -121,6 +121,10 @@ int main(int argc, char **argv) {
             goto fail;
         struct zt_step_info info;
         if (zt_engine_step_wait(e, &info) || zt_tensor_acquire(losses, 0)) goto fail;
+        if (zt_task_data_status() != ZT_OK) { /* a batch the token file could not give */
+            zt_tensor_release(losses);
+            goto fail;
+        }
         const float *l = zt_tensor_data(losses);
         loss = 0;
         for (int64_t i = 0; i < zt_tensor_numel(losses); i++) loss += l[i];

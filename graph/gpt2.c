@@ -317,6 +317,7 @@ enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info 
         n += k;
         zt_tensor_release(m->losses[mb]);
     }
+    ZT_CHECK(zt_task_data_status()); /* the losses came from the batches read: were they read? */
     /* the global loss: every rank's sum, added in rank order, over every position of the step */
     double dn = (double)n;
     ZT_CHECK(zt_comm_sum_double(&s));

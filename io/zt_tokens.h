@@ -1,9 +1,12 @@
 /*
- * io/zt_tokens.h: token files in llm.c's format, memory-mapped.
+ * io/zt_tokens.h: token files in llm.c's format, read batch by batch from an open descriptor.
  *
  * Layer: io/. Format: 256 x int32 header (magic 20240520, version 1, token count, rest 0), then
  * `count` uint16 tokens. Opening validates the header, the file size and that every token is
- * below vocab_size, so a bad file fails before training starts.
+ * below vocab_size, so a bad file fails before training starts. The file may still change while
+ * training runs (truncated, rewritten in place): each batch is read with pread and every token
+ * read is checked again, so such a change is an error naming the file, never a crash. A file
+ * replaced by rename keeps being read as it was when opened.
  *
  * Data rule (step i from 1, global batch B rows, sequence length T): row k of step i reads
  * inputs[t] = tokens[((i-1)*B*T + k*T + t) mod count] and targets[t] = the token one position
@@ -26,10 +29,9 @@ extern "C" {
 
 struct zt_tokens {
     char path[512];
-    const uint16_t *tok; /* [count] */
-    size_t count;
-    void *map;           /* mmap base (header included) */
-    size_t maplen;
+    int fd;         /* open for reading; -1 when closed */
+    size_t count;   /* tokens, from the header */
+    int vocab_size; /* every token must be below it */
 };
 
 /* Open and validate. Errors (ZT_ERR_IO / ZT_ERR_DATA) name the file and the problem: missing,
@@ -39,9 +41,12 @@ enum zt_status zt_tokens_open(struct zt_tokens *t, const char *path, int vocab_s
 void zt_tokens_close(struct zt_tokens *t);
 
 /* Rows row0 .. row0+nrows-1 of step `step` (1-based) of a global batch of B rows: inputs and
- * targets are [nrows, T] int32. */
-void zt_tokens_batch(const struct zt_tokens *t, int64_t step, int B, int T, int row0, int nrows,
-                     int32_t *inputs, int32_t *targets);
+ * targets are [nrows, T] int32. Thread-safe (pread). Errors name the file: ZT_ERR_DATA when it
+ * shrank below its header's size ("file shrank to N bytes while training (expected M)") or a
+ * token is >= vocab_size (its index, byte offset and value), ZT_ERR_IO when a read fails; the
+ * rows are then incomplete. */
+enum zt_status zt_tokens_batch(const struct zt_tokens *t, int64_t step, int B, int T, int row0,
+                               int nrows, int32_t *inputs, int32_t *targets);
 
 /* Write a token file (used by zt-prepare and tests); atomic (tmp + rename). */
 enum zt_status zt_tokens_write(const char *path, const uint16_t *tok, size_t count);

@@ -4,12 +4,13 @@
  *
  * Layer: sched/. Fills a starpu_conf with zerotask's defaults. StarPU's own environment
  * variables (STARPU_SCHED, STARPU_NCPU, ...) take precedence over the conf, as StarPU documents,
- * so the user's settings always win; we only pick a scheduler when STARPU_SCHED is unset, and a
- * STARPU_SCHED that names no policy is an error instead of StarPU's silent fallback to lws.
+ * so the user's settings always win; we only pick a scheduler when STARPU_SCHED is unset. Those
+ * variables are checked first (sched/starpu_env.c): a STARPU_SCHED that names no policy, or a
+ * value StarPU would assert on, is a configuration error instead of a fallback or an abort.
  */
 #include <errno.h>     /* errno */
 #include <stdlib.h>    /* getenv, setenv */
-#include <string.h>    /* strcmp */
+#include <string.h>    /* strerror */
 #include <sys/resource.h> /* setpriority */
 #include <sys/syscall.h> /* SYS_gettid */
 #include <starpu.h>    /* starpu_init, starpu_conf */
@@ -17,6 +18,7 @@
 #include "zt_comm.h"   /* zt_comm_init, local rank */
 #include "zt_log.h"    /* ZT_LOG_I */
 #include "zt_sched.h"  /* our prototypes */
+#include "zt_starpu_env.h" /* zt_starpu_env_check */
 #ifdef ZT_USE_NCCL
 #include "zt_nccl.h"   /* zt_nccl_init, zt_nccl_free */
 #endif
@@ -27,25 +29,6 @@ static const char *g_sched_name = "lws";
 
 /* Default StarPU policy: lws honours priorities (PLATFORM.md item 10) and needs no calibration. */
 #define ZT_DEFAULT_SCHED "lws"
-
-static enum zt_status check_sched_env(void) {
-    const char *s = getenv("STARPU_SCHED");
-    if (!s || !*s) return ZT_OK;
-    struct starpu_sched_policy **pols = starpu_sched_get_predefined_policies();
-    char known[1024] = "";
-    for (int i = 0; pols[i]; i++) {
-        if (strcmp(pols[i]->policy_name, s) == 0) {
-            g_sched_name = pols[i]->policy_name;
-            return ZT_OK;
-        }
-        if (strlen(known) + strlen(pols[i]->policy_name) + 3 < sizeof known) {
-            if (known[0]) strcat(known, ", ");
-            strcat(known, pols[i]->policy_name);
-        }
-    }
-    return zt_error_set(ZT_ERR_CONFIG, "STARPU_SCHED=%s: not a StarPU scheduling policy "
-                                       "(expected one of: %s)", s, known);
-}
 
 /* Keep calibration files out of the current directory and the user's other StarPU runs unless
  * the user chose a place: a per-user zerotask directory. */
@@ -87,7 +70,9 @@ enum zt_status zt_runtime_init(void) {
     enum zt_status rc = zt_comm_init();
     int64_t nice = 0;
     if (rc == ZT_OK) {
-        rc = check_sched_env();
+        const char *policy = NULL;
+        rc = zt_starpu_env_check(&policy); /* StarPU would assert on a bad one */
+        if (policy) g_sched_name = policy;
         if (rc == ZT_OK) rc = zt_knob_int("ZT_IO_NICE", &nice);
         if (rc != ZT_OK) zt_comm_free();
     }

@@ -1,14 +1,42 @@
 /*
  * tasks/data.c: load_batch (token file -> inputs/targets) and fill_zero codelets.
  *
- * Layer: tasks/. load_batch is the llm.c DataLoader step as a task: it copies one row block of
- * one micro-batch out of the memory-mapped token file (validated when opened), so reading the
- * next micro-batch overlaps compute like any other task.
+ * Layer: tasks/. load_batch is the llm.c DataLoader step as a task: it reads one row block of
+ * one micro-batch from the token file (validated when opened, read again with every id checked),
+ * so reading the next micro-batch overlaps compute like any other task. A codelet cannot return
+ * an error: a failed read (the file truncated or rewritten while training) zeroes the block, so
+ * the tasks after it see valid ids, and is kept here for zt_task_data_status.
  */
+#include <pthread.h>     /* pthread_mutex_t */
+#include <stdio.h>       /* snprintf */
 #include <stdlib.h>      /* calloc */
 #include <string.h>      /* memset */
 #include "zt_tokens.h"   /* zt_tokens_batch */
 #include "tasks_impl.h"  /* builder, slots */
+
+/* the first failed batch read of the process */
+static struct {
+    pthread_mutex_t mu;
+    enum zt_status err;
+    char msg[1024];
+} g_data = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void data_fail(enum zt_status rc) {
+    pthread_mutex_lock(&g_data.mu);
+    if (g_data.err == ZT_OK) {
+        g_data.err = rc;
+        snprintf(g_data.msg, sizeof g_data.msg, "%s", zt_error_last());
+    }
+    pthread_mutex_unlock(&g_data.mu);
+}
+
+enum zt_status zt_task_data_status(void) {
+    pthread_mutex_lock(&g_data.mu);
+    enum zt_status rc = g_data.err;
+    if (rc != ZT_OK) zt_error_set(rc, "%s", g_data.msg);
+    pthread_mutex_unlock(&g_data.mu);
+    return rc;
+}
 
 struct zt_load_batch_args {
     struct zt_task_hdr hdr;
@@ -22,7 +50,12 @@ void load_batch_cpu(void *buffers[], void *cl_arg) {
     int32_t *in = zt_slot_ptr(buffers, &a->hdr, 0);
     int32_t *tg = zt_slot_ptr(buffers, &a->hdr, 1);
     int nrows = (int)(zt_slot_nx(buffers, &a->hdr, 0) / a->T);
-    zt_tokens_batch(a->tok, a->step, a->B, a->T, a->row0, nrows, in, tg);
+    enum zt_status rc = zt_tokens_batch(a->tok, a->step, a->B, a->T, a->row0, nrows, in, tg);
+    if (rc != ZT_OK) {
+        data_fail(rc);
+        memset(in, 0, sizeof *in * (size_t)nrows * (size_t)a->T);
+        memset(tg, 0, sizeof *tg * (size_t)nrows * (size_t)a->T);
+    }
 }
 
 enum zt_status zt_task_load_batch(const struct zt_task_opts *o, zt_tensor_t inputs,

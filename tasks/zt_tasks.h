@@ -45,6 +45,10 @@ void zt_tasks_free(void);
 enum zt_status zt_task_load_batch(const struct zt_task_opts *o, zt_tensor_t inputs,
                                   zt_tensor_t targets, int blk, const struct zt_tokens *tok,
                                   int64_t step, int B, int row0);
+/* The first load_batch that failed (the token file shrank or holds an id >= vocab_size since it
+ * was opened: its block was zeroed instead), its message set as the last error, or ZT_OK. Check
+ * it once the step's losses are in, before using them. */
+enum zt_status zt_task_data_status(void);
 /* Zero every block of t (one task per block). */
 enum zt_status zt_task_zero(const struct zt_task_opts *o, zt_tensor_t t);
 

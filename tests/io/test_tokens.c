@@ -7,7 +7,10 @@
  *   empty/truncated header, wrong magic (found vs 20240520), wrong version, size != 1024 + 2*count,
  *   count < 2, a token >= vocab_size (with index and value);
  * - a write that fails part-way (file size limit, EFBIG) leaves the old file intact and no
- *   temporary behind.
+ *   temporary behind;
+ * - a file that changes after it was opened: truncated, a batch read fails naming the file and
+ *   its new size; rewritten in place with an id >= vocab_size, naming the token, byte and id;
+ *   replaced by rename, batches keep reading the file that was opened.
  */
 #include <signal.h>       /* signal, SIGXFSZ */
 #include <stdio.h>        /* fopen, fwrite */
@@ -49,16 +52,19 @@ static void expect_open_err(int line, const char *p, int vocab, enum zt_status c
     zt_tokens_close(&t); /* must be safe after a failed open */
 }
 
-static void check_batch(const struct zt_tokens *t, int64_t step, int B, int T, int row0, int nrows) {
+/* tok: the file's tokens, for the expected values */
+static void check_batch(const struct zt_tokens *t, const uint16_t *tok, int64_t step, int B, int T,
+                        int row0, int nrows) {
     int32_t *in = malloc(sizeof(int32_t) * (size_t)(nrows * T + 1));
     int32_t *tg = malloc(sizeof(int32_t) * (size_t)(nrows * T + 1));
-    zt_tokens_batch(t, step, B, T, row0, nrows, in, tg);
+    enum zt_status rc = zt_tokens_batch(t, step, B, T, row0, nrows, in, tg);
+    ZT_TEST_TRUE(rc == ZT_OK, "batch step %lld: %s", (long long)step, zt_error_last());
     int bad = 0;
     for (int r = 0; r < nrows; r++) {
         for (int k = 0; k < T; k++) {
             /* the rule of zt_tokens.h, written out with 64-bit arithmetic (no overflow here) */
             int64_t pos = (step - 1) * B * T + (int64_t)(row0 + r) * T + k;
-            int32_t wi = t->tok[pos % (int64_t)t->count], wt = t->tok[(pos + 1) % (int64_t)t->count];
+            int32_t wi = tok[pos % (int64_t)t->count], wt = tok[(pos + 1) % (int64_t)t->count];
             if (in[r * T + k] != wi || tg[r * T + k] != wt) bad++;
         }
     }
@@ -66,6 +72,67 @@ static void check_batch(const struct zt_tokens *t, int64_t step, int B, int T, i
                  nrows, bad);
     free(in);
     free(tg);
+}
+
+/* one batch of step 1 (B=1, T=8) of an open file; returns its status */
+static enum zt_status read_eight(const struct zt_tokens *t, int32_t *in, int32_t *tg) {
+    return zt_tokens_batch(t, 1, 1, 8, 0, 1, in, tg);
+}
+
+static int error_has(const char *a, const char *b) {
+    return strstr(zt_error_last(), a) && (!b || strstr(zt_error_last(), b));
+}
+
+/* The file changes after it was opened (validated): every batch read sees it. */
+static void test_changed_under_reader(void) {
+    uint16_t sixteen[16];
+    for (int i = 0; i < 16; i++) sixteen[i] = (uint16_t)i;
+    char p[1024], want[256];
+    int32_t in[8], tg[8];
+    struct zt_tokens t;
+    pathof(p, "shrinks.bin");
+    ZT_TEST_TRUE(zt_tokens_write(p, sixteen, 16) == ZT_OK, "write shrinks");
+    if (zt_tokens_open(&t, p, 16) == ZT_OK) {
+        ZT_TEST_TRUE(read_eight(&t, in, tg) == ZT_OK && in[7] == 7 && tg[7] == 8, "before");
+        truncate(p, 1024 + 2 * 4);
+        enum zt_status rc = read_eight(&t, in, tg);
+        snprintf(want, sizeof want, "file shrank to 1032 bytes while training (expected 1056)");
+        ZT_TEST_TRUE(rc == ZT_ERR_DATA && error_has(p, want), "truncated: %s %s",
+                     zt_status_str(rc), zt_error_last());
+        truncate(p, 0); /* below the header too: still an error, never a fault */
+        rc = zt_tokens_batch(&t, 2, 1, 8, 0, 1, in, tg);
+        ZT_TEST_TRUE(rc == ZT_ERR_DATA && error_has(p, "file shrank to 0 bytes"), "emptied: %s",
+                     zt_error_last());
+        zt_tokens_close(&t);
+    }
+    pathof(p, "rewritten.bin");
+    ZT_TEST_TRUE(zt_tokens_write(p, sixteen, 16) == ZT_OK, "write rewritten");
+    if (zt_tokens_open(&t, p, 16) == ZT_OK) {
+        FILE *f = fopen(p, "r+b"); /* in place: the inode the reader has open */
+        uint16_t bad = 60000;
+        fseek(f, 1024 + 2 * 5, SEEK_SET);
+        fwrite(&bad, 2, 1, f);
+        fclose(f);
+        enum zt_status rc = read_eight(&t, in, tg);
+        ZT_TEST_TRUE(rc == ZT_ERR_DATA && error_has(p, "token 5 at byte 1034 is 60000, not below "
+                                                       "vocab_size 16"),
+                     "rewritten: %s %s", zt_status_str(rc), zt_error_last());
+        /* a target alone (the token after the row's inputs) is checked too */
+        rc = zt_tokens_batch(&t, 1, 1, 5, 0, 1, in, tg);
+        ZT_TEST_TRUE(rc == ZT_ERR_DATA && error_has(p, "token 5 at byte 1034"), "target: %s",
+                     zt_error_last());
+        ZT_TEST_TRUE(zt_tokens_batch(&t, 1, 1, 4, 0, 1, in, tg) == ZT_OK, "rows before it read");
+        zt_tokens_close(&t);
+    }
+    pathof(p, "replaced.bin");
+    ZT_TEST_TRUE(zt_tokens_write(p, sixteen, 16) == ZT_OK, "write replaced");
+    if (zt_tokens_open(&t, p, 16) == ZT_OK) {
+        uint16_t other[4] = {9, 9, 9, 9};
+        ZT_TEST_TRUE(zt_tokens_write(p, other, 4) == ZT_OK, "replace by rename");
+        ZT_TEST_TRUE(read_eight(&t, in, tg) == ZT_OK && in[3] == 3 && tg[7] == 8,
+                     "a renamed-over file keeps reading as opened: %s", zt_error_last());
+        zt_tokens_close(&t);
+    }
 }
 
 int main(void) {
@@ -94,12 +161,12 @@ int main(void) {
                      in[3], in[4], in[5], tg[0], tg[1], tg[2], tg[3], tg[4], tg[5]);
         zt_tokens_batch(&t, 1, 2, 3, 1, 1, in, tg); /* row 1 alone = 3 4 5 / 4 5 6 */
         ZT_TEST_TRUE(in[0] == 3 && in[2] == 5 && tg[0] == 4 && tg[2] == 6, "row subset");
-        for (int64_t s = 1; s <= 7; s++) check_batch(&t, s, 2, 3, 0, 2);
-        check_batch(&t, 3, 4, 5, 1, 2);
-        check_batch(&t, 1000000007LL, 3, 7, 0, 3);
-        check_batch(&t, 5, 1, 23, 0, 1); /* T > count: wraps inside a row */
+        for (int64_t s = 1; s <= 7; s++) check_batch(&t, ten, s, 2, 3, 0, 2);
+        check_batch(&t, ten, 3, 4, 5, 1, 2);
+        check_batch(&t, ten, 1000000007LL, 3, 7, 0, 3);
+        check_batch(&t, ten, 5, 1, 23, 0, 1); /* T > count: wraps inside a row */
         zt_tokens_close(&t);
-        ZT_TEST_TRUE(t.map == NULL && t.tok == NULL, "close clears");
+        ZT_TEST_TRUE(t.fd == -1 && t.count == 0, "close clears");
     }
     uint16_t two[2] = {1, 0};
     pathof(p, "two.bin");
@@ -169,7 +236,11 @@ int main(void) {
     ZT_TEST_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "EFBIG write must return ZT_ERR_IO");
     ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "no temporary left after a failed write");
     rc = zt_tokens_open(&t, p, 10);
-    ZT_TEST_TRUE(rc == ZT_OK && t.count == 10 && t.tok[9] == 9, "old file intact after failed write");
+    int32_t last_in = -1, last_tg = -1;
+    if (rc == ZT_OK) zt_tokens_batch(&t, 1, 1, 1, 0, 1, &last_in, &last_tg);
+    ZT_TEST_TRUE(rc == ZT_OK && t.count == 10 && last_in == 0 && last_tg == 1,
+                 "old file intact after failed write");
     zt_tokens_close(&t);
+    test_changed_under_reader();
     return zt_test_finish("test_tokens");
 }
