@@ -15,7 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     enum { B = 2, T = 5 };
     int32_t in[B * T], tg[B * T];
     for (int64_t step = 1; step <= 3; step++) {
-        zt_tokens_batch(&t, step, B, T, 0, B, in, tg);
+        enum zt_status brc = zt_tokens_batch(&t, step, B, T, 0, B, in, tg);
+        if (brc != ZT_OK) FUZZ_FAIL("a batch of a file that opened failed: %s", zt_error_last());
         for (int i = 0; i < B * T; i++)
             if (in[i] < 0 || in[i] >= vocab || tg[i] < 0 || tg[i] >= vocab)
                 FUZZ_FAIL("token %d or %d of a batch is outside vocab %d", in[i], tg[i], vocab);
