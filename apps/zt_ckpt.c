@@ -20,7 +20,8 @@ static const char *usage_text =
     "Checkpoints written by zt-train --save-dir (docs/checkpoints.md). PATH is a checkpoint\n"
     "directory (its latest tag is used) or a tag directory DIR/<tag>.\n"
     "\n"
-    "  ls DIR                          tags with step, world size, ZeRO stage, bytes (* latest)\n"
+    "  ls DIR                          tags with step, world size, ZeRO stage, bytes (* latest;\n"
+    "                                  ! a tag whose meta.json is damaged, with the reason)\n"
     "  inspect PATH                    meta.json summary and every shard's tensor records\n"
     "  verify PATH                     meta.json's checksum, every shard's header (its run id,\n"
     "                                  step, rank and world size those of meta.json) and every\n"
@@ -64,6 +65,30 @@ static long long dir_bytes(const char *dir) {
     return n;
 }
 
+/* the tags of dir that zt_checkpoint_list left out because their meta.json does not read or
+ * check (t[0..n): those listed), one row each with the reason; returns how many */
+static int list_damaged(const char *dir, const struct zt_ckpt_tag *t, int n) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char p[1300], meta[1400], tagdir[1300];
+    struct stat sb;
+    int count = 0;
+    while (d && (de = readdir(d))) {
+        int listed = de->d_name[0] == '.';
+        for (int i = 0; i < n && !listed; i++) listed = strcmp(t[i].name, de->d_name) == 0;
+        snprintf(p, sizeof p, "%.1024s/%.255s", dir, de->d_name);
+        snprintf(meta, sizeof meta, "%s/meta.json", p);
+        if (listed || stat(meta, &sb) != 0) continue;
+        struct zt_ckpt_info info;
+        snprintf(tagdir, sizeof tagdir, "%s", p);
+        if (zt_checkpoint_info(tagdir, &info) == ZT_OK) continue;
+        printf("%-2s %-16s damaged: %s\n", "!", de->d_name, zt_error_last());
+        count++;
+    }
+    if (d) closedir(d);
+    return count;
+}
+
 static int cmd_ls(const char *dir) {
     struct zt_ckpt_tag *t;
     int n;
@@ -77,7 +102,8 @@ static int cmd_ls(const char *dir) {
                t[i].name, (long long)t[i].info.step, t[i].info.world_size,
                t[i].info.zero_stage, dir_bytes(p));
     }
-    if (n == 0) printf("(no tags in %s)\n", dir);
+    int damaged = list_damaged(dir, t, n);
+    if (n == 0 && damaged == 0) printf("(no tags in %s)\n", dir);
     free(t);
     return 0;
 }
