@@ -8,6 +8,7 @@
  * contend with each other. On a shared file system flock(2) is a lock across hosts (NFS maps it
  * to its byte-range locks).
  */
+#include <stdio.h>           /* snprintf */
 #include <stdlib.h>          /* atexit */
 #include <string.h>          /* strcmp */
 #include "checkpoint_impl.h" /* this room's shared declarations */

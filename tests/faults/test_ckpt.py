@@ -16,8 +16,8 @@ Cases (each the exit code and the one error line, under a timeout):
   - `zt-ckpt import` into a directory holding checkpoints: refused, `latest` untouched; with
     --tag NAME the weights go beside them and `latest` stays; --set-latest moves it; a tag that
     exists is refused;
-  - two runs sharing a --save-dir: the second stops at its start naming the first's pid, host and
-    start time; once the first is killed (SIGKILL: its lock file stays, unlocked) a run saves
+  - two runs sharing a --save-dir: the second (one rank, or a 2-rank job whose rank 0 holds the
+    job's lock) stops at its start naming the first's pid, host and start time; once the first is killed (SIGKILL: its lock file stays, unlocked) a run saves
     there again, and a run that ends removes its lock file.
 
 Usage: test_ckpt.py APPS_DIR MPIEXEC WORKDIR
@@ -108,7 +108,7 @@ F.check("meta.json step bit flip: ls marks it", p is not None and p.returncode =
 strip = copy(ck, "ck_strip")
 meta = os.path.join(strip, "step4", "meta.json")
 m = json.load(open(meta))
-del m["meta_crc32c"]
+m.pop("meta_crc32c", None)
 json.dump(m, open(meta, "w"))
 F.expect("meta.json checksum removed: verify", [CK, "verify", strip], 1,
          [meta, "no meta_crc32c", "run_id"], prefix=TOOL)
@@ -128,9 +128,9 @@ F.expect("shard of another step: resume", [ZT] + resume + ["--resume", mix], 1, 
 run2 = copy(ck, "ck_run2")
 shard = os.path.join(run2, "step4", "rank0.zts")
 shutil.copy(os.path.join(other, "step4", "rank0.zts"), shard)
-words = [shard, "run id %s, expected %s" % (shard_header(shard)["run_id"],
+words = [shard, "run id %s, expected %s" % (shard_header(shard).get("run_id"),
                                              json.load(open(os.path.join(ck, "step4",
-                                                                         "meta.json")))["run_id"]),
+                                                                         "meta.json"))).get("run_id")),
          "another run"]
 F.expect("shard of another run: verify", [CK, "verify", run2], 1, words, prefix=TOOL)
 F.expect("shard of another run: resume", [ZT] + resume + ["--resume", run2], 1, words)
@@ -139,13 +139,13 @@ F.expect("shard of another run: resume", [ZT] + resume + ["--resume", run2], 1, 
 old = copy(ck, "ck_old")
 meta = os.path.join(old, "step4", "meta.json")
 m = json.load(open(meta))
-del m["meta_crc32c"], m["run_id"]
+m.pop("meta_crc32c", None), m.pop("run_id", None)
 json.dump(m, open(meta, "w"), indent=1)
 F.expect("older meta.json beside a shard with a run id", [CK, "verify", old], 1,
          [os.path.join(old, "step4", "rank0.zts"), "expected none"], prefix=TOOL)
 shard = os.path.join(old, "step4", "rank0.zts")
 h = shard_header(shard)
-del h["run_id"], h["step"]
+h.pop("run_id", None), h.pop("step", None)
 rewrite_shard_header(shard, h)
 p = F.run([CK, "verify", old])
 F.check("older checkpoint: verify accepts it with a note",
@@ -197,10 +197,19 @@ for _ in range(600):  # until the first run holds the lock (its line written)
     if os.path.exists(lock) and open(lock).read().startswith("pid"):
         break
     time.sleep(0.05)
+held = ["--save-dir", shared, "is in use by pid %d on host %s since " %
+        (first.pid, socket.gethostname())]
 try:
     F.expect("a second run on the same --save-dir", [ZT] + base + ["--save-dir", shared], 1,
-             ["--save-dir", shared, "is in use by pid %d on host %s since " %
-              (first.pid, socket.gethostname())])
+             held)
+    # a 2-rank job: rank 0 takes the job's one lock and names the holder; mpiexec adds its own
+    # lines, so only the zerotask line is counted
+    p = F.run([F.MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
+               "STARPU_NCPU=1", ZT] + base + ["--save-dir", shared], timeout=120)
+    ours = [l for l in (p.stderr.splitlines() if p else []) if l.startswith("zerotask: error:")]
+    F.check("a 2-rank job on a --save-dir in use", p is not None and p.returncode == 1 and
+            len(ours) == 1 and "rank 0: " in ours[0] and all(w in ours[0] for w in held),
+            p and "exit %d, %r" % (p.returncode, ours))
 finally:
     first.kill()
     first.wait()
