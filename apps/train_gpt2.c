@@ -296,6 +296,9 @@ static int check_start_files(struct train_run *r) {
         (zt_checkpoint_resolve(o->resume, r->resume_tag, sizeof r->resume_tag) != ZT_OK ||
          zt_checkpoint_info(r->resume_tag, &r->resume_info) != ZT_OK))
         return fail(1);
+    if (r->save_dir &&
+        zt_checkpoint_lock(r->save_dir, o->save_dir ? "--save-dir" : "checkpoint.dir") != ZT_OK)
+        return fail(1);
     if (o->init_from) {
         struct zt_safetensors st;
         if (zt_st_open(&st, o->init_from) != ZT_OK) return fail(1);
@@ -360,6 +363,7 @@ static enum zt_status build_model(struct train_run *r) {
     ZT_CHECK(zt_gpt2_init(&r->model, r->engine, &r->shape));
     if (o->init_from) ZT_CHECK(zt_engine_load_safetensors(r->engine, o->init_from));
     if (!o->resume) return ZT_OK;
+    ZT_CHECK(zt_checkpoint_check_model(r->engine, r->resume_tag, &r->shape, o->model));
     /* the ranks start the load together, so that "loaded in" times the load itself, not how
      * much later than the others the last rank got here */
     double together = 0;

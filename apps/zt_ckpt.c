@@ -20,19 +20,25 @@ static const char *usage_text =
     "Checkpoints written by zt-train --save-dir (docs/checkpoints.md). PATH is a checkpoint\n"
     "directory (its latest tag is used) or a tag directory DIR/<tag>.\n"
     "\n"
-    "  ls DIR                          tags with step, world size, ZeRO stage, bytes (* latest)\n"
+    "  ls DIR                          tags with step, world size, ZeRO stage, bytes (* latest;\n"
+    "                                  ! a tag whose meta.json is damaged, with the reason)\n"
     "  inspect PATH                    meta.json summary and every shard's tensor records\n"
-    "  verify PATH                     every shard's header and every tensor's CRC32C, and\n"
-    "                                  that the shards hold each tensor's rows exactly once\n"
+    "  verify PATH                     meta.json's checksum, every shard's header (its run id,\n"
+    "                                  step, rank and world size those of meta.json) and every\n"
+    "                                  tensor's CRC32C, and that the shards hold each tensor's\n"
+    "                                  rows exactly once\n"
     "  export PATH --safetensors OUT [--dtype f32|bf16] [--moments OUT2]\n"
     "                                  consolidated weights (HF GPT-2 names) from the fp32 master\n"
     "                                  weights, one tensor in memory at a time; --dtype bf16\n"
     "                                  rounds them to BF16 (nearest even; default f32);\n"
     "                                  --moments: <name>.exp_avg and <name>.exp_avg_sq into OUT2\n"
     "                                  (always F32)\n"
-    "  import --safetensors IN --out DIR\n"
+    "  import --safetensors IN --out DIR [--tag NAME [--set-latest]]\n"
     "                                  DIR/step0 from weights (F32/BF16/F16; zero Adam moments):\n"
-    "                                  zt-train --resume DIR starts training from them\n"
+    "                                  zt-train --resume DIR starts training from them. A DIR\n"
+    "                                  that already holds checkpoints is refused unless --tag:\n"
+    "                                  the weights become DIR/NAME beside them, and `latest`\n"
+    "                                  stays (zt-train --resume DIR/NAME) unless --set-latest\n"
     "\n"
     "Exit status: 0 ok, 2 bad command line, 1 any other error.\n";
 
@@ -59,6 +65,30 @@ static long long dir_bytes(const char *dir) {
     return n;
 }
 
+/* the tags of dir that zt_checkpoint_list left out because their meta.json does not read or
+ * check (t[0..n): those listed), one row each with the reason; returns how many */
+static int list_damaged(const char *dir, const struct zt_ckpt_tag *t, int n) {
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char p[1300], meta[1400], tagdir[1300];
+    struct stat sb;
+    int count = 0;
+    while (d && (de = readdir(d))) {
+        int listed = de->d_name[0] == '.';
+        for (int i = 0; i < n && !listed; i++) listed = strcmp(t[i].name, de->d_name) == 0;
+        snprintf(p, sizeof p, "%.1024s/%.255s", dir, de->d_name);
+        snprintf(meta, sizeof meta, "%s/meta.json", p);
+        if (listed || stat(meta, &sb) != 0) continue;
+        struct zt_ckpt_info info;
+        snprintf(tagdir, sizeof tagdir, "%s", p);
+        if (zt_checkpoint_info(tagdir, &info) == ZT_OK) continue;
+        printf("%-2s %-16s damaged: %s\n", "!", de->d_name, zt_error_last());
+        count++;
+    }
+    if (d) closedir(d);
+    return count;
+}
+
 static int cmd_ls(const char *dir) {
     struct zt_ckpt_tag *t;
     int n;
@@ -72,7 +102,8 @@ static int cmd_ls(const char *dir) {
                t[i].name, (long long)t[i].info.step, t[i].info.world_size,
                t[i].info.zero_stage, dir_bytes(p));
     }
-    if (n == 0) printf("(no tags in %s)\n", dir);
+    int damaged = list_damaged(dir, t, n);
+    if (n == 0 && damaged == 0) printf("(no tags in %s)\n", dir);
     free(t);
     return 0;
 }
@@ -163,8 +194,11 @@ static int cmd_verify(const char *path) {
         tag_close(&c);
         return fail();
     }
-    printf("ok: %s: step %lld, %d shard(s), %d records, %.1f MiB checked\n", c.dir,
-           (long long)c.info.step, c.shards.n, records, bytes / 1048576.0);
+    printf("ok: %s: step %lld, %d shard(s), %d records, %.1f MiB checked%s\n", c.dir,
+           (long long)c.info.step, c.shards.n, records, bytes / 1048576.0,
+           c.info.checksummed ? ""
+                              : "; written before checksums and run ids: meta.json and the "
+                                "shards' identities could not be checked");
     tag_close(&c);
     return 0;
 }
@@ -238,9 +272,16 @@ static int cmd_export(const char *path, const char *out, const char *moments, in
     return 0;
 }
 
-static int cmd_import(const char *safetensors, const char *out) {
-    if (zt_checkpoint_import(safetensors, out) != ZT_OK) return fail();
-    printf("imported %s as %s/step0 (zt-train --resume %s)\n", safetensors, out, out);
+static int cmd_import(const char *safetensors, const char *out, const char *tag,
+                      int set_latest) {
+    if (zt_checkpoint_import(safetensors, out, tag, set_latest) != ZT_OK) return fail();
+    char tagdir[1100];
+    snprintf(tagdir, sizeof tagdir, "%s/%s", out, tag ? tag : "step0");
+    char latest[1100] = "";
+    zt_checkpoint_resolve(out, latest, sizeof latest);
+    int is_latest = strcmp(latest, tagdir) == 0;
+    printf("imported %s as %s (zt-train --resume %s)%s\n", safetensors, tagdir,
+           is_latest ? out : tagdir, tag && is_latest ? "; latest names it" : "");
     return 0;
 }
 
@@ -251,7 +292,8 @@ static int cmd_import(const char *safetensors, const char *out) {
 struct ckpt_args {
     const char *command;
     const char *path; /* the one positional argument */
-    const char *safetensors, *out, *moments, *dtype;
+    const char *safetensors, *out, *moments, *dtype, *tag;
+    int set_latest;
 };
 
 /* argv[2..] into a. Returns 0 or exit code 2. */
@@ -262,8 +304,11 @@ static int parse_args(int argc, char **argv, struct ckpt_args *a) {
                              : !strcmp(arg, "--out")       ? &a->out
                              : !strcmp(arg, "--moments")   ? &a->moments
                              : !strcmp(arg, "--dtype")     ? &a->dtype
+                             : !strcmp(arg, "--tag")       ? &a->tag
                                                            : NULL;
-        if (value) {
+        if (!strcmp(arg, "--set-latest")) {
+            a->set_latest = 1;
+        } else if (value) {
             if (cli_string_option(&cli, argc, argv, &i, value)) return CLI_EXIT_USAGE;
         } else if (arg[0] == '-' || a->path) {
             return cli_usage_error(&cli, "unexpected argument '%s'", arg);
@@ -280,13 +325,13 @@ static int run_command(const struct ckpt_args *a) {
     if (strcmp(cmd, "import") != 0 && !a->path)
         return cli_usage_error(&cli, "%s: missing the checkpoint path", cmd);
     if (!strcmp(cmd, "ls") || !strcmp(cmd, "inspect") || !strcmp(cmd, "verify")) {
-        if (a->safetensors || a->out || a->moments || a->dtype)
+        if (a->safetensors || a->out || a->moments || a->dtype || a->tag || a->set_latest)
             return cli_usage_error(&cli, "%s takes only a path", cmd);
         return !strcmp(cmd, "ls") ? cmd_ls(a->path) : !strcmp(cmd, "inspect") ? cmd_inspect(a->path)
                                                                             : cmd_verify(a->path);
     }
     if (!strcmp(cmd, "export")) {
-        if (!a->safetensors || a->out)
+        if (!a->safetensors || a->out || a->tag || a->set_latest)
             return cli_usage_error(&cli, "%s: expected export PATH --safetensors OUT [--dtype "
                                          "f32|bf16] [--moments OUT2]", cmd);
         if (a->dtype && strcmp(a->dtype, "f32") && strcmp(a->dtype, "bf16"))
@@ -295,9 +340,11 @@ static int run_command(const struct ckpt_args *a) {
                           a->dtype && !strcmp(a->dtype, "bf16"));
     }
     if (!strcmp(cmd, "import")) {
-        if (!a->safetensors || !a->out || a->path || a->moments || a->dtype)
-            return cli_usage_error(&cli, "%s: expected import --safetensors IN --out DIR", cmd);
-        return cmd_import(a->safetensors, a->out);
+        if (!a->safetensors || !a->out || a->path || a->moments || a->dtype ||
+            (a->set_latest && !a->tag))
+            return cli_usage_error(&cli, "%s: expected import --safetensors IN --out DIR [--tag "
+                                         "NAME [--set-latest]]", cmd);
+        return cmd_import(a->safetensors, a->out, a->tag, a->set_latest);
     }
     return cli_usage_error(&cli, "unknown command '%s'", cmd);
 }

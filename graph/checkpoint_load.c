@@ -1,10 +1,11 @@
 /*
  * graph/checkpoint_load.c: finding checkpoints and loading one (zt_checkpoint.h): following
- * `latest`, listing a directory's tags, opening a tag's shards, and the collective load.
+ * `latest`, listing a directory's tags, and the collective load.
  *
- * Layer: graph/. A load checks meta.json against the model first (checkpoint_meta.c), then
- * the engine reads the rows of its own shard from every rank file (zt_engine_load_shards), so a
- * checkpoint loads into any world size and ZeRO stage.
+ * Layer: graph/. A load checks meta.json against the model first (checkpoint_meta.c) and
+ * every shard's header against meta.json (checkpoint_identity.c), then the engine reads the
+ * rows of its own shard from every rank file (zt_engine_load_shards), so a checkpoint loads
+ * into any world size and ZeRO stage.
  */
 #include <stdio.h>           /* snprintf */
 #include <stdlib.h>          /* realloc, qsort, free */
@@ -15,24 +16,17 @@ enum zt_status zt_checkpoint_resolve(const char *path, char *tagdir, size_t n) {
     return zt_ckpt_dir_resolve(path, tagdir, n);
 }
 
-enum zt_status zt_checkpoint_open_shards(const char *tagdir, const struct zt_ckpt_info *info,
-                                         struct zt_shard_set *s) {
-    char **paths = NULL;
-    enum zt_status rc = zt_ckpt_dir_shard_paths(tagdir, info->world_size, &paths);
-    if (rc == ZT_OK) rc = zt_shard_set_open(s, (const char *const *)paths, info->world_size);
-    zt_ckpt_dir_free_paths(paths, info->world_size);
-    return rc;
-}
-
 enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_ckpt_info *info) {
     enum zt_status rc = zt_checkpoint_info(tagdir, info);
     if (rc == ZT_OK) rc = zt_checkpoint_meta_check_tensors(e, tagdir);
+    if (rc == ZT_OK) rc = zt_checkpoint_check_shard_ids(tagdir, info); /* headers only */
     char **paths = NULL;
     if (rc == ZT_OK) rc = zt_ckpt_dir_shard_paths(tagdir, info->world_size, &paths);
     if (rc == ZT_OK)
         rc = zt_engine_load_shards(e, (const char *const *)paths, info->world_size);
     zt_ckpt_dir_free_paths(paths, info->world_size);
     if (rc == ZT_OK) rc = zt_checkpoint_meta_load_train_state(e, tagdir, info);
+    if (rc == ZT_OK) zt_checkpoint_adopt_run_id(info->run_id); /* the run goes on */
     return zt_checkpoint_agree(rc, "loading", tagdir);
 }
 

@@ -5,26 +5,34 @@
  *
  * Layer: graph/. Format: docs/checkpoints.md. meta.json is what makes a tag complete (it is
  * written last), and what a load checks before it reads any shard, so that a mismatch is one
- * line naming the file and the expected value.
+ * line naming the file and the expected value. Its last member, meta_crc32c, is the CRC32C of
+ * the rest printed canonically (cJSON, unformatted, members in order): every read checks it, so
+ * a flipped bit anywhere in a value or a name is refused, while re-indenting the file is not.
  */
 #include <cjson/cJSON.h>     /* meta.json */
 #include <math.h>            /* isfinite */
 #include <stdio.h>           /* snprintf */
-#include <stdlib.h>          /* calloc, free */
+#include <stdlib.h>          /* calloc, free, strtoull */
 #include <string.h>          /* strcmp, strlen */
 #include "checkpoint_impl.h" /* this room's shared declarations */
 #include "zt_ckpt_dir.h"     /* zt_ckpt_dir_read_text, zt_ckpt_dir_shard_name */
+#include "zt_crc32c.h"       /* zt_crc32c */
+
+#define CRC_KEY "meta_crc32c" /* the checksum's member: 8 hex digits */
 
 // ----------------------------------------------------------------------------
 // building meta.json
 
 /* the fields every meta.json starts with; *tensors: the empty table for the caller to fill */
-static cJSON *meta_head(const char *tag, int64_t step, int world, int stage,
+static cJSON *meta_head(const char *tag, int64_t step, uint64_t run_id, int world, int stage,
                         const char *optimizer_device, const char *param_device, cJSON **tensors) {
     cJSON *m = cJSON_CreateObject();
+    char id[20];
+    snprintf(id, sizeof id, "%016llx", (unsigned long long)run_id);
     cJSON_AddNumberToObject(m, "format", ZT_CKPT_FORMAT);
     cJSON_AddStringToObject(m, "tag", tag);
     cJSON_AddNumberToObject(m, "step", (double)step);
+    cJSON_AddStringToObject(m, "run_id", id);
     cJSON_AddNumberToObject(m, "world_size", world);
     cJSON_AddNumberToObject(m, "zero_stage", stage);
     cJSON *off = cJSON_AddObjectToObject(m, "offload");
@@ -102,16 +110,30 @@ static void add_config_and_extra(cJSON *m, const struct zt_config *c, const char
     cJSON_Delete(ex);
 }
 
+/* the CRC32C of m printed canonically (unformatted); -1 when out of memory */
+static int64_t canonical_crc(const cJSON *m) {
+    char *canon = cJSON_PrintUnformatted(m);
+    if (!canon) return -1;
+    uint32_t crc = zt_crc32c(0, canon, strlen(canon));
+    free(canon);
+    return crc;
+}
+
+/* the text of m with its checksum added as the last member */
 static char *print_and_free(cJSON *m) {
-    char *s = cJSON_Print(m);
+    int64_t crc = canonical_crc(m);
+    char hex[24], *s = NULL;
+    snprintf(hex, sizeof hex, "%08llx", (long long)crc);
+    if (crc >= 0 && cJSON_AddStringToObject(m, CRC_KEY, hex)) s = cJSON_Print(m);
     cJSON_Delete(m);
     return s;
 }
 
-char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, const char *extra) {
+char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, const char *extra,
+                               uint64_t run_id) {
     const struct zt_config *c = zt_engine_config(e);
     cJSON *tensors;
-    cJSON *m = meta_head(tag, step, zt_engine_world_size(e), c->zero_stage,
+    cJSON *m = meta_head(tag, step, run_id, zt_engine_world_size(e), c->zero_stage,
                          zt_offload_device_name(c->offload_optimizer.device),
                          zt_offload_device_name(c->offload_param.device), &tensors);
     for (int i = 0; i < zt_engine_nparams(e); i++) {
@@ -124,9 +146,10 @@ char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, con
     return print_and_free(m);
 }
 
-char *zt_checkpoint_meta_build_import(const struct zt_safetensors *st, const char *source) {
+char *zt_checkpoint_meta_build_import(const struct zt_safetensors *st, const char *source,
+                                      const char *tag, uint64_t run_id) {
     cJSON *tensors;
-    cJSON *m = meta_head("step0", 0, 1, 0, "none", "none", &tensors);
+    cJSON *m = meta_head(tag, 0, run_id, 1, 0, "none", "none", &tensors);
     for (int i = 0; i < st->n; i++)
         add_tensor(tensors, st->t[i].name, st->t[i].ndim, st->t[i].shape);
     cJSON *part = cJSON_AddArrayToObject(m, "partition"), *p0 = cJSON_CreateObject();
@@ -145,8 +168,48 @@ char *zt_checkpoint_meta_build_import(const struct zt_safetensors *st, const cha
 // ----------------------------------------------------------------------------
 // reading meta.json
 
-/* a tag's meta.json parsed (path: its name, for messages); NULL with the error set */
-static cJSON *read_meta(const char *tagdir, char *path, size_t n) {
+/* A format this zerotask reads (checked before the checksum: a newer format may checksum
+ * otherwise). A missing or non-numeric format is left to zt_checkpoint_info. */
+static enum zt_status check_format(const cJSON *m, const char *path) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(m, "format");
+    if (cJSON_IsNumber(f) && (f->valuedouble > ZT_CKPT_FORMAT || f->valuedouble < 1))
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: format %d, this zerotask "
+                            "reads format %d (written by a newer version?)", path, f->valueint,
+                            ZT_CKPT_FORMAT);
+    return ZT_OK;
+}
+
+/* meta_crc32c against the rest of m. Without it: a meta.json written before checksums (it has
+ * no run_id either) is accepted as it is; one that records a run id lost its checksum and is
+ * refused. *checked: whether a checksum was there (and matched). */
+static enum zt_status check_checksum(cJSON *m, const char *path, int *checked) {
+    cJSON *c = cJSON_DetachItemFromObjectCaseSensitive(m, CRC_KEY);
+    *checked = c != NULL;
+    if (!c && !cJSON_GetObjectItemCaseSensitive(m, "run_id")) return ZT_OK;
+    enum zt_status rc = ZT_OK;
+    const char *hex = cJSON_IsString(c) ? c->valuestring : "";
+    char *end = NULL;
+    unsigned long want = strtoul(hex, &end, 16);
+    int64_t have = canonical_crc(m);
+    if (!c)
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: no " CRC_KEY ", though it "
+                          "records a run_id (its checksum was removed?)", path);
+    else if (strlen(hex) != 8 || *end)
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: " CRC_KEY " is malformed "
+                          "(expected 8 hex digits)", path);
+    else if (have < 0)
+        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", path);
+    else if ((uint32_t)have != want)
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: checksum mismatch: " CRC_KEY
+                          " says %08lx, the content's is %08llx (corrupted or edited)", path,
+                          want, (long long)have);
+    cJSON_Delete(c);
+    return rc;
+}
+
+/* a tag's meta.json parsed and checked (path: its name, for messages; checked: whether it
+ * carried its checksum); NULL with the error set */
+static cJSON *read_meta_checked(const char *tagdir, char *path, size_t n, int *checked) {
     snprintf(path, n, "%s/meta.json", tagdir);
     char *text;
     if (zt_ckpt_dir_read_text(path, "metadata", &text) != ZT_OK) return NULL;
@@ -157,13 +220,36 @@ static cJSON *read_meta(const char *tagdir, char *path, size_t n) {
         zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: not valid JSON", path);
         return NULL;
     }
+    if (check_format(m, path) != ZT_OK || check_checksum(m, path, checked) != ZT_OK) {
+        cJSON_Delete(m);
+        return NULL;
+    }
     return m;
+}
+
+static cJSON *read_meta(const char *tagdir, char *path, size_t n) {
+    int checked;
+    return read_meta_checked(tagdir, path, n, &checked);
+}
+
+/* run_id: 16 hex digits, not all zero (absent: 0, a checkpoint written before run ids) */
+static enum zt_status read_run_id(const cJSON *m, const char *path, uint64_t *id) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "run_id");
+    *id = 0;
+    if (!r) return ZT_OK;
+    const char *hex = cJSON_IsString(r) ? r->valuestring : "";
+    char *end = NULL;
+    *id = strtoull(hex, &end, 16);
+    if (strlen(hex) != 16 || *end || *id == 0)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: run_id is malformed (expected "
+                            "16 hex digits)", path);
+    return ZT_OK;
 }
 
 enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info) {
     memset(info, 0, sizeof *info);
     char path[ZT_CKPT_PATH_BYTES];
-    cJSON *m = read_meta(tagdir, path, sizeof path);
+    cJSON *m = read_meta_checked(tagdir, path, sizeof path, &info->checksummed);
     if (!m) return zt_error_last_code();
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(m, "format");
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(m, "step");
@@ -183,12 +269,9 @@ enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info)
     info->world_size = w->valueint;
     info->zero_stage = z->valueint;
     snprintf(info->tag, sizeof info->tag, "%s", t->valuestring);
+    enum zt_status rc = read_run_id(m, path, &info->run_id);
     cJSON_Delete(m);
-    if (info->format > ZT_CKPT_FORMAT || info->format < 1)
-        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: format %d, this zerotask "
-                            "reads format %d (written by a newer version?)", path, info->format,
-                            ZT_CKPT_FORMAT);
-    return ZT_OK;
+    return rc;
 }
 
 /* one entry of the tensors table: a name that fits and a shape of 1..ZT_CKPT_MAX_DIMS
@@ -346,4 +429,41 @@ enum zt_status zt_checkpoint_meta_load_train_state(zt_engine_t e, const char *ta
     cJSON_Delete(m);
     if (rc == ZT_OK) zt_engine_set_train_state(e, &st);
     return rc;
+}
+
+/* meta.json's "model" (the trainer's model shape) against shape, field by field; absent (an
+ * imported tag, a save through the API): nothing to check */
+static enum zt_status check_model_fields(const char *tagdir, const struct zt_model_shape *shape,
+                                         const char *model_name) {
+    static const char *const keys[] = {"vocab_size", "seq_len", "n_embd", "n_layer", "n_head"};
+    const int want[] = {shape->vocab_size, shape->seq_len, shape->n_embd, shape->n_layer,
+                        shape->n_head};
+    char path[ZT_CKPT_PATH_BYTES];
+    cJSON *m = read_meta(tagdir, path, sizeof path);
+    if (!m) return zt_error_last_code();
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(m, "model");
+    enum zt_status rc = ZT_OK;
+    if (model && !cJSON_IsObject(model))
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: \"model\" is not an object", path);
+    for (int i = 0; model && rc == ZT_OK && i < 5; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(model, keys[i]);
+        if (!cJSON_IsNumber(x))
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: model.%s is missing or not a "
+                              "number", path, keys[i]);
+        else if (x->valuedouble != want[i])
+            rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: model %s is %.0f, model %s "
+                              "has %d (model shape mismatch: trained with another model)", path,
+                              keys[i], x->valuedouble, model_name, want[i]);
+    }
+    cJSON_Delete(m);
+    return rc;
+}
+
+enum zt_status zt_checkpoint_check_model(zt_engine_t e, const char *tagdir,
+                                         const struct zt_model_shape *shape,
+                                         const char *model_name) {
+    /* tensors first: a field that changes a tensor's shape is named with that tensor */
+    enum zt_status rc = zt_checkpoint_meta_check_tensors(e, tagdir);
+    if (rc == ZT_OK) rc = check_model_fields(tagdir, shape, model_name);
+    return zt_checkpoint_agree(rc, "checking the model", tagdir);
 }

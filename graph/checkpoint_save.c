@@ -29,14 +29,14 @@ enum zt_status zt_checkpoint_agree(enum zt_status rc, const char *what, const ch
 }
 
 enum zt_status zt_checkpoint_publish(const char *dir, const char *tag, const char *partial,
-                                     char *meta) {
+                                     char *meta, int set_latest) {
     if (!meta) return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", dir);
     char path[ZT_CKPT_PATH_BYTES + 16];
     snprintf(path, sizeof path, "%s/meta.json", partial);
     enum zt_status rc = zt_file_replace("checkpoint metadata", path, meta, strlen(meta));
     free(meta);
     ZT_CHECK(rc);
-    return zt_ckpt_dir_publish(dir, tag);
+    return zt_ckpt_dir_publish_tag(dir, tag, set_latest);
 }
 
 /* Rank 0, after a publish: remove the leftovers of crashed saves and removals, then the oldest
@@ -85,7 +85,9 @@ enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t 
     snprintf(s->tag, sizeof s->tag, "step%lld", (long long)step);
     zt_ckpt_dir_partial_path(s->partial, sizeof s->partial, dir, s->tag);
     const int rank = zt_engine_rank(e);
-    enum zt_status rc = rank == 0 ? zt_ckpt_dir_prepare(dir, s->tag) : ZT_OK;
+    struct zt_shard_id id = {.step = step, .rank = rank, .world = zt_engine_world_size(e)};
+    enum zt_status rc = zt_checkpoint_run_id(&id.run_id); /* the same on every rank */
+    if (rc == ZT_OK && rank == 0) rc = zt_ckpt_dir_prepare(dir, s->tag);
     if ((rc = zt_checkpoint_agree(rc, "creating the directory", dir)) != ZT_OK) {
         free(s);
         return rc;
@@ -93,9 +95,9 @@ enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t 
     char shard[ZT_CKPT_PATH_BYTES + 32];
     zt_ckpt_dir_shard_path(shard, sizeof shard, s->partial, rank);
     /* a failure here is agreed on with the others' in zt_checkpoint_save_end */
-    if ((s->shard_rc = zt_engine_save_begin(e, shard)) != ZT_OK)
+    if ((s->shard_rc = zt_engine_save_begin_id(e, shard, &id)) != ZT_OK)
         snprintf(s->msg, sizeof s->msg, "%s", zt_error_last());
-    if (rank == 0) s->meta = zt_checkpoint_meta_build(e, s->tag, step, extra);
+    if (rank == 0) s->meta = zt_checkpoint_meta_build(e, s->tag, step, extra, id.run_id);
     *out = s;
     return ZT_OK;
 }
@@ -110,7 +112,7 @@ enum zt_status zt_checkpoint_save_end(struct zt_ckpt_save *s, struct zt_save_inf
         zt_error_set(rc, "%s", s->msg); /* the message may have been replaced since _begin */
     rc = zt_checkpoint_agree(rc, "writing a shard", s->dir);
     if (rc == ZT_OK && rank == 0) {
-        rc = zt_checkpoint_publish(s->dir, s->tag, s->partial, s->meta);
+        rc = zt_checkpoint_publish(s->dir, s->tag, s->partial, s->meta, 1);
         s->meta = NULL; /* zt_checkpoint_publish frees it */
     }
     if (rank == 0 && rc != ZT_OK) zt_ckpt_dir_discard(s->dir, s->tag);

@@ -12,6 +12,7 @@
  */
 #include <stdio.h>           /* snprintf */
 #include <stdlib.h>          /* calloc, realloc, free */
+#include "checkpoint_impl.h" /* zt_engine_save_begin_id */
 #include "engine_impl.h"     /* struct zt_engine, the ZeRO plan, the offload */
 #include "zt_aio.h"          /* struct zt_aio_cfg, zt_aio_alloc (staging for offloaded state) */
 #include "zt_ckpt.h"         /* shard records, zt_shard_set_* */
@@ -167,6 +168,12 @@ static enum zt_status submit_tasks(zt_engine_t e, struct zt_engine_save *save) {
 }
 
 enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path) {
+    const struct zt_shard_id id = {.run_id = 0, .step = -1, .rank = e->rank, .world = e->size};
+    return zt_engine_save_begin_id(e, path, &id);
+}
+
+enum zt_status zt_engine_save_begin_id(zt_engine_t e, const char *path,
+                                       const struct zt_shard_id *id) {
     if (e->save)
         return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: a save is still in progress",
                             path);
@@ -185,7 +192,7 @@ enum zt_status zt_engine_save_begin(zt_engine_t e, const char *path) {
     if (rc == ZT_OK) {
         struct zt_aio_cfg ac;
         const int direct = zt_engine_aio_cfg(e, &ac) == ZT_OK;
-        rc = zt_ckpt_writer_open(&save->w, path, e->rank, e->size, recs, nrec,
+        rc = zt_ckpt_writer_open(&save->w, path, id, recs, nrec,
                                  direct ? &ac : NULL, zt_runtime_io_thread);
     }
     free(recs);

@@ -21,6 +21,7 @@
 #include <stddef.h>     /* size_t */
 #include <stdint.h>     /* int64_t */
 #include "zt_ckpt.h"    /* struct zt_shard_set */
+#include "zt_config.h"  /* struct zt_model_shape */
 #include "zt_engine.h"  /* zt_engine_t */
 #include "zt_status.h"  /* enum zt_status */
 
@@ -35,6 +36,8 @@ struct zt_ckpt_info { /* from meta.json */
     int64_t step;           /* optimizer steps done; training resumes at step + 1 */
     int world_size, zero_stage;
     char tag[128];
+    uint64_t run_id;        /* the run that wrote it; 0: written before run ids and checksums */
+    int checksummed;        /* meta.json carried its checksum, and it matched */
 };
 
 /* Collective: every rank calls it between steps. Saves the engine's state after step `step` as
@@ -60,8 +63,17 @@ enum zt_status zt_checkpoint_save_end(struct zt_ckpt_save *s, struct zt_save_inf
 void zt_checkpoint_save_abandon(struct zt_ckpt_save *s);
 /* A checkpoint directory (its `latest` is followed) or a tag directory -> the tag directory. */
 enum zt_status zt_checkpoint_resolve(const char *path, char *tagdir, size_t n);
-/* Read and check a tag's meta.json (a newer format is refused). */
+/* Read and check a tag's meta.json: a newer format is refused, and so is content that does not
+ * match its checksum (meta_crc32c), or a meta.json that lost its checksum but records a run id.
+ * Every reader of meta.json checks it this way. */
 enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info);
+/* Collective, before a load (the model built, no shard read): the model's tensors against the
+ * tag's table (naming the first tensor that differs), then every field of its shape against
+ * meta.json's "model" (absent in an imported tag: nothing more to check), naming the field,
+ * the checkpoint's value and model_name's. */
+enum zt_status zt_checkpoint_check_model(zt_engine_t e, const char *tagdir,
+                                         const struct zt_model_shape *shape,
+                                         const char *model_name);
 /* Replace the engine's state with a tag's (written by any world size and stage). Every rank
  * calls it; all succeed or all fail. */
 enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_ckpt_info *info);
@@ -82,12 +94,23 @@ struct zt_ckpt_tensor {
     int64_t shape[ZT_CKPT_MAX_DIMS];
 };
 enum zt_status zt_checkpoint_tensors(const char *tagdir, struct zt_ckpt_tensor **t, int *n);
-/* Open the tag's rank files (every one must exist) as one set (io/zt_ckpt.h). */
+/* Open the tag's rank files (every one must exist) as one set (io/zt_ckpt.h); each must be the
+ * shard of this checkpoint (run id, step, rank, world size: zt_shard_set_check_id). */
 enum zt_status zt_checkpoint_open_shards(const char *tagdir, const struct zt_ckpt_info *info,
                                          struct zt_shard_set *s);
-/* A checkpoint to start training from given weights: DIR/step0 (one rank, stage 0, step 0,
- * the weights of a safetensors file in F32/BF16/F16, zero moments) and DIR/latest. */
-enum zt_status zt_checkpoint_import(const char *safetensors, const char *dir);
+/* A checkpoint to start training from given weights: one rank, stage 0, step 0, the weights of
+ * a safetensors file in F32/BF16/F16, zero moments. tag NULL: DIR/step0 and DIR/latest, in a DIR
+ * that holds no checkpoint yet (one that does is refused). tag given: DIR/<tag> beside what DIR
+ * holds (an existing tag of that name is refused); `latest` moves to it when set_latest or when
+ * DIR has none. DIR is locked while written (zt_checkpoint_lock). */
+enum zt_status zt_checkpoint_import(const char *safetensors, const char *dir, const char *tag,
+                                    int set_latest);
+
+/* One writer per checkpoint directory: rank 0 of the job takes DIR/.lock (DIR created), held
+ * until the process ends; the other ranks do nothing (not collective). Held by another process:
+ * ZT_ERR_IO, "WHAT DIR is in use by pid P on host H since T" (what: how the user named DIR, e.g.
+ * "--save-dir"). */
+enum zt_status zt_checkpoint_lock(const char *dir, const char *what);
 
 #ifdef __cplusplus
 }

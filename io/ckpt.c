@@ -27,12 +27,16 @@ const char *zt_shard_role_name(int role) {
 /* The header JSON. Offsets, lengths and CRCs are printed right-aligned in fixed widths (leading
  * blanks: still valid JSON) so its length does not depend on them: the space reserved for it
  * when the shard is created (offsets not assigned yet) holds it at commit. */
-static char *header_json(int rank, int world, const struct zt_shard_rec *r, int n) {
-    size_t cap = 256 + (size_t)n * (ZT_SHARD_MAX_NAME + 256), at = 0;
+static char *header_json(const struct zt_shard_writer *w, const struct zt_shard_rec *r, int n) {
+    size_t cap = 320 + (size_t)n * (ZT_SHARD_MAX_NAME + 256), at = 0;
     char *s = malloc(cap);
     if (!s) return NULL;
-    at += (size_t)snprintf(s + at, cap - at, "{\"format\": %d, \"rank\": %d, \"world_size\": %d, "
-                           "\"records\": [", ZT_SHARD_FORMAT, rank, world);
+    at += (size_t)snprintf(s + at, cap - at, "{\"format\": %d, ", ZT_SHARD_FORMAT);
+    if (w->run_id) /* the checkpoint the shard belongs to */
+        at += (size_t)snprintf(s + at, cap - at, "\"run_id\": \"%016" PRIx64 "\", \"step\": %"
+                               PRId64 ", ", w->run_id, w->step);
+    at += (size_t)snprintf(s + at, cap - at, "\"rank\": %d, \"world_size\": %d, \"records\": [",
+                           w->rank, w->world);
     for (int i = 0; i < n; i++)
         at += (size_t)snprintf(s + at, cap - at,
                                "%s\n {\"name\": \"%s\", \"role\": \"%s\", \"rows\": %" PRId64
@@ -49,6 +53,13 @@ static int64_t align_up(int64_t x) { return (x + SHARD_ALIGN - 1) / SHARD_ALIGN 
 
 enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int rank, int world,
                                const struct zt_shard_rec *recs, int n) {
+    const struct zt_shard_id id = {.run_id = 0, .step = -1, .rank = rank, .world = world};
+    return zt_shard_create_id(w, path, &id, recs, n);
+}
+
+enum zt_status zt_shard_create_id(struct zt_shard_writer *w, const char *path,
+                                  const struct zt_shard_id *id, const struct zt_shard_rec *recs,
+                                  int n) {
     memset(w, 0, sizeof *w);
     w->f.fd = -1;
     w->dfd = -1;
@@ -70,9 +81,11 @@ enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int 
                                                   "%d (%s) is invalid", path, i, r->name));
     }
     w->n = n;
-    w->rank = rank;
-    w->world = world;
-    char *h = header_json(rank, world, w->rec, n);
+    w->rank = id->rank;
+    w->world = id->world;
+    w->run_id = id->run_id;
+    w->step = id->step;
+    char *h = header_json(w, w->rec, n);
     if (!h)
         return zt_shard_abort(w, zt_error_set(ZT_ERR_NOMEM, "checkpoint shard %s: out of memory",
                                               path));
@@ -290,7 +303,7 @@ enum zt_status zt_shard_commit(struct zt_shard_writer *w) {
         return zt_shard_abort(w, zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: record %d "
                                               "(%s) incomplete", w->f.path, w->cur,
                                               w->rec[w->cur].name));
-    char *h = header_json(w->rank, w->world, w->rec, w->n);
+    char *h = header_json(w, w->rec, w->n);
     if (!h) return zt_shard_abort(w, zt_error_set(ZT_ERR_NOMEM, "out of memory"));
     size_t hl = strlen(h);
     unsigned char *buf = calloc(1, (size_t)w->header_bytes);

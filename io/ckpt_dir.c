@@ -50,8 +50,7 @@ enum zt_status zt_ckpt_dir_read_text(const char *path, const char *what, char **
 // ----------------------------------------------------------------------------
 // saving: prepare, publish, discard
 
-/* DIR and every missing parent, like mkdir -p */
-static enum zt_status make_dirs(const char *dir) {
+enum zt_status zt_ckpt_dir_create(const char *dir) {
     char up[ZT_CKPT_PATH_BYTES];
     snprintf(up, sizeof up, "%s", dir);
     for (char *s = strchr(up + 1, '/'); s; s = strchr(s + 1, '/')) {
@@ -75,7 +74,7 @@ void zt_ckpt_dir_partial_path(char *buf, size_t n, const char *dir, const char *
 enum zt_status zt_ckpt_dir_prepare(const char *dir, const char *tag) {
     char partial[ZT_CKPT_PATH_BYTES];
     zt_ckpt_dir_partial_path(partial, sizeof partial, dir, tag);
-    ZT_CHECK(make_dirs(dir));
+    ZT_CHECK(zt_ckpt_dir_create(dir));
     zt_file_remove_dir(partial); /* a crashed save's leftover: its files are of no use */
     if (mkdir(partial, 0755) != 0)
         return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create %s (%s)", dir, partial,
@@ -98,6 +97,10 @@ static enum zt_status write_latest(const char *dir, const char *tag) {
 }
 
 enum zt_status zt_ckpt_dir_publish(const char *dir, const char *tag) {
+    return zt_ckpt_dir_publish_tag(dir, tag, 1);
+}
+
+enum zt_status zt_ckpt_dir_publish_tag(const char *dir, const char *tag, int set_latest) {
     char partial[ZT_CKPT_PATH_BYTES], final[ZT_CKPT_PATH_BYTES], old[ZT_CKPT_PATH_BYTES];
     zt_ckpt_dir_partial_path(partial, sizeof partial, dir, tag);
     snprintf(final, sizeof final, "%s/%s", dir, tag);
@@ -118,7 +121,7 @@ enum zt_status zt_ckpt_dir_publish(const char *dir, const char *tag) {
     }
     /* the rename must be on disk before `latest` names the tag */
     ZT_CHECK(fsync_dir(dir));
-    ZT_CHECK(write_latest(dir, tag));
+    if (set_latest) ZT_CHECK(write_latest(dir, tag));
     if (had) zt_file_remove_dir(old);
     return ZT_OK;
 }

@@ -97,6 +97,23 @@ static enum zt_status parse_record(const struct zt_shard *s, const cJSON *o, int
     return ZT_OK;
 }
 
+/* The header's run_id (16 hex digits) and step, both or neither: the checkpoint the shard
+ * belongs to (zt_shard_set_check_id compares them with meta.json's). */
+static enum zt_status read_identity(struct zt_shard *s, const cJSON *j) {
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "run_id");
+    s->run_id = 0;
+    s->step = -1;
+    if (!id && !cJSON_GetObjectItemCaseSensitive(j, "step")) return ZT_OK;
+    char *end = NULL;
+    const char *hex = cJSON_IsString(id) ? id->valuestring : "";
+    unsigned long long v = strtoull(hex, &end, 16);
+    if (strlen(hex) != 16 || *end || v == 0 || get_i64(j, "step", &s->step) || s->step < 0)
+        return bad(s, "header's run_id or step is malformed (expected 16 hex digits and a "
+                      "step >= 0)");
+    s->run_id = v;
+    return ZT_OK;
+}
+
 enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
     memset(s, 0, sizeof *s);
     s->dfd = -1;
@@ -114,6 +131,7 @@ enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
     if (rc == ZT_OK && fmt != ZT_SHARD_FORMAT)
         rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: format %lld (this zerotask "
                           "reads format %d)", path, (long long)fmt, ZT_SHARD_FORMAT);
+    if (rc == ZT_OK) rc = read_identity(s, j);
     if (rc == ZT_OK) {
         s->rank = (int)rank;
         s->world = (int)world;
@@ -290,6 +308,33 @@ enum zt_status zt_shard_set_open(struct zt_shard_set *s, const char *const *path
             zt_shard_set_close(s);
             return rc;
         }
+    }
+    return ZT_OK;
+}
+
+enum zt_status zt_shard_set_check_id(const struct zt_shard_set *s, uint64_t run_id,
+                                     int64_t step) {
+    for (int k = 0; k < s->n; k++) {
+        const struct zt_shard *sh = &s->sh[k];
+        if (!run_id && sh->run_id)
+            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: run id %016llx, "
+                                "expected none: the checkpoint's meta.json records no run id "
+                                "(meta.json from an older checkpoint?)", sh->path,
+                                (unsigned long long)sh->run_id);
+        if (!run_id) continue;
+        if (!sh->run_id)
+            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: no run id, expected "
+                                "run id %016llx (copied from an older checkpoint?)", sh->path,
+                                (unsigned long long)run_id);
+        if (sh->run_id != run_id)
+            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: run id %016llx, "
+                                "expected %016llx (copied from another run's checkpoint?)",
+                                sh->path, (unsigned long long)sh->run_id,
+                                (unsigned long long)run_id);
+        if (sh->step != step)
+            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: step %lld, expected "
+                                "%lld (copied from another checkpoint?)", sh->path,
+                                (long long)sh->step, (long long)step);
     }
     return ZT_OK;
 }

@@ -122,8 +122,9 @@ static void writer_drain(struct zt_ckpt_writer *j) {
     j->writer_on = 0;
 }
 
-enum zt_status zt_ckpt_writer_open(zt_ckpt_writer_t *out, const char *path, int rank, int world,
-                                   const struct zt_shard_rec *recs, int n,
+enum zt_status zt_ckpt_writer_open(zt_ckpt_writer_t *out, const char *path,
+                                   const struct zt_shard_id *id, const struct zt_shard_rec *recs,
+                                   int n,
                                    const struct zt_aio_cfg *aio, void (*thread_init)(void)) {
     *out = NULL;
     struct zt_ckpt_writer *j = calloc(1, sizeof *j);
@@ -133,7 +134,7 @@ enum zt_status zt_ckpt_writer_open(zt_ckpt_writer_t *out, const char *path, int 
         return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: path too long", path);
     }
     snprintf(j->path, sizeof j->path, "%s", path);
-    enum zt_status rc = zt_shard_create(&j->w, j->path, rank, world, recs, n);
+    enum zt_status rc = zt_shard_create_id(&j->w, j->path, id, recs, n);
     if (rc != ZT_OK) {
         free(j);
         return rc;

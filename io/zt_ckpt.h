@@ -8,8 +8,10 @@
  *   bytes 0..7    magic "ZTSHARD1"
  *   bytes 8..11   header length H (little-endian u32)
  *   bytes 12..15  CRC32C of the header
- *   16..16+H      header JSON: {"format": 1, "rank": r, "world_size": n, "records": [{"name",
- *                 "role", "rows", "cols", "row0", "row1", "offset", "bytes", "crc32c"}, ...]}
+ *   16..16+H      header JSON: {"format": 1, "run_id": "<16 hex>", "step": s, "rank": r,
+ *                 "world_size": n, "records": [{"name", "role", "rows", "cols", "row0", "row1",
+ *                 "offset", "bytes", "crc32c"}, ...]} (run_id and step: the checkpoint the
+ *                 shard belongs to; absent in shards written without an identity)
  *   then, from the next 4096 boundary, each record's data (row-major fp32, little-endian) at
  *   its offset (relative to the file start), each with its own CRC32C in the header.
  *
@@ -46,6 +48,16 @@ struct zt_shard_rec {
     uint32_t crc;          /* CRC32C of the record's bytes */
 };
 
+/* The checkpoint a shard belongs to, recorded in its header so that a shard copied in from
+ * another checkpoint (another step, another run) is refused: the run's id (random, made at the
+ * run's first save and carried across resumes; 0: none recorded), the tag's step, the writer's
+ * rank and world size. */
+struct zt_shard_id {
+    uint64_t run_id;
+    int64_t step;
+    int rank, world;
+};
+
 struct zt_shard_writer {
     struct zt_afile f;
     int n;                    /* records */
@@ -53,6 +65,8 @@ struct zt_shard_writer {
     struct zt_shard_rec *rec; /* [n], owned */
     int64_t cur_bytes;        /* bytes of record cur written */
     int rank, world;
+    uint64_t run_id;          /* 0: the header records no run id and step */
+    int64_t step;
     int64_t header_bytes;     /* reserved for the header (data starts here) */
     int64_t *put_bytes;       /* [n] bytes of each record written by zt_shard_put */
     int dfd;                  /* the temporary opened O_DIRECT (zt_shard_direct), or -1 */
@@ -77,7 +91,12 @@ struct zt_shard_stream {
     void *ctx;
 };
 
-/* Create path's temporary and reserve the header for recs[0..n) (offsets are assigned here). */
+/* Create path's temporary and reserve the header for recs[0..n) (offsets are assigned here);
+ * the header records id (run id and step only when id->run_id != 0). */
+enum zt_status zt_shard_create_id(struct zt_shard_writer *w, const char *path,
+                                  const struct zt_shard_id *id, const struct zt_shard_rec *recs,
+                                  int n);
+/* The same without a run id and step (rank and world only). */
 enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int rank, int world,
                                const struct zt_shard_rec *recs, int n);
 /* Append nfloats of record w->cur's data (records in order; a record may come in pieces). */
@@ -109,6 +128,8 @@ struct zt_shard {
     char path[512];
     int fd;
     int rank, world, n;
+    uint64_t run_id;          /* from the header; 0: it records none (written without one) */
+    int64_t step;             /* the header's step (-1 when it records no run id) */
     struct zt_shard_rec *rec; /* [n] */
     int dfd;                  /* opened O_DIRECT for aio (zt_shard_set_direct), or -1 */
     struct zt_aio *aio;       /* borrowed: moves large reads through dfd, or NULL */
@@ -136,6 +157,11 @@ struct zt_shard_set {
 };
 /* Open every shard (header checks) and check that shard k says rank k of n. */
 enum zt_status zt_shard_set_open(struct zt_shard_set *s, const char *const *paths, int n);
+/* Every shard of the set belongs to the checkpoint of run run_id at step `step` (else
+ * ZT_ERR_CKPT_CORRUPT naming the shard and the field: "step 20, expected 40"). run_id 0: the
+ * checkpoint records none (written before run ids), and neither may its shards. */
+enum zt_status zt_shard_set_check_id(const struct zt_shard_set *s, uint64_t run_id,
+                                     int64_t step);
 /* Read records through aio (borrowed; it must outlive the set's reads) with O_DIRECT where the
  * file system allows it (else buffered, as without it). */
 void zt_shard_set_direct(struct zt_shard_set *s, struct zt_aio *aio);

@@ -28,6 +28,9 @@ extern "C" {
 /* The longest path the protocol builds (a directory's path must leave room for its tag names). */
 #define ZT_CKPT_PATH_BYTES 1024
 
+/* DIR and every missing parent, like mkdir -p (an existing directory is fine). */
+enum zt_status zt_ckpt_dir_create(const char *dir);
+
 /* The directory a save of tag fills: DIR/.<tag>.partial. */
 void zt_ckpt_dir_partial_path(char *buf, size_t n, const char *dir, const char *tag);
 /* Create DIR (and its parents) and an empty DIR/.<tag>.partial; a leftover of that name (a
@@ -39,6 +42,8 @@ enum zt_status zt_ckpt_dir_prepare(const char *dir, const char *tag);
  * place, DIR fsynced, DIR/latest replaced atomically, and only then the old copy removed.
  * A failure leaves the previous tag and `latest` as they were. */
 enum zt_status zt_ckpt_dir_publish(const char *dir, const char *tag);
+/* The same, replacing `latest` only when set_latest != 0 (a tag added beside the others). */
+enum zt_status zt_ckpt_dir_publish_tag(const char *dir, const char *tag, int set_latest);
 
 /* Remove DIR/.<tag>.partial and its files (a save that failed). */
 void zt_ckpt_dir_discard(const char *dir, const char *tag);

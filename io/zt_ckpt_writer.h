@@ -27,13 +27,14 @@ extern "C" {
 
 typedef struct zt_ckpt_writer *zt_ckpt_writer_t;
 
-/* Create path's temporary for the records recs[0..n) of rank `rank` of `world` and start the
+/* Create path's temporary for the records recs[0..n) of the shard id names and start the
  * pipeline: direct writes through an aio engine with settings aio (NULL: buffered), served by a
  * writer thread that first calls thread_init (may be NULL; e.g. to lower its priority). The
  * opener holds one producer count. Owner: the caller, with zt_ckpt_writer_wait (also the only
  * way to release it once open). */
-enum zt_status zt_ckpt_writer_open(zt_ckpt_writer_t *w, const char *path, int rank, int world,
-                                   const struct zt_shard_rec *recs, int n,
+enum zt_status zt_ckpt_writer_open(zt_ckpt_writer_t *w, const char *path,
+                                   const struct zt_shard_id *id, const struct zt_shard_rec *recs,
+                                   int n,
                                    const struct zt_aio_cfg *aio, void (*thread_init)(void));
 /* The shard's path (for messages). */
 const char *zt_ckpt_writer_path(zt_ckpt_writer_t w);

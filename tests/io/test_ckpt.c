@@ -12,7 +12,10 @@
  *   larger than the buffer, neighbours sharing it, records out of file order, an empty one) give
  *   the same bytes as zt_shard_put, and a second open record is refused;
  * - records read O_DIRECT through aio (zt_shard_set_direct) equal buffered reads, whole blocks or
- *   with a partial last block, and a flipped bit in either part is still caught.
+ *   with a partial last block, and a flipped bit in either part is still caught;
+ * - a shard records the checkpoint it belongs to (run id, step, rank, world size) and a set is
+ *   refused when a shard's run id or step is not the checkpoint's (naming the shard and the
+ *   field), when it has none and the checkpoint has, or has one and the checkpoint has none.
  */
 #include <fcntl.h>        /* open */
 #include <signal.h>       /* signal, SIGXFSZ */
@@ -259,6 +262,60 @@ static void check_direct_read(const char *p) {
     for (int i = 0; i < ND; i++) free(v[i]);
 }
 
+/* a one-record shard of rank `rank` of 2 with identity (run_id, step); 0: no identity */
+static enum zt_status write_id_shard(const char *p, uint64_t run_id, int64_t step, int rank) {
+    struct zt_shard_rec r = rec("wte.weight", ZT_ROLE_PARAM, 2, 4, rank, rank + 1);
+    const struct zt_shard_id id = {.run_id = run_id, .step = step, .rank = rank, .world = 2};
+    const float v[4] = {1, 2, 3, 4};
+    struct zt_shard_writer w;
+    ZT_CHECK(run_id ? zt_shard_create_id(&w, p, &id, &r, 1)
+                    : zt_shard_create(&w, p, rank, 2, &r, 1));
+    ZT_CHECK(zt_shard_append(&w, v, 4));
+    return zt_shard_commit(&w);
+}
+
+/* the set {p0, p1} against the checkpoint (run_id, step): ZT_OK or the error naming `want` */
+static void expect_ids(const char *p0, const char *p1, uint64_t run_id, int64_t step,
+                       const char *want, const char *what) {
+    const char *paths[2] = {p0, p1};
+    struct zt_shard_set set;
+    enum zt_status rc = zt_shard_set_open(&set, paths, 2);
+    if (rc == ZT_OK) rc = zt_shard_set_check_id(&set, run_id, step);
+    if (!want)
+        ZT_TEST_TRUE(rc == ZT_OK, "%s: accepted (%s)", what, rc ? zt_error_last() : "");
+    else
+        ZT_TEST_TRUE(rc == ZT_ERR_CKPT_CORRUPT && strstr(zt_error_last(), want), "%s: %s", what,
+                     zt_error_last());
+    zt_shard_set_close(&set);
+}
+
+static void check_identity(void) {
+    const uint64_t run = 0x0123456789abcdefull, other = 0xfedcba9876543210ull;
+    char p0[600], p1[600];
+    snprintf(p0, sizeof p0, "%s/id0.zts", dir);
+    snprintf(p1, sizeof p1, "%s/id1.zts", dir);
+    ZT_TEST_TRUE(write_id_shard(p0, run, 40, 0) == ZT_OK && write_id_shard(p1, run, 40, 1) == ZT_OK,
+                 "shards with an identity written (%s)", zt_error_last());
+    struct zt_shard s;
+    ZT_TEST_TRUE(zt_shard_open(&s, p1) == ZT_OK && s.run_id == run && s.step == 40 &&
+                     s.rank == 1 && s.world == 2 && zt_shard_verify(&s) == ZT_OK,
+                 "the header's run id, step, rank and world size read back");
+    zt_shard_close(&s);
+    expect_ids(p0, p1, run, 40, NULL, "both shards of the checkpoint");
+    expect_ids(p0, p1, run, 20, "id0.zts: step 40, expected 20", "another step's shards");
+    expect_ids(p0, p1, other, 40, "run id 0123456789abcdef, expected fedcba9876543210",
+               "another run's shards");
+    expect_ids(p0, p1, 0, 40, "expected none", "shards with a run id, checkpoint without");
+    ZT_TEST_TRUE(write_id_shard(p1, run, 20, 1) == ZT_OK, "rank 1 from step 20");
+    expect_ids(p0, p1, run, 40, "id1.zts: step 20, expected 40", "one shard of another step");
+    ZT_TEST_TRUE(write_id_shard(p1, 0, 0, 1) == ZT_OK, "rank 1 without an identity");
+    expect_ids(p0, p1, run, 40, "id1.zts: no run id", "a shard without a run id");
+    ZT_TEST_TRUE(write_id_shard(p0, 0, 0, 0) == ZT_OK, "rank 0 without an identity");
+    expect_ids(p0, p1, 0, 40, NULL, "an older checkpoint: no run ids anywhere");
+    unlink(p0);
+    unlink(p1);
+}
+
 int main(void) {
     dir = getenv("ZT_IO_TEST_TMP");
     if (!dir) dir = "/tmp/zt-test-ckpt";
@@ -424,6 +481,7 @@ int main(void) {
         free(many);
         free(z);
     }
+    check_identity();
     for (int i = 0; i < NREC; i++) free(vals[i]);
     return zt_test_finish("test_ckpt");
 }

@@ -10,15 +10,21 @@
  *   directory that is neither (one line naming the path);
  * - sweep removes .partial/.dead leftovers and latest.tmp-* files and nothing else;
  *   remove_tag hides then empties a tag; each_entry lists only the visible entries;
- * - shard paths name rank<R>.zts, and a missing one is ZT_ERR_CKPT_CORRUPT naming it.
+ * - shard paths name rank<R>.zts, and a missing one is ZT_ERR_CKPT_CORRUPT naming it;
+ * - publishing a tag without moving `latest` leaves `latest` as it was;
+ * - the writer lock (io/zt_ckpt_lock.h): taken once, a second take is refused naming this pid,
+ *   the host and the start time; released, the file is gone and the lock can be taken again;
+ *   a holder that dies without releasing leaves its file but does not block the next taker.
  */
 #include <stdio.h>        /* fopen, snprintf */
 #include <stdlib.h>       /* getenv, free */
 #include <string.h>       /* strcmp, strstr */
 #include <sys/stat.h>     /* mkdir, stat */
-#include <unistd.h>       /* access */
+#include <sys/wait.h>     /* waitpid */
+#include <unistd.h>       /* access, fork, getpid, _exit */
 
 #include "zt_ckpt_dir.h"  /* the unit under test */
+#include "zt_ckpt_lock.h" /* the writer lock */
 #include "zt_status.h"    /* zt_error_last */
 #include "zt_test.h"      /* ZT_TEST_TRUE, zt_test_finish */
 
@@ -172,6 +178,49 @@ static void check_shard_paths(void) {
     zt_ckpt_dir_free_paths(paths, 2);
 }
 
+static void check_publish_keeps_latest(void) {
+    char dir[600], p[700];
+    snprintf(dir, sizeof dir, "%s/beside", root);
+    ZT_TEST_TRUE(save_tag(dir, "step3", "{}") == ZT_OK, "step3 saved");
+    ZT_TEST_TRUE(zt_ckpt_dir_prepare(dir, "hf") == ZT_OK && zt_ckpt_dir_publish_tag(dir, "hf", 0) ==
+                     ZT_OK, "tag hf published without latest (%s)", zt_error_last());
+    snprintf(p, sizeof p, "%s/latest", dir);
+    char *text = NULL;
+    ZT_TEST_TRUE(zt_ckpt_dir_read_text(p, "latest", &text) == ZT_OK && !strcmp(text, "step3\n"),
+                 "latest still names step3 (%s)", text ? text : "?");
+    free(text);
+    snprintf(p, sizeof p, "%s/hf", dir);
+    ZT_TEST_TRUE(exists(p), "hf is there");
+}
+
+static void check_lock(void) {
+    char dir[600], want[64];
+    snprintf(dir, sizeof dir, "%s/locked/sub", root);
+    struct zt_ckpt_lock a, b;
+    ZT_TEST_TRUE(zt_ckpt_lock_take(&a, dir, "--save-dir") == ZT_OK && exists(a.path),
+                 "lock taken, DIR created (%s)", zt_error_last());
+    snprintf(want, sizeof want, "is in use by pid %ld on host ", (long)getpid());
+    ZT_TEST_TRUE(zt_ckpt_lock_take(&b, dir, "--save-dir") == ZT_ERR_IO &&
+                     strstr(zt_error_last(), "--save-dir") && strstr(zt_error_last(), dir) &&
+                     strstr(zt_error_last(), want) && strstr(zt_error_last(), " since "),
+                 "a second writer is refused: %s", zt_error_last());
+    zt_ckpt_lock_release(&a);
+    ZT_TEST_TRUE(!exists(a.path), "released: the lock file is gone");
+    ZT_TEST_TRUE(zt_ckpt_lock_take(&b, dir, "--save-dir") == ZT_OK, "taken again after release");
+    zt_ckpt_lock_release(&b);
+    pid_t child = fork(); /* a holder that dies holding it */
+    if (child == 0) {
+        struct zt_ckpt_lock c;
+        _exit(zt_ckpt_lock_take(&c, dir, "--save-dir") == ZT_OK ? 0 : 1);
+    }
+    int status = -1;
+    waitpid(child, &status, 0);
+    ZT_TEST_TRUE(status == 0 && exists(a.path), "a dead holder left its lock file");
+    ZT_TEST_TRUE(zt_ckpt_lock_take(&b, dir, "--save-dir") == ZT_OK,
+                 "a dead holder's lock does not block (%s)", zt_error_last());
+    zt_ckpt_lock_release(&b);
+}
+
 int main(void) {
     const char *tmp = getenv("ZT_IO_TEST_TMP");
     snprintf(root, sizeof root, "%s", tmp ? tmp : "/tmp/zt-test-ckpt-dir");
@@ -181,5 +230,7 @@ int main(void) {
     check_save_and_resolve();
     check_sweep_and_remove();
     check_shard_paths();
+    check_publish_keeps_latest();
+    check_lock();
     return zt_test_finish("test_ckpt_dir");
 }

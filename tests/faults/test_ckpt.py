@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+"""tests/faults/test_ckpt.py: a checkpoint's files are bound together, and one directory has one
+writer.
+
+Cases (each the exit code and the one error line, under a timeout):
+  - a bit flipped in meta.json's step: `zt-ckpt verify`, `inspect`, `export` and a resume refuse
+    it (checksum mismatch naming the file and both checksums); `zt-ckpt ls` marks the tag;
+  - meta.json's checksum removed: refused (it records a run id, so it was checksummed);
+  - a shard copied in from another checkpoint of the same run (another step), or from another
+    run's checkpoint of the same step: verify and resume refuse it naming the shard and the field;
+  - a checkpoint written before checksums and run ids (no meta_crc32c, no run_id, shards without
+    them) still verifies, with a note, and resumes; its meta.json beside a shard that records a
+    run id is refused;
+  - resume with a model whose n_head differs (no tensor shape shows it): refused naming n_head
+    and both values;
+  - `zt-ckpt import` into a directory holding checkpoints: refused, `latest` untouched; with
+    --tag NAME the weights go beside them and `latest` stays; --set-latest moves it; a tag that
+    exists is refused;
+  - two runs sharing a --save-dir: the second (one rank, or a 2-rank job whose rank 0 holds the
+    job's lock) stops at its start naming the first's pid, host and start time; once the first is killed (SIGKILL: its lock file stays, unlocked) a run saves
+    there again, and a run that ends removes its lock file.
+
+Usage: test_ckpt.py APPS_DIR MPIEXEC WORKDIR
+"""
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import time
+
+import faultlib as F
+
+F.setup()
+ZT, CK = F.prog("zt-train"), F.prog("zt-ckpt")
+base = F.tiny_run()
+TOOL = "zt-ckpt: error: "
+
+
+def train(*extra, steps=4):
+    return F.run([ZT] + F.with_arg(base, "--steps", str(steps)) + list(extra), timeout=120)
+
+
+def copy(src, name):
+    dst = F.path(name)
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst)
+    return dst
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def shard_header(path):
+    with open(path, "rb") as f:
+        head = f.read(16)
+        return json.loads(f.read(struct.unpack("<I", head[8:12])[0]))
+
+
+def rewrite_shard_header(path, header):
+    """the shard with a new header (same records, same offsets) and its CRC, as an older
+    zerotask would have written it"""
+    text = json.dumps(header).encode()
+    with open(path, "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack("<II", len(text), crc32c(text)))
+        f.write(text)
+
+
+def latest(d):
+    return open(os.path.join(d, "latest")).read().strip()
+
+
+# two checkpoints of one run (step2, step4) and another run's step4
+ck = F.path("ck")
+other = F.path("ck_other")
+F.check("setup", train("--save-dir", ck, "--save-interval", "2").returncode == 0 and
+        train("--save-dir", other, "--seed", "7").returncode == 0 and
+        latest(ck) == "step4", "two runs saved")
+resume = F.with_arg(base, "--steps", "6")
+
+# ---- meta.json checksummed -------------------------------------------------------------------
+flip = copy(ck, "ck_flip")
+meta = os.path.join(flip, "step4", "meta.json")
+text = open(meta, "rb").read()
+at = text.index(b'"step":') + len(b'"step":')
+while text[at:at + 1] in (b" ", b"\t"):
+    at += 1
+open(meta, "wb").write(text[:at] + bytes([text[at] ^ 0x01]) + text[at + 1:])  # 4 -> 5
+words = [meta, "checksum mismatch", "meta_crc32c says"]
+F.expect("meta.json step bit flip: verify", [CK, "verify", flip], 1, words, prefix=TOOL)
+F.expect("meta.json step bit flip: inspect", [CK, "inspect", flip], 1, words, prefix=TOOL)
+F.expect("meta.json step bit flip: export",
+         [CK, "export", flip, "--safetensors", F.path("x.safetensors")], 1, words, prefix=TOOL)
+F.expect("meta.json step bit flip: resume", [ZT] + resume + ["--resume", flip], 1, words)
+p = F.run([CK, "ls", flip])
+F.check("meta.json step bit flip: ls marks it", p is not None and p.returncode == 0 and
+        any(l.startswith("!") and "step4" in l and "checksum mismatch" in l
+            for l in p.stdout.splitlines()), p and p.stdout.strip().splitlines()[-1:])
+
+strip = copy(ck, "ck_strip")
+meta = os.path.join(strip, "step4", "meta.json")
+m = json.load(open(meta))
+m.pop("meta_crc32c", None)
+json.dump(m, open(meta, "w"))
+F.expect("meta.json checksum removed: verify", [CK, "verify", strip], 1,
+         [meta, "no meta_crc32c", "run_id"], prefix=TOOL)
+F.expect("meta.json checksum removed: resume", [ZT] + resume + ["--resume", strip], 1,
+         [meta, "no meta_crc32c"])
+
+# ---- shards bound to their checkpoint --------------------------------------------------------
+mix = copy(ck, "ck_mix")
+shard = os.path.join(mix, "step4", "rank0.zts")
+shutil.copy(os.path.join(ck, "step2", "rank0.zts"), shard)
+words = [shard, "step 2, expected 4", "copied from another checkpoint"]
+F.expect("shard of another step: verify", [CK, "verify", mix], 1, words, prefix=TOOL)
+F.expect("shard of another step: export",
+         [CK, "export", mix, "--safetensors", F.path("x.safetensors")], 1, words, prefix=TOOL)
+F.expect("shard of another step: resume", [ZT] + resume + ["--resume", mix], 1, words)
+
+run2 = copy(ck, "ck_run2")
+shard = os.path.join(run2, "step4", "rank0.zts")
+shutil.copy(os.path.join(other, "step4", "rank0.zts"), shard)
+words = [shard, "run id %s, expected %s" % (shard_header(shard).get("run_id"),
+                                             json.load(open(os.path.join(ck, "step4",
+                                                                         "meta.json"))).get("run_id")),
+         "another run"]
+F.expect("shard of another run: verify", [CK, "verify", run2], 1, words, prefix=TOOL)
+F.expect("shard of another run: resume", [ZT] + resume + ["--resume", run2], 1, words)
+
+# ---- checkpoints written before checksums and run ids ----------------------------------------
+old = copy(ck, "ck_old")
+meta = os.path.join(old, "step4", "meta.json")
+m = json.load(open(meta))
+m.pop("meta_crc32c", None), m.pop("run_id", None)
+json.dump(m, open(meta, "w"), indent=1)
+F.expect("older meta.json beside a shard with a run id", [CK, "verify", old], 1,
+         [os.path.join(old, "step4", "rank0.zts"), "expected none"], prefix=TOOL)
+shard = os.path.join(old, "step4", "rank0.zts")
+h = shard_header(shard)
+h.pop("run_id", None), h.pop("step", None)
+rewrite_shard_header(shard, h)
+p = F.run([CK, "verify", old])
+F.check("older checkpoint: verify accepts it with a note",
+        p is not None and p.returncode == 0 and "written before checksums" in p.stdout,
+        p and (p.stdout + p.stderr).strip())
+p = F.run([ZT] + resume + ["--resume", old], timeout=120)
+F.check("older checkpoint: resumes", p is not None and p.returncode == 0,
+        p and F.error_lines(p)[-1:])
+
+# ---- the model shape on resume ---------------------------------------------------------------
+model4 = F.write_json("model_nhead4.json", {"vocab_size": 64, "seq_len": 8, "n_embd": 16,
+                                            "n_layer": 1, "n_head": 4})
+F.expect("resume with another n_head", [ZT] + F.with_arg(resume, "--model", model4) +
+         ["--resume", ck], 1, [os.path.join(ck, "step4", "meta.json"), "n_head is 2", model4,
+                               "has 4", "model shape mismatch"])
+
+# ---- zt-ckpt import into a directory that holds checkpoints ----------------------------------
+weights = F.path("w.safetensors")
+F.check("export for import", F.run([CK, "export", ck, "--safetensors", weights]).returncode == 0,
+        weights)
+imp = copy(ck, "ck_import")
+F.expect("import into a checkpoint directory", [CK, "import", "--safetensors", weights, "--out",
+                                                imp], 1,
+         [imp, "already holds checkpoints", "--tag NAME"], prefix=TOOL)
+F.check("import refused: latest untouched", latest(imp) == "step4" and
+        not os.path.exists(os.path.join(imp, "step0")), latest(imp))
+p = F.run([CK, "import", "--safetensors", weights, "--out", imp, "--tag", "hf"])
+F.check("import --tag: beside the others, latest stays",
+        p.returncode == 0 and latest(imp) == "step4" and
+        F.run([CK, "verify", os.path.join(imp, "hf")]).returncode == 0,
+        (p.stdout + p.stderr).strip())
+F.expect("import --tag of an existing tag", [CK, "import", "--safetensors", weights, "--out", imp,
+                                             "--tag", "hf"], 1, [imp, "tag hf exists"],
+         prefix=TOOL)
+p = F.run([CK, "import", "--safetensors", weights, "--out", imp, "--tag", "hf2", "--set-latest"])
+F.check("import --tag --set-latest moves latest", p.returncode == 0 and latest(imp) == "hf2",
+        (p.stdout + p.stderr).strip())
+F.expect("import --set-latest without --tag", [CK, "import", "--safetensors", weights, "--out",
+                                               imp, "--set-latest"], 2, ["--tag NAME"],
+         prefix=TOOL)
+
+# ---- one writer per --save-dir ---------------------------------------------------------------
+shared = F.path("ck_shared")
+first = subprocess.Popen([ZT] + F.with_arg(base, "--steps", "10000000") +
+                         ["--save-dir", shared, "--save-interval", "100000000"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+lock = os.path.join(shared, ".lock")
+for _ in range(600):  # until the first run holds the lock (its line written)
+    if os.path.exists(lock) and open(lock).read().startswith("pid"):
+        break
+    time.sleep(0.05)
+held = ["--save-dir", shared, "is in use by pid %d on host %s since " %
+        (first.pid, socket.gethostname())]
+try:
+    F.expect("a second run on the same --save-dir", [ZT] + base + ["--save-dir", shared], 1,
+             held)
+    # a 2-rank job: rank 0 takes the job's one lock and names the holder; mpiexec adds its own
+    # lines, so only the zerotask line is counted
+    p = F.run([F.MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x",
+               "STARPU_NCPU=1", ZT] + base + ["--save-dir", shared], timeout=120)
+    ours = [l for l in (p.stderr.splitlines() if p else []) if l.startswith("zerotask: error:")]
+    F.check("a 2-rank job on a --save-dir in use", p is not None and p.returncode == 1 and
+            len(ours) == 1 and "rank 0: " in ours[0] and all(w in ours[0] for w in held),
+            p and "exit %d, %r" % (p.returncode, ours))
+finally:
+    first.kill()
+    first.wait()
+F.check("a killed holder leaves its lock file", os.path.exists(lock), lock)
+p = train("--save-dir", shared, steps=2)
+F.check("a dead holder's lock does not block", p is not None and p.returncode == 0 and
+        latest(shared) == "step2", p and F.error_lines(p)[-1:])
+F.check("a run that ends removes its lock file", not os.path.exists(lock), lock)
+F.finish()
