@@ -84,6 +84,7 @@ enum zt_status zt_checkpoint_import(const char *source, const char *dir) {
         return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
     struct import im = {.source = source};
     ZT_CHECK(zt_st_open(&im.st, source));
+    im.st.finite_only = 1; /* a NaN or Inf weight is an error naming it, as at --init-from */
     char partial[ZT_CKPT_PATH_BYTES];
     zt_ckpt_dir_partial_path(partial, sizeof partial, dir, "step0");
     enum zt_status rc = alloc_buffers(&im);
