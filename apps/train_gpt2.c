@@ -46,7 +46,10 @@ static const char *usage_text =
     "  --steps N            total number of training steps (default 10); a resumed run stops at\n"
     "                       the same step as an uninterrupted one\n"
     "  --seed S             seed for the initialisation (overrides the config's \"seed\")\n"
-    "  --init-from W        start from these weights (safetensors, HF GPT-2 names; F32/BF16/F16)\n"
+    "  --init-from W        start from these weights (safetensors, HF GPT-2 names; F32/BF16/F16;\n"
+    "                       finite values; a tensor the model does not have is an error)\n"
+    "  --init-from-relaxed  with --init-from: ignore the tensors the model does not have (one\n"
+    "                       warning line lists them) instead of stopping\n"
     "  --export OUT         write the weights after the last step (safetensors, F32)\n"
     "  --save-dir D         save checkpoints in D (D/step<N>, D/latest; docs/checkpoints.md):\n"
     "                       every --save-interval steps and after the last step\n"
@@ -101,7 +104,7 @@ struct train_options {
     int64_t steps;         /* the last step to train */
     int64_t seed;          /* -1: the config's */
     int64_t save_interval; /* -1: the config's */
-    int eval_only, quiet;
+    int eval_only, quiet, init_from_relaxed;
 };
 
 /* a checkpoint being written in the background (zt_checkpoint_save_begin) */
@@ -178,6 +181,13 @@ static int agree(int code) {
  * error: exit 2, and it stops every rank alike. Any other failure is this rank's alone and the
  * others may be waiting in a collective for it: end the whole job. */
 static int report_run_failure(const struct train_run *r) {
+    /* a NaN or Inf where none may be (a training step, an export, fp16 at its minimum scale)
+     * comes from numbers every rank shares: all stop at the same point and rank 0 alone
+     * reports it; no rank needs to end the others */
+    if (zt_error_last_code() == ZT_ERR_NUMERIC) {
+        if (r->rank == 0) fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
+        return 1;
+    }
     int config_error = zt_error_last_code() == ZT_ERR_CONFIG;
     int exit_code = fail(config_error ? 2 : 1);
     if (!config_error && r->world > 1) zt_comm_abort(exit_code);
@@ -222,6 +232,8 @@ static int parse_options(struct train_run *r, int argc, char **argv) {
             o->eval_only = 1;
         else if (!strcmp(a, "--quiet"))
             o->quiet = 1;
+        else if (!strcmp(a, "--init-from-relaxed"))
+            o->init_from_relaxed = 1;
         else if ((text = text_option(o, a)))
             rc = cli_string_option(&r->cli, argc, argv, &i, text);
         else if ((number = int_option(o, a, &min)))
@@ -233,6 +245,8 @@ static int parse_options(struct train_run *r, int argc, char **argv) {
     if (!o->ds_config) return cli_usage_error(&r->cli, "missing %s", "--ds-config");
     if (!o->model) return cli_usage_error(&r->cli, "missing %s", "--model");
     if (!o->data) return cli_usage_error(&r->cli, "missing %s", "--data");
+    if (o->init_from_relaxed && !o->init_from)
+        return cli_usage_error(&r->cli, "--init-from-relaxed: needs --init-from");
     if (o->resume && o->init_from)
         return cli_usage_error(&r->cli, "%s: --resume and --init-from exclude each other",
                                o->resume);
@@ -302,7 +316,9 @@ static int check_start_files(struct train_run *r) {
     if (o->init_from) {
         struct zt_safetensors st;
         if (zt_st_open(&st, o->init_from) != ZT_OK) return fail(1);
+        enum zt_status rc = zt_gpt2_check_weights(&r->shape, &st, o->init_from_relaxed);
         zt_st_close(&st);
+        if (rc != ZT_OK) return fail(1);
     }
     return 0;
 }

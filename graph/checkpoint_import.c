@@ -127,6 +127,7 @@ enum zt_status zt_checkpoint_import(const char *source, const char *dir, const c
     if (tag) ZT_CHECK(check_tag_name(tag));
     struct import im = {.source = source};
     ZT_CHECK(zt_st_open(&im.st, source));
+    im.st.finite_only = 1; /* a NaN or Inf weight is an error naming it, as at --init-from */
     int has_latest = 0;
     enum zt_status rc = zt_checkpoint_lock(dir, "checkpoint directory");
     if (rc == ZT_OK) rc = check_destination(dir, tag, &has_latest);

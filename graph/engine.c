@@ -25,6 +25,8 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     ZT_ASSERT_MSG(chunks <= ZT_PLAN_MAX_BLOCKS, "ZT_GRAPH_CHUNKS's range in sched/knobs.c "
                   "exceeds ZT_PLAN_MAX_BLOCKS");
     ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", &group_elems));
+    const char *on_nonfinite = "stop";
+    ZT_CHECK(zt_knob_str("ZT_ON_NONFINITE", &on_nonfinite));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
     struct zt_engine *e = calloc(1, sizeof *e);
@@ -33,6 +35,7 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     e->chunks = (int)chunks;
     e->stage = cfg->zero_stage;
     e->group_elems = group_elems;
+    e->nonfinite_warn = strcmp(on_nonfinite, "warn") == 0;
     e->rng = cfg->seed ^ 0x5A17C0DEull;
     e->mixed = cfg->precision != ZT_PREC_FP32;
     e->work_dtype = cfg->precision == ZT_PREC_BF16   ? ZT_DTYPE_BF16

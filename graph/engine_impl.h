@@ -119,6 +119,7 @@ struct zt_engine_step {
     float lr;
     int64_t applied, skipped;
     int updating;            /* step_end submitted an update that step_wait has not counted */
+    int updated;             /* the step step_wait last waited for was an update */
     struct zt_reduce_state *reduce; /* [plan.nreduce] */
     int64_t *parts;          /* [2 * size] scratch: each rank's part of a collective */
 };
@@ -147,6 +148,8 @@ struct zt_engine {
     struct zt_engine_slots slots;
     struct zt_engine_step st;
     struct zt_loss_scaler scaler;
+    int nonfinite_warn;     /* ZT_ON_NONFINITE=warn: a non-finite step warns and training goes on */
+    int64_t nonfinite_step; /* the first step with a NaN or Inf loss or gradient norm (0: none) */
     struct zt_engine_acts act;
     int io_held;                  /* holds a reference to the I/O service (zt_io_service_init) */
     struct zt_offload *offload;   /* NVMe offload, NULL without (offload.c) */

@@ -7,10 +7,12 @@
  * happens in micro-batch order (parameter gradients are +=).
  */
 #include <math.h>         /* sqrtf */
-#include <stdio.h>        /* snprintf */
+#include <stdio.h>        /* snprintf, fprintf */
 #include <stdlib.h>       /* calloc */
-#include "zt_comm.h"      /* zt_comm_sum_double */
+#include <string.h>       /* strcmp, strncmp, memcmp */
+#include "zt_comm.h"      /* zt_comm_sum_double, zt_comm_rank */
 #include "zt_gpt2.h"      /* our API */
+#include "zt_safetensors.h" /* struct zt_safetensors, zt_st_find */
 #include "zt_tasks.h"     /* zt_task_* */
 #include "zt_tokens.h"    /* struct zt_tokens */
 
@@ -47,6 +49,27 @@ struct zt_gpt2 {
     zt_tensor_t lnpart;                  /* [nblk, 2C] layernorm weight-gradient partials */
 };
 
+/* a layer's parameters: name after "transformer.h.<l>.", shape, initialisation */
+static const struct layer_param {
+    const char *suffix;
+    int ndim, r, c; /* r, c in units: 1=C, 3=3C, 4=4C; c 0 = 1-D */
+    enum zt_init init;
+    int proj;       /* a c_proj weight: std scaled by 1/sqrt(2L) */
+} g_layer_params[P_NLAYER] = {
+    {"ln_1.weight", 1, 1, 0, ZT_INIT_ONE, 0},
+    {"ln_1.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
+    {"attn.c_attn.weight", 2, 1, 3, ZT_INIT_NORMAL, 0},
+    {"attn.c_attn.bias", 1, 3, 0, ZT_INIT_ZERO, 0},
+    {"attn.c_proj.weight", 2, 1, 1, ZT_INIT_NORMAL, 1},
+    {"attn.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
+    {"ln_2.weight", 1, 1, 0, ZT_INIT_ONE, 0},
+    {"ln_2.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
+    {"mlp.c_fc.weight", 2, 1, 4, ZT_INIT_NORMAL, 0},
+    {"mlp.c_fc.bias", 1, 4, 0, ZT_INIT_ZERO, 0},
+    {"mlp.c_proj.weight", 2, 4, 1, ZT_INIT_NORMAL, 1},
+    {"mlp.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
+};
+
 static zt_param_t declare(zt_engine_t e, const char *name, int ndim, int64_t d0, int64_t d1,
                        enum zt_init init, float std) {
     int64_t shape[2] = {d0, d1};
@@ -81,28 +104,12 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->wte = declare(e, "transformer.wte.weight", 2, V, C, ZT_INIT_NORMAL, std);
     m->wpe = declare(e, "transformer.wpe.weight", 2, T, C, ZT_INIT_NORMAL, std);
     for (int l = 0; l < L; l++) {
-        static const struct {
-            const char *suffix;
-            int ndim, r, c; /* r, c in units: 1=C, 3=3C, 4=4C; c 0 = 1-D */
-            enum zt_init init;
-            int proj;
-        } tab[P_NLAYER] = {
-            {"ln_1.weight", 1, 1, 0, ZT_INIT_ONE, 0},      {"ln_1.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
-            {"attn.c_attn.weight", 2, 1, 3, ZT_INIT_NORMAL, 0},
-            {"attn.c_attn.bias", 1, 3, 0, ZT_INIT_ZERO, 0},
-            {"attn.c_proj.weight", 2, 1, 1, ZT_INIT_NORMAL, 1},
-            {"attn.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
-            {"ln_2.weight", 1, 1, 0, ZT_INIT_ONE, 0},      {"ln_2.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
-            {"mlp.c_fc.weight", 2, 1, 4, ZT_INIT_NORMAL, 0},
-            {"mlp.c_fc.bias", 1, 4, 0, ZT_INIT_ZERO, 0},
-            {"mlp.c_proj.weight", 2, 4, 1, ZT_INIT_NORMAL, 1},
-            {"mlp.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
-        };
         for (int k = 0; k < P_NLAYER; k++) {
-            snprintf(n, sizeof n, "transformer.h.%d.%s", l, tab[k].suffix);
+            const struct layer_param *lp = &g_layer_params[k];
+            snprintf(n, sizeof n, "transformer.h.%d.%s", l, lp->suffix);
             zt_param_t *p = &m->layer_params[l][k];
-            *p = declare(e, n, tab[k].ndim, (int64_t)tab[k].r * C, (int64_t)tab[k].c * C,
-                         tab[k].init, tab[k].proj ? pstd : std);
+            *p = declare(e, n, lp->ndim, (int64_t)lp->r * C, (int64_t)lp->c * C, lp->init,
+                         lp->proj ? pstd : std);
             if (!*p) return zt_error_last_code();
         }
     }
@@ -306,6 +313,8 @@ enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int
 }
 
 enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info *info) {
+    struct zt_step_info own;
+    if (!info) info = &own;
     ZT_CHECK(zt_engine_step_wait(m->e, info));
     double s = 0;
     int64_t n = 0;
@@ -323,7 +332,7 @@ enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info 
     ZT_CHECK(zt_comm_sum_double(&s));
     ZT_CHECK(zt_comm_sum_double(&dn));
     *loss = s / dn;
-    return ZT_OK;
+    return zt_engine_check_step(m->e, *loss, info);
 }
 
 double zt_gpt2_step_flops(zt_gpt2_t m) {
@@ -341,4 +350,99 @@ int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_con
     int64_t acts = N * C * (1 + L * 14 + 1 + 6) + N * (L * 4 + 2) + N * V +
                    (int64_t)cfg->micro_batch * L * NH * T * T + N * (cfg->grad_accum + 2);
     return 4 * (4 * params + acts);
+}
+
+// ----------------------------------------------------------------------------
+// weights files: which tensors the model takes
+
+/* what a tensor of a weights file is to a GPT-2 of a given shape */
+enum file_tensor {
+    FT_TAKEN,        /* one of the model's parameters */
+    FT_LEFT,         /* what Hugging Face files hold besides them: a layer's attention mask
+                      * buffers (attn.bias, attn.masked_bias), lm_head.weight equal to wte */
+    FT_OTHER_LAYER,  /* a tensor of a layer the model does not have */
+    FT_UNTIED_HEAD,  /* lm_head.weight differing from transformer.wte.weight */
+    FT_UNKNOWN,
+};
+
+/* the layer number at s ("<l>." with no sign and no leading zero), -1 when there is none;
+ * *rest: after the dot */
+static long layer_number(const char *s, const char **rest) {
+    long l = 0;
+    const char *c = s;
+    for (; *c >= '0' && *c <= '9' && c - s < 9; c++) l = l * 10 + (*c - '0');
+    if (c == s || *c != '.' || (s[0] == '0' && c - s > 1)) return -1;
+    *rest = c + 1;
+    return l;
+}
+
+/* lm_head.weight is the model's wte (tied): accepted when it is the same bytes */
+static int head_is_wte(const struct zt_safetensors *st, const struct zt_st_tensor *head) {
+    const struct zt_st_tensor *wte = zt_st_find(st, "transformer.wte.weight");
+    if (!wte || wte->dtype != head->dtype || wte->ndim != head->ndim ||
+        wte->end - wte->begin != head->end - head->begin)
+        return 0;
+    for (int d = 0; d < wte->ndim; d++)
+        if (wte->shape[d] != head->shape[d]) return 0;
+    return memcmp(st->data + wte->begin, st->data + head->begin, wte->end - wte->begin) == 0;
+}
+
+static enum file_tensor classify(const struct zt_model_shape *sh, const struct zt_safetensors *st,
+                                 const struct zt_st_tensor *t) {
+    static const char *const whole_model[] = {"transformer.wte.weight", "transformer.wpe.weight",
+                                              "transformer.ln_f.weight", "transformer.ln_f.bias"};
+    static const char prefix[] = "transformer.h.";
+    for (size_t i = 0; i < sizeof whole_model / sizeof *whole_model; i++)
+        if (!strcmp(t->name, whole_model[i])) return FT_TAKEN;
+    if (!strcmp(t->name, "lm_head.weight"))
+        return head_is_wte(st, t) ? FT_LEFT : FT_UNTIED_HEAD;
+    if (strncmp(t->name, prefix, sizeof prefix - 1) != 0) return FT_UNKNOWN;
+    const char *suffix = NULL;
+    long l = layer_number(t->name + sizeof prefix - 1, &suffix);
+    if (l < 0) return FT_UNKNOWN;
+    enum file_tensor kind = FT_UNKNOWN;
+    for (int k = 0; k < P_NLAYER; k++)
+        if (!strcmp(suffix, g_layer_params[k].suffix)) kind = FT_TAKEN;
+    if (!strcmp(suffix, "attn.bias") || !strcmp(suffix, "attn.masked_bias")) kind = FT_LEFT;
+    if (kind != FT_UNKNOWN && l >= sh->n_layer) kind = FT_OTHER_LAYER;
+    return kind;
+}
+
+enum { NAMED = 3 }; /* tensors the model does not take that a message names */
+
+/* rank 0, relaxed: one warning line naming the first few tensors ignored */
+static void warn_ignored(const struct zt_safetensors *st, const int *first, int n) {
+    char names[4 * ZT_ST_MAX_NAME] = "";
+    size_t at = 0;
+    for (int k = 0; k < n && k < NAMED; k++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s'%s'", k ? ", " : "",
+                               st->t[first[k]].name);
+    fprintf(stderr, "zerotask: warning: safetensors %s: ignored %d tensor(s) the model does not "
+                    "have (--init-from-relaxed): %s%s\n", st->path, n, names,
+            n > NAMED ? ", ..." : "");
+}
+
+enum zt_status zt_gpt2_check_weights(const struct zt_model_shape *sh,
+                                     const struct zt_safetensors *st, int relaxed) {
+    int first[NAMED], n = 0; /* the first tensors not taken (header order), how many in all */
+    enum file_tensor first_kind = FT_TAKEN;
+    for (int i = 0; i < st->n; i++) {
+        enum file_tensor kind = classify(sh, st, &st->t[i]);
+        if (kind == FT_TAKEN || kind == FT_LEFT) continue;
+        if (n == 0) first_kind = kind;
+        if (n < NAMED) first[n] = i;
+        n++;
+    }
+    if (n == 0) return ZT_OK;
+    if (relaxed) {
+        if (zt_comm_rank() == 0) warn_ignored(st, first, n);
+        return ZT_OK;
+    }
+    char why[96] = "";
+    if (first_kind == FT_OTHER_LAYER) snprintf(why, sizeof why, " (n_layer is %d)", sh->n_layer);
+    if (first_kind == FT_UNTIED_HEAD)
+        snprintf(why, sizeof why, " (the model ties it to transformer.wte.weight, which differs)");
+    return zt_error_set(ZT_ERR_CKPT_CORRUPT, "safetensors %s: %d tensor(s) the model does not "
+                        "have, first '%s'%s; --init-from-relaxed loads anyway", st->path, n,
+                        st->t[first[0]].name, why);
 }

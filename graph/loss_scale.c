@@ -1,10 +1,12 @@
 /*
- * graph/loss_scale.c: fp16 loss scaling: DeepSpeed's DynamicLossScaler (or a static scale), and
- * the training-loop state a checkpoint keeps (updates applied and skipped, the scaler).
+ * graph/loss_scale.c: fp16 loss scaling: DeepSpeed's DynamicLossScaler (or a static scale), what
+ * a non-finite step does in fp32/bf16 (ZT_ON_NONFINITE), and the training-loop state a
+ * checkpoint keeps (updates applied and skipped, the scaler).
  *
  * Layer: graph/, behind the engine (engine_impl.h). Pure state: no tasks.
  */
-#include <math.h>        /* ldexp */
+#include <math.h>        /* ldexp, isfinite, isnan */
+#include <stdio.h>       /* fprintf */
 #include "engine_impl.h" /* struct zt_loss_scaler, struct zt_engine */
 #include "zt_log.h"      /* ZT_LOG_I */
 
@@ -54,6 +56,30 @@ enum zt_status zt_loss_scaler_update(struct zt_loss_scaler *sc, const struct zt_
         }
     }
     sc->cur_iter++;
+    return ZT_OK;
+}
+
+static const char *nonfinite_name(double x) { return isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"; }
+
+/* The loss and the norm are the same on every rank (reduced over all of them), so every rank
+ * decides alike and they stop together. Where the update waits for the norm (gradient clipping)
+ * a stopping step's update is skipped; otherwise it is applied, and the run stops before any
+ * checkpoint or export of it. */
+enum zt_status zt_engine_check_step(zt_engine_t e, double loss, const struct zt_step_info *info) {
+    if (!e->st.updated || e->cfg.precision == ZT_PREC_FP16) return ZT_OK;
+    const int bad_loss = !isfinite(loss);
+    if (!bad_loss && isfinite(info->grad_norm)) return ZT_OK;
+    char what[64];
+    snprintf(what, sizeof what, "%s is %s", bad_loss ? "loss" : "gradient norm",
+             nonfinite_name(bad_loss ? loss : info->grad_norm));
+    if (!e->nonfinite_warn)
+        return zt_error_set(ZT_ERR_NUMERIC, "step %lld: %s (a learning rate too high? "
+                            "ZT_ON_NONFINITE=warn continues)", (long long)info->step, what);
+    if (e->nonfinite_step == 0 && e->rank == 0)
+        fprintf(stderr, "zerotask: warning: step %lld: %s; training goes on "
+                        "(ZT_ON_NONFINITE=warn; no further warning for later steps)\n",
+                (long long)info->step, what);
+    if (e->nonfinite_step == 0) e->nonfinite_step = info->step;
     return ZT_OK;
 }
 

@@ -178,7 +178,9 @@ static enum zt_status update(zt_engine_t e, const struct zt_task_opts *o, zt_ten
         .lr = e->st.lr, .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps,
         .weight_decay = c->weight_decay, .t = e->st.applied + 1,
         .decoupled = c->optim == ZT_OPTIM_ADAMW || c->adam_w_mode,
-        .skip_nonfinite = c->precision == ZT_PREC_FP16};
+        /* fp16: DeepSpeed skips an overflowing step; fp32/bf16 stopping at a non-finite step
+         * leave the weights of the step before (where the update waits for the norm) */
+        .skip_nonfinite = c->precision == ZT_PREC_FP16 || !e->nonfinite_warn};
     if (e->offload) return zt_offload_adamw(e, o, &hp, coef);
     for (int g = pl->group_lo; g < pl->group_hi; g++) {
         const int first = pl->group[g].first;
@@ -262,6 +264,7 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
         info->loss_scale = e->scaler.scale; /* the scale this step's gradients were made with */
         info->skipped = overflow;
     }
+    e->st.updated = e->st.updating;
     if (!e->st.updating) return ZT_OK; /* an evaluation: nothing was updated */
     e->st.updating = 0;
     if (overflow) e->st.skipped++;

@@ -1,10 +1,13 @@
 /*
  * graph/weights.c: weights in and out under their Hugging Face names (safetensors): load into
- * whatever this rank holds, export the values or the gradient sums (consolidating the ranks'
- * shards first where the state is partitioned).
+ * whatever this rank holds (finite values only), export the values (finite ones, see
+ * ZT_ON_NONFINITE) or the gradient sums (consolidating the ranks' shards first where the state
+ * is partitioned).
  *
  * Layer: graph/, behind the engine (engine_impl.h); the file format is io/zt_safetensors.h.
  */
+#include <math.h>           /* isfinite, isnan */
+#include <stdio.h>          /* fprintf */
 #include <stdlib.h>         /* calloc, realloc, free */
 #include <string.h>         /* memcpy */
 #include "engine_impl.h"    /* struct zt_engine, the ZeRO plan, the offload */
@@ -41,6 +44,7 @@ enum zt_status zt_weights_set_values(zt_engine_t e, struct zt_param *p, const fl
 enum zt_status zt_engine_load_safetensors(zt_engine_t e, const char *path) {
     struct zt_safetensors st;
     ZT_CHECK(zt_st_open(&st, path));
+    st.finite_only = 1; /* a NaN or Inf weight is an error naming it */
     enum zt_status rc = ZT_OK;
     float *tmp = NULL;
     for (int i = 0; i < e->nparams && rc == ZT_OK; i++) {
@@ -149,6 +153,43 @@ static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t
     return rc;
 }
 
+/* the index of the first NaN or Inf of p's values v, or n (its element count) */
+static int64_t first_nonfinite(const struct zt_param *p, const float *v, int64_t *n) {
+    *n = p->rows * p->cols;
+    int64_t k = 0;
+    while (k < *n && isfinite(v[k])) k++;
+    return k;
+}
+
+/* Exported values must be finite: a NaN or Inf weight is ZT_ERR_NUMERIC naming the first (the
+ * file is not written), or with ZT_ON_NONFINITE=warn a warning line and ZT_OK. Every rank
+ * holds the same whole values here, so every rank comes to the same verdict. */
+static enum zt_status check_finite_values(zt_engine_t e, const char *path, zt_tensor_t whole) {
+    if (whole) ZT_CHECK(zt_tensor_acquire(whole, 0));
+    enum zt_status rc = ZT_OK;
+    int64_t k = 0, n = 0;
+    int i = 0;
+    for (; i < e->nparams && k == n && rc == ZT_OK; i++) {
+        const struct zt_param *p = e->params[i];
+        if (!whole && (rc = zt_tensor_acquire(p->home, 0)) != ZT_OK) break;
+        const float *v = whole ? (const float *)zt_tensor_data(whole) + p->off
+                               : (const float *)zt_tensor_data(p->home);
+        k = first_nonfinite(p, v, &n);
+        const char *what = k == n ? NULL : isnan(v[k]) ? "NaN" : v[k] > 0 ? "Inf" : "-Inf";
+        if (what && !e->nonfinite_warn)
+            rc = zt_error_set(ZT_ERR_NUMERIC, "export %s: tensor '%s' has %s at index %lld; not "
+                              "written (ZT_ON_NONFINITE=warn writes it)", path, p->name, what,
+                              (long long)k);
+        else if (what && e->rank == 0)
+            fprintf(stderr, "zerotask: warning: export %s: tensor '%s' has %s at index %lld; "
+                            "written anyway (ZT_ON_NONFINITE=warn)\n", path, p->name, what,
+                    (long long)k);
+        if (!whole) zt_tensor_release(p->home);
+    }
+    if (whole) zt_tensor_release(whole);
+    return rc;
+}
+
 /* rank 0: every parameter under its name, from the whole copy or (when this rank's tensors are
  * whole) straight from them */
 static enum zt_status write_tensors(zt_engine_t e, const char *path, enum tensors which,
@@ -189,6 +230,7 @@ static enum zt_status write_tensors(zt_engine_t e, const char *path, enum tensor
 static enum zt_status save_tensors(zt_engine_t e, const char *path, enum tensors which) {
     zt_tensor_t whole = NULL;
     enum zt_status rc = consolidate(e, which, &whole);
+    if (rc == ZT_OK && which == VALUES) rc = check_finite_values(e, path, whole);
     if (rc == ZT_OK && e->rank == 0) rc = write_tensors(e, path, which, whole);
     zt_tensor_free(whole);
     if (e->size > 1) {

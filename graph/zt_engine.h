@@ -152,6 +152,11 @@ struct zt_step_info {
  * swap-outs may still run, overlapping the next step (which the graph orders after them where it
  * must): a swap error fails the next step_wait or zt_engine_finish. */
 enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info);
+/* After a training step's zt_engine_step_wait, with the model's loss of it: in fp32 and bf16 a
+ * NaN or Inf loss or gradient norm is ZT_ERR_NUMERIC naming the step, or with
+ * ZT_ON_NONFINITE=warn one warning line (rank 0, the first such step) and ZT_OK. fp16 skips
+ * such steps instead (loss scaling); evaluations are not checked. */
+enum zt_status zt_engine_check_step(zt_engine_t e, double loss, const struct zt_step_info *info);
 /* What a checkpoint keeps of the training loop besides tensors: updates applied and skipped
  * (the step count of Adam and of the LR schedule is applied + 1) and the fp16 loss scaler
  * (DeepSpeed's DynamicLossScaler fields). Set it between steps. */

@@ -30,8 +30,19 @@ void zt_gpt2_free(zt_gpt2_t m);
  * forward and loss only (no update). Call zt_gpt2_step_wait afterwards. */
 enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step,
                                    int train);
-/* Wait for the step; *loss = mean loss of the step (before its update). */
+/* Wait for the step; *loss = mean loss of the step (before its update). A training step whose
+ * loss or gradient norm is NaN or Inf fails or warns as zt_engine_check_step says. */
 enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info *info);
+
+/* Strict loading (DeepSpeed's load_module_strict): every tensor of the weights file st must be
+ * one the model takes for this shape, or one Hugging Face GPT-2 files hold besides them (a
+ * layer's attn.bias / attn.masked_bias buffers, lm_head.weight when it equals
+ * transformer.wte.weight, to which the model ties the head). Any other is ZT_ERR_CKPT_CORRUPT
+ * naming how many and the first; relaxed accepts them with one warning line on rank 0. Missing
+ * tensors and shapes are checked when the weights are loaded (zt_engine_load_safetensors). */
+struct zt_safetensors;
+enum zt_status zt_gpt2_check_weights(const struct zt_model_shape *shape,
+                                     const struct zt_safetensors *st, int relaxed);
 
 /* Host bytes the model needs (parameters, gradients, Adam moments, activations) before it is
  * built, so a caller can refuse a model that does not fit. */

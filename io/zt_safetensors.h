@@ -38,6 +38,7 @@ struct zt_safetensors {
     const unsigned char *data; /* data section (inside the map) */
     void *map;
     size_t maplen;
+    int finite_only; /* 0 after zt_st_open; set it to make zt_st_read_f32 refuse NaN and Inf */
 };
 
 /* Open and validate (ZT_ERR_IO if missing/unreadable, ZT_ERR_CKPT_CORRUPT for a bad header). */
@@ -47,7 +48,8 @@ void zt_st_close(struct zt_safetensors *st);
 const struct zt_st_tensor *zt_st_find(const struct zt_safetensors *st, const char *name);
 /* Read tensor `name` into dst as fp32, checking it exists and its shape equals shape[0..ndim-1];
  * a missing tensor or wrong shape is ZT_ERR_CKPT_CORRUPT naming the file, tensor, expected and
- * found shapes. */
+ * found shapes. With st->finite_only a NaN or Inf value is ZT_ERR_CKPT_CORRUPT naming the
+ * tensor and the index of the first one (dst then holds the converted values). */
 enum zt_status zt_st_read_f32(const struct zt_safetensors *st, const char *name, int ndim,
                               const int64_t *shape, float *dst);
 

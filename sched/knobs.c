@@ -63,6 +63,12 @@ static const struct zt_knob g_knobs[] = {
      "(the default) fills, at least 4 buffers, at most one per swap unit; under "
      "ZT_HOST_MEM_LIMIT at most 1/8 of the limit. More buffers read further ahead",
      0, 0, NULL},
+    {"ZT_ON_NONFINITE", ZT_KNOB_STR, "stop",
+     "fp32/bf16 training step whose loss or gradient norm is NaN or Inf: stop (exit 1 naming "
+     "the step; with gradient_clipping its update is skipped) or warn (one warning line, "
+     "training goes on; --export then writes non-finite weights with a warning, where stop "
+     "refuses them). fp16 skips such steps (loss scaling) either way",
+     0, 0, "stop|warn"},
     {"ZT_TEST_SKIP_COLLECTIVE", ZT_KNOB_STR, "",
      "test only: RANK:SEQ makes that rank skip its collective number SEQ (proves the "
      "ZT_COMM_TIMEOUT report)",
