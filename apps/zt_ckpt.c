@@ -34,11 +34,12 @@ static const char *usage_text =
     "                                  --moments: <name>.exp_avg and <name>.exp_avg_sq into OUT2\n"
     "                                  (always F32)\n"
     "  import --safetensors IN --out DIR [--tag NAME [--set-latest]]\n"
-    "                                  DIR/step0 from weights (F32/BF16/F16; zero Adam moments):\n"
-    "                                  zt-train --resume DIR starts training from them. A DIR\n"
-    "                                  that already holds checkpoints is refused unless --tag:\n"
-    "                                  the weights become DIR/NAME beside them, and `latest`\n"
-    "                                  stays (zt-train --resume DIR/NAME) unless --set-latest\n"
+    "                                  DIR/step0 from weights (F32/BF16/F16, no NaN or Inf; zero\n"
+    "                                  Adam moments): zt-train --resume DIR starts training\n"
+    "                                  from them. A DIR that already holds checkpoints is\n"
+    "                                  refused unless --tag: the weights become DIR/NAME beside\n"
+    "                                  them, and `latest` stays (zt-train --resume DIR/NAME)\n"
+    "                                  unless --set-latest\n"
     "\n"
     "Exit status: 0 ok, 2 bad command line, 1 any other error.\n";
 
