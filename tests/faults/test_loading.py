@@ -11,7 +11,9 @@ Cases:
     that differs from wte (the model ties them) are an error naming how many and the first;
   - --init-from-relaxed loads such a file (exit 0) with one warning line listing what it
     ignored; a NaN weight stays an error; --init-from-relaxed without --init-from is a usage
-    error (exit 2).
+    error (exit 2);
+  - a file of 200,000 tensors (a name lookup in quadratic time would take hours) is refused in
+    strict mode and loaded in relaxed mode, each within the timeout.
 
 Usage: test_loading.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -144,6 +146,12 @@ F.expect("a mask buffer of a layer the model does not have", [ZT] + init(f), 1,
 f = write_st("untied.safetensors", with_value(hf, "lm_head.weight", 0, 0.5))
 F.expect("lm_head.weight differing from wte", [ZT] + init(f), 1,
          ["first 'lm_head.weight'", "ties it to transformer.wte.weight"])
+many = dict(good, **{"junk.%06d" % i: ([1], [0.0]) for i in range(200000)})
+f = write_st("many.safetensors", many)
+F.expect("200,000 tensors, strict", [ZT] + init(f), 1,
+         [f, "200000 tensor(s) the model does not have", "first 'junk.000000'"], timeout=60)
+F.expect("200,000 tensors, relaxed", [ZT] + init(f, relaxed=True), 0,
+         [f, "ignored 200000 tensor(s)"], prefix="zerotask: warning: ", timeout=60)
 F.expect("--init-from-relaxed without --init-from", [ZT] + base + ["--init-from-relaxed"], 2,
          ["--init-from-relaxed", "needs --init-from"])
 F.finish()
