@@ -17,6 +17,12 @@ static int cmp_dbl(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+int cmp_keyed(const void *a, const void *b) {
+    const struct keyed *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
 double window_end(const struct trace *tr, int r, int w) {
     return w + 1 < tr->nwin ? tr->win_start[w + 1] : tr->gate_end[(size_t)r * tr->nwin + w];
 }
@@ -75,6 +81,17 @@ static enum zt_status find_windows(struct trace *tr) {
     return ZT_OK;
 }
 
+/* the last window that starts at or before x (the first when none does) */
+static int window_at(const struct trace *tr, double x) {
+    int lo = 0, hi = tr->nwin - 1; /* win_start rises strictly */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (tr->win_start[mid] <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 /* rank r's tasks into windows: the one each was submitted in and the one whose end waits for
  * it (its gate), each window's last gate end, and the collectives' numbers */
 static void place_in_windows(struct trace *tr, int r) {
@@ -87,9 +104,7 @@ static void place_in_windows(struct trace *tr, int r) {
         struct task *t = &R->t[i];
         t->nsucc = 0;
         t->coll = t->bucket == BUCKET_COMM ? R->ncoll++ : -1;
-        int w = 0, g = 0;
-        while (w + 1 < W && tr->win_start[w + 1] <= t->submit) w++;
-        while (g + 1 < W && tr->win_start[g + 1] <= t->end) g++;
+        int w = window_at(tr, t->submit), g = window_at(tr, t->end);
         if (g < w) g = w;
         t->win = w;
         t->gate = g;
@@ -131,16 +146,11 @@ static void order_lanes(struct rank *R) {
     int nlane = R->nworkers + R->nio;
     int *count = xcalloc((size_t)nlane, sizeof *count);
     int *ord = xcalloc((size_t)R->n, sizeof *ord);
-    for (int i = 0; i < R->n; i++) ord[i] = i;
-    /* insertion by start time is enough: records are nearly sorted by id already */
-    for (int i = 1; i < R->n; i++) {
-        int x = ord[i], j = i;
-        while (j > 0 && R->t[ord[j - 1]].start > R->t[x].start) {
-            ord[j] = ord[j - 1];
-            j--;
-        }
-        ord[j] = x;
-    }
+    struct keyed *by_start = xcalloc((size_t)R->n, sizeof *by_start);
+    for (int i = 0; i < R->n; i++) by_start[i] = (struct keyed){R->t[i].start, i};
+    qsort(by_start, (size_t)R->n, sizeof *by_start, cmp_keyed);
+    for (int i = 0; i < R->n; i++) ord[i] = by_start[i].i;
+    free(by_start);
     double *free_at = xcalloc((size_t)nlane, sizeof *free_at);
     for (int i = 0; i < R->n; i++) {
         struct task *t = &R->t[ord[i]];

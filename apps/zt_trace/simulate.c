@@ -28,6 +28,7 @@ struct sim_task {
     int ndep_left;
     double release, ready, rem, endt; /* rem: work left (compute); endt: end time (others) */
     int lane;                         /* while running */
+    int ends;                         /* advance: a compute task that ends at the next event */
 };
 
 struct sim_rank {
@@ -155,19 +156,20 @@ static void release_ready(struct sim *S, struct sim_rank *K, int i) {
 }
 
 /* window w's wait is over when its gates are done and its host has submitted its pre-wait
- * tasks; then the post-wait tasks and the next window get their release times */
+ * tasks; then the post-wait tasks and the next window get their release times (and so on
+ * through the windows whose waits that ends: a loop, as there may be many) */
 static void window_check(struct sim *S, struct sim_rank *K, int w) {
     const struct trace *tr = S->tr;
     int W = tr->nwin;
-    if (K->simwait[w] >= 0 || K->H[w] < 0 || K->gleft[w] > 0) return;
-    double lp = tr->last_pre[(size_t)K->rec * W + w];
-    double ge = tr->gate_end[(size_t)K->rec * W + w];
-    double t = K->H[w] + (lp - tr->win_start[w]);
-    if (K->gmax[w] > t) t = K->gmax[w];
-    K->simwait[w] = t;
-    if (w + 1 < W) {
-        K->H[w + 1] = t + (tr->win_start[w + 1] - ge > 0 ? tr->win_start[w + 1] - ge : 0);
-        window_check(S, K, w + 1);
+    for (; w < W; w++) {
+        if (K->simwait[w] >= 0 || K->H[w] < 0 || K->gleft[w] > 0) return;
+        double lp = tr->last_pre[(size_t)K->rec * W + w];
+        double ge = tr->gate_end[(size_t)K->rec * W + w];
+        double t = K->H[w] + (lp - tr->win_start[w]);
+        if (K->gmax[w] > t) t = K->gmax[w];
+        K->simwait[w] = t;
+        if (w + 1 < W)
+            K->H[w + 1] = t + (tr->win_start[w + 1] - ge > 0 ? tr->win_start[w + 1] - ge : 0);
     }
 }
 
@@ -327,7 +329,10 @@ static double next_event(const struct sim *S) {
     return next;
 }
 
-/* the running tasks progress by dt; those done complete (*left counts the tasks not done) */
+/* the running tasks progress by dt; those done complete (*left counts the tasks not done). A
+ * compute task whose end, as next_event computed it, is next is done even when rounding
+ * leaves a sliver of work (a sliver too small to move a large clock would never end): every
+ * call completes a task or reaches a release, which bounds the event loop. */
 static void advance(struct sim *S, double next, int64_t *left) {
     double dt = next - S->now;
     for (int r = 0; r < S->N; r++) {
@@ -337,7 +342,9 @@ static void advance(struct sim *S, double next, int64_t *left) {
             if (i < 0) continue;
             const struct task *t = &K->R->t[i];
             K->busy_us[t->bucket] += dt;
-            if (t->bucket == BUCKET_COMPUTE) K->s[i].rem -= dt * K->rate[l];
+            if (t->bucket != BUCKET_COMPUTE) continue;
+            K->s[i].ends = S->now + K->s[i].rem / K->rate[l] <= next; /* as next_event has it */
+            K->s[i].rem -= dt * K->rate[l];
         }
     }
     S->now = next;
@@ -347,8 +354,9 @@ static void advance(struct sim *S, double next, int64_t *left) {
             int i = K->busy[l];
             if (i < 0) continue;
             const struct task *t = &K->R->t[i];
-            int done = t->bucket == BUCKET_COMPUTE ? K->s[i].rem <= 1e-9 * (1 + t->work)
-                                                   : K->s[i].endt <= S->now;
+            int done = t->bucket == BUCKET_COMPUTE
+                           ? K->s[i].rem <= 1e-9 * (1 + t->work) || K->s[i].ends
+                           : K->s[i].endt <= S->now;
             if (done) {
                 complete(S, K, i);
                 (*left)--;
@@ -366,15 +374,23 @@ static enum zt_status run_events(struct sim *S) {
     S->run = xcalloc((size_t)nslot, sizeof *S->run);
     int64_t left = 0, guard = 0;
     for (int r = 0; r < S->N; r++) left += S->rk[r].R->n;
+    /* each turn completes a task or reaches a release (one per task), so 2 turns per task
+     * suffice; the limit turns a bug in that argument into an error instead of a hang */
+    int64_t turns = 4 * left + 16;
     while (left > 0) {
         release_due(S);
         for (int r = 0; r < S->N; r++) dispatch(S, &S->rk[r]);
         set_rates(S, nslot);
         double next = next_event(S);
-        if (next == DBL_MAX || ++guard > 100000000)
+        if (next == DBL_MAX)
             return zt_error_set(ZT_ERR_DATA, "trace %s: the replay cannot go on (%lld tasks never "
                                 "run): the trace is incomplete or its collectives do not match "
                                 "across ranks", tr->path, (long long)left);
+        if (++guard > turns)
+            return zt_error_set(ZT_ERR_RUNTIME, "trace %s: the replay made no progress in %lld "
+                                "turns (%lld tasks left): expected at most 2 turns per task "
+                                "(a bug in zt-trace)", tr->path, (long long)turns,
+                                (long long)left);
         advance(S, next < S->now ? S->now : next, &left);
     }
     return ZT_OK;
@@ -383,23 +399,13 @@ static enum zt_status run_events(struct sim *S) {
 // ----------------------------------------------------------------------------
 // set-up and results
 
-static int cmp_submission(const struct rank *R, int a, int b) {
-    const struct task *x = &R->t[a], *y = &R->t[b];
-    if (x->submit != y->submit) return x->submit < y->submit ? -1 : 1;
-    return a - b;
-}
-
-/* the rank's tasks in submission order (insertion: they are nearly sorted) */
+/* the rank's tasks in submission order (ties: by index) */
 static void sort_submission(const struct rank *R, int *v, int n) {
-    for (int i = 0; i < n; i++) v[i] = i;
-    for (int i = 1; i < n; i++) {
-        int x = v[i], j = i;
-        while (j > 0 && cmp_submission(R, v[j - 1], x) > 0) {
-            v[j] = v[j - 1];
-            j--;
-        }
-        v[j] = x;
-    }
+    struct keyed *k = xcalloc((size_t)n, sizeof *k);
+    for (int i = 0; i < n; i++) k[i] = (struct keyed){R->t[i].submit, i};
+    qsort(k, (size_t)n, sizeof *k, cmp_keyed);
+    for (int i = 0; i < n; i++) v[i] = k[i].i;
+    free(k);
 }
 
 /* simulated rank r: recorded rank r mod the recorded count */
@@ -473,6 +479,7 @@ static enum zt_status sim_init(struct sim *S, const struct trace *tr,
     }
     /* a node's compute workers on its cores, round robin (no cores known: one each) */
     S->ncore = S->cores >= 1 ? (int)S->cores : S->rpn * S->nwork;
+    if (S->ncore > S->rpn * S->nwork) S->ncore = S->rpn * S->nwork; /* the others stay idle */
     coll_times(S);
     S->rk = xcalloc((size_t)S->N, sizeof *S->rk);
     for (int r = 0; r < S->N; r++) rank_init(S, r, nio);
@@ -567,9 +574,10 @@ static void print_replay_text(const struct trace *tr, const struct sim_options *
     for (int w = 0; w < W; w++)
         printf("%6lld %14.2f %13.2f\n", (long long)tr->win_step[w], S->step_us[w] / 1e3,
                rec[w] / 1e3);
-    printf("step time: predicted %.2f ms, recorded %.2f ms (%+.1f%%; mean of steps %s)\n",
-           mp / 1e3, mr / 1e3, mr > 0 ? 100 * (mp - mr) / mr : 0,
-           W > 1 ? "after the first" : "");
+    char diff[64] = "n/a: the recorded steps lasted 0 ms"; /* no relative error of nothing */
+    if (mr > 0) snprintf(diff, sizeof diff, "%+.1f%%", 100 * (mp - mr) / mr);
+    printf("step time: predicted %.2f ms, recorded %.2f ms (%s; mean of steps %s)\n", mp / 1e3,
+           mr / 1e3, diff, W > 1 ? "after the first" : "");
     printf("busy per step, rank 0 (all its workers):");
     for (int c = 0; c < BUCKET_COUNT; c++)
         printf("%s %s %.2f ms", c ? "," : "", bucket_names[c], S->busy_us[c] / W / 1e3);

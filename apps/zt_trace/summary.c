@@ -121,9 +121,11 @@ static void print_critical_path(const struct trace *tr) {
     int w = tr->nwin - 1;
     step_summary(tr, 0, w, &s);
     struct critical_path *cp = &s.cp;
-    printf("critical path, step %lld rank 0: %.2f ms over %d tasks (%.0f%% of the span):",
-           (long long)tr->win_step[w], cp->length_us / 1e3, cp->ntasks,
-           s.span > 0 ? 100 * cp->length_us / s.span : 0);
+    char share[64] = "n/a of the span: the step lasted 0 ms"; /* no share of nothing */
+    if (s.span > 0)
+        snprintf(share, sizeof share, "%.0f%% of the span", 100 * cp->length_us / s.span);
+    printf("critical path, step %lld rank 0: %.2f ms over %d tasks (%s):",
+           (long long)tr->win_step[w], cp->length_us / 1e3, cp->ntasks, share);
     for (int n = 0; n < 6 && n < cp->nkinds; n++) {
         int k = -1;
         for (int j = 0; j < cp->nkinds; j++)

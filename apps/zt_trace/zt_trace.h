@@ -86,6 +86,14 @@ static inline int task_lane(const struct task *t, int nworkers) {
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t size);
 
+/* an index with a sort key: qsort by cmp_keyed orders by key, ties in index order (a stable
+ * sort, in O(n log n) whatever the order of the records) */
+struct keyed {
+    double key;
+    int i;
+};
+int cmp_keyed(const void *a, const void *b);
+
 /* trace.c: read the replay file of path (the .ztr, or the JSON given to zt-train --trace) into
  * a task graph per rank; trace_free releases it (also after a failed load). */
 enum zt_status trace_load(struct trace *tr, const char *path);

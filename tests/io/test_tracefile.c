@@ -37,10 +37,17 @@ static const struct zt_tracefile_task tasks[] = {
     {.rank = 0, .id = 1, .kind = "load_batch", .step = 1, .layer = -1, .mb = 0, .blk = -1,
      .worker = 0, .node = 0, .submit_us = 1000.5, .start_us = 1001.25, .end_us = 1010.0,
      .cpu_us = 8.5, .waited_us = -1, .bytes_read = 0, .bytes_written = 64, .prio = 3},
-    {.rank = 1, .id = 2, .kind = "swap_in", .step = 2, .layer = 4, .mb = 1, .blk = 2,
+    {.rank = 1, .id = 3, .kind = "swap_in", .step = 2, .layer = 4, .mb = 1, .blk = 2,
      .worker = ZT_TRACE_IO_WORKER + 1, .node = 0, .submit_us = 1002, .start_us = 1020,
      .end_us = 1030.125, .cpu_us = -1, .waited_us = 0.5, .bytes_read = 4096,
      .bytes_written = 8192, .prio = -2, .ndeps = 2, .deps = deps_b},
+    /* the tasks swap_in depends on: a dependency names an earlier task of the same rank */
+    {.rank = 1, .id = 1, .kind = "fill_zero", .step = 1, .layer = -1, .mb = -1, .blk = -1,
+     .worker = 1, .node = 0, .submit_us = 1000, .start_us = 1003, .end_us = 1004, .cpu_us = 1,
+     .waited_us = 0, .bytes_read = 0, .bytes_written = 64, .prio = 0},
+    {.rank = 1, .id = 2, .kind = "fill_zero", .step = 1, .layer = -1, .mb = -1, .blk = -1,
+     .worker = 0, .node = 0, .submit_us = 1000, .start_us = 1005, .end_us = 1006, .cpu_us = 1,
+     .waited_us = 0, .bytes_read = 0, .bytes_written = 64, .prio = 0},
 };
 #define NTASKS ((int)(sizeof tasks / sizeof tasks[0]))
 
