@@ -437,10 +437,13 @@ static enum zt_status dep_fields(struct zt_tracefile_reader *r, char **save,
                                 r->path, r->line, (long long)t->ndeps);
         long long v;
         ZT_CHECK(grow(r, (void **)&r->deps, &r->depcap, k, sizeof *r->deps));
-        if (int_field(r, "dependency", wd, 1, INT64_MAX, &v) != ZT_OK || v >= t->id)
-            return field_error(r, "dependency", wd, "the id of an earlier task of rank %d (1 "
-                               "to %lld%s)", t->rank, (long long)t->id - 1,
-                               v == t->id ? "; a task cannot depend on itself" : "");
+        int number = int_field(r, "dependency", wd, 1, INT64_MAX, &v) == ZT_OK;
+        if (!number || v >= t->id)
+            return field_error(r, "dependency", wd, "the id of an earlier task of rank %d, "
+                               "from 1 to %lld (%s)", t->rank, (long long)t->id - 1,
+                               !number ? "ids are integers from 1"
+                               : v == t->id ? "a task cannot depend on itself"
+                                            : "it is not an earlier task: ids follow submission");
         r->deps[k] = v;
         ZT_CHECK(grow(r, (void **)&r->refs, &r->caprefs, r->nrefs, sizeof *r->refs));
         r->refs[r->nrefs++] = (struct zt_tracefile_ref){.id = v, .rank = t->rank,
