@@ -45,6 +45,8 @@ struct sim_rank {
     int *busy;        /* per lane: running task or -1 */
     double *rate;     /* per compute lane: speed of its running task (1: a whole core) */
     int *lnext;       /* recorded policy: next worker_order per lane */
+    int **lorder;     /* per lane: its tasks by worker_order (the lanes dispatch keeps in order) */
+    int *lcount;      /* per lane: how many */
     int nlane;
     double *bl;       /* cp policy: bottom level */
     int *ready;       /* ready compute tasks */
@@ -146,13 +148,15 @@ static double sim_work(const struct sim *S, const struct task *t) {
     return w;
 }
 
+static void ready_push(const struct sim *S, struct sim_rank *K, int i);
+
 static void release_ready(struct sim *S, struct sim_rank *K, int i) {
     struct sim_task *s = &K->s[i];
     if (s->st != RELEASED || s->ndep_left > 0) return;
     s->st = READY;
     s->ready = S->now;
     const struct task *t = &K->R->t[i];
-    if (!on_io_thread(t) && S->o.pol != POL_RECORDED) K->ready[K->nready++] = i;
+    if (!on_io_thread(t) && S->o.pol != POL_RECORDED) ready_push(S, K, i);
 }
 
 /* window w's wait is over when its gates are done and its host has submitted its pre-wait
@@ -237,28 +241,51 @@ static int better(const struct sim *S, const struct sim_rank *K, int a, int b) {
     return a < b;
 }
 
+/* whether task t keeps its recorded lane and order: I/O tasks always, every task under the
+ * recorded policy */
+static int keeps_order(const struct sim *S, const struct task *t) {
+    return on_io_thread(t) || S->o.pol == POL_RECORDED;
+}
+
+/* The ready compute tasks are a binary heap under better (a strict total order: ties end with
+ * the index), so the best comes first in O(log n) as a scan would find it. */
+static void ready_push(const struct sim *S, struct sim_rank *K, int i) {
+    int at = K->nready++;
+    while (at > 0 && better(S, K, i, K->ready[(at - 1) / 2])) {
+        K->ready[at] = K->ready[(at - 1) / 2];
+        at = (at - 1) / 2;
+    }
+    K->ready[at] = i;
+}
+
+static int ready_pop(const struct sim *S, struct sim_rank *K) {
+    int top = K->ready[0], last = K->ready[--K->nready], at = 0;
+    for (;;) {
+        int c = 2 * at + 1;
+        if (c >= K->nready) break;
+        if (c + 1 < K->nready && better(S, K, K->ready[c + 1], K->ready[c])) c++;
+        if (!better(S, K, K->ready[c], last)) break;
+        K->ready[at] = K->ready[c];
+        at = c;
+    }
+    K->ready[at] = last;
+    return top;
+}
+
 static void dispatch(struct sim *S, struct sim_rank *K) {
-    const struct rank *R = K->R;
-    /* I/O threads (and every lane under the recorded policy): recorded order per thread */
-    for (int i = 0; i < R->n; i++) {
-        const struct task *t = &R->t[i];
-        if (K->s[i].st != READY) continue;
-        if (!on_io_thread(t) && S->o.pol != POL_RECORDED) continue;
-        int lane = task_lane(t, S->nwork);
-        if (K->busy[lane] < 0 && K->lnext[lane] == t->worker_order) {
-            K->lnext[lane]++;
-            start_task(S, K, i, lane);
-        }
+    /* I/O threads (and every lane under the recorded policy): each free lane starts its next
+     * task in recorded order once it is ready */
+    for (int lane = 0; lane < K->nlane; lane++) {
+        if (K->busy[lane] >= 0 || K->lnext[lane] >= K->lcount[lane]) continue;
+        int i = K->lorder[lane][K->lnext[lane]];
+        if (i < 0 || K->s[i].st != READY) continue;
+        K->lnext[lane]++;
+        start_task(S, K, i, lane);
     }
     if (S->o.pol == POL_RECORDED) return;
     for (int lane = 0; lane < S->nwork && K->nready > 0; lane++) {
         if (K->busy[lane] >= 0) continue;
-        int b = 0;
-        for (int j = 1; j < K->nready; j++)
-            if (better(S, K, K->ready[j], K->ready[b])) b = j;
-        int i = K->ready[b];
-        K->ready[b] = K->ready[--K->nready];
-        start_task(S, K, i, lane);
+        start_task(S, K, ready_pop(S, K), lane);
     }
 }
 
@@ -408,6 +435,27 @@ static void sort_submission(const struct rank *R, int *v, int n) {
     free(k);
 }
 
+/* each lane's tasks that keep their recorded order, by their place among the lane's tasks */
+static void lane_orders(const struct sim *S, struct sim_rank *K) {
+    const struct rank *R = K->R;
+    K->lorder = xcalloc((size_t)K->nlane, sizeof *K->lorder);
+    K->lcount = xcalloc((size_t)K->nlane, sizeof *K->lcount);
+    for (int i = 0; i < R->n; i++) {
+        const struct task *t = &R->t[i];
+        int lane = task_lane(t, S->nwork);
+        if (keeps_order(S, t) && t->worker_order + 1 > K->lcount[lane])
+            K->lcount[lane] = t->worker_order + 1;
+    }
+    for (int l = 0; l < K->nlane; l++) {
+        K->lorder[l] = xcalloc((size_t)K->lcount[l], sizeof **K->lorder);
+        for (int o = 0; o < K->lcount[l]; o++) K->lorder[l][o] = -1;
+    }
+    for (int i = 0; i < R->n; i++) {
+        const struct task *t = &R->t[i];
+        if (keeps_order(S, t)) K->lorder[task_lane(t, S->nwork)][t->worker_order] = i;
+    }
+}
+
 /* simulated rank r: recorded rank r mod the recorded count */
 static void rank_init(struct sim *S, int r, int nio) {
     const struct trace *tr = S->tr;
@@ -430,6 +478,7 @@ static void rank_init(struct sim *S, int r, int nio) {
     K->busy = xcalloc((size_t)K->nlane, sizeof *K->busy);
     K->rate = xcalloc((size_t)K->nlane, sizeof *K->rate);
     K->lnext = xcalloc((size_t)K->nlane, sizeof *K->lnext);
+    lane_orders(S, K);
     for (int l = 0; l < K->nlane; l++) K->busy[l] = -1;
     K->ready = xcalloc((size_t)R->n, sizeof *K->ready);
     K->bl = xcalloc((size_t)R->n, sizeof *K->bl);
@@ -498,6 +547,9 @@ static void sim_free(struct sim *S) {
         free(K->busy);
         free(K->rate);
         free(K->lnext);
+        for (int l = 0; K->lorder && l < K->nlane; l++) free(K->lorder[l]);
+        free(K->lorder);
+        free(K->lcount);
         free(K->ready);
         free(K->bl);
     }

@@ -49,6 +49,7 @@ struct task {
     int post;           /* submitted after its window's wait */
     int coll;           /* k: the rank's k-th collective, else -1 */
     int worker_order;   /* its place among its recorded worker's tasks */
+    int win_pos;        /* its place among the tasks submitted in its window */
 };
 
 struct rank {
@@ -57,6 +58,11 @@ struct rank {
     int nworkers;       /* compute workers (ids 0..nworkers-1) */
     int nio;            /* I/O threads */
     int ncoll;          /* collectives */
+    /* per window w (analysis.c), in index order: the tasks submitted in it,
+     * sub[sub_first[w] .. sub_first[w + 1]), and those that may run during it,
+     * run[run_first[w] .. run_first[w + 1]) (every task from the window it starts in to the one
+     * it ends in) */
+    int *sub_first, *sub, *run_first, *run;
 };
 
 struct trace {
@@ -107,10 +113,15 @@ int trace_stage(const struct trace *tr);
 // analysis.c
 
 /* Step windows, gates, successors, collectives, recorded worker order, latencies and normalised
- * work (docs/traces.md, "Step windows" and "replay"). */
+ * work (docs/traces.md, "Step windows" and "replay").
+ * @retval ZT_ERR_DATA windows that cannot be formed, or more task-window pairs than
+ *                     ZT_TRACE_RUN_PAIRS_MAX (tasks spanning very many steps) */
 enum zt_status trace_analyse(struct trace *tr);
 /* the end of window w on rank r: the next window's start, or the last's last task end */
 double window_end(const struct trace *tr, int r, int w);
+
+/* task-window pairs (a task counted in each window it may run in) zt-trace holds at most */
+#define ZT_TRACE_RUN_PAIRS_MAX 50000000
 
 #define CRIT_KINDS_MAX 64
 /* the longest chain through dependencies among the tasks rank r submitted in window w, with
