@@ -511,7 +511,7 @@ static int cmp_ref(const void *a, const void *b) {
 
 /* at the end of the file: every id once per rank, every dependency a task of the file */
 static enum zt_status check_graph(struct zt_tracefile_reader *r) {
-    qsort(r->ids, (size_t)r->nids, sizeof *r->ids, cmp_ref);
+    if (r->nids > 1) qsort(r->ids, (size_t)r->nids, sizeof *r->ids, cmp_ref);
     for (int64_t i = 1; i < r->nids; i++)
         if (r->ids[i].rank == r->ids[i - 1].rank && r->ids[i].id == r->ids[i - 1].id)
             return zt_error_set(ZT_ERR_DATA, "trace %s line %ld: id %lld: expected an id no "
@@ -520,7 +520,7 @@ static enum zt_status check_graph(struct zt_tracefile_reader *r) {
                                 r->ids[i - 1].line);
     for (int64_t k = 0; k < r->nrefs; k++) {
         const struct zt_tracefile_ref *d = &r->refs[k];
-        if (!bsearch(d, r->ids, (size_t)r->nids, sizeof *r->ids, cmp_ref_id))
+        if (!r->nids || !bsearch(d, r->ids, (size_t)r->nids, sizeof *r->ids, cmp_ref_id))
             return zt_error_set(ZT_ERR_DATA, "trace %s line %ld: dependency %lld: expected the "
                                 "id of a task of rank %d in the file (none has it)", r->path,
                                 d->line, (long long)d->id, d->rank);
