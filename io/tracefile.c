@@ -3,8 +3,10 @@
  *
  * Layer: io/ (platform; no StarPU). sched/trace.c writes the file through
  * zt_tracefile_write_header/_task; the zt-trace tool reads it with zt_tracefile_open/_next.
- * The format is in zt_tracefile.h and docs/traces.md. The reader reports a damaged file as one
- * zt_error_set line naming the file and the line.
+ * The format is in zt_tracefile.h and docs/traces.md. The reader checks every field of every
+ * line and, at the end, the ids and dependencies of the whole file (docs/traces.md, "What the
+ * reader checks"), and reports the first fault as one zt_error_set line naming the file, the
+ * line, the field and its value. It reads a file or a buffer in memory (the fuzz target's way).
  */
 #include "zt_tracefile.h"
 
