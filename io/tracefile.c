@@ -221,15 +221,25 @@ static int parse_decimal(const char *s, double *v) {
     return *end == '\0' && errno == 0 && isfinite(*v);
 }
 
+/* a field's value as the messages show it: at most 40 bytes, anything unprintable as '?' */
+static const char *shown(const char *v, char *out, size_t n) {
+    size_t k = 0;
+    for (; v[k] && k + 1 < n && k < 40; k++)
+        out[k] = v[k] >= 0x20 && v[k] < 0x7f ? v[k] : '?';
+    out[k] = '\0';
+    return out;
+}
+
 /* a key's value checked against meta_ranges (keys not there are passed through) */
 static enum zt_status meta_check(struct zt_tracefile_reader *r, const char *key, const char *v) {
     for (size_t k = 0; k < sizeof meta_ranges / sizeof meta_ranges[0]; k++) {
         const struct meta_range *m = &meta_ranges[k];
         if (strcmp(key, m->key) != 0) continue;
         double x;
+        char sv[48];
         if (!parse_decimal(v, &x) || x < m->min || x > m->max || (m->integer && x != floor(x)))
-            return zt_error_set(ZT_ERR_DATA, "trace %s line %ld: meta %s=%.40s: expected %s "
-                                "from %.0f to %.0f", r->path, r->line, key, v,
+            return zt_error_set(ZT_ERR_DATA, "trace %s line %ld: meta %s=%s: expected %s from "
+                                "%.0f to %.0f", r->path, r->line, key, shown(v, sv, sizeof sv),
                                 m->integer ? "an integer" : "a number", m->min, m->max);
         if (!strcmp(key, "world")) r->world = (int)x;
         if (!strcmp(key, "workers")) r->workers = (int)x;
@@ -257,15 +267,6 @@ static enum zt_status meta_parse(struct zt_tracefile_reader *r) {
 
 // ----------------------------------------------------------------------------------------------
 // reader: a task line, field by field
-
-/* a field's value as the messages show it: at most 40 bytes, anything unprintable as '?' */
-static const char *shown(const char *v, char *out, size_t n) {
-    size_t k = 0;
-    for (; v[k] && k + 1 < n && k < 40; k++)
-        out[k] = v[k] >= 0x20 && v[k] < 0x7f ? v[k] : '?';
-    out[k] = '\0';
-    return out;
-}
 
 /* "trace FILE line N: FIELD VALUE: expected ..." */
 __attribute__((format(printf, 4, 5)))
