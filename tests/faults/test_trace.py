@@ -15,7 +15,7 @@ last line, binary garbage in a line and as the whole file, an empty file.
 
 The replay is bounded on what passes: steps of zero length, and times near the largest accepted,
 replay and summarise within the timeout, exit 0, and print no "nan" or "inf"; so do a trace of
-100k tasks all ready at once and one of 20k steps recorded in reverse (no quadratic pass).
+100k tasks all ready at once and one of 40k steps recorded in reverse (no quadratic pass).
 
 Usage: test_trace.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -140,15 +140,15 @@ for label, content in (("zero-length step", zero), ("times near the limit", big)
                 "hang" if q is None else "exit %d, %r" % (q.returncode, q.stderr.strip() or
                                                            q.stdout[-200:]))
 # large traces that pass, in bounded time (every sort, look-up and dispatch O(n log n)): 100k
-# independent tasks submitted at once (a ready list of 100k under every policy), and 20k steps
+# independent tasks submitted at once (a ready list of 100k under every policy), and 40k steps
 # of one task each, recorded in reverse (a window per task, records out of order)
 HDR = [LINES[0], "# meta world=1 ranks_per_node=1 cores=2 workers=2\n"]
 flat = ["0 %d matmul_forward 1 0 0 -1 %d 0 0.000 %d.000 %d.500 0.5 0 8 8 0 0\n" % (k, k % 2, k, k)
         for k in range(1, 100001)]
 steps = ["0 %d matmul_forward %d 0 0 -1 0 0 %d.000 %d.500 %d.900 0.5 0 8 8 0 %s\n" %
          (k, k, 10 * k, 10 * k, 10 * k, "1 %d" % (k - 1) if k > 1 else "0")
-         for k in range(20000, 0, -1)]
-for label, content in (("100k ready tasks", HDR + flat), ("20k steps", HDR + steps)):
+         for k in range(40000, 0, -1)]
+for label, content in (("100k ready tasks", HDR + flat), ("40k steps", HDR + steps)):
     path = write(label.replace(" ", "_") + ".ztr", content)
     for name, cmd in commands(path)[:4] + [("replay --policy cp", commands(path)[2][1] +
                                             ["--policy", "cp"])]:
