@@ -93,6 +93,23 @@ void zt_tracefile_write_task(FILE *f, const struct zt_tracefile_task *t, double 
 // ----------------------------------------------------------------------------------------------
 // the replay file: reader
 
+/* What the reader accepts (docs/traces.md, "What the reader checks"): times are finite
+ * microseconds in [0, ZT_TRACEFILE_TIME_MAX_US] (about 31 years); I/O threads are
+ * ZT_TRACE_IO_WORKER + [0, ZT_TRACE_IO_THREADS_MAX); ranks are below ZT_TRACEFILE_RANKS_MAX (and
+ * below the "# meta" line's world when it has one); a task lists at most
+ * ZT_TRACEFILE_DEPS_MAX dependencies. */
+#define ZT_TRACEFILE_TIME_MAX_US 1e15
+#define ZT_TRACE_IO_THREADS_MAX  64
+#define ZT_TRACEFILE_RANKS_MAX   65536
+#define ZT_TRACEFILE_DEPS_MAX    (1 << 20)
+
+/* a task id or dependency of the file and the line it is on (the reader's whole-file checks) */
+struct zt_tracefile_ref {
+    int64_t id;
+    int rank;
+    long line;
+};
+
 struct zt_tracefile_reader {
     char *path;                    /* the replay file being read */
     int version;                   /* its format version */
@@ -105,6 +122,10 @@ struct zt_tracefile_reader {
     char kind[ZT_TRACEFILE_KIND_LEN];
     int64_t *deps;
     int64_t depcap;
+    int world, workers;            /* from the "# meta" line; 0: not given */
+    int64_t ntasks;                /* task lines read */
+    struct zt_tracefile_ref *ids, *refs; /* task ids (>= 1) and dependencies read so far */
+    int64_t nids, capids, nrefs, caprefs;
 };
 
 /* Open the replay file of path and read its header. path may be the replay file itself
@@ -116,13 +137,25 @@ struct zt_tracefile_reader {
  * @retval ZT_ERR_NOMEM
  * On error the reader holds nothing (zt_tracefile_close is allowed, not needed). */
 enum zt_status zt_tracefile_open(struct zt_tracefile_reader *r, const char *path);
+/* The same for a replay file held in memory: buf[0..n) (NUL bytes included, not copied: it
+ * must outlive the reader), named name in messages. */
+enum zt_status zt_tracefile_open_buffer(struct zt_tracefile_reader *r, const char *buf,
+                                        size_t n, const char *name);
 /* Read the next task into *t (*got = 1), or reach the end of the file (*got = 0). t->kind and
  * t->deps point into the reader and stay valid until the next call. "# meta" lines met on the
- * way fill r->meta.
- * @retval ZT_ERR_DATA a line that is not a task line (the message names the file and line)
+ * way fill r->meta. Every field of every line is checked (docs/traces.md); at the end of the
+ * file, the ids' uniqueness per rank and every dependency's task.
+ * @retval ZT_ERR_DATA a line that is not a valid task line, a "# meta" value out of range, a
+ *                     duplicate id or a dependency on a task the file lacks: one line
+ *                     "trace FILE line N: FIELD VALUE: expected ..."
  * @retval ZT_ERR_IO, ZT_ERR_NOMEM */
 enum zt_status zt_tracefile_next(struct zt_tracefile_reader *r, struct zt_tracefile_task *t,
                                  int *got);
+/* Read and check a whole replay file held in memory (buf[0..n), named name in messages), as
+ * zt_tracefile_open_buffer and zt_tracefile_next do; *ntasks: its task lines (may be NULL).
+ * For fuzzing and tools that only need the verdict. */
+enum zt_status zt_tracefile_parse(const char *buf, size_t n, const char *name,
+                                  int64_t *ntasks);
 void zt_tracefile_close(struct zt_tracefile_reader *r);
 
 // ----------------------------------------------------------------------------------------------

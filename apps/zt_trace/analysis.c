@@ -17,6 +17,12 @@ static int cmp_dbl(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+int cmp_keyed(const void *a, const void *b) {
+    const struct keyed *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
 double window_end(const struct trace *tr, int r, int w) {
     return w + 1 < tr->nwin ? tr->win_start[w + 1] : tr->gate_end[(size_t)r * tr->nwin + w];
 }
@@ -75,6 +81,17 @@ static enum zt_status find_windows(struct trace *tr) {
     return ZT_OK;
 }
 
+/* the last window that starts at or before x (the first when none does) */
+static int window_at(const struct trace *tr, double x) {
+    int lo = 0, hi = tr->nwin - 1; /* win_start rises strictly */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (tr->win_start[mid] <= x) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 /* rank r's tasks into windows: the one each was submitted in and the one whose end waits for
  * it (its gate), each window's last gate end, and the collectives' numbers */
 static void place_in_windows(struct trace *tr, int r) {
@@ -87,14 +104,50 @@ static void place_in_windows(struct trace *tr, int r) {
         struct task *t = &R->t[i];
         t->nsucc = 0;
         t->coll = t->bucket == BUCKET_COMM ? R->ncoll++ : -1;
-        int w = 0, g = 0;
-        while (w + 1 < W && tr->win_start[w + 1] <= t->submit) w++;
-        while (g + 1 < W && tr->win_start[g + 1] <= t->end) g++;
+        int w = window_at(tr, t->submit), g = window_at(tr, t->end);
         if (g < w) g = w;
         t->win = w;
         t->gate = g;
         if (t->end > ge[g]) ge[g] = t->end;
     }
+}
+
+/* rank r's tasks by the window they were submitted in, and by the windows they may run in (from
+ * the one holding their start to the one holding their end), each list in index order */
+static enum zt_status window_lists(struct trace *tr, int r) {
+    struct rank *R = &tr->r[r];
+    int W = tr->nwin;
+    R->sub_first = xcalloc((size_t)W + 1, sizeof *R->sub_first);
+    R->run_first = xcalloc((size_t)W + 1, sizeof *R->run_first);
+    int64_t pairs = 0;
+    for (int i = 0; i < R->n; i++) {
+        const struct task *t = &R->t[i];
+        int a = window_at(tr, t->start), b = window_at(tr, t->end);
+        R->sub_first[t->win + 1]++;
+        for (int w = a; w <= b && pairs <= ZT_TRACE_RUN_PAIRS_MAX; w++) R->run_first[w + 1]++;
+        pairs += b - a + 1;
+    }
+    if (pairs > ZT_TRACE_RUN_PAIRS_MAX)
+        return zt_error_set(ZT_ERR_DATA, "trace %s: rank %d's tasks span more than %d step "
+                            "windows in all: expected tasks that each run within a few steps",
+                            tr->path, r, ZT_TRACE_RUN_PAIRS_MAX);
+    for (int w = 0; w < W; w++) {
+        R->sub_first[w + 1] += R->sub_first[w];
+        R->run_first[w + 1] += R->run_first[w];
+    }
+    R->sub = xcalloc((size_t)R->n, sizeof *R->sub);
+    R->run = xcalloc((size_t)pairs, sizeof *R->run);
+    int *fs = xcalloc((size_t)W, sizeof *fs), *fr = xcalloc((size_t)W, sizeof *fr);
+    for (int i = 0; i < R->n; i++) {
+        struct task *t = &R->t[i];
+        t->win_pos = fs[t->win]++;
+        R->sub[R->sub_first[t->win] + t->win_pos] = i;
+        for (int w = window_at(tr, t->start), b = window_at(tr, t->end); w <= b; w++)
+            R->run[R->run_first[w] + fr[w]++] = i;
+    }
+    free(fs);
+    free(fr);
+    return ZT_OK;
 }
 
 /* which of rank r's tasks were submitted after their window's wait, each window's last
@@ -131,16 +184,11 @@ static void order_lanes(struct rank *R) {
     int nlane = R->nworkers + R->nio;
     int *count = xcalloc((size_t)nlane, sizeof *count);
     int *ord = xcalloc((size_t)R->n, sizeof *ord);
-    for (int i = 0; i < R->n; i++) ord[i] = i;
-    /* insertion by start time is enough: records are nearly sorted by id already */
-    for (int i = 1; i < R->n; i++) {
-        int x = ord[i], j = i;
-        while (j > 0 && R->t[ord[j - 1]].start > R->t[x].start) {
-            ord[j] = ord[j - 1];
-            j--;
-        }
-        ord[j] = x;
-    }
+    struct keyed *by_start = xcalloc((size_t)R->n, sizeof *by_start);
+    for (int i = 0; i < R->n; i++) by_start[i] = (struct keyed){R->t[i].start, i};
+    qsort(by_start, (size_t)R->n, sizeof *by_start, cmp_keyed);
+    for (int i = 0; i < R->n; i++) ord[i] = by_start[i].i;
+    free(by_start);
     double *free_at = xcalloc((size_t)nlane, sizeof *free_at);
     for (int i = 0; i < R->n; i++) {
         struct task *t = &R->t[ord[i]];
@@ -263,6 +311,7 @@ enum zt_status trace_analyse(struct trace *tr) {
                                 tr->path, r, tr->r[r].ncoll, tr->r[0].ncoll);
         link_rank(tr, r);
         order_lanes(&tr->r[r]);
+        ZT_CHECK(window_lists(tr, r));
     }
     normalise_work(tr);
     return ZT_OK;
@@ -274,29 +323,31 @@ enum zt_status trace_analyse(struct trace *tr) {
 void critical_path(const struct trace *tr, int r, int w, struct critical_path *cp) {
     const struct rank *R = &tr->r[r];
     memset(cp, 0, sizeof *cp);
-    double *len = xcalloc((size_t)R->n, sizeof *len); /* longest chain ending with each task */
-    int *from = xcalloc((size_t)R->n, sizeof *from);  /* the chain's task before it */
+    const int *sub = R->sub + R->sub_first[w]; /* the window's tasks, in index order */
+    int m = R->sub_first[w + 1] - R->sub_first[w];
+    double *len = xcalloc((size_t)m, sizeof *len); /* longest chain ending with each task */
+    int *from = xcalloc((size_t)m, sizeof *from);  /* the chain's task before it (its place) */
     int best = -1;
-    for (int i = 0; i < R->n; i++) {
-        const struct task *t = &R->t[i];
-        from[i] = -1;
-        if (t->win != w) continue;
-        double m = 0;
+    for (int p = 0; p < m; p++) {
+        const struct task *t = &R->t[sub[p]];
+        from[p] = -1;
+        double mx = 0;
         for (int k = 0; k < t->ndep; k++) {
-            int d = t->dep[k];
-            if (R->t[d].win == w && len[d] > m) m = len[d], from[i] = d;
+            const struct task *d = &R->t[t->dep[k]];
+            if (d->win == w && len[d->win_pos] > mx) mx = len[d->win_pos], from[p] = d->win_pos;
         }
-        len[i] = m + (t->end - t->start);
-        if (best < 0 || len[i] > len[best]) best = i;
+        len[p] = mx + (t->end - t->start);
+        if (best < 0 || len[p] > len[best]) best = p;
     }
     if (best >= 0) cp->length_us = len[best];
-    for (int i = best; i >= 0; i = from[i]) {
+    for (int p = best; p >= 0; p = from[p]) {
+        const struct task *t = &R->t[sub[p]];
         cp->ntasks++;
         int k = 0;
-        while (k < cp->nkinds && strcmp(cp->kind[k], R->t[i].kind)) k++;
+        while (k < cp->nkinds && strcmp(cp->kind[k], t->kind)) k++;
         if (k == cp->nkinds && k < CRIT_KINDS_MAX)
-            memcpy(cp->kind[cp->nkinds++], R->t[i].kind, sizeof cp->kind[0]);
-        if (k < CRIT_KINDS_MAX) cp->kind_us[k] += R->t[i].end - R->t[i].start;
+            memcpy(cp->kind[cp->nkinds++], t->kind, sizeof cp->kind[0]);
+        if (k < CRIT_KINDS_MAX) cp->kind_us[k] += t->end - t->start;
     }
     free(len);
     free(from);

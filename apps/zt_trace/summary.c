@@ -52,11 +52,13 @@ void step_summary(const struct trace *tr, int r, int w, struct step_summary *s) 
     memset(s, 0, sizeof *s);
     double a = tr->win_start[w], b = window_end(tr, r, w);
     s->span = b - a;
-    struct interval *comp = xcalloc((size_t)R->n, sizeof *comp); /* compute tasks' times */
-    double *wb = xcalloc((size_t)R->nworkers + 1, sizeof *wb);    /* per worker: busy */
+    const int *run = R->run + R->run_first[w]; /* the tasks that may run in it */
+    int m = R->run_first[w + 1] - R->run_first[w];
+    struct interval *comp = xcalloc((size_t)m, sizeof *comp);  /* compute tasks' times */
+    double *wb = xcalloc((size_t)R->nworkers + 1, sizeof *wb); /* per worker: busy */
     int nc = 0;
-    for (int i = 0; i < R->n; i++) {
-        const struct task *t = &R->t[i];
+    for (int k = 0; k < m; k++) {
+        const struct task *t = &R->t[run[k]];
         double x = t->start > a ? t->start : a, y = t->end < b ? t->end : b;
         if (y <= x) continue;
         s->busy[t->bucket] += y - x;
@@ -65,8 +67,8 @@ void step_summary(const struct trace *tr, int r, int w, struct step_summary *s) 
         if (t->bucket == BUCKET_COMPUTE) comp[nc++] = (struct interval){x, y};
     }
     nc = merge(comp, nc);
-    for (int i = 0; i < R->n; i++) {
-        const struct task *t = &R->t[i];
+    for (int k = 0; k < m; k++) {
+        const struct task *t = &R->t[run[k]];
         double x = t->start > a ? t->start : a, y = t->end < b ? t->end : b;
         if (y <= x || t->bucket == BUCKET_COMPUTE) continue;
         s->total[t->bucket] += y - x;
@@ -121,9 +123,11 @@ static void print_critical_path(const struct trace *tr) {
     int w = tr->nwin - 1;
     step_summary(tr, 0, w, &s);
     struct critical_path *cp = &s.cp;
-    printf("critical path, step %lld rank 0: %.2f ms over %d tasks (%.0f%% of the span):",
-           (long long)tr->win_step[w], cp->length_us / 1e3, cp->ntasks,
-           s.span > 0 ? 100 * cp->length_us / s.span : 0);
+    char share[64] = "n/a of the span: the step lasted 0 ms"; /* no share of nothing */
+    if (s.span > 0)
+        snprintf(share, sizeof share, "%.0f%% of the span", 100 * cp->length_us / s.span);
+    printf("critical path, step %lld rank 0: %.2f ms over %d tasks (%s):",
+           (long long)tr->win_step[w], cp->length_us / 1e3, cp->ntasks, share);
     for (int n = 0; n < 6 && n < cp->nkinds; n++) {
         int k = -1;
         for (int j = 0; j < cp->nkinds; j++)

@@ -159,6 +159,10 @@ void trace_free(struct trace *tr) {
             free(tr->r[r].t[i].dep_ids);
         }
         free(tr->r[r].t);
+        free(tr->r[r].sub_first);
+        free(tr->r[r].sub);
+        free(tr->r[r].run_first);
+        free(tr->r[r].run);
     }
     free(tr->r);
     free(tr->path);

@@ -49,6 +49,7 @@ struct task {
     int post;           /* submitted after its window's wait */
     int coll;           /* k: the rank's k-th collective, else -1 */
     int worker_order;   /* its place among its recorded worker's tasks */
+    int win_pos;        /* its place among the tasks submitted in its window */
 };
 
 struct rank {
@@ -57,6 +58,11 @@ struct rank {
     int nworkers;       /* compute workers (ids 0..nworkers-1) */
     int nio;            /* I/O threads */
     int ncoll;          /* collectives */
+    /* per window w (analysis.c), in index order: the tasks submitted in it,
+     * sub[sub_first[w] .. sub_first[w + 1]), and those that may run during it,
+     * run[run_first[w] .. run_first[w + 1]) (every task from the window it starts in to the one
+     * it ends in) */
+    int *sub_first, *sub, *run_first, *run;
 };
 
 struct trace {
@@ -86,6 +92,14 @@ static inline int task_lane(const struct task *t, int nworkers) {
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t size);
 
+/* an index with a sort key: qsort by cmp_keyed orders by key, ties in index order (a stable
+ * sort, in O(n log n) whatever the order of the records) */
+struct keyed {
+    double key;
+    int i;
+};
+int cmp_keyed(const void *a, const void *b);
+
 /* trace.c: read the replay file of path (the .ztr, or the JSON given to zt-train --trace) into
  * a task graph per rank; trace_free releases it (also after a failed load). */
 enum zt_status trace_load(struct trace *tr, const char *path);
@@ -99,10 +113,15 @@ int trace_stage(const struct trace *tr);
 // analysis.c
 
 /* Step windows, gates, successors, collectives, recorded worker order, latencies and normalised
- * work (docs/traces.md, "Step windows" and "replay"). */
+ * work (docs/traces.md, "Step windows" and "replay").
+ * @retval ZT_ERR_DATA windows that cannot be formed, or more task-window pairs than
+ *                     ZT_TRACE_RUN_PAIRS_MAX (tasks spanning very many steps) */
 enum zt_status trace_analyse(struct trace *tr);
 /* the end of window w on rank r: the next window's start, or the last's last task end */
 double window_end(const struct trace *tr, int r, int w);
+
+/* task-window pairs (a task counted in each window it may run in) zt-trace holds at most */
+#define ZT_TRACE_RUN_PAIRS_MAX 50000000
 
 #define CRIT_KINDS_MAX 64
 /* the longest chain through dependencies among the tasks rank r submitted in window w, with

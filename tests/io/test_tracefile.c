@@ -10,6 +10,14 @@
  * - damaged files fail with ZT_ERR_IO or ZT_ERR_DATA and one message naming the file (and the
  *   line for a bad task line): missing, empty, not a replay file, an unknown version, a short
  *   line, fewer dependencies than announced, end before start;
+ * - every field of a task line is checked, with one message naming the file, the line, the
+ *   field and its value: rank and worker against the "# meta" line's world and workers (I/O
+ *   threads 1000 + [0, 64)), times finite in [0, 1e15] with submit <= start <= end, cpu_us and
+ *   waited_us -1 or such a time, a kind name that fits, dependencies on earlier tasks that the
+ *   file has (none on itself), ids unique per rank, nothing after the dependencies, a whole last
+ *   line, no NUL byte, "# meta" values in range and before the tasks;
+ * - a replay file in memory reads as the same file does (zt_tracefile_parse), an empty buffer
+ *   is "empty";
  * - the Chrome JSON writer puts the separators, flow ids and optional fields where the JSON's
  *   readers expect them.
  */
@@ -37,10 +45,17 @@ static const struct zt_tracefile_task tasks[] = {
     {.rank = 0, .id = 1, .kind = "load_batch", .step = 1, .layer = -1, .mb = 0, .blk = -1,
      .worker = 0, .node = 0, .submit_us = 1000.5, .start_us = 1001.25, .end_us = 1010.0,
      .cpu_us = 8.5, .waited_us = -1, .bytes_read = 0, .bytes_written = 64, .prio = 3},
-    {.rank = 1, .id = 2, .kind = "swap_in", .step = 2, .layer = 4, .mb = 1, .blk = 2,
+    {.rank = 1, .id = 3, .kind = "swap_in", .step = 2, .layer = 4, .mb = 1, .blk = 2,
      .worker = ZT_TRACE_IO_WORKER + 1, .node = 0, .submit_us = 1002, .start_us = 1020,
      .end_us = 1030.125, .cpu_us = -1, .waited_us = 0.5, .bytes_read = 4096,
      .bytes_written = 8192, .prio = -2, .ndeps = 2, .deps = deps_b},
+    /* the tasks swap_in depends on: a dependency names an earlier task of the same rank */
+    {.rank = 1, .id = 1, .kind = "fill_zero", .step = 1, .layer = -1, .mb = -1, .blk = -1,
+     .worker = 1, .node = 0, .submit_us = 1000, .start_us = 1003, .end_us = 1004, .cpu_us = 1,
+     .waited_us = 0, .bytes_read = 0, .bytes_written = 64, .prio = 0},
+    {.rank = 1, .id = 2, .kind = "fill_zero", .step = 1, .layer = -1, .mb = -1, .blk = -1,
+     .worker = 0, .node = 0, .submit_us = 1000, .start_us = 1005, .end_us = 1006, .cpu_us = 1,
+     .waited_us = 0, .bytes_read = 0, .bytes_written = 64, .prio = 0},
 };
 #define NTASKS ((int)(sizeof tasks / sizeof tasks[0]))
 
@@ -171,6 +186,86 @@ static void check_errors(void) {
     expect_fail("backwards.ztr", line, ZT_ERR_DATA, "line 3");
 }
 
+/* one task line, version 3, with the given worker, times and dependencies */
+static void task_line(char *out, size_t n, int rank, long long id, int worker, const char *times,
+                      const char *deps) {
+    snprintf(out, n, "%d %lld adamw 1 -1 -1 -1 %d 0 %s 1 0 8 8 0 %s\n", rank, id, worker, times,
+             deps);
+}
+
+/* a file of the header, a meta line and the lines given fails naming line and words */
+static void expect_field(const char *name, const char *meta, const char *l3, const char *l4,
+                         const char *want) {
+    char text[1024];
+    snprintf(text, sizeof text, "# zerotask replay 3: columns\n%s\n%s%s", meta, l3, l4);
+    expect_fail(name, text, ZT_ERR_DATA, want);
+}
+
+static void check_field_errors(void) {
+    const char *meta = "# meta world=2 workers=2";
+    char ok1[256], bad[256];
+    task_line(ok1, sizeof ok1, 0, 1, 0, "1.0 2.0 3.0", "0");
+    task_line(bad, sizeof bad, 0, 2, -1, "1.0 2.0 3.0", "0");
+    expect_field("negworker.ztr", meta, ok1, bad, "line 4: worker -1: expected");
+    task_line(bad, sizeof bad, 0, 2, 2, "1.0 2.0 3.0", "0");
+    expect_field("bigworker.ztr", meta, ok1, bad, "line 4: worker 2: expected");
+    task_line(bad, sizeof bad, 0, 2, 1064, "1.0 2.0 3.0", "0");
+    expect_field("iothread.ztr", meta, ok1, bad, "line 4: worker 1064: expected");
+    task_line(bad, sizeof bad, 2, 2, 0, "1.0 2.0 3.0", "0");
+    expect_field("bigrank.ztr", meta, ok1, bad, "line 4: rank 2: expected");
+    task_line(bad, sizeof bad, 0, 2, 0, "1.0 nan 3.0", "0");
+    expect_field("nan.ztr", meta, ok1, bad, "line 4: start_us nan: expected");
+    task_line(bad, sizeof bad, 0, 2, 0, "1.0 2.0 inf", "0");
+    expect_field("inf.ztr", meta, ok1, bad, "line 4: end_us inf: expected");
+    task_line(bad, sizeof bad, 0, 2, 0, "-1.0 2.0 3.0", "0");
+    expect_field("negtime.ztr", meta, ok1, bad, "line 4: submit_us -1.0: expected");
+    task_line(bad, sizeof bad, 0, 2, 0, "1.0 2.0 2e15", "0");
+    expect_field("hugetime.ztr", meta, ok1, bad, "line 4: end_us 2e15: expected");
+    task_line(bad, sizeof bad, 0, 2, 0, "0x10 20 30", "0");
+    expect_field("hextime.ztr", meta, ok1, bad, "line 4: submit_us 0x10: expected");
+    task_line(bad, sizeof bad, 0, 2, 0, "3.0 2.0 4.0", "0");
+    expect_field("early.ztr", meta, ok1, bad, "line 4: start_us 2.0: expected at least");
+    task_line(bad, sizeof bad, 0, 2, 0, "1.0 2.0 3.0 -2", "0");
+    expect_field("cpu.ztr", meta, ok1, bad, "line 4: cpu_us -2: expected -1");
+    task_line(bad, sizeof bad, 0, 1, 0, "1.0 2.0 3.0", "0");
+    expect_field("dupid.ztr", meta, ok1, bad, "line 4: id 1: expected an id no other");
+    task_line(bad, sizeof bad, 0, 2, 0, "1.0 2.0 3.0", "1 2");
+    expect_field("selfdep.ztr", meta, ok1, bad, "line 4: dependency 2: expected");
+    task_line(bad, sizeof bad, 0, 3, 0, "1.0 2.0 3.0", "1 2");
+    expect_field("missingdep.ztr", meta, ok1, bad, "line 4: dependency 2: expected the id");
+    task_line(bad, sizeof bad, 1, 2, 0, "1.0 2.0 3.0", "1 1");
+    expect_field("otherrank.ztr", meta, ok1, bad, "line 4: dependency 1: expected the id");
+    task_line(bad, sizeof bad, 0, 2, 0, "1.0 2.0 3.0", "1 1 7");
+    expect_field("extra.ztr", meta, ok1, bad, "line 4: 1 dependencies announced, more listed");
+    task_line(bad, sizeof bad, 0, 2, 0, "1.0 2.0 3.0", "1 1");
+    bad[strlen(bad) - 1] = '\0';
+    expect_field("truncated.ztr", meta, ok1, bad, "line 4: truncated");
+    expect_field("meta.ztr", "# meta world=2 cores=nan", ok1, "", "line 2: meta cores=nan");
+    expect_field("metalate.ztr", meta, ok1, meta, "line 4: a \"# meta\" line after");
+    expect_field("kind.ztr", meta, ok1, "0 2 abcdefghijklmnopqrstuvwxyz0123456789 1 -1 -1 -1 0 0 "
+                 "1 2 3 1 0 8 8 0 0\n", "line 4: kind abcdefghij");
+}
+
+/* a file in memory: a good one reads, NUL bytes and an empty buffer fail */
+static void check_buffer(void) {
+    const char good[] = "# zerotask replay 3: columns\n# meta world=1\n"
+                        "0 1 adamw 1 -1 -1 -1 0 0 1 2 3 1 0 8 8 0 0\n"
+                        "0 2 adamw 1 -1 -1 -1 1001 0 1 3 4 -1 -1 8 8 0 1 1\n";
+    int64_t n = -1;
+    enum zt_status rc = zt_tracefile_parse(good, sizeof good - 1, "mem.ztr", &n);
+    ZT_TEST_TRUE(rc == ZT_OK && n == 2, "parse from memory: %s, %lld tasks", zt_error_last(),
+                 (long long)n);
+    char nul[sizeof good];
+    memcpy(nul, good, sizeof good);
+    nul[50] = '\0';
+    rc = zt_tracefile_parse(nul, sizeof nul - 1, "nul.ztr", &n);
+    ZT_TEST_TRUE(rc == ZT_ERR_DATA && strstr(zt_error_last(), "nul.ztr line 3: a NUL byte"),
+                 "NUL byte in memory: %s", zt_error_last());
+    rc = zt_tracefile_parse("", 0, "none.ztr", &n);
+    ZT_TEST_TRUE(rc == ZT_ERR_DATA && strstr(zt_error_last(), "none.ztr: empty"),
+                 "empty buffer: %s", zt_error_last());
+}
+
 static void check_json(void) {
     char *buf = NULL;
     size_t len = 0;
@@ -210,6 +305,8 @@ int main(void) {
     check_version2();
     check_paths();
     check_errors();
+    check_field_errors();
+    check_buffer();
     check_json();
     return zt_test_finish("test_tracefile");
 }
