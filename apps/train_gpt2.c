@@ -9,10 +9,12 @@
  * or config, 1 otherwise.
  */
 #include <errno.h>      /* errno */
+#include <fcntl.h>      /* open */
 #include <math.h>       /* isfinite */
 #include <stdio.h>      /* printf, fopen */
 #include <string.h>     /* strcmp, strerror */
-#include <unistd.h>     /* sysconf */
+#include <sys/stat.h>   /* fstat */
+#include <unistd.h>     /* sysconf, pread */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zt_clock.h"   /* zt_clock_ms */
 #include "zerotask.h"   /* everything public */
@@ -313,7 +315,37 @@ static uint64_t hash_file(uint64_t h, const char *path) {
     return h;
 }
 
-/* every rank must run the same job: same config, model, steps, seed and mode */
+/* A fingerprint of a big input's contents, never of its path (ranks may see one file under
+ * different paths): its size, its first and last 64 KiB and 256 blocks of 4 KiB spread evenly
+ * between them, about 1 MiB read whatever the file's size. A full hash would read the whole
+ * file on every rank before step 1; these blocks catch another file, another version of it or
+ * a truncated copy. A file that cannot be read gives a digest of its own (its error). */
+static uint64_t sampled_digest(const char *path) {
+    enum { EDGE = 65536, BLOCK = 4096, NBLOCKS = 256 };
+    static unsigned char buf[EDGE];
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        return zt_hash_bytes(0, &err, sizeof err);
+    }
+    int64_t size = (int64_t)st.st_size;
+    uint64_t h = zt_hash_bytes(0, &size, sizeof size);
+    for (int i = 0; i < NBLOCKS + 2; i++) {
+        int64_t len = i == 0 || i == NBLOCKS + 1 ? EDGE : BLOCK;
+        int64_t at = i == 0 ? 0 : i == NBLOCKS + 1 ? size - EDGE : size / (NBLOCKS + 1) * i;
+        if (at < 0) at = 0;
+        if (at + len > size) len = size - at;
+        ssize_t n = len > 0 ? pread(fd, buf, (size_t)len, (off_t)at) : 0;
+        if (n > 0) h = zt_hash_bytes(h, buf, (size_t)n);
+    }
+    close(fd);
+    return h;
+}
+
+/* every rank must run the same job: same config, model, steps, seed and mode, and the same
+ * --data and --init-from contents (collective) */
 static int check_same_job(const struct train_run *r) {
     const struct train_options *o = &r->opt;
     uint64_t h = hash_file(hash_file(0, o->ds_config), o->model);
@@ -321,7 +353,11 @@ static int check_same_job(const struct train_run *r) {
                         (int64_t)(o->resume != NULL), r->save_interval};
     h = zt_hash_bytes(h, knobs, sizeof knobs);
     if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume or "
-                              "--save-interval") != ZT_OK)
+                              "--save-interval") != ZT_OK ||
+        zt_comm_check_same(sampled_digest(o->data), "--data file (size+digest)") != ZT_OK ||
+        (o->init_from && /* the same on every rank: the check above compared its presence */
+         zt_comm_check_same(sampled_digest(o->init_from), "--init-from file (size+digest)") !=
+             ZT_OK))
         return fail(2);
     return 0;
 }
