@@ -17,6 +17,7 @@
 #include <unistd.h>     /* sysconf, pread */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zt_clock.h"   /* zt_clock_ms */
+#include "zt_tracefile.h" /* zt_tracefile_replay_path */
 #include "zerotask.h"   /* everything public */
 
 static const char *usage_text =
@@ -264,13 +265,18 @@ static int load_inputs(struct train_run *r) {
     const struct train_options *o = &r->opt;
     if (zt_config_load(&r->cfg, o->ds_config, r->world) != ZT_OK) return fail(2);
     if (o->seed >= 0) r->cfg.seed = (uint64_t)o->seed;
-    if (zt_model_shape_load(&r->shape, o->model) != ZT_OK) return fail(2);
+    if (zt_model_shape_load(&r->shape, o->model) != ZT_OK ||
+        zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK)
+        return fail(2);
     if (zt_tokens_open(&r->tokens, o->data, r->shape.vocab_size) != ZT_OK) return fail(1);
     r->have_tokens = 1;
     int64_t need = zt_gpt2_mem_estimate(&r->shape, &r->cfg), have = mem_available();
     if (need > have) {
+        char largest[256];
+        zt_model_shape_largest(&r->shape, r->cfg.micro_batch, largest, sizeof largest);
         zt_error_set(ZT_ERR_NOMEM, "model %s: needs about %.2f GiB of host memory, %.2f GiB "
-                     "available", o->model, need / 1073741824.0, have / 1073741824.0);
+                     "available (the largest part: %s)", o->model, need / 1073741824.0,
+                     have / 1073741824.0, largest);
         return fail(1);
     }
     return 0;
@@ -303,6 +309,45 @@ static int check_start_files(struct train_run *r) {
         if (zt_st_open(&st, o->init_from) != ZT_OK) return fail(1);
         zt_st_close(&st);
     }
+    return 0;
+}
+
+/* Rank 0, which writes them (the checkpoint shards of every rank go to one shared directory):
+ * every output can be written (else exit 1, as for a missing input), and none is an input or
+ * another output (exit 2, a bad command line); checked before any work, so that a bad path
+ * fails now instead of after the last step. */
+static int check_outputs(const struct train_run *r) {
+    const struct train_options *o = &r->opt;
+    char replay[4096] = "";
+    if (o->trace_path) zt_tracefile_replay_path(replay, sizeof replay, o->trace_path);
+    const struct { const char *flag, *path; int in_place; } out[] = {
+        {"--export", o->export_path, 0},
+        {"--log", o->log_path, 1},
+        {"--trace", o->trace_path, 0},
+        {"--trace (its replay file)", replay[0] ? replay : NULL, 0},
+        {"--dump-grads", o->grads_path, 0}};
+    const struct { const char *flag, *path; } in[] = {
+        {"--ds-config", o->ds_config}, {"--model", o->model}, {"--data", o->data},
+        {"--init-from", o->init_from}};
+    enum { NOUT = sizeof out / sizeof out[0], NIN = sizeof in / sizeof in[0] };
+    for (int i = 0; i < NOUT; i++) {
+        if (!out[i].path) continue;
+        if (cli_check_output_file(out[i].flag, out[i].path, out[i].in_place) != ZT_OK)
+            return fail(1);
+        for (int k = 0; k < NIN + i; k++) {
+            const char *flag = k < NIN ? in[k].flag : out[k - NIN].flag;
+            const char *other = k < NIN ? in[k].path : out[k - NIN].path;
+            if (other && cli_same_file(out[i].path, other)) {
+                zt_error_set(ZT_ERR_USAGE, "%s %s: is also the %s file (%s)", out[i].flag,
+                             out[i].path, flag, k < NIN ? "an output must not overwrite an "
+                                                          "input" : "each output needs its own");
+                return fail(2);
+            }
+        }
+    }
+    if (r->save_dir && cli_check_output_dir(o->save_dir ? "--save-dir" : "checkpoint.dir",
+                                            r->save_dir) != ZT_OK)
+        return fail(1);
     return 0;
 }
 
@@ -367,6 +412,7 @@ static int validate_inputs(struct train_run *r) {
     int code = load_inputs(r);
     if (!code) code = resolve_checkpointing(r);
     if (!code) code = check_start_files(r);
+    if (!code && r->rank == 0) code = check_outputs(r);
     code = agree(code);
     if (!code && r->world > 1) code = check_same_job(r);
     return code;
