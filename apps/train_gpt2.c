@@ -87,10 +87,14 @@ static const char *usage_text =
     "  train_batch_size = micro x accumulation x N; rank r, micro-batch j trains rows\n"
     "  (j*N + r)*micro .. (j*N + r + 1)*micro - 1 of the step's batch, so N ranks see one rank's\n"
     "  data. Rank 0 prints progress and writes --log, --export and --trace (one file, a process\n"
-    "  lane per rank); every rank prints its memory. A collective waiting longer than\n"
-    "  ZT_COMM_TIMEOUT seconds reports the ranks that have not reached it, then aborts.\n"
+    "  lane per rank); every rank prints its memory. Every rank must be given the same config,\n"
+    "  model, options, --data and --init-from contents (checked at start-up). A collective\n"
+    "  waiting longer than ZT_COMM_TIMEOUT seconds reports the ranks that have not reached it\n"
+    "  or have gone silent in it, then aborts.\n"
     "\n"
     "Environment: STARPU_SCHED (default lws), STARPU_NCPU, and ZT_* knobs: see --help-env.\n"
+    "Outputs (--export, --trace, --log, --dump-grads, --save-dir) are checked before step 1: a\n"
+    "missing or unwritable directory, or an output naming an input, stops the run at once.\n"
     "Exit status: 0 ok, 2 bad command line or config, 1 any other error.\n";
 
 // ----------------------------------------------------------------------------

@@ -10,10 +10,10 @@
  * drains the notes it received while it polls its requests. When the wait passes
  * ZT_COMM_TIMEOUT seconds, the notes say which ranks never entered this collective and where
  * each of them is instead; the rank prints that and aborts the job (MPI_Abort), so nobody is
- * left with a bare "timeout" (or a hang). A rank that has waited a while sends a heartbeat note
- * every second until its wait ends, so that when every rank has entered the collective the
- * report can still tell a rank that went silent (stopped, descheduled) from a stuck transport;
- * a wait that ends within its first moments sends none.
+ * left with a bare "timeout" (or a hang). A rank that has waited a second sends a heartbeat
+ * note every second until its wait ends, so that when every rank has entered the collective
+ * the report can still tell a rank that went silent (stopped, descheduled) from a stuck
+ * transport; a wait shorter than a second sends none.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (zt_clock.h), nanosleep */
 #include <signal.h>        /* raise (a test's stopped rank) */
@@ -392,11 +392,10 @@ static int report_silent(const struct zt_coll_id *id, char *who, size_t cap, siz
         double quiet = silent_for(r, now);
         if (quiet <= 0) continue;
         const struct zt_coll_id *l = &g_last[r];
-        *len += (size_t)snprintf(who + *len, cap - *len, "%srank %d %s but has sent nothing for "
-                                 "%.0f s (its last collective: #%lld %s): stopped or "
-                                 "descheduled?", nsilent ? "; " : "", r,
-                                 id->seq > 0 ? "entered it" : "is in this job", quiet,
-                                 (long long)l->seq, l->seq > 0 ? l->name : "none");
+        *len += (size_t)snprintf(who + *len, cap - *len, "%srank %d %shas sent nothing for %.0f "
+                                 "s (its last collective: #%lld %s): stopped or descheduled?",
+                                 nsilent ? "; " : "", r, id->seq > 0 ? "entered it but " : "",
+                                 quiet, (long long)l->seq, l->seq > 0 ? l->name : "none");
         nsilent++;
     }
     return nsilent;
@@ -448,7 +447,7 @@ void zt_comm_waitall(int n, MPI_Request *reqs, const struct zt_coll_id *id) {
         if ((spins & 63) == 0) {
             drain_notes();
             double now = now_s(), w = now - t0;
-            if (now - g_beat_sent >= BEAT_EVERY_S && g_size > 1) {
+            if (w >= BEAT_EVERY_S && now - g_beat_sent >= BEAT_EVERY_S && g_size > 1) {
                 send_note(id, BEAT_TAG); /* "still here, waiting in id" */
                 g_beat_sent = now;
             }
