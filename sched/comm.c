@@ -17,7 +17,8 @@
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (zt_clock.h), nanosleep */
 #include <signal.h>        /* raise (a test's stopped rank) */
-#include <stdio.h>         /* snprintf */
+#include <stdarg.h>        /* va_list */
+#include <stdio.h>         /* snprintf, vsnprintf */
 #include <stdlib.h>        /* malloc, free */
 #include <string.h>        /* memcpy, strcmp */
 #include <time.h>          /* nanosleep */
@@ -349,6 +350,17 @@ static int entered(int r, int64_t seq) {
     return g_seen[r][seq % NOTE_SEEN].seq == seq;
 }
 
+/* printf at buf + *len, *len moved to the end (never past cap - 1: the text is cut short) */
+__attribute__((format(printf, 4, 5))) static void appendf(char *buf, size_t cap, size_t *len,
+                                                          const char *fmt, ...) {
+    if (*len + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0) *len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
+}
+
 /* seconds since rank r was last heard from, when that makes it silent; else 0 */
 static double silent_for(int r, double now) {
     if (r == g_rank || now - g_heard[r] < SILENT_S) return 0;
@@ -360,7 +372,7 @@ static double silent_for(int r, double now) {
 static int report_missing(const struct zt_coll_id *id, char *who, size_t cap, size_t *len) {
     int nmiss = 0;
     double now = now_s();
-    for (int r = 0; r < g_size && *len + 200 < cap; r++) {
+    for (int r = 0; r < g_size; r++) {
         if (entered(r, id->seq)) continue;
         const struct zt_coll_id *l = &g_last[r];
         /* a collective that r entered and this rank never did: this rank is the one missing */
@@ -370,14 +382,13 @@ static int report_missing(const struct zt_coll_id *id, char *who, size_t cap, si
         if (silent_for(r, now) > 0)
             snprintf(silent, sizeof silent, "; silent for %.0f s", silent_for(r, now));
         if (l->seq > 0)
-            *len += (size_t)snprintf(who + *len, cap - *len, "%srank %d has not reached it (its "
-                                     "last collective: #%lld %s, step %lld, layer %d%s%s)",
-                                     nmiss ? "; " : "", r, (long long)l->seq, l->name,
-                                     (long long)l->step, l->layer,
-                                     me_missing ? ", which this rank never entered" : "", silent);
+            appendf(who, cap, len, "%srank %d has not reached it (its last collective: #%lld %s, "
+                    "step %lld, layer %d%s%s)", nmiss ? "; " : "", r, (long long)l->seq, l->name,
+                    (long long)l->step, l->layer,
+                    me_missing ? ", which this rank never entered" : "", silent);
         else
-            *len += (size_t)snprintf(who + *len, cap - *len, "%srank %d has not reached it (no "
-                                     "collective yet%s)", nmiss ? "; " : "", r, silent);
+            appendf(who, cap, len, "%srank %d has not reached it (no collective yet%s)",
+                    nmiss ? "; " : "", r, silent);
         nmiss++;
     }
     return nmiss;
@@ -388,14 +399,14 @@ static int report_missing(const struct zt_coll_id *id, char *who, size_t cap, si
 static int report_silent(const struct zt_coll_id *id, char *who, size_t cap, size_t *len) {
     int nsilent = 0;
     double now = now_s();
-    for (int r = 0; r < g_size && *len + 200 < cap; r++) {
+    for (int r = 0; r < g_size; r++) {
         double quiet = silent_for(r, now);
         if (quiet <= 0) continue;
         const struct zt_coll_id *l = &g_last[r];
-        *len += (size_t)snprintf(who + *len, cap - *len, "%srank %d %shas sent nothing for %.0f "
-                                 "s (its last collective: #%lld %s): stopped or descheduled?",
-                                 nsilent ? "; " : "", r, id->seq > 0 ? "entered it but " : "",
-                                 quiet, (long long)l->seq, l->seq > 0 ? l->name : "none");
+        appendf(who, cap, len, "%srank %d %shas sent nothing for %.0f s (its last collective: "
+                "#%lld %s): stopped or descheduled?", nsilent ? "; " : "", r,
+                id->seq > 0 ? "entered it but " : "", quiet, (long long)l->seq,
+                l->seq > 0 ? l->name : "none");
         nsilent++;
     }
     return nsilent;
