@@ -2,14 +2,18 @@
  * apps/cli.c: the command-line pieces zerotask's programs share (see cli.h).
  *
  * Layer: apps/. Uses io/'s last-error buffer only, so that zt-prepare and zt-ckpt, which start
- * no runtime, can link it as well as zt-train.
+ * no runtime, can link it as well as zt-train. Output paths are checked with stat and access
+ * only: nothing is created.
  */
 #include "cli.h"
 #include <errno.h>      /* errno */
+#include <limits.h>     /* PATH_MAX */
 #include <stdarg.h>     /* va_list */
 #include <stdio.h>      /* fprintf, vsnprintf */
-#include <stdlib.h>     /* strtoll */
-#include <string.h>     /* strcmp */
+#include <stdlib.h>     /* strtoll, realpath */
+#include <string.h>     /* strcmp, strrchr */
+#include <sys/stat.h>   /* stat */
+#include <unistd.h>     /* access */
 #include "zt_status.h"  /* zt_error_set, zt_error_last */
 
 int cli_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
@@ -58,4 +62,86 @@ int cli_int_option(const struct cli_program *p, int argc, char **argv, int *i, i
         return cli_usage_error(p, "%s %s: expected an integer >= %lld", opt, text,
                                (long long)min);
     return 0;
+}
+
+// ----------------------------------------------------------------------------
+// outputs, checked before any work
+
+/* the directory part of path into dir ("." when path has none) */
+static void dir_of(const char *path, char *dir, size_t n) {
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, n, ".");
+    else if (slash == path)
+        snprintf(dir, n, "/");
+    else
+        snprintf(dir, n, "%.*s", (int)(slash - path), path);
+}
+
+/* dir must be an existing directory this process may create files in */
+static enum zt_status check_dir_writable(const char *flag, const char *path, const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) != 0)
+        return zt_error_set(ZT_ERR_IO, "%s %s: the directory %s %s (expected an existing, "
+                            "writable directory)", flag, path, dir,
+                            errno == ENOENT ? "does not exist" : strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return zt_error_set(ZT_ERR_IO, "%s %s: %s is not a directory (expected an existing, "
+                            "writable directory)", flag, path, dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return zt_error_set(ZT_ERR_IO, "%s %s: the directory %s is not writable (%s)", flag,
+                            path, dir, strerror(errno));
+    return ZT_OK;
+}
+
+enum zt_status cli_check_output_file(const char *flag, const char *path, int in_place) {
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return zt_error_set(ZT_ERR_IO, "%s %s: is a directory (expected a file to write)",
+                            flag, path);
+    if (in_place && stat(path, &sb) == 0 && access(path, W_OK) != 0)
+        return zt_error_set(ZT_ERR_IO, "%s %s: the file is not writable (%s)", flag, path,
+                            strerror(errno));
+    char dir[4096];
+    dir_of(path, dir, sizeof dir);
+    return check_dir_writable(flag, path, dir);
+}
+
+enum zt_status cli_check_output_dir(const char *flag, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return zt_error_set(ZT_ERR_IO, "%s %s: exists and is not a directory", flag,
+                                path);
+        return check_dir_writable(flag, path, path);
+    }
+    /* the nearest existing ancestor: the run creates the rest (mkdir -p) */
+    char up[4096];
+    snprintf(up, sizeof up, "%s", path);
+    for (;;) {
+        char parent[4096];
+        dir_of(up, parent, sizeof parent);
+        if (stat(parent, &sb) == 0 || !strcmp(parent, up) || !strcmp(parent, "."))
+            return check_dir_writable(flag, path, parent);
+        snprintf(up, sizeof up, "%s", parent);
+    }
+}
+
+/* path with its directory resolved (the file itself need not exist), or 0 when the directory
+ * cannot be resolved */
+static int resolved(const char *path, char *out, size_t n) {
+    char dir[4096], real[PATH_MAX];
+    dir_of(path, dir, sizeof dir);
+    if (!realpath(dir, real)) return 0;
+    const char *slash = strrchr(path, '/');
+    snprintf(out, n, "%s/%s", real, slash ? slash + 1 : path);
+    return 1;
+}
+
+int cli_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ra[4096 + 256], rb[4096 + 256];
+    return resolved(a, ra, sizeof ra) && resolved(b, rb, sizeof rb) && !strcmp(ra, rb);
 }

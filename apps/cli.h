@@ -9,7 +9,8 @@
 #ifndef ZT_APPS_CLI_H
 #define ZT_APPS_CLI_H
 
-#include <stdint.h> /* int64_t */
+#include <stdint.h>    /* int64_t */
+#include "zt_status.h" /* enum zt_status */
 
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAILURE 1 /* anything but a bad command line: a missing file, a full disk, ... */
@@ -46,5 +47,19 @@ int cli_string_option(const struct cli_program *p, int argc, char **argv, int *i
  * integer >= <min>". */
 int cli_int_option(const struct cli_program *p, int argc, char **argv, int *i, int64_t min,
                    int64_t *value);
+
+/* Outputs, checked before a program does any work (a bad one fails in seconds, not after
+ * hours), with stat and access only: nothing is created. Each returns ZT_OK or ZT_ERR_IO (the
+ * file system, as for a missing input: exit 1) with a one-line message naming flag and path. */
+/* A file the program will write at path, through a temporary file beside it (in_place 0) or by
+ * opening path itself for writing (in_place 1): path is not a directory, its directory exists
+ * and is writable, and with in_place an existing file is writable. */
+enum zt_status cli_check_output_file(const char *flag, const char *path, int in_place);
+/* A directory the program will create where missing (like mkdir -p) and write in: path is a
+ * writable directory, or its nearest existing ancestor is. */
+enum zt_status cli_check_output_dir(const char *flag, const char *path);
+/* Whether paths a and b name one file: the same device and inode where both exist, else the
+ * same path once their directories are resolved (symbolic links, "..", "."). */
+int cli_same_file(const char *a, const char *b);
 
 #endif /* ZT_APPS_CLI_H */

@@ -9,12 +9,15 @@
  * or config, 1 otherwise.
  */
 #include <errno.h>      /* errno */
+#include <fcntl.h>      /* open */
 #include <math.h>       /* isfinite */
 #include <stdio.h>      /* printf, fopen */
 #include <string.h>     /* strcmp, strerror */
-#include <unistd.h>     /* sysconf */
+#include <sys/stat.h>   /* fstat */
+#include <unistd.h>     /* sysconf, pread */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zt_clock.h"   /* zt_clock_ms */
+#include "zt_tracefile.h" /* zt_tracefile_replay_path */
 #include "zerotask.h"   /* everything public */
 
 static const char *usage_text =
@@ -87,10 +90,14 @@ static const char *usage_text =
     "  train_batch_size = micro x accumulation x N; rank r, micro-batch j trains rows\n"
     "  (j*N + r)*micro .. (j*N + r + 1)*micro - 1 of the step's batch, so N ranks see one rank's\n"
     "  data. Rank 0 prints progress and writes --log, --export and --trace (one file, a process\n"
-    "  lane per rank); every rank prints its memory. A collective waiting longer than\n"
-    "  ZT_COMM_TIMEOUT seconds reports the ranks that have not reached it, then aborts.\n"
+    "  lane per rank); every rank prints its memory. Every rank must be given the same config,\n"
+    "  model, options, --data and --init-from contents (checked at start-up). A collective\n"
+    "  waiting longer than ZT_COMM_TIMEOUT seconds reports the ranks that have not reached it\n"
+    "  or have gone silent in it, then aborts.\n"
     "\n"
     "Environment: STARPU_SCHED (default lws), STARPU_NCPU, and ZT_* knobs: see --help-env.\n"
+    "Outputs (--export, --trace, --log, --dump-grads, --save-dir) are checked before step 1: a\n"
+    "missing or unwritable directory, or an output naming an input, stops the run at once.\n"
     "Exit status: 0 ok, 2 bad command line or config, 1 any other error.\n";
 
 // ----------------------------------------------------------------------------
@@ -276,13 +283,18 @@ static int load_inputs(struct train_run *r) {
     const struct train_options *o = &r->opt;
     if (zt_config_load(&r->cfg, o->ds_config, r->world) != ZT_OK) return fail(2);
     if (o->seed >= 0) r->cfg.seed = (uint64_t)o->seed;
-    if (zt_model_shape_load(&r->shape, o->model) != ZT_OK) return fail(2);
+    if (zt_model_shape_load(&r->shape, o->model) != ZT_OK ||
+        zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK)
+        return fail(2);
     if (zt_tokens_open(&r->tokens, o->data, r->shape.vocab_size) != ZT_OK) return fail(1);
     r->have_tokens = 1;
     int64_t need = zt_gpt2_mem_estimate(&r->shape, &r->cfg), have = mem_available();
     if (need > have) {
+        char largest[256];
+        zt_model_shape_largest(&r->shape, r->cfg.micro_batch, largest, sizeof largest);
         zt_error_set(ZT_ERR_NOMEM, "model %s: needs about %.2f GiB of host memory, %.2f GiB "
-                     "available", o->model, need / 1073741824.0, have / 1073741824.0);
+                     "available (the largest part: %s)", o->model, need / 1073741824.0,
+                     have / 1073741824.0, largest);
         return fail(1);
     }
     return 0;
@@ -323,6 +335,45 @@ static int check_start_files(struct train_run *r) {
     return 0;
 }
 
+/* Rank 0, which writes them (the checkpoint shards of every rank go to one shared directory):
+ * every output can be written (else exit 1, as for a missing input), and none is an input or
+ * another output (exit 2, a bad command line); checked before any work, so that a bad path
+ * fails now instead of after the last step. */
+static int check_outputs(const struct train_run *r) {
+    const struct train_options *o = &r->opt;
+    char replay[4096] = "";
+    if (o->trace_path) zt_tracefile_replay_path(replay, sizeof replay, o->trace_path);
+    const struct { const char *flag, *path; int in_place; } out[] = {
+        {"--export", o->export_path, 0},
+        {"--log", o->log_path, 1},
+        {"--trace", o->trace_path, 0},
+        {"--trace (its replay file)", replay[0] ? replay : NULL, 0},
+        {"--dump-grads", o->grads_path, 0}};
+    const struct { const char *flag, *path; } in[] = {
+        {"--ds-config", o->ds_config}, {"--model", o->model}, {"--data", o->data},
+        {"--init-from", o->init_from}};
+    enum { NOUT = sizeof out / sizeof out[0], NIN = sizeof in / sizeof in[0] };
+    for (int i = 0; i < NOUT; i++) {
+        if (!out[i].path) continue;
+        if (cli_check_output_file(out[i].flag, out[i].path, out[i].in_place) != ZT_OK)
+            return fail(1);
+        for (int k = 0; k < NIN + i; k++) {
+            const char *flag = k < NIN ? in[k].flag : out[k - NIN].flag;
+            const char *other = k < NIN ? in[k].path : out[k - NIN].path;
+            if (other && cli_same_file(out[i].path, other)) {
+                zt_error_set(ZT_ERR_USAGE, "%s %s: is also the %s file (%s)", out[i].flag,
+                             out[i].path, flag, k < NIN ? "an output must not overwrite an "
+                                                          "input" : "each output needs its own");
+                return fail(2);
+            }
+        }
+    }
+    if (r->save_dir && cli_check_output_dir(o->save_dir ? "--save-dir" : "checkpoint.dir",
+                                            r->save_dir) != ZT_OK)
+        return fail(1);
+    return 0;
+}
+
 static uint64_t hash_file(uint64_t h, const char *path) {
     FILE *f = fopen(path, "rb");
     char buf[4096];
@@ -332,7 +383,37 @@ static uint64_t hash_file(uint64_t h, const char *path) {
     return h;
 }
 
-/* every rank must run the same job: same config, model, steps, seed and mode */
+/* A fingerprint of a big input's contents, never of its path (ranks may see one file under
+ * different paths): its size, its first and last 64 KiB and 256 blocks of 4 KiB spread evenly
+ * between them, about 1 MiB read whatever the file's size. A full hash would read the whole
+ * file on every rank before step 1; these blocks catch another file, another version of it or
+ * a truncated copy. A file that cannot be read gives a digest of its own (its error). */
+static uint64_t sampled_digest(const char *path) {
+    enum { EDGE = 65536, BLOCK = 4096, NBLOCKS = 256 };
+    static unsigned char buf[EDGE];
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        return zt_hash_bytes(0, &err, sizeof err);
+    }
+    int64_t size = (int64_t)st.st_size;
+    uint64_t h = zt_hash_bytes(0, &size, sizeof size);
+    for (int i = 0; i < NBLOCKS + 2; i++) {
+        int64_t len = i == 0 || i == NBLOCKS + 1 ? EDGE : BLOCK;
+        int64_t at = i == 0 ? 0 : i == NBLOCKS + 1 ? size - EDGE : size / (NBLOCKS + 1) * i;
+        if (at < 0) at = 0;
+        if (at + len > size) len = size - at;
+        ssize_t n = len > 0 ? pread(fd, buf, (size_t)len, (off_t)at) : 0;
+        if (n > 0) h = zt_hash_bytes(h, buf, (size_t)n);
+    }
+    close(fd);
+    return h;
+}
+
+/* every rank must run the same job: same config, model, steps, seed and mode, and the same
+ * --data and --init-from contents (collective) */
 static int check_same_job(const struct train_run *r) {
     const struct train_options *o = &r->opt;
     uint64_t h = hash_file(hash_file(0, o->ds_config), o->model);
@@ -340,7 +421,11 @@ static int check_same_job(const struct train_run *r) {
                         (int64_t)(o->resume != NULL), r->save_interval};
     h = zt_hash_bytes(h, knobs, sizeof knobs);
     if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume or "
-                              "--save-interval") != ZT_OK)
+                              "--save-interval") != ZT_OK ||
+        zt_comm_check_same(sampled_digest(o->data), "--data file (size+digest)") != ZT_OK ||
+        (o->init_from && /* the same on every rank: the check above compared its presence */
+         zt_comm_check_same(sampled_digest(o->init_from), "--init-from file (size+digest)") !=
+             ZT_OK))
         return fail(2);
     return 0;
 }
@@ -350,6 +435,7 @@ static int validate_inputs(struct train_run *r) {
     int code = load_inputs(r);
     if (!code) code = resolve_checkpointing(r);
     if (!code) code = check_start_files(r);
+    if (!code && r->rank == 0) code = check_outputs(r);
     code = agree(code);
     if (!code && r->world > 1) code = check_same_job(r);
     return code;

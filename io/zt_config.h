@@ -9,6 +9,7 @@
 #ifndef ZT_CONFIG_H
 #define ZT_CONFIG_H
 
+#include <stddef.h>    /* size_t */
 #include <stdint.h>    /* int64_t */
 #include "zt_status.h" /* enum zt_status */
 
@@ -144,6 +145,14 @@ struct zt_model_shape {
 };
 enum zt_status zt_model_shape_load(struct zt_model_shape *m, const char *path);
 enum zt_status zt_model_shape_parse(struct zt_model_shape *m, const char *json, const char *name);
+/* Whether the arrays shape s implies (with micro_batch sequences per micro-batch) can be sized:
+ * none may hold more than 2^56 elements. A bad one is ZT_ERR_CONFIG naming the file (name),
+ * the field it grows with, its value and the limit. Loading and parsing check micro_batch 1. */
+enum zt_status zt_model_shape_check_sizes(const struct zt_model_shape *s, int micro_batch,
+                                          const char *name);
+/* "what: N elements, field value" of the largest of those arrays, for a message. */
+void zt_model_shape_largest(const struct zt_model_shape *s, int micro_batch, char *out,
+                            size_t n);
 
 #ifdef __cplusplus
 }

@@ -10,12 +10,17 @@
  * drains the notes it received while it polls its requests. When the wait passes
  * ZT_COMM_TIMEOUT seconds, the notes say which ranks never entered this collective and where
  * each of them is instead; the rank prints that and aborts the job (MPI_Abort), so nobody is
- * left with a bare "timeout" (or a hang).
+ * left with a bare "timeout" (or a hang). A rank that has waited a second sends a heartbeat
+ * note every second until its wait ends, so that when every rank has entered the collective
+ * the report can still tell a rank that went silent (stopped, descheduled) from a stuck
+ * transport; a wait shorter than a second sends none.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (zt_clock.h), nanosleep */
-#include <stdio.h>         /* snprintf */
+#include <signal.h>        /* raise (a test's stopped rank) */
+#include <stdarg.h>        /* va_list */
+#include <stdio.h>         /* snprintf, vsnprintf */
 #include <stdlib.h>        /* malloc, free */
-#include <string.h>        /* memcpy */
+#include <string.h>        /* memcpy, strcmp */
 #include <time.h>          /* nanosleep */
 #include "zt_clock.h"      /* zt_clock_ms */
 #include "zt_comm.h"       /* our API */
@@ -24,6 +29,9 @@
 #include "zt_swapdir.h"    /* zt_swapdir_remove_all */
 
 #define NOTE_TAG 7
+#define BEAT_TAG 8        /* a heartbeat: the sender is still waiting in the collective it names */
+#define BEAT_EVERY_S 1.0  /* seconds between a waiting rank's heartbeats */
+#define SILENT_S 3.0      /* a rank not heard from for this long is reported as silent */
 #define NOTE_RING 256     /* notes in flight per process */
 #define NOTE_SEEN 64      /* collectives remembered per rank */
 
@@ -36,6 +44,8 @@ static int g_lrank = 0, g_lsize = 1; /* rank and count on this machine */
 static int64_t g_timeout_s = 300;
 static int g_skip_rank = -1;
 static int64_t g_skip_seq = -1;
+static int g_stop_rank = -1; /* test only: RANK:SEQ:stop, this rank stops itself in SEQ */
+static int64_t g_stop_seq = -1;
 static int g_tag_ub = 32767;
 /* sent notes (buffers stay valid until their request completes) */
 static struct zt_coll_id g_ring[NOTE_RING];
@@ -44,8 +54,11 @@ static int g_ring_pos = 0;
 /* received notes: the last NOTE_SEEN collectives each rank entered, and its latest */
 static struct zt_coll_id (*g_seen)[NOTE_SEEN] = NULL;
 static struct zt_coll_id *g_last = NULL;
+static double *g_heard = NULL; /* when each rank's last note arrived (now_s) */
+static double g_beat_sent = 0; /* when this rank last sent a heartbeat */
 
 static void drain_notes(void);
+static double now_s(void) { return zt_clock_ms() / 1e3; }
 
 /* every ZT_* knob is checked here, the start of every run (zt_runtime_init begins with
  * zt_comm_init), once the rank is known so that rank 0 alone reports a bad one */
@@ -56,12 +69,15 @@ static enum zt_status read_knobs(void) {
     if (v && *v) {
         int r = -1;
         long long q = -1;
-        char tail = 0;
-        if (sscanf(v, "%d:%lld%c", &r, &q, &tail) != 2 || r < 0 || q < 1)
-            return zt_error_set(ZT_ERR_CONFIG, "ZT_TEST_SKIP_COLLECTIVE=%s: expected RANK:SEQ "
-                                               "(a rank >= 0 and a collective number >= 1)", v);
-        g_skip_rank = r;
-        g_skip_seq = q;
+        char colon = 0, word[8] = "", tail = 0;
+        int n = sscanf(v, "%d:%lld%c%7[a-z]%c", &r, &q, &colon, word, &tail);
+        int stop = n == 4 && colon == ':' && !strcmp(word, "stop");
+        if ((n != 2 && !stop) || r < 0 || q < 1)
+            return zt_error_set(ZT_ERR_CONFIG, "ZT_TEST_SKIP_COLLECTIVE=%s: expected RANK:SEQ or "
+                                               "RANK:SEQ:stop (a rank >= 0 and a collective "
+                                               "number >= 1)", v);
+        *(stop ? &g_stop_rank : &g_skip_rank) = r;
+        *(stop ? &g_stop_seq : &g_skip_seq) = q;
     }
     return ZT_OK;
 }
@@ -98,7 +114,9 @@ enum zt_status zt_comm_init(void) {
         g_tag_ub = *ub;
     g_seen = calloc((size_t)g_size, sizeof *g_seen);
     g_last = calloc((size_t)g_size, sizeof *g_last);
-    enum zt_status krc = (g_seen && g_last) ? read_knobs()
+    g_heard = calloc((size_t)g_size, sizeof *g_heard);
+    for (int r = 0; g_heard && r < g_size; r++) g_heard[r] = now_s();
+    enum zt_status krc = (g_seen && g_last && g_heard) ? read_knobs()
                                             : zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
     if (krc != ZT_OK) {
         g_refs = 1;
@@ -124,8 +142,10 @@ void zt_comm_free(void) {
     }
     free(g_seen);
     free(g_last);
+    free(g_heard);
     g_seen = NULL;
     g_last = NULL;
+    g_heard = NULL;
     MPI_Comm_free(&g_note);
     MPI_Comm_free(&g_comm);
     if (g_we_init) MPI_Finalize();
@@ -171,18 +191,20 @@ enum zt_status zt_comm_check_same(uint64_t digest, const char *what) {
     return ZT_OK;
 }
 
-enum zt_status zt_comm_count_failed(int failed, int *nfailed) {
-    double n = failed != 0;
-    enum zt_status rc = zt_comm_sum_double(&n);
-    *nfailed = rc == ZT_OK ? (int)n : failed != 0;
-    return rc;
-}
-
-enum zt_status zt_comm_sum_double(double *x) {
+/* Sum of one double per rank. watched: the wait goes through the watchdog (a rank that never
+ * comes is reported by ZT_COMM_TIMEOUT); else it waits as long as the slowest rank takes. */
+static enum zt_status sum_doubles(double *x, int watched) {
     if (g_size == 1) return ZT_OK;
     double *all = malloc((size_t)g_size * sizeof *all);
     if (!all) return zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
-    if (MPI_Allgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm) != MPI_SUCCESS) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    int err = watched ? MPI_Iallgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm, &req)
+                      : MPI_Allgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm);
+    if (err == MPI_SUCCESS && watched) {
+        const struct zt_coll_id id = {.seq = 0, .step = -1, .layer = -1, .name = "sum"};
+        zt_comm_waitall(1, &req, &id);
+    }
+    if (err != MPI_SUCCESS) {
         free(all);
         return zt_error_set(ZT_ERR_RUNTIME, "MPI: allgather of a sum failed");
     }
@@ -192,6 +214,18 @@ enum zt_status zt_comm_sum_double(double *x) {
     *x = s;
     return ZT_OK;
 }
+
+/* blocking: the ranks may agree after work of very different lengths (a checkpoint's shards,
+ * rank 0 writing --export), which no timeout should cut short */
+enum zt_status zt_comm_count_failed(int failed, int *nfailed) {
+    double n = failed != 0;
+    enum zt_status rc = sum_doubles(&n, 0);
+    *nfailed = rc == ZT_OK ? (int)n : failed != 0;
+    return rc;
+}
+
+/* watched: a step's loss, and the ranks starting a load together */
+enum zt_status zt_comm_sum_double(double *x) { return sum_doubles(x, 1); }
 
 enum zt_status zt_comm_gather_bytes(const void *in, size_t n, void *out) {
     if (g_size == 1) {
@@ -262,19 +296,37 @@ int zt_comm_tag(int64_t seq) { return (int)(seq % ((int64_t)g_tag_ub + 1)); }
 
 int zt_comm_skip(int64_t seq) { return g_rank == g_skip_rank && seq == g_skip_seq; }
 
+/* the notes received so far: entries (NOTE_TAG) and heartbeats (BEAT_TAG); each says when its
+ * sender was last heard from */
 static void drain_notes(void) {
     for (;;) {
         int flag = 0;
         MPI_Status st;
-        if (MPI_Iprobe(MPI_ANY_SOURCE, NOTE_TAG, g_note, &flag, &st) != MPI_SUCCESS || !flag)
+        if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g_note, &flag, &st) != MPI_SUCCESS || !flag)
             return;
         struct zt_coll_id n;
-        if (MPI_Recv(&n, (int)sizeof n, MPI_BYTE, st.MPI_SOURCE, NOTE_TAG, g_note,
+        if (MPI_Recv(&n, (int)sizeof n, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, g_note,
                      MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return;
+        g_heard[st.MPI_SOURCE] = now_s();
+        if (st.MPI_TAG != NOTE_TAG) continue;
         n.name[sizeof n.name - 1] = '\0';
         g_seen[st.MPI_SOURCE][n.seq % NOTE_SEEN] = n;
         g_last[st.MPI_SOURCE] = n;
+    }
+}
+
+/* id to every other rank with tag */
+static void send_note(const struct zt_coll_id *id, int tag) {
+    for (int k = 1; k < g_size; k++) {
+        int r = (g_rank + k) % g_size;
+        int slot = g_ring_pos++ % NOTE_RING;
+        /* a 64-byte send completes locally (eager protocol) long before the ring wraps */
+        MPI_Wait(&g_ring_req[slot], MPI_STATUS_IGNORE);
+        g_ring[slot] = *id;
+        if (MPI_Isend(&g_ring[slot], (int)sizeof *id, MPI_BYTE, r, tag, g_note,
+                      &g_ring_req[slot]) != MPI_SUCCESS)
+            g_ring_req[slot] = MPI_REQUEST_NULL;
     }
 }
 
@@ -282,56 +334,101 @@ void zt_comm_enter(const struct zt_coll_id *id) {
     if (g_size == 1) return;
     g_seen[g_rank][id->seq % NOTE_SEEN] = *id;
     g_last[g_rank] = *id;
-    for (int k = 1; k < g_size; k++) {
-        int r = (g_rank + k) % g_size;
-        int slot = g_ring_pos++ % NOTE_RING;
-        /* a 64-byte send completes locally (eager protocol) long before the ring wraps */
-        MPI_Wait(&g_ring_req[slot], MPI_STATUS_IGNORE);
-        g_ring[slot] = *id;
-        if (MPI_Isend(&g_ring[slot], (int)sizeof *id, MPI_BYTE, r, NOTE_TAG, g_note,
-                      &g_ring_req[slot]) != MPI_SUCCESS)
-            g_ring_req[slot] = MPI_REQUEST_NULL;
-    }
+    send_note(id, NOTE_TAG);
     drain_notes();
+    if (g_rank == g_stop_rank && id->seq == g_stop_seq) { /* test only: a rank that stops */
+        MPI_Waitall(NOTE_RING, g_ring_req, MPI_STATUSES_IGNORE); /* the note has left */
+        fprintf(stderr, "zerotask: rank %d stops itself in collective #%lld %s "
+                        "(ZT_TEST_SKIP_COLLECTIVE)\n", g_rank, (long long)id->seq, id->name);
+        raise(SIGSTOP);
+    }
 }
 
-static double now_s(void) { return zt_clock_ms() / 1e3; }
-
 static int entered(int r, int64_t seq) {
-    if (r == g_rank) return 1;
+    if (r == g_rank || seq <= 0) return 1; /* a host collective (seq 0) is not announced */
     if (g_last[r].seq >= seq + NOTE_SEEN) return 1; /* far ahead: it has been through seq */
     return g_seen[r][seq % NOTE_SEEN].seq == seq;
+}
+
+/* printf at buf + *len, *len moved to the end (never past cap - 1: the text is cut short) */
+__attribute__((format(printf, 4, 5))) static void appendf(char *buf, size_t cap, size_t *len,
+                                                          const char *fmt, ...) {
+    if (*len + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0) *len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
+}
+
+/* seconds since rank r was last heard from, when that makes it silent; else 0 */
+static double silent_for(int r, double now) {
+    if (r == g_rank || now - g_heard[r] < SILENT_S) return 0;
+    return now - g_heard[r];
+}
+
+/* the ranks that have not entered collective id, and where each of them is instead, into who;
+ * returns their number */
+static int report_missing(const struct zt_coll_id *id, char *who, size_t cap, size_t *len) {
+    int nmiss = 0;
+    double now = now_s();
+    for (int r = 0; r < g_size; r++) {
+        if (entered(r, id->seq)) continue;
+        const struct zt_coll_id *l = &g_last[r];
+        /* a collective that r entered and this rank never did: this rank is the one missing */
+        int me_missing = l->seq > 0 && l->seq < id->seq &&
+                         g_seen[g_rank][l->seq % NOTE_SEEN].seq != l->seq;
+        char silent[64] = "";
+        if (silent_for(r, now) > 0)
+            snprintf(silent, sizeof silent, "; silent for %.0f s", silent_for(r, now));
+        if (l->seq > 0)
+            appendf(who, cap, len, "%srank %d has not reached it (its last collective: #%lld %s, "
+                    "step %lld, layer %d%s%s)", nmiss ? "; " : "", r, (long long)l->seq, l->name,
+                    (long long)l->step, l->layer,
+                    me_missing ? ", which this rank never entered" : "", silent);
+        else
+            appendf(who, cap, len, "%srank %d has not reached it (no collective yet%s)",
+                    nmiss ? "; " : "", r, silent);
+        nmiss++;
+    }
+    return nmiss;
+}
+
+/* every rank has entered id: the ranks that went silent in it (a waiting rank sends a heartbeat
+ * every second), into who; returns their number */
+static int report_silent(const struct zt_coll_id *id, char *who, size_t cap, size_t *len) {
+    int nsilent = 0;
+    double now = now_s();
+    for (int r = 0; r < g_size; r++) {
+        double quiet = silent_for(r, now);
+        if (quiet <= 0) continue;
+        const struct zt_coll_id *l = &g_last[r];
+        appendf(who, cap, len, "%srank %d %shas sent nothing for %.0f s (its last collective: "
+                "#%lld %s): stopped or descheduled?", nsilent ? "; " : "", r,
+                id->seq > 0 ? "entered it but " : "", quiet, (long long)l->seq,
+                l->seq > 0 ? l->name : "none");
+        nsilent++;
+    }
+    return nsilent;
 }
 
 static void timeout_report(const struct zt_coll_id *id, double waited) {
     drain_notes();
     char who[1024] = "";
     size_t len = 0;
-    int nmiss = 0;
-    for (int r = 0; r < g_size && len + 160 < sizeof who; r++) {
-        if (entered(r, id->seq)) continue;
-        const struct zt_coll_id *l = &g_last[r];
-        /* a collective that r entered and this rank never did: this rank is the one missing */
-        int me_missing = l->seq > 0 && l->seq < id->seq &&
-                         g_seen[g_rank][l->seq % NOTE_SEEN].seq != l->seq;
-        if (l->seq > 0)
-            len += (size_t)snprintf(who + len, sizeof who - len,
-                                    "%srank %d has not reached it (its last collective: #%lld %s, "
-                                    "step %lld, layer %d%s)", nmiss ? "; " : "", r,
-                                    (long long)l->seq, l->name, (long long)l->step, l->layer,
-                                    me_missing ? ", which this rank never entered" : "");
-        else
-            len += (size_t)snprintf(who + len, sizeof who - len,
-                                    "%srank %d has not reached it (no collective yet)",
-                                    nmiss ? "; " : "", r);
-        nmiss++;
-    }
-    if (nmiss == 0)
-        snprintf(who, sizeof who, "every rank has entered it, so the transport itself is stuck");
-    fprintf(stderr, "zerotask: error: rank %d: collective #%lld %s (step %lld, layer %d) has "
-                    "waited %.0f s (ZT_COMM_TIMEOUT=%lld): %s; aborting the job\n",
-            g_rank, (long long)id->seq, id->name, (long long)id->step, id->layer, waited,
-            (long long)g_timeout_s, who);
+    if (report_missing(id, who, sizeof who, &len) == 0 &&
+        report_silent(id, who, sizeof who, &len) == 0)
+        snprintf(who, sizeof who, "every rank has entered it and is still waiting in it, so "
+                                  "the transport itself is stuck");
+    char what[160];
+    if (id->seq > 0)
+        snprintf(what, sizeof what, "collective #%lld %s (step %lld, layer %d)",
+                 (long long)id->seq, id->name, (long long)id->step, id->layer);
+    else /* a host-side helper of zt_comm.h, between steps */
+        snprintf(what, sizeof what, "host collective %s (after collective #%lld)", id->name,
+                 (long long)g_last[g_rank].seq);
+    fprintf(stderr, "zerotask: error: rank %d: %s has waited %.0f s (ZT_COMM_TIMEOUT=%lld): %s; "
+                    "aborting the job\n", g_rank, what, waited, (long long)g_timeout_s, who);
     fflush(stderr);
     zt_comm_abort_job();
 }
@@ -360,7 +457,11 @@ void zt_comm_waitall(int n, MPI_Request *reqs, const struct zt_coll_id *id) {
         if (++spins < 2000) continue;
         if ((spins & 63) == 0) {
             drain_notes();
-            double w = now_s() - t0;
+            double now = now_s(), w = now - t0;
+            if (w >= BEAT_EVERY_S && now - g_beat_sent >= BEAT_EVERY_S && g_size > 1) {
+                send_note(id, BEAT_TAG); /* "still here, waiting in id" */
+                g_beat_sent = now;
+            }
             if (w > (double)g_timeout_s) timeout_report(id, w);
         }
         struct timespec ts = {0, spins < 20000 ? 20000 : 200000};

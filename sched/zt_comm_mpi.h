@@ -26,7 +26,8 @@ void zt_comm_enter(const struct zt_coll_id *id);
  * request is reported the same way. */
 void zt_comm_waitall(int n, MPI_Request *reqs, const struct zt_coll_id *id);
 /* Test-only (ZT_TEST_SKIP_COLLECTIVE=RANK:SEQ): nonzero when this rank must skip collective
- * seq, to prove the timeout report. */
+ * seq, to prove the timeout report. (RANK:SEQ:stop: that rank enters seq, then stops itself
+ * with SIGSTOP inside zt_comm_enter, to prove the report of a silent rank.) */
 int zt_comm_skip(int64_t seq);
 /* Tag of collective seq's point-to-point messages (messages of two collectives never match). */
 int zt_comm_tag(int64_t seq);

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""tests/faults/test_ranks.py: ranks that do not run the same job, or a rank that stops.
+
+Cases (2 ranks under mpirun, MPMD syntax `-np 1 zt-train A : -np 1 zt-train B` for per-rank
+arguments):
+  - rank 1 started with another --data file, or another --init-from file: start-up stops with
+    exit 2 and one line (rank 0's) "ranks differ: the --data file (size+digest) of rank 1 differs
+    from rank 0's", before any step;
+  - the same contents under another path (a copy) on rank 1 is the same input: the run passes;
+  - rank 1 stopped mid-run (SIGSTOP from the test, not dead) with ZT_COMM_TIMEOUT=5: the job
+    ends well within the test's time, non-zero, and rank 0's timeout line names rank 1 as the one
+    that went silent in the collective or never came to it; the stopped process is then
+    continued and killed;
+  - the same with rank 1 stopped inside a collective for certain (it stops itself right after
+    entering collective #20: ZT_TEST_SKIP_COLLECTIVE=1:20:stop): rank 0's line says that rank 1
+    entered it but has sent nothing since, instead of blaming the transport.
+
+Under mpirun, stderr also holds mpirun's own notes; the error lines are those holding "error:".
+
+Usage: test_ranks.py APPS_DIR MPIEXEC WORKDIR
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+
+import faultlib as F
+
+F.setup()
+ZT = F.prog("zt-train")
+MPI = [F.MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-x", "STARPU_NCPU=1",
+       "-x", "STARPU_SILENT=1"]
+base = F.tiny_run()
+data = base[base.index("--data") + 1]
+
+
+def mpmd(args0, args1, env=()):
+    """mpirun with rank 0 running zt-train args0 and rank 1 zt-train args1"""
+    x = []
+    for kv in env:
+        x += ["-x", kv]
+    return MPI + x + ["-np", "1", ZT] + args0 + [":", "-np", "1", ZT] + args1
+
+
+def expect_mpi(label, cmd, code, words, timeout=120):
+    """cmd exits with code and exactly one error line, holding every word in words"""
+    p = F.run(cmd, timeout)
+    if p is None:
+        return F.check(label, False, "no answer after %d s (a hang)" % timeout)
+    lines = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
+    ok = (p.returncode == code and len(lines) == 1 and
+          lines[0].startswith("zerotask: error: ") and all(w in lines[0] for w in words) and
+          not re.search(r"^step ", p.stdout, re.M))
+    return F.check(label, ok, "exit %d, %r" % (p.returncode, lines))
+
+
+# --data: another file on rank 1 (same size, other tokens), then the same contents elsewhere
+other = F.write_tokens("other.bin", [(i * 3) % 64 for i in range(400)])
+expect_mpi("--data differs on rank 1", mpmd(base, F.with_arg(base, "--data", other)), 2,
+           ["ranks differ: the --data file (size+digest) of rank 1 differs from rank 0's"])
+copy = F.path("copy_of_tokens.bin")
+shutil.copy(data, copy)
+p = F.run(mpmd(base, F.with_arg(base, "--data", copy)), 120)
+F.check("--data: the same contents under another path", p is not None and p.returncode == 0,
+        "exit %s" % (p.returncode if p else "(hang)"))
+
+# --init-from: weights of two seeds
+w1, w2 = F.path("w1.safetensors"), F.path("w2.safetensors")
+for seed, w in (("1", w1), ("2", w2)):
+    p = F.run([ZT] + base + ["--seed", seed, "--export", w], 120)
+    F.check("make weights (seed %s)" % seed, p is not None and p.returncode == 0,
+            "exit %s" % (p.returncode if p else "(hang)"))
+expect_mpi("--init-from differs on rank 1",
+           mpmd(base + ["--init-from", w1], base + ["--init-from", w2]), 2,
+           ["ranks differ: the --init-from file (size+digest) of rank 1 differs from rank 0's"])
+
+
+# rank 1 stopped mid-run: rank 0's watchdog names it and the job ends
+def stopped_rank(label, env, want):
+    model = F.write_json("model_stop.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 64,
+                                             "n_layer": 2, "n_head": 4})
+    ds = F.write_json("ds_stop.json", {
+        "train_batch_size": 8, "train_micro_batch_size_per_gpu": 4, "steps_per_print": 1,
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+        "zero_optimization": {"stage": 2, "reduce_bucket_size": 20000}})
+    toks = F.write_tokens("tokens_stop.bin", [(i * 5 + i // 7) % 64 for i in range(4000)])
+    wrap = F.path("wrap.sh")
+    with open(wrap, "w") as f:
+        f.write('#!/bin/sh\necho $$ > %s/pid.$OMPI_COMM_WORLD_RANK\nexec %s "$@"\n'
+                % (F.WORK, ZT))
+    os.chmod(wrap, 0o755)
+    for r in (0, 1):
+        if os.path.exists(F.path("pid.%d" % r)):
+            os.remove(F.path("pid.%d" % r))
+    cmd = MPI + ["-x", "ZT_COMM_TIMEOUT=5"] + env + ["-np", "2", wrap, "--ds-config", ds, "--model",
+                 model, "--data", toks, "--steps", "100000"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid, t_stop = None, (time.time() if env else None)  # env: rank 1 stops itself
+    deadline = time.time() + 120
+    while not env and time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        if re.match(r"\s*step\s+5/", line):  # mid-run: the pipeline is busy
+            pid = int(open(F.path("pid.1")).read())
+            os.kill(pid, signal.SIGSTOP)
+            t_stop = time.time()
+            break
+    try:
+        _, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        err += "\n(test: still running 60 s after the stop)"
+    took = time.time() - t_stop if t_stop else -1
+    if env and os.path.exists(F.path("pid.1")):
+        pid = int(open(F.path("pid.1")).read())
+    if pid:  # the stopped process: continue it and end it, whatever mpirun did
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+    lines = [l for l in err.splitlines() if "ZT_COMM_TIMEOUT=5" in l]
+    named = [l for l in lines if re.search(want, l)]
+    F.check(label,
+            t_stop is not None and proc.returncode != 0 and 0 <= took < 45 and len(named) == 1,
+            "exit %s after %.0f s, %r" % (proc.returncode, took, named or err[-1500:]))
+
+
+stopped_rank("rank 1 stopped (SIGSTOP) mid-run", [],
+             r"rank 0: .*(rank 1 entered it but has sent nothing for \d+ s|rank 1 has not "
+             r"reached it)")
+stopped_rank("rank 1 stopped inside collective #20", ["-x", "ZT_TEST_SKIP_COLLECTIVE=1:20:stop"],
+             r"rank 0: collective #20 \w+ .*has waited \d+ s .*rank 1 entered it but has sent "
+             r"nothing for \d+ s .*stopped or descheduled\?")
+F.finish()
