@@ -70,8 +70,8 @@ static const struct zt_knob g_knobs[] = {
      "refuses them). fp16 skips such steps (loss scaling) either way",
      0, 0, "stop|warn"},
     {"ZT_TEST_SKIP_COLLECTIVE", ZT_KNOB_STR, "",
-     "test only: RANK:SEQ makes that rank skip its collective number SEQ (proves the "
-     "ZT_COMM_TIMEOUT report)",
+     "test only: RANK:SEQ makes that rank skip its collective number SEQ, RANK:SEQ:stop makes "
+     "it stop itself (SIGSTOP) inside it (both prove the ZT_COMM_TIMEOUT report)",
      0, 0, NULL},
     {NULL, 0, NULL, NULL, 0, 0, NULL},
 };
