@@ -434,8 +434,9 @@ static int check_same_job(const struct train_run *r) {
 static int validate_inputs(struct train_run *r) {
     int code = load_inputs(r);
     if (!code) code = resolve_checkpointing(r);
-    if (!code) code = check_start_files(r);
+    /* the outputs first: the save-dir lock of check_start_files creates the directory */
     if (!code && r->rank == 0) code = check_outputs(r);
+    if (!code) code = check_start_files(r);
     code = agree(code);
     if (!code && r->world > 1) code = check_same_job(r);
     return code;
