@@ -34,12 +34,14 @@ static const char *usage_text =
     "                                  --moments: <name>.exp_avg and <name>.exp_avg_sq into OUT2\n"
     "                                  (always F32)\n"
     "  import --safetensors IN --out DIR [--tag NAME [--set-latest]]\n"
-    "                                  DIR/step0 from weights (F32/BF16/F16, no NaN or Inf; zero\n"
-    "                                  Adam moments): zt-train --resume DIR starts training\n"
-    "                                  from them. A DIR that already holds checkpoints is\n"
-    "                                  refused unless --tag: the weights become DIR/NAME beside\n"
-    "                                  them, and `latest` stays (zt-train --resume DIR/NAME)\n"
-    "                                  unless --set-latest\n"
+    "                                  a step-0 checkpoint from weights (F32/BF16/F16, no NaN or\n"
+    "                                  Inf; zero Adam moments), written as DIR/step0, or as\n"
+    "                                  DIR/NAME with --tag (1-63 characters, no '/', not\n"
+    "                                  starting with '.', not 'latest'). DIR's `latest` names it\n"
+    "                                  when DIR had none (zt-train --resume DIR starts from it).\n"
+    "                                  A DIR that holds checkpoints is refused without --tag;\n"
+    "                                  with it, the tag goes beside them and `latest` stays\n"
+    "                                  (zt-train --resume DIR/NAME) unless --set-latest\n"
     "\n"
     "Exit status: 0 ok, 2 bad command line, 1 any other error.\n";
 
@@ -345,6 +347,8 @@ static int run_command(const struct ckpt_args *a) {
             (a->set_latest && !a->tag))
             return cli_usage_error(&cli, "%s: expected import --safetensors IN --out DIR [--tag "
                                          "NAME [--set-latest]]", cmd);
+        if (a->tag && zt_checkpoint_check_tag_name(a->tag) != ZT_OK)
+            return cli_usage_error(&cli, "%s", zt_error_last());
         return cmd_import(a->safetensors, a->out, a->tag, a->set_latest);
     }
     return cli_usage_error(&cli, "unknown command '%s'", cmd);

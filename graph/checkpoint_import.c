@@ -1,7 +1,8 @@
 /*
- * graph/checkpoint_import.c: a checkpoint made from weights (zt_checkpoint_import): DIR/step0
- * written by one rank at stage 0, the safetensors file's tensors as fp32 parameters with zero
- * Adam moments, published like any save, so that `zt-train --resume DIR` starts from them.
+ * graph/checkpoint_import.c: a checkpoint made from weights (zt_checkpoint_import): one tag
+ * (DIR/step0, or DIR/<tag> when named) written by one rank at stage 0, the safetensors file's
+ * tensors as fp32 parameters with zero Adam moments, published like any save, so that
+ * `zt-train --resume DIR` (or DIR/<tag>) starts from them.
  *
  * Into a directory that already holds checkpoints only as a named tag beside them, so that
  * `latest` never moves unasked.
@@ -70,7 +71,7 @@ static enum zt_status write_shard(struct import *im, const char *partial, uint64
     zt_ckpt_dir_shard_path(path, sizeof path, partial, 0);
     struct zt_shard_writer w;
     const struct zt_shard_id id = {.run_id = run_id, .step = 0, .rank = 0, .world = 1};
-    ZT_CHECK(zt_shard_create_id(&w, path, &id, im->rec, 3 * im->st.n));
+    ZT_CHECK(zt_shard_create(&w, path, &id, im->rec, 3 * im->st.n));
     enum zt_status rc = ZT_OK;
     for (int i = 0; rc == ZT_OK && i < im->st.n; i++) {
         const struct zt_st_tensor *t = &im->st.t[i];
@@ -84,8 +85,7 @@ static enum zt_status write_shard(struct import *im, const char *partial, uint64
     return rc;
 }
 
-/* A tag name: what a directory entry may be, not hidden (the protocol's own), not `latest`. */
-static enum zt_status check_tag_name(const char *tag) {
+enum zt_status zt_checkpoint_check_tag_name(const char *tag) {
     if (!tag[0] || strlen(tag) >= 64 || strchr(tag, '/') || tag[0] == '.' ||
         strcmp(tag, "latest") == 0)
         return zt_error_set(ZT_ERR_INVALID, "tag '%s': expected a name of 1-63 characters, "
@@ -110,7 +110,7 @@ static enum zt_status check_destination(const char *dir, const char *tag, int *h
     }
     struct zt_ckpt_tag *t = NULL;
     int n = 0;
-    zt_checkpoint_list(dir, &t, &n);
+    ZT_CHECK(zt_checkpoint_list(dir, &t, &n)); /* one that cannot be read is not empty */
     free(t);
     if (*has_latest || n > 0)
         return zt_error_set(ZT_ERR_IO, "checkpoint %s: already holds checkpoints (%d tag(s)%s); "
@@ -124,7 +124,7 @@ enum zt_status zt_checkpoint_import(const char *source, const char *dir, const c
                                     int set_latest) {
     if (strlen(dir) + 80 > ZT_CKPT_PATH_BYTES)
         return zt_error_set(ZT_ERR_INVALID, "checkpoint %s: path too long", dir);
-    if (tag) ZT_CHECK(check_tag_name(tag));
+    if (tag) ZT_CHECK(zt_checkpoint_check_tag_name(tag));
     struct import im = {.source = source};
     ZT_CHECK(zt_st_open(&im.st, source));
     im.st.finite_only = 1; /* a NaN or Inf weight is an error naming it, as at --init-from */
@@ -137,14 +137,14 @@ enum zt_status zt_checkpoint_import(const char *source, const char *dir, const c
     const uint64_t run_id = zt_checkpoint_new_run_id(); /* a new run starts from these weights */
     if (rc == ZT_OK) rc = alloc_buffers(&im);
     if (rc == ZT_OK) rc = plan_records(&im);
-    const int ours = rc == ZT_OK; /* DIR locked and the tag free: its partial is ours */
+    const int partial_is_ours = rc == ZT_OK; /* DIR locked, the tag free: ours to remove */
     if (rc == ZT_OK) rc = zt_ckpt_dir_prepare(dir, tag);
     if (rc == ZT_OK) rc = write_shard(&im, partial, run_id);
     if (rc == ZT_OK)
         rc = zt_checkpoint_publish(dir, tag, partial,
                                    zt_checkpoint_meta_build_import(&im.st, source, tag, run_id),
                                    set_latest || !has_latest);
-    if (rc != ZT_OK && ours) zt_ckpt_dir_discard(dir, tag);
+    if (rc != ZT_OK && partial_is_ours) zt_ckpt_dir_discard(dir, tag);
     free(im.rec);
     free(im.values);
     free(im.zeros);

@@ -6,15 +6,17 @@
  * Layer: graph/. Format: docs/checkpoints.md. meta.json is what makes a tag complete (it is
  * written last), and what a load checks before it reads any shard, so that a mismatch is one
  * line naming the file and the expected value. Its last member, meta_crc32c, is the CRC32C of
- * the rest printed canonically (cJSON, unformatted, members in order): every read checks it, so
- * a flipped bit anywhere in a value or a name is refused, while re-indenting the file is not.
+ * the file's own bytes before it (up to the comma that precedes the member): written last by
+ * hand, found in the text by the reader, so the checksum does not depend on how a JSON library
+ * prints numbers; a flipped bit anywhere before it, or anything after it, is refused.
  */
 #include <cjson/cJSON.h>     /* meta.json */
-#include <math.h>            /* isfinite */
+#include <math.h>            /* isfinite, floor */
 #include <stdio.h>           /* snprintf */
-#include <stdlib.h>          /* calloc, free, strtoull */
+#include <stdlib.h>          /* calloc, free, strtoul */
 #include <string.h>          /* strcmp, strlen */
 #include "checkpoint_impl.h" /* this room's shared declarations */
+#include "zt_ckpt.h"         /* zt_run_id_parse, ZT_CKPT_MAX_ELEMENTS */
 #include "zt_ckpt_dir.h"     /* zt_ckpt_dir_read_text, zt_ckpt_dir_shard_name */
 #include "zt_crc32c.h"       /* zt_crc32c */
 
@@ -110,22 +112,23 @@ static void add_config_and_extra(cJSON *m, const struct zt_config *c, const char
     cJSON_Delete(ex);
 }
 
-/* the CRC32C of m printed canonically (unformatted); -1 when out of memory */
-static int64_t canonical_crc(const cJSON *m) {
-    char *canon = cJSON_PrintUnformatted(m);
-    if (!canon) return -1;
-    uint32_t crc = zt_crc32c(0, canon, strlen(canon));
-    free(canon);
-    return crc;
-}
-
-/* the text of m with its checksum added as the last member */
+/* The text of m (printed as cJSON formats it) with its checksum appended by hand as the last
+ * member: the CRC32C of the printed bytes before the comma that introduces it. */
 static char *print_and_free(cJSON *m) {
-    int64_t crc = canonical_crc(m);
-    char hex[24], *s = NULL;
-    snprintf(hex, sizeof hex, "%08llx", (long long)crc);
-    if (crc >= 0 && cJSON_AddStringToObject(m, CRC_KEY, hex)) s = cJSON_Print(m);
+    char *body = cJSON_Print(m), *s = NULL;
     cJSON_Delete(m);
+    if (!body) return NULL;
+    size_t n = strlen(body);
+    while (n > 0 && body[n - 1] != '}') n--; /* the object's closing brace ... */
+    if (n > 0) n--;
+    while (n > 0 && (body[n - 1] == '\n' || body[n - 1] == '\t' || body[n - 1] == ' ')) n--;
+    const size_t cap = n + 64; /* ... and the blanks before it give way to the member */
+    if (n > 1 && (s = malloc(cap)) != NULL) {
+        memcpy(s, body, n);
+        snprintf(s + n, cap - n, ",\n\t\"" CRC_KEY "\":\t\"%08x\"\n}",
+                 (unsigned)zt_crc32c(0, body, n));
+    }
+    free(body);
     return s;
 }
 
@@ -173,38 +176,71 @@ char *zt_checkpoint_meta_build_import(const struct zt_safetensors *st, const cha
 static enum zt_status check_format(const cJSON *m, const char *path) {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(m, "format");
     if (cJSON_IsNumber(f) && (f->valuedouble > ZT_CKPT_FORMAT || f->valuedouble < 1))
-        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: format %d, this zerotask "
-                            "reads format %d (written by a newer version?)", path, f->valueint,
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: format %g, this zerotask "
+                            "reads format %d (written by a newer version?)", path, f->valuedouble,
                             ZT_CKPT_FORMAT);
     return ZT_OK;
 }
 
-/* meta_crc32c against the rest of m. Without it: a meta.json written before checksums (it has
- * no run_id either) is accepted as it is; one that records a run id lost its checksum and is
- * refused. *checked: whether a checksum was there (and matched). */
-static enum zt_status check_checksum(cJSON *m, const char *path, int *checked) {
-    cJSON *c = cJSON_DetachItemFromObjectCaseSensitive(m, CRC_KEY);
-    *checked = c != NULL;
-    if (!c && !cJSON_GetObjectItemCaseSensitive(m, "run_id")) return ZT_OK;
-    enum zt_status rc = ZT_OK;
-    const char *hex = cJSON_IsString(c) ? c->valuestring : "";
-    char *end = NULL;
-    unsigned long want = strtoul(hex, &end, 16);
-    int64_t have = canonical_crc(m);
-    if (!c)
-        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: no " CRC_KEY ", though it "
-                          "records a run_id (its checksum was removed?)", path);
-    else if (strlen(hex) != 8 || *end)
-        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: " CRC_KEY " is malformed "
-                          "(expected 8 hex digits)", path);
-    else if (have < 0)
-        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", path);
-    else if ((uint32_t)have != want)
-        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: checksum mismatch: " CRC_KEY
-                          " says %08lx, the content's is %08llx (corrupted or edited)", path,
-                          want, (long long)have);
-    cJSON_Delete(c);
-    return rc;
+static const char *skip_blanks(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    return p;
+}
+
+/* The checksum member at the end of text: the last "meta_crc32c" key, followed by nothing but
+ * `: "<8 hex digits>" }` and blanks, preceded by a comma. *covered: the bytes it covers (those
+ * before that comma); *want: its value. 1: found; 0: no such key in the text; -1: malformed. */
+static int find_checksum(const char *text, size_t *covered, uint32_t *want) {
+    const char *key = NULL, *q = "\"" CRC_KEY "\"";
+    for (const char *p = strstr(text, q); p; p = strstr(p + 1, q)) key = p;
+    if (!key) return 0;
+    const char *p = skip_blanks(key + strlen(q));
+    if (*p++ != ':') return -1;
+    p = skip_blanks(p);
+    if (*p++ != '"') return -1;
+    char hex[9] = "";
+    for (int i = 0; i < 8; i++, p++) {
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F')))
+            return -1;
+        hex[i] = *p;
+    }
+    if (*p++ != '"') return -1;
+    p = skip_blanks(p);
+    if (*p++ != '}' || *skip_blanks(p) != '\0') return -1;
+    const char *c = key;
+    while (c > text && (c[-1] == ' ' || c[-1] == '\t' || c[-1] == '\n' || c[-1] == '\r')) c--;
+    if (c == text || c[-1] != ',') return -1;
+    *covered = (size_t)(c - 1 - text);
+    *want = (uint32_t)strtoul(hex, NULL, 16);
+    return 1;
+}
+
+/* meta_crc32c against the bytes of text it covers (m: text parsed). Without it: a meta.json
+ * written before checksums (it has no run_id either) is accepted as it is; one that records a
+ * run id lost its checksum and is refused. *checked: whether a checksum was there (and
+ * matched). */
+static enum zt_status check_checksum(const char *text, cJSON *m, const char *path,
+                                     int *checked) {
+    size_t covered = 0;
+    uint32_t want = 0;
+    int found = find_checksum(text, &covered, &want);
+    int member = cJSON_GetObjectItemCaseSensitive(m, CRC_KEY) != NULL;
+    cJSON_DeleteItemFromObjectCaseSensitive(m, CRC_KEY); /* no reader needs it */
+    *checked = found == 1;
+    if (found == 0 && !member && !cJSON_GetObjectItemCaseSensitive(m, "run_id")) return ZT_OK;
+    if (found == 0 && !member)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: no " CRC_KEY ", though it "
+                            "records a run_id (its checksum was removed?)", path);
+    if (found != 1)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: " CRC_KEY " is malformed "
+                            "(expected the last member, \"" CRC_KEY "\": \"<8 hex digits>\", "
+                            "and nothing after the object)", path);
+    uint32_t have = zt_crc32c(0, text, covered);
+    if (have != want)
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: checksum mismatch: " CRC_KEY
+                            " says %08x, the content's is %08x (corrupted or edited)", path,
+                            (unsigned)want, (unsigned)have);
+    return ZT_OK;
 }
 
 /* a tag's meta.json parsed and checked (path: its name, for messages; checked: whether it
@@ -214,13 +250,13 @@ static cJSON *read_meta_checked(const char *tagdir, char *path, size_t n, int *c
     char *text;
     if (zt_ckpt_dir_read_text(path, "metadata", &text) != ZT_OK) return NULL;
     cJSON *m = cJSON_Parse(text);
+    enum zt_status rc = ZT_OK;
+    if (!cJSON_IsObject(m))
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: not valid JSON", path);
+    if (rc == ZT_OK) rc = check_format(m, path);
+    if (rc == ZT_OK) rc = check_checksum(text, m, path, checked);
     free(text);
-    if (!cJSON_IsObject(m)) {
-        cJSON_Delete(m);
-        zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: not valid JSON", path);
-        return NULL;
-    }
-    if (check_format(m, path) != ZT_OK || check_checksum(m, path, checked) != ZT_OK) {
+    if (rc != ZT_OK) {
         cJSON_Delete(m);
         return NULL;
     }
@@ -237,13 +273,19 @@ static enum zt_status read_run_id(const cJSON *m, const char *path, uint64_t *id
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "run_id");
     *id = 0;
     if (!r) return ZT_OK;
-    const char *hex = cJSON_IsString(r) ? r->valuestring : "";
-    char *end = NULL;
-    *id = strtoull(hex, &end, 16);
-    if (strlen(hex) != 16 || *end || *id == 0)
+    if (!cJSON_IsString(r) || zt_run_id_parse(r->valuestring, id) != 0)
         return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: run_id is malformed (expected "
                             "16 hex digits)", path);
     return ZT_OK;
+}
+
+#define MAX_COUNT 9007199254740992.0 /* 2^53: steps and iteration counts, whole doubles */
+
+/* x is a number, whole and in [lo, hi] (checked before any conversion to an integer type: one
+ * of a double out of its range is undefined) */
+static int whole_in(const cJSON *x, double lo, double hi) {
+    return cJSON_IsNumber(x) && x->valuedouble >= lo && x->valuedouble <= hi &&
+           x->valuedouble == floor(x->valuedouble);
 }
 
 enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info) {
@@ -256,26 +298,26 @@ enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info)
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "world_size");
     const cJSON *z = cJSON_GetObjectItemCaseSensitive(m, "zero_stage");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "tag");
-    if (!cJSON_IsNumber(f) || !cJSON_IsNumber(st) || !cJSON_IsNumber(w) || !cJSON_IsNumber(z) ||
-        !cJSON_IsString(t) || st->valuedouble < 0 || w->valuedouble < 1 ||
-        w->valuedouble > 1 << 20) {
+    if (!whole_in(f, 1, ZT_CKPT_FORMAT) || !whole_in(st, 0, MAX_COUNT) ||
+        !whole_in(w, 1, 1 << 20) || !whole_in(z, 0, 3) || !cJSON_IsString(t)) {
         cJSON_Delete(m);
         return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: not a zerotask checkpoint's "
-                            "metadata (expected format, tag, step, world_size, zero_stage)",
-                            path);
+                            "metadata (expected format, tag, step (a whole number >= 0), "
+                            "world_size (1 to 2^20), zero_stage (0 to 3))", path);
     }
-    info->format = f->valueint;
+    info->format = (int)f->valuedouble;
     info->step = (int64_t)st->valuedouble;
-    info->world_size = w->valueint;
-    info->zero_stage = z->valueint;
+    info->world_size = (int)w->valuedouble;
+    info->zero_stage = (int)z->valuedouble;
     snprintf(info->tag, sizeof info->tag, "%s", t->valuestring);
     enum zt_status rc = read_run_id(m, path, &info->run_id);
     cJSON_Delete(m);
     return rc;
 }
 
-/* one entry of the tensors table: a name that fits and a shape of 1..ZT_CKPT_MAX_DIMS
- * positive sizes */
+/* one entry of the tensors table: a name that fits and a shape of 1..ZT_CKPT_MAX_DIMS whole
+ * sizes >= 1 whose product (the tensor's elements) is at most ZT_CKPT_MAX_ELEMENTS, so that
+ * no reader's product of them (elements, bytes) overflows */
 static enum zt_status parse_tensor(const cJSON *it, int i, const char *path,
                                    struct zt_ckpt_tensor *t) {
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
@@ -286,11 +328,15 @@ static enum zt_status parse_tensor(const cJSON *it, int i, const char *path,
         return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %d of the table is "
                             "malformed (expected name and shape)", path, i);
     snprintf(t->name, sizeof t->name, "%s", nm->valuestring);
+    int64_t elements = 1;
     cJSON_ArrayForEach(d, sh) {
-        if (!cJSON_IsNumber(d) || d->valuedouble < 1)
-            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %s has a bad shape",
+        if (!whole_in(d, 1, (double)ZT_CKPT_MAX_ELEMENTS) ||
+            (int64_t)d->valuedouble > ZT_CKPT_MAX_ELEMENTS / elements)
+            return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %s has a bad shape "
+                                "(expected whole sizes >= 1, at most 2^40 elements in all)",
                                 path, t->name);
         t->shape[t->ndim++] = (int64_t)d->valuedouble;
+        elements *= t->shape[t->ndim - 1];
     }
     return ZT_OK;
 }
@@ -376,7 +422,7 @@ static enum zt_status read_updates_applied(const cJSON *m, const char *path,
     const cJSON *opt = cJSON_GetObjectItemCaseSensitive(m, "optimizer");
     const cJSON *os = cJSON_GetObjectItemCaseSensitive(opt, "step");
     if (!os) return ZT_OK;
-    if (!cJSON_IsNumber(os) || os->valuedouble < 0 || os->valuedouble > (double)info->step)
+    if (!whole_in(os, 0, (double)info->step))
         return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: optimizer.step must be a "
                             "count of at most %lld steps", path, (long long)info->step);
     st->applied = (int64_t)os->valuedouble;
@@ -393,12 +439,16 @@ static enum zt_status read_loss_scaler(const cJSON *m, const char *path,
     const cJSON *sc = cJSON_GetObjectItemCaseSensitive(m, "loss_scaler");
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(m, "precision");
     if (!sc) return ZT_OK;
+    /* cur_scale > 0 (a finite double); the others whole: last_overflow_iter may be -1 (never),
+     * cur_hysteresis fits an int */
+    static const double lo[] = {0, 0, -1, 0, 0};
+    static const double hi[] = {0, MAX_COUNT, MAX_COUNT, 2147483647.0, MAX_COUNT};
     double v[5];
     for (int i = 0; i < 5; i++) {
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(sc, keys[i]);
-        /* cur_scale > 0; last_overflow_iter may be -1 (never); the others >= 0 */
-        if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble) ||
-            (i == 0 ? x->valuedouble <= 0 : i != 2 && x->valuedouble < 0))
+        int ok = i == 0 ? cJSON_IsNumber(x) && isfinite(x->valuedouble) && x->valuedouble > 0
+                        : whole_in(x, lo[i], hi[i]);
+        if (!ok)
             return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: loss_scaler.%s is missing "
                                 "or out of range", path, keys[i]);
         v[i] = x->valuedouble;

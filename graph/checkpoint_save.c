@@ -39,18 +39,27 @@ enum zt_status zt_checkpoint_publish(const char *dir, const char *tag, const cha
     return zt_ckpt_dir_publish_tag(dir, tag, set_latest);
 }
 
+/* whether tag t is one the trainer wrote in run run_id: named step<N> (digits only), with that
+ * run id; keep_last prunes no other (an imported or hand-made tag, another run's) */
+static int pruneable(const struct zt_ckpt_tag *t, uint64_t run_id) {
+    if (strncmp(t->name, "step", 4) != 0 || !t->name[4]) return 0;
+    for (const char *c = t->name + 4; *c; c++)
+        if (*c < '0' || *c > '9') return 0;
+    return t->info.run_id == run_id;
+}
+
 /* Rank 0, after a publish: remove the leftovers of crashed saves and removals, then the oldest
- * complete tags beyond the newest keep_last (keep_last <= 0: none). The tag just saved, `keep`,
- * always stays, even when an older run left tags of higher steps. */
-static void prune(const char *dir, const char *keep, int keep_last) {
+ * of run run_id's step<N> tags beyond the newest keep_last (keep_last <= 0: none). The tag
+ * just saved, `keep`, always stays, even when the run left tags of higher steps earlier. */
+static void prune(const char *dir, const char *keep, int keep_last, uint64_t run_id) {
     zt_ckpt_dir_sweep(dir);
     struct zt_ckpt_tag *t;
     int n;
     if (keep_last <= 0 || zt_checkpoint_list(dir, &t, &n) != ZT_OK) return;
     for (int i = n - 1, kept = 0; i >= 0; i--) { /* newest first */
         int is_keep = strcmp(t[i].name, keep) == 0;
-        if (is_keep || kept < keep_last - 1) {
-            kept += !is_keep;
+        if (!pruneable(&t[i], run_id) || is_keep || kept < keep_last - 1) {
+            kept += !is_keep && pruneable(&t[i], run_id);
             continue;
         }
         if (zt_ckpt_dir_remove_tag(dir, t[i].name) != 0) continue;
@@ -66,6 +75,7 @@ struct zt_ckpt_save {
     zt_engine_t e;
     char dir[ZT_CKPT_PATH_BYTES], tag[64], partial[ZT_CKPT_PATH_BYTES];
     int keep_last;
+    uint64_t run_id;          /* the run's id: keep_last prunes its tags only */
     char *meta;               /* rank 0: meta.json's text, taken at the step boundary */
     enum zt_status shard_rc;  /* this rank's shard could not be started (message in msg) */
     char msg[1024];
@@ -97,6 +107,7 @@ enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t 
     /* a failure here is agreed on with the others' in zt_checkpoint_save_end */
     if ((s->shard_rc = zt_engine_save_begin_id(e, shard, &id)) != ZT_OK)
         snprintf(s->msg, sizeof s->msg, "%s", zt_error_last());
+    s->run_id = id.run_id;
     if (rank == 0) s->meta = zt_checkpoint_meta_build(e, s->tag, step, extra, id.run_id);
     *out = s;
     return ZT_OK;
@@ -117,7 +128,7 @@ enum zt_status zt_checkpoint_save_end(struct zt_ckpt_save *s, struct zt_save_inf
     }
     if (rank == 0 && rc != ZT_OK) zt_ckpt_dir_discard(s->dir, s->tag);
     rc = zt_checkpoint_agree(rc, "publishing", s->dir);
-    if (rc == ZT_OK && rank == 0) prune(s->dir, s->tag, s->keep_last);
+    if (rc == ZT_OK && rank == 0) prune(s->dir, s->tag, s->keep_last, s->run_id);
     free(s->meta);
     free(s);
     return rc;

@@ -43,7 +43,8 @@ struct zt_ckpt_info { /* from meta.json */
 /* Collective: every rank calls it between steps. Saves the engine's state after step `step` as
  * DIR/step<step> (an existing tag of that name is replaced only once the new one is complete).
  * extra: the text of a JSON object whose members are added to meta.json (e.g. "model", "data"),
- * or NULL. keep_last > 0: then removes the oldest tags beyond the newest keep_last. */
+ * or NULL. keep_last > 0: then removes this run's oldest step<N> tags beyond the newest
+ * keep_last (tags of other names, such as an imported one, and other runs' tags stay). */
 enum zt_status zt_checkpoint_save(zt_engine_t e, const char *dir, int64_t step,
                                   const char *extra, int keep_last);
 /* The same in two halves, so the shards are written while training goes on (the trainer's
@@ -105,6 +106,9 @@ enum zt_status zt_checkpoint_open_shards(const char *tagdir, const struct zt_ckp
  * DIR has none. DIR is locked while written (zt_checkpoint_lock). */
 enum zt_status zt_checkpoint_import(const char *safetensors, const char *dir, const char *tag,
                                     int set_latest);
+/* A name zt_checkpoint_import accepts as a tag: 1-63 characters, no '/', not starting with
+ * '.', not "latest" (else ZT_ERR_INVALID naming it and what is expected). */
+enum zt_status zt_checkpoint_check_tag_name(const char *tag);
 
 /* One writer per checkpoint directory: rank 0 of the job takes DIR/.lock (DIR created), held
  * until the process ends; the other ranks do nothing (not collective). Held by another process:

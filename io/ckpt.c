@@ -51,15 +51,9 @@ static char *header_json(const struct zt_shard_writer *w, const struct zt_shard_
 
 static int64_t align_up(int64_t x) { return (x + SHARD_ALIGN - 1) / SHARD_ALIGN * SHARD_ALIGN; }
 
-enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int rank, int world,
-                               const struct zt_shard_rec *recs, int n) {
-    const struct zt_shard_id id = {.run_id = 0, .step = -1, .rank = rank, .world = world};
-    return zt_shard_create_id(w, path, &id, recs, n);
-}
-
-enum zt_status zt_shard_create_id(struct zt_shard_writer *w, const char *path,
-                                  const struct zt_shard_id *id, const struct zt_shard_rec *recs,
-                                  int n) {
+enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path,
+                               const struct zt_shard_id *id, const struct zt_shard_rec *recs,
+                               int n) {
     memset(w, 0, sizeof *w);
     w->f.fd = -1;
     w->dfd = -1;

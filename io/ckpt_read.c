@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h> /* header JSON */
 #include <errno.h>       /* errno */
 #include <fcntl.h>       /* open */
+#include <math.h>        /* floor */
 #include <pthread.h>     /* pthread_* (a record's read beside its checksum) */
 #include <stdio.h>       /* snprintf */
 #include <stdlib.h>      /* malloc, free */
@@ -31,11 +32,34 @@ static enum zt_status bad(const struct zt_shard *s, const char *what) {
     return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: %s", s->path, what);
 }
 
-static int get_i64(const cJSON *o, const char *k, int64_t *v) {
+/* member k of o as a whole number in [lo, hi] (the range checked before the conversion, which
+ * is undefined for a double outside int64_t); 0, or -1 when it is missing or not one */
+static int get_int(const cJSON *o, const char *k, int64_t lo, int64_t hi, int64_t *v) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (!cJSON_IsNumber(x)) return -1;
+    if (!cJSON_IsNumber(x) || !(x->valuedouble >= (double)lo && x->valuedouble <= (double)hi) ||
+        x->valuedouble != floor(x->valuedouble))
+        return -1;
     *v = (int64_t)x->valuedouble;
-    return (double)*v == x->valuedouble ? 0 : -1;
+    return 0;
+}
+
+#define BIG ((int64_t)1 << 53) /* offsets, byte counts and steps: whole doubles up to here */
+
+int zt_run_id_parse(const char *hex, uint64_t *id) {
+    uint64_t v = 0;
+    int n = 0;
+    for (; hex[n] && n < 17; n++) {
+        char c = hex[n];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    if (n != 16 || v == 0) return -1;
+    *id = v;
+    return 0;
 }
 
 /* The header JSON of the open shard s (file_bytes long) into *json, after checking the prefix:
@@ -75,18 +99,22 @@ static enum zt_status parse_record(const struct zt_shard *s, const cJSON *o, int
     r->role = -1;
     for (int k = 0; k < 3 && cJSON_IsString(ro); k++)
         if (strcmp(ro->valuestring, zt_shard_role_name(k)) == 0) r->role = k;
+    const int64_t M = ZT_CKPT_MAX_ELEMENTS;
     if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= ZT_SHARD_MAX_NAME || r->role < 0 ||
-        get_i64(o, "rows", &r->rows) || get_i64(o, "cols", &r->cols) ||
-        get_i64(o, "row0", &r->row0) || get_i64(o, "row1", &r->row1) ||
-        get_i64(o, "offset", &r->offset) || get_i64(o, "bytes", &r->bytes) ||
-        get_i64(o, "crc32c", &crc) || crc < 0 || crc > 0xffffffffll)
-        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: record %d is malformed",
-                            s->path, i);
+        get_int(o, "rows", 0, M, &r->rows) || get_int(o, "cols", 1, M, &r->cols) ||
+        get_int(o, "row0", 0, M, &r->row0) || get_int(o, "row1", 0, M, &r->row1) ||
+        get_int(o, "offset", 0, BIG, &r->offset) || get_int(o, "bytes", 0, BIG, &r->bytes) ||
+        get_int(o, "crc32c", 0, 0xffffffffll, &crc))
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: record %d is malformed "
+                            "(expected whole rows, cols, row0, row1 up to 2^40, offset, bytes "
+                            "and crc32c)", s->path, i);
     snprintf(r->name, sizeof r->name, "%s", nm->valuestring);
     r->crc = (uint32_t)crc;
     const char *role = zt_shard_role_name(r->role);
-    if (r->row0 < 0 || r->row1 < r->row0 || r->row1 > r->rows || r->cols < 1 ||
-        r->bytes != (r->row1 - r->row0) * r->cols * 4 ||
+    /* bytes == (row1 - row0) * cols * 4 by divisions: rows x cols is checked before any
+     * product is formed */
+    if (r->row1 < r->row0 || r->row1 > r->rows || r->rows > M / r->cols || r->bytes % 4 != 0 ||
+        r->bytes / 4 % r->cols != 0 || r->bytes / 4 / r->cols != r->row1 - r->row0 ||
         r->offset < SHARD_PREFIX_BYTES + (int64_t)header_len)
         return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: record %d (%s %s) has "
                             "inconsistent rows/bytes", s->path, i, r->name, role);
@@ -104,13 +132,12 @@ static enum zt_status read_identity(struct zt_shard *s, const cJSON *j) {
     s->run_id = 0;
     s->step = -1;
     if (!id && !cJSON_GetObjectItemCaseSensitive(j, "step")) return ZT_OK;
-    char *end = NULL;
     const char *hex = cJSON_IsString(id) ? id->valuestring : "";
-    unsigned long long v = strtoull(hex, &end, 16);
-    if (strlen(hex) != 16 || *end || v == 0 || get_i64(j, "step", &s->step) || s->step < 0)
+    if (zt_run_id_parse(hex, &s->run_id) != 0 || get_int(j, "step", 0, BIG, &s->step)) {
+        s->run_id = 0;
         return bad(s, "header's run_id or step is malformed (expected 16 hex digits and a "
                       "step >= 0)");
-    s->run_id = v;
+    }
     return ZT_OK;
 }
 
@@ -125,9 +152,11 @@ enum zt_status zt_shard_open(struct zt_shard *s, const char *path) {
     enum zt_status rc = read_header(s, size, &j, &hl);
     int64_t fmt = 0, rank = 0, world = 0;
     const cJSON *recs = j ? cJSON_GetObjectItemCaseSensitive(j, "records") : NULL;
-    if (rc == ZT_OK && (get_i64(j, "format", &fmt) || get_i64(j, "rank", &rank) ||
-                        get_i64(j, "world_size", &world) || !cJSON_IsArray(recs)))
-        rc = bad(s, "header lacks format, rank, world_size or records");
+    if (rc == ZT_OK && (get_int(j, "format", 0, INT32_MAX, &fmt) ||
+                        get_int(j, "world_size", 1, 1 << 20, &world) ||
+                        get_int(j, "rank", 0, world - 1, &rank) || !cJSON_IsArray(recs)))
+        rc = bad(s, "header lacks format, rank, world_size or records (expected whole numbers, "
+                    "world_size 1 to 2^20, rank below it)");
     if (rc == ZT_OK && fmt != ZT_SHARD_FORMAT)
         rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint shard %s: format %lld (this zerotask "
                           "reads format %d)", path, (long long)fmt, ZT_SHARD_FORMAT);

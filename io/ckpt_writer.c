@@ -134,7 +134,7 @@ enum zt_status zt_ckpt_writer_open(zt_ckpt_writer_t *out, const char *path,
         return zt_error_set(ZT_ERR_INVALID, "checkpoint shard %s: path too long", path);
     }
     snprintf(j->path, sizeof j->path, "%s", path);
-    enum zt_status rc = zt_shard_create_id(&j->w, j->path, id, recs, n);
+    enum zt_status rc = zt_shard_create(&j->w, j->path, id, recs, n);
     if (rc != ZT_OK) {
         free(j);
         return rc;

@@ -58,6 +58,14 @@ struct zt_shard_id {
     int rank, world;
 };
 
+/* A run id as meta.json and the shard headers write it: exactly 16 hex digits (no sign, no
+ * blanks, no prefix), not all zero. Returns 0 with *id set, or -1. */
+int zt_run_id_parse(const char *hex, uint64_t *id);
+
+/* The largest tensor a shard record or meta.json may describe, in elements (and so the largest
+ * size of one dimension): products of sizes up to it, and their bytes, fit int64_t. */
+#define ZT_CKPT_MAX_ELEMENTS ((int64_t)1 << 40)
+
 struct zt_shard_writer {
     struct zt_afile f;
     int n;                    /* records */
@@ -92,13 +100,11 @@ struct zt_shard_stream {
 };
 
 /* Create path's temporary and reserve the header for recs[0..n) (offsets are assigned here);
- * the header records id (run id and step only when id->run_id != 0). */
-enum zt_status zt_shard_create_id(struct zt_shard_writer *w, const char *path,
-                                  const struct zt_shard_id *id, const struct zt_shard_rec *recs,
-                                  int n);
-/* The same without a run id and step (rank and world only). */
-enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path, int rank, int world,
-                               const struct zt_shard_rec *recs, int n);
+ * the header records id: rank and world size, and the run id and step when id->run_id != 0
+ * (0: a shard without an identity, as written before run ids). */
+enum zt_status zt_shard_create(struct zt_shard_writer *w, const char *path,
+                               const struct zt_shard_id *id, const struct zt_shard_rec *recs,
+                               int n);
 /* Append nfloats of record w->cur's data (records in order; a record may come in pieces). */
 enum zt_status zt_shard_append(struct zt_shard_writer *w, const float *data, int64_t nfloats);
 /* Write the next nfloats of record i at its place in the file (pwrite): a record's pieces come in

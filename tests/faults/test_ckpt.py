@@ -6,6 +6,11 @@ Cases (each the exit code and the one error line, under a timeout):
   - a bit flipped in meta.json's step: `zt-ckpt verify`, `inspect`, `export` and a resume refuse
     it (checksum mismatch naming the file and both checksums); `zt-ckpt ls` marks the tag;
   - meta.json's checksum removed: refused (it records a run id, so it was checksummed);
+  - the checksum covers the file's own bytes (those before its member), not how a JSON library
+    prints them: a number written another way (4.0 for 4) with the checksum of its bytes is
+    accepted; re-indenting, or anything after the checksum's member, is refused;
+  - numbers out of range in meta.json (a shape of 1e300, a step of 1e300): refused naming the
+    tensor or the fields, never converted (undefined behaviour);
   - a shard copied in from another checkpoint of the same run (another step), or from another
     run's checkpoint of the same step: verify and resume refuse it naming the shard and the field;
   - a checkpoint written before checksums and run ids (no meta_crc32c, no run_id, shards without
@@ -15,7 +20,10 @@ Cases (each the exit code and the one error line, under a timeout):
     and both values;
   - `zt-ckpt import` into a directory holding checkpoints: refused, `latest` untouched; with
     --tag NAME the weights go beside them and `latest` stays; --set-latest moves it; a tag that
-    exists is refused;
+    exists is refused; a bad tag name is a usage error (exit 2); a directory whose tags cannot
+    be listed is refused (not taken as empty);
+  - keep_last removes only the run's own step<N> tags: an imported tag and another run's tags
+    stay;
   - two runs sharing a --save-dir: the second (one rank, or a 2-rank job whose rank 0 holds the
     job's lock) stops at its start naming the first's pid, host and start time; once the first is killed (SIGKILL: its lock file stays, unlocked) a run saves
     there again, and a run that ends removes its lock file.
@@ -74,6 +82,19 @@ def rewrite_shard_header(path, header):
         f.write(text)
 
 
+def reseal(meta, change):
+    """meta.json with change(text before its checksum member) and the checksum of the new bytes
+    appended as the writer does (the CRC32C of the bytes before the member's comma)"""
+    text = open(meta, "rb").read()
+    key = text.rindex(b'"meta_crc32c"')
+    body = change(text[:text.rindex(b",", 0, key)])
+    open(meta, "wb").write(body + b',\n\t"meta_crc32c":\t"%08x"\n}' % crc32c(body))
+
+
+def tags(d):
+    return sorted(t for t in os.listdir(d) if not t.startswith(".") and t != "latest")
+
+
 def latest(d):
     return open(os.path.join(d, "latest")).read().strip()
 
@@ -114,6 +135,46 @@ F.expect("meta.json checksum removed: verify", [CK, "verify", strip], 1,
          [meta, "no meta_crc32c", "run_id"], prefix=TOOL)
 F.expect("meta.json checksum removed: resume", [ZT] + resume + ["--resume", strip], 1,
          [meta, "no meta_crc32c"])
+
+# the checksum covers the file's bytes, whatever a JSON library would print
+other_print = copy(ck, "ck_print")
+meta = os.path.join(other_print, "step4", "meta.json")
+reseal(meta, lambda b: b.replace(b'"step":\t4,', b'"step":\t4.0,', 1))
+p = F.run([CK, "verify", other_print])
+F.check("meta.json numbers printed another way, checksum of its bytes: verify accepts it",
+        p is not None and p.returncode == 0 and b'"step":\t4.0,' in open(meta, "rb").read(),
+        p and (p.stdout + p.stderr).strip())
+p = F.run([ZT] + resume + ["--resume", other_print], timeout=120)
+F.check("meta.json numbers printed another way: resumes", p is not None and p.returncode == 0,
+        p and F.error_lines(p)[-1:])
+indent = copy(ck, "ck_indent")
+meta = os.path.join(indent, "step4", "meta.json")
+json.dump(json.load(open(meta)), open(meta, "w"), indent=2)
+F.expect("meta.json re-indented (checksum kept): verify", [CK, "verify", indent], 1,
+         [meta, "checksum mismatch"], prefix=TOOL)
+tail = copy(ck, "ck_tail")
+meta = os.path.join(tail, "step4", "meta.json")
+open(meta, "ab").write(b'\n{"step": 5}\n')
+F.expect("bytes after meta.json's checksum member: verify", [CK, "verify", tail], 1,
+         [meta, "meta_crc32c is malformed", "nothing after"], prefix=TOOL)
+
+# numbers beyond what an integer holds: refused, never converted
+huge = copy(ck, "ck_huge_shape")
+meta = os.path.join(huge, "step4", "meta.json")
+first = json.load(open(meta))["tensors"][0]
+shape = json.dumps(first["shape"], separators=(",", ":")).encode()
+reseal(meta, lambda b: b.replace(b'"shape":\t[' + shape[1:-1].replace(b",", b", ") + b"]",
+                                 b'"shape":\t[1e300]', 1))
+F.expect("meta.json shape 1e300: verify", [CK, "verify", huge], 1,
+         [meta, "tensor %s has a bad shape" % first["name"], "2^40"], prefix=TOOL)
+F.expect("meta.json shape 1e300: resume", [ZT] + resume + ["--resume", huge], 1,
+         [meta, "tensor %s has a bad shape" % first["name"]])
+huge = copy(ck, "ck_huge_step")
+meta = os.path.join(huge, "step4", "meta.json")
+reseal(meta, lambda b: b.replace(b'"step":\t4,', b'"step":\t1e300,', 1))
+F.expect("meta.json step 1e300: verify", [CK, "verify", huge], 1,
+         [meta, "not a zerotask checkpoint's metadata", "step (a whole number >= 0)"],
+         prefix=TOOL)
 
 # ---- shards bound to their checkpoint --------------------------------------------------------
 mix = copy(ck, "ck_mix")
@@ -186,6 +247,48 @@ F.check("import --tag --set-latest moves latest", p.returncode == 0 and latest(i
 F.expect("import --set-latest without --tag", [CK, "import", "--safetensors", weights, "--out",
                                                imp, "--set-latest"], 2, ["--tag NAME"],
          prefix=TOOL)
+
+F.expect("import --tag with a bad name", [CK, "import", "--safetensors", weights, "--out", imp,
+                                         "--tag", ".hidden"], 2,
+         ["tag '.hidden'", "not starting with '.'", "see zt-ckpt --help"], prefix=TOOL)
+F.check("import --tag with a bad name: nothing written", tags(imp) == ["hf", "hf2", "step2",
+                                                                        "step4"], tags(imp))
+
+# a directory whose tags cannot be listed (no read permission; as another user when root,
+# whom permissions do not stop) is not taken for an empty one
+unreadable = copy(ck, "ck_unreadable")
+os.unlink(os.path.join(unreadable, "latest"))
+os.chmod(unreadable, 0o333)
+as_user = (["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+           if os.geteuid() == 0 else [])
+try:
+    F.expect("import into a directory that cannot be listed",
+             as_user + [CK, "import", "--safetensors", weights, "--out", unreadable], 1,
+             [unreadable, "cannot open the directory"], prefix=TOOL)
+finally:
+    os.chmod(unreadable, 0o755)
+F.check("import into a directory that cannot be listed: no latest made",
+        not os.path.exists(os.path.join(unreadable, "latest")), tags(unreadable))
+
+# ---- keep_last prunes the run's own step tags only -------------------------------------------
+keep2 = F.write_json("ds_keep2.json", {"train_batch_size": 2, "checkpoint": {"keep_last": 2},
+                                       "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})
+kept = copy(ck, "ck_keep")
+p = F.run([CK, "import", "--safetensors", weights, "--out", kept, "--tag", "hf"])
+F.check("keep_last: an imported tag beside the run's", p.returncode == 0, p.stderr.strip())
+p = F.run([ZT] + F.with_arg(F.with_arg(base, "--steps", "8"), "--ds-config", keep2) +
+          ["--resume", kept, "--save-dir", kept, "--save-interval", "1"], timeout=120)
+F.check("keep_last 2: the imported tag stays, the run's newest two step tags are kept",
+        p is not None and p.returncode == 0 and tags(kept) == ["hf", "step7", "step8"],
+        p and (tags(kept), F.error_lines(p)[-1:]))
+keep1 = F.write_json("ds_keep1.json", {"train_batch_size": 2, "checkpoint": {"keep_last": 1},
+                                       "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})
+theirs = copy(other, "ck_theirs")
+p = F.run([ZT] + F.with_arg(F.with_arg(base, "--steps", "2"), "--ds-config", keep1) +
+          ["--save-dir", theirs, "--save-interval", "1"], timeout=120)
+F.check("keep_last 1: another run's step4 stays beside this run's newest tag",
+        p is not None and p.returncode == 0 and tags(theirs) == ["step2", "step4"] and
+        latest(theirs) == "step2", p and (tags(theirs), F.error_lines(p)[-1:]))
 
 # ---- one writer per --save-dir ---------------------------------------------------------------
 shared = F.path("ck_shared")
