@@ -355,7 +355,8 @@ static int64_t check_round_trip(const char *p) {
         int64_t n = (r->row1 - r->row0) * r->cols;
         ZT_TEST_TRUE(strcmp(r->name, recs[i].name) == 0 && r->role == recs[i].role &&
                          r->rows == recs[i].rows && r->cols == recs[i].cols &&
-                         r->row0 == recs[i].row0 && r->row1 == recs[i].row1 && r->offset % 4096 == 0,
+                         r->row0 == recs[i].row0 && r->row1 == recs[i].row1 &&
+                         r->offset % 4096 == 0,
                      "record %d: name, role, shape, rows, aligned offset", i);
         float *got = malloc((size_t)(n + 1) * sizeof(float));
         ZT_TEST_TRUE(zt_shard_read(&s, i, got) == ZT_OK && memcmp(got, vals[i], (size_t)n * 4) == 0,
