@@ -68,8 +68,8 @@ static void check_batch(const struct zt_tokens *t, const uint16_t *tok, int64_t 
             if (in[r * T + k] != wi || tg[r * T + k] != wt) bad++;
         }
     }
-    ZT_TEST_TRUE(!bad, "batch step %lld B %d T %d rows %d+%d: %d wrong", (long long)step, B, T, row0,
-                 nrows, bad);
+    ZT_TEST_TRUE(!bad, "batch step %lld B %d T %d rows %d+%d: %d wrong", (long long)step, B, T,
+                 row0, nrows, bad);
     free(in);
     free(tg);
 }
