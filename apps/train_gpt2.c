@@ -96,8 +96,9 @@ static const char *usage_text =
     "  or have gone silent in it, then aborts.\n"
     "\n"
     "Environment: STARPU_SCHED (default lws), STARPU_NCPU, and ZT_* knobs: see --help-env.\n"
-    "Outputs (--export, --trace, --log, --dump-grads, --save-dir) are checked before step 1: a\n"
-    "missing or unwritable directory, or an output naming an input, stops the run at once.\n"
+    "Outputs (--export, --trace, --log, --dump-grads, --save-dir) are checked before step 1, on\n"
+    "rank 0 (the ranks share one set of outputs): a missing or unwritable directory, or an\n"
+    "output naming an input, stops the run at once.\n"
     "Exit status: 0 ok, 2 bad command line or config, 1 any other error.\n";
 
 // ----------------------------------------------------------------------------
@@ -417,9 +418,9 @@ static uint64_t sampled_digest(const char *path) {
 static int check_same_job(const struct train_run *r) {
     const struct train_options *o = &r->opt;
     uint64_t h = hash_file(hash_file(0, o->ds_config), o->model);
-    int64_t knobs[6] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
-                        (int64_t)(o->resume != NULL), r->save_interval};
-    h = zt_hash_bytes(h, knobs, sizeof knobs);
+    int64_t options[6] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
+                          (int64_t)(o->resume != NULL), r->save_interval};
+    h = zt_hash_bytes(h, options, sizeof options);
     if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume or "
                               "--save-interval") != ZT_OK ||
         zt_comm_check_same(sampled_digest(o->data), "--data file (size+digest)") != ZT_OK ||

@@ -1,5 +1,5 @@
 /*
- * io/file.c: crash-safe file replacement, reading a whole file, syncing a directory (see
+ * io/file.c: crash-safe file replacement, reading a whole file, mkdir -p, syncing a directory (see
  * zt_file.h).
  *
  * Layer: io/ (platform; no StarPU). Every writer of a file a user keeps goes through the atomic
@@ -13,8 +13,8 @@
 #include <stdint.h>   /* uint64_t */
 #include <stdio.h>    /* snprintf */
 #include <stdlib.h>   /* malloc, free, mkstemp */
-#include <string.h>   /* strcmp, strlen, strerror, strrchr, strdup */
-#include <sys/stat.h> /* fchmod, fstat, S_ISREG */
+#include <string.h>   /* memcpy, strchr, strcmp, strlen, strerror, strrchr, strdup */
+#include <sys/stat.h> /* fchmod, fstat, mkdir, stat, S_ISREG */
 #include <unistd.h>   /* close, read, write, fsync, unlink, rmdir, getpid */
 
 int zt_write_all(int fd, const void *buf, size_t n) {
@@ -105,6 +105,33 @@ enum zt_status zt_file_replace(const char *kind, const char *path, const void *b
     ZT_CHECK(zt_afile_open(&f, kind, path));
     if (zt_afile_write(&f, buf, n) != 0) return zt_afile_fail(&f);
     return zt_afile_commit(&f);
+}
+
+int zt_file_mkdirs(const char *path, mode_t mode) {
+    char buf[PATH_MAX];
+    size_t n = strlen(path);
+    if (n >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    int parent_err = 0; /* an existing parent may still refuse mkdir: path itself decides */
+    for (char *s = strchr(buf + 1, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        if (mkdir(buf, mode) != 0 && errno != EEXIST && !parent_err) parent_err = errno;
+        *s = '/';
+    }
+    if (mkdir(buf, mode) != 0 && errno != EEXIST) {
+        if (errno == ENOENT && parent_err) errno = parent_err;
+        return -1;
+    }
+    struct stat st;
+    if (stat(buf, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }
 
 int zt_file_fsync_dir(const char *dir) {

@@ -17,6 +17,7 @@
 
 #include <stddef.h>    /* size_t */
 #include <stdint.h>    /* int64_t */
+#include <sys/types.h> /* mode_t */
 #include "zt_status.h" /* enum zt_status */
 
 struct zt_afile {
@@ -60,6 +61,11 @@ int zt_file_read_all(const char *path, size_t max, char **buf, size_t *len);
 // Remove the files of dir (a flat directory: no subdirectories), then dir itself; best effort
 // (what cannot be removed stays).
 void zt_file_remove_dir(const char *dir);
+
+// mkdir -p: create path and its missing parents with mode (an existing directory is fine). 0 on
+// success; -1 with errno set: mkdir's (the first parent's failure when that is why path could not
+// be made), ENOTDIR when path exists and is not a directory, ENAMETOOLONG past PATH_MAX.
+int zt_file_mkdirs(const char *path, mode_t mode);
 
 // fsync the directory dir, so that a rename or creation in it survives a crash; 0 on success,
 // -1 with errno set (some filesystems refuse fsync on directories: callers decide).

@@ -13,7 +13,10 @@
  * left with a bare "timeout" (or a hang). A rank that has waited a second sends a heartbeat
  * note every second until its wait ends, so that when every rank has entered the collective
  * the report can still tell a rank that went silent (stopped, descheduled) from a stuck
- * transport; a wait shorter than a second sends none.
+ * transport; a wait shorter than a second sends none. Notes go out through a ring of NOTE_RING
+ * requests that is only ever tested, never waited on: a heartbeat that finds every slot still in
+ * flight (a peer stopped receiving) is dropped, and a collective's note polls for a slot under
+ * the same ZT_COMM_TIMEOUT, so a stopped peer ends in the report, never in a hang.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (zt_clock.h), nanosleep */
 #include <signal.h>        /* raise (a test's stopped rank) */
@@ -58,6 +61,7 @@ static double *g_heard = NULL; /* when each rank's last note arrived (now_s) */
 static double g_beat_sent = 0; /* when this rank last sent a heartbeat */
 
 static void drain_notes(void);
+static void timeout_report(const struct zt_coll_id *id, double waited);
 static double now_s(void) { return zt_clock_ms() / 1e3; }
 
 /* every ZT_* knob is checked here, the start of every run (zt_runtime_init begins with
@@ -191,41 +195,54 @@ enum zt_status zt_comm_check_same(uint64_t digest, const char *what) {
     return ZT_OK;
 }
 
-/* Sum of one double per rank. watched: the wait goes through the watchdog (a rank that never
- * comes is reported by ZT_COMM_TIMEOUT); else it waits as long as the slowest rank takes. */
-static enum zt_status sum_doubles(double *x, int watched) {
-    if (g_size == 1) return ZT_OK;
-    double *all = malloc((size_t)g_size * sizeof *all);
-    if (!all) return zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
-    MPI_Request req = MPI_REQUEST_NULL;
-    int err = watched ? MPI_Iallgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm, &req)
-                      : MPI_Allgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm);
-    if (err == MPI_SUCCESS && watched) {
-        const struct zt_coll_id id = {.seq = 0, .step = -1, .layer = -1, .name = "sum"};
-        zt_comm_waitall(1, &req, &id);
-    }
+/* all[0..g_size) gathered by err's allgather: their sum in rank order (the same on every rank)
+ * into *x; all is freed */
+static enum zt_status sum_gathered(double *x, double *all, int err) {
     if (err != MPI_SUCCESS) {
         free(all);
         return zt_error_set(ZT_ERR_RUNTIME, "MPI: allgather of a sum failed");
     }
     double s = 0.0;
-    for (int r = 0; r < g_size; r++) s += all[r]; /* rank order: the same on every rank */
+    for (int r = 0; r < g_size; r++) s += all[r];
     free(all);
     *x = s;
     return ZT_OK;
+}
+
+/* the sum of one double per rank, waiting as long as the slowest rank takes */
+static enum zt_status sum_doubles_blocking(double *x) {
+    if (g_size == 1) return ZT_OK;
+    double *all = malloc((size_t)g_size * sizeof *all);
+    if (!all) return zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
+    return sum_gathered(x, all, MPI_Allgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm));
+}
+
+/* the sum of one double per rank through the watchdog: a rank that never comes is reported
+ * after ZT_COMM_TIMEOUT */
+static enum zt_status sum_doubles_watched(double *x) {
+    if (g_size == 1) return ZT_OK;
+    double *all = malloc((size_t)g_size * sizeof *all);
+    if (!all) return zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
+    MPI_Request req = MPI_REQUEST_NULL;
+    int err = MPI_Iallgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm, &req);
+    if (err == MPI_SUCCESS) {
+        const struct zt_coll_id id = {.seq = 0, .step = -1, .layer = -1, .name = "sum"};
+        zt_comm_waitall(1, &req, &id);
+    }
+    return sum_gathered(x, all, err);
 }
 
 /* blocking: the ranks may agree after work of very different lengths (a checkpoint's shards,
  * rank 0 writing --export), which no timeout should cut short */
 enum zt_status zt_comm_count_failed(int failed, int *nfailed) {
     double n = failed != 0;
-    enum zt_status rc = sum_doubles(&n, 0);
+    enum zt_status rc = sum_doubles_blocking(&n);
     *nfailed = rc == ZT_OK ? (int)n : failed != 0;
     return rc;
 }
 
 /* watched: a step's loss, and the ranks starting a load together */
-enum zt_status zt_comm_sum_double(double *x) { return sum_doubles(x, 1); }
+enum zt_status zt_comm_sum_double(double *x) { return sum_doubles_watched(x); }
 
 enum zt_status zt_comm_gather_bytes(const void *in, size_t n, void *out) {
     if (g_size == 1) {
@@ -316,13 +333,43 @@ static void drain_notes(void) {
     }
 }
 
-/* id to every other rank with tag */
+/* the ring's next slot whose send has completed, g_ring_pos moved past it: the next one in
+ * turn (one MPI_Test, the normal case), else the first free one around the ring; -1 when every
+ * one of the NOTE_RING sends is still in flight (a peer has stopped receiving). Never blocks. */
+static int free_slot(void) {
+    for (int i = 0; i < NOTE_RING; i++) {
+        int slot = (g_ring_pos + i) % NOTE_RING, done = 0;
+        if (MPI_Test(&g_ring_req[slot], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) done = 1;
+        if (done) {
+            g_ring_pos = (slot + 1) % NOTE_RING;
+            return slot;
+        }
+    }
+    return -1;
+}
+
+/* a free slot for id's note, which must be sent: polled, never waited on, so that a ring full of
+ * sends to a peer that stopped receiving ends in the timeout report instead of a hang */
+static int free_slot_watched(const struct zt_coll_id *id) {
+    const double t0 = now_s();
+    int slot;
+    while ((slot = free_slot()) < 0) {
+        drain_notes();
+        double w = now_s() - t0;
+        if (w > (double)g_timeout_s) timeout_report(id, w);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return slot;
+}
+
+/* id to every other rank with tag. A heartbeat (BEAT_TAG) finding no free slot is dropped: it
+ * only says "still here", and the next one follows a second later. */
 static void send_note(const struct zt_coll_id *id, int tag) {
     for (int k = 1; k < g_size; k++) {
         int r = (g_rank + k) % g_size;
-        int slot = g_ring_pos++ % NOTE_RING;
-        /* a 64-byte send completes locally (eager protocol) long before the ring wraps */
-        MPI_Wait(&g_ring_req[slot], MPI_STATUS_IGNORE);
+        int slot = tag == BEAT_TAG ? free_slot() : free_slot_watched(id);
+        if (slot < 0) continue;
         g_ring[slot] = *id;
         if (MPI_Isend(&g_ring[slot], (int)sizeof *id, MPI_BYTE, r, tag, g_note,
                       &g_ring_req[slot]) != MPI_SUCCESS)

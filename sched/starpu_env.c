@@ -16,10 +16,11 @@
 #include <limits.h>   /* INT_MAX */
 #include <stdio.h>    /* snprintf */
 #include <stdlib.h>   /* getenv, strtol */
-#include <string.h>   /* strcmp, strcpy, strerror, strlen, strrchr */
+#include <string.h>   /* memcpy, strcat, strcmp, strerror, strlen, strrchr */
 #include <sys/stat.h> /* stat, S_ISDIR */
-#include <unistd.h>   /* access, sysconf */
+#include <unistd.h>   /* sysconf */
 #include <starpu.h>   /* starpu_sched_get_predefined_policies */
+#include "zt_file.h"  /* zt_file_mkdirs */
 
 /* StarPU reads these with starpu_get_env_number: a non-negative decimal integer (int range) */
 static const char *const g_int_vars[] = {
@@ -34,11 +35,20 @@ static const char *const g_int_vars[] = {
     "STARPU_DISABLE_PINNING", "STARPU_TRACE_BUFFER_SIZE", "STARPU_CATCH_SIGNALS",
     "STARPU_DISPLAY_BINDINGS", NULL};
 
-/* StarPU creates its calibration directories (mkdir -p) under these, or aborts: the variable
- * and the directory StarPU makes under it */
+/* StarPU 1.3's calibration directory, which it creates (mkdir -p) or aborts: the first variable
+ * set of these, and the directory under it. STARPU_PERF_MODEL_DIR names it (core/perfmodel/
+ * perfmodel.c); else it is .starpu/sampling under StarPU's home, the first set of XDG_CACHE_HOME,
+ * STARPU_HOME, HOME, TMPDIR, TEMP, TMP (_starpu_get_home_path, common/utils.c). With none of the
+ * first three set, sched/runtime.c makes STARPU_HOME $HOME/.cache/zerotask, hence HOME's row. */
 static const struct {
     const char *name, *sub;
-} g_dir_vars[] = {{"STARPU_HOME", "/.starpu/sampling"}, {"STARPU_PERF_MODEL_DIR", ""}};
+} g_dir_vars[] = {{"STARPU_PERF_MODEL_DIR", ""},
+                  {"XDG_CACHE_HOME", "/.starpu/sampling"},
+                  {"STARPU_HOME", "/.starpu/sampling"},
+                  {"HOME", "/.cache/zerotask/.starpu/sampling"},
+                  {"TMPDIR", "/.starpu/sampling"},
+                  {"TEMP", "/.starpu/sampling"},
+                  {"TMP", "/.starpu/sampling"}};
 
 /* lists of CPU (or core) numbers to bind workers to */
 static const char *const g_cpu_list_vars[] = {"STARPU_WORKERS_CPUID", "STARPU_WORKERS_COREID",
@@ -67,31 +77,19 @@ static enum zt_status check_int(const char *name, const char *v) {
     return ZT_OK;
 }
 
-/* mkdir -p path (modified on the way, restored); 0 or -1 with errno */
-static int make_dirs(char *path) {
-    for (char *p = path + 1;; p++) {
-        if (*p != '/' && *p) continue;
-        char c = *p;
-        *p = '\0';
-        int rc = mkdir(path, 0700) != 0 && errno != EEXIST ? -1 : 0;
-        *p = c;
-        if (rc != 0 || !c) return rc;
-    }
-}
-
-/* v + sub must be a directory or one that can be created: its nearest existing ancestor is a
- * directory, and either it is writable or (create: the one StarPU will use) the missing part is
- * created now, as StarPU would, so that a failure is ours to report. */
-static enum zt_status check_dir(const char *name, const char *v, const char *sub, int create) {
+/* name=v chose StarPU's calibration directory v + sub: it is created now, as StarPU would
+ * create it, so that a failure is ours to report; the message names the part that is in the way */
+static enum zt_status check_dir(const char *name, const char *v, const char *sub) {
     char path[4096];
     if (!*v) return zt_error_set(ZT_ERR_CONFIG, "%s=: expected a directory", name);
     if (strlen(v) + strlen(sub) >= sizeof path)
         return zt_error_set(ZT_ERR_CONFIG, "%s: expected a path shorter than %zu characters",
                             name, sizeof path - strlen(sub));
-    strcpy(path, v); /* fits: checked above */
-    strcat(path, sub);
-    const size_t full = strlen(path);
-    struct stat st;
+    memcpy(path, v, strlen(v));
+    memcpy(path + strlen(v), sub, strlen(sub) + 1); /* fits: checked above */
+    if (zt_file_mkdirs(path, 0700) == 0) return ZT_OK;
+    const int err = errno;
+    struct stat st; /* the nearest existing ancestor of v + sub */
     while (stat(path, &st) != 0) {
         if (errno != ENOENT && errno != ENOTDIR) /* else: look one level up */
             return zt_error_set(ZT_ERR_CONFIG, "%s=%s: cannot reach %s (%s); expected a "
@@ -101,22 +99,14 @@ static enum zt_status check_dir(const char *name, const char *v, const char *sub
         else if (slash == path) path[1] = '\0';
         else *slash = '\0';
     }
-    if (strlen(path) == full && S_ISDIR(st.st_mode)) return ZT_OK; /* there already */
     if (!S_ISDIR(st.st_mode) && strcmp(path, v) == 0)
         return zt_error_set(ZT_ERR_CONFIG, "%s=%s: not a directory (expected a directory for "
                                            "StarPU's files)", name, v);
     if (!S_ISDIR(st.st_mode))
         return zt_error_set(ZT_ERR_CONFIG, "%s=%s: %s is not a directory (expected a path "
                                            "StarPU can create directories in)", name, v, path);
-    if (!create && access(path, W_OK | X_OK) != 0)
-        return zt_error_set(ZT_ERR_CONFIG, "%s=%s: StarPU cannot create %s%s (%s is not "
-                                           "writable)", name, v, v, sub, path);
-    strcpy(path, v);
-    strcat(path, sub);
-    if (create && make_dirs(path) != 0)
-        return zt_error_set(ZT_ERR_CONFIG, "%s=%s: cannot create %s (%s); expected a directory "
-                                           "StarPU can write", name, v, path, strerror(errno));
-    return ZT_OK;
+    return zt_error_set(ZT_ERR_CONFIG, "%s=%s: cannot create %s%s (%s); expected a directory "
+                                       "StarPU can write", name, v, v, sub, strerror(err));
 }
 
 /* StarPU's syntax: numbers N, ranges N-M and N- (to the last CPU), separated by commas or
@@ -189,13 +179,13 @@ enum zt_status zt_starpu_env_check(const char **policy) {
     const char *s = getenv("STARPU_SCHED");
     if (s && *s) ZT_CHECK(check_sched(s, policy));
     ZT_CHECK(check_each(g_int_vars, check_int));
-    /* StarPU 1.3's calibration directory: STARPU_PERF_MODEL_DIR, else the sampling directory
-     * under XDG_CACHE_HOME, STARPU_HOME or HOME, the first one set */
-    const char *perf = getenv("STARPU_PERF_MODEL_DIR");
+    /* only the directory StarPU will use: the first of g_dir_vars that is set */
     for (size_t i = 0; i < sizeof g_dir_vars / sizeof g_dir_vars[0]; i++) {
         const char *v = getenv(g_dir_vars[i].name);
-        int used = perf ? i == 1 : i == 0 && !getenv("XDG_CACHE_HOME");
-        if (v) ZT_CHECK(check_dir(g_dir_vars[i].name, v, g_dir_vars[i].sub, used));
+        if (v) {
+            ZT_CHECK(check_dir(g_dir_vars[i].name, v, g_dir_vars[i].sub));
+            break;
+        }
     }
     ZT_CHECK(check_each(g_cpu_list_vars, check_cpu_list));
     return ZT_OK;

@@ -7,7 +7,8 @@ still training when the file changes; the file is changed once the run has print
 progress line, so every case hits a run that is past start-up):
   - the file is truncated to its header: "tokens FILE: file shrank to 1024 bytes while
     training (expected ...)";
-  - the file is truncated in the middle of its tokens: the same, with that size;
+  - the file is truncated inside its tokens (at a point every read of a batch crosses, so the
+    next step fails): the same, with that size;
   - the tokens are overwritten in place with an id >= vocab_size: "tokens FILE: token ... at
     byte ... is 60000, not below vocab_size 64" (the file is checked at open, so only the read of
     each batch can see this).
@@ -76,9 +77,12 @@ def overwrite_ids(value):
 data = copy_tokens("shrink_header.bin")
 changed_under_run("truncated to its header while training", data, truncate_to(1024),
                   ["tokens %s" % data, "shrank to 1024 bytes", "expected %d" % (1024 + 2 * NTOK)])
-data = copy_tokens("shrink_half.bin")
-changed_under_run("truncated to half its tokens while training", data, truncate_to(1024 + NTOK),
-                  ["tokens %s" % data, "shrank to %d bytes" % (1024 + NTOK)])
+# cut inside the first row's tokens: whatever step the run has reached, its next read crosses
+# the cut, so the error comes at once (a cut far ahead would take many steps to reach)
+data = copy_tokens("shrink_tokens.bin")
+CUT = 1024 + 2 * 5 + 1  # five tokens and half of the sixth
+changed_under_run("truncated inside its tokens while training", data, truncate_to(CUT),
+                  ["tokens %s" % data, "shrank to %d bytes" % CUT])
 data = copy_tokens("rewritten.bin")
 changed_under_run("ids >= vocab_size written in place while training", data, overwrite_ids(60000),
                   ["tokens %s" % data, "at byte", "is 60000", "vocab_size 64"])

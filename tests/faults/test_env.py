@@ -11,17 +11,38 @@ Cases:
     STARPU_SCHED naming no policy; STARPU_HOME / STARPU_PERF_MODEL_DIR naming a file or a path
     under a file; STARPU_WORKERS_CPUID that does not parse, runs backwards or names a CPU that
     does not exist;
+  - only the calibration directory StarPU will use is checked, chosen as StarPU 1.3 does:
+    STARPU_PERF_MODEL_DIR, else the first set of XDG_CACHE_HOME, STARPU_HOME, HOME (where
+    zt-train puts STARPU_HOME at ~/.cache/zerotask): XDG_CACHE_HOME or HOME naming a file is
+    an error naming that variable; STARPU_HOME naming a file while XDG_CACHE_HOME or
+    STARPU_PERF_MODEL_DIR decides still trains;
   - a valid value of STARPU_NCPU, STARPU_NCUDA, STARPU_NOPENCL, STARPU_SCHED, STARPU_HOME,
     STARPU_PERF_MODEL_DIR (a directory to be created), STARPU_WORKERS_CPUID and
     STARPU_LIMIT_CPU_MEM trains one step (exit 0).
 
 Usage: test_env.py APPS_DIR MPIEXEC WORKDIR
 """
+import contextlib
 import os
 
 import faultlib as F
 
 F.setup()
+# the cases set the variables that choose StarPU's calibration directory themselves
+for name in ("XDG_CACHE_HOME", "STARPU_PERF_MODEL_DIR"):
+    os.environ.pop(name, None)
+
+
+@contextlib.contextmanager
+def unset(name):
+    """name out of the environment of the runs inside the block"""
+    old = os.environ.pop(name, None)
+    try:
+        yield
+    finally:
+        if old is not None:
+            os.environ[name] = old
+
 ZT = F.prog("zt-train")
 base = F.tiny_run()
 a_file = F.write_json("not_a_dir.json", {})
@@ -73,6 +94,28 @@ bad("STARPU_WORKERS_CPUID", "1-0", ["range 1-0 runs backwards"])
 bad("STARPU_WORKERS_CPUID", "0,100000", ["CPU 100000 does not exist"])
 bad("STARPU_WORKERS_CPUID", "0-100000", ["CPU 100000 does not exist"])
 bad("STARPU_WORKERS_COREID", "100000", ["CPU 100000 does not exist"])
+
+# StarPU's home: XDG_CACHE_HOME before STARPU_HOME before HOME, STARPU_PERF_MODEL_DIR before all
+bad("XDG_CACHE_HOME", a_file, ["not a directory"])
+bad("XDG_CACHE_HOME", "", ["expected a directory"])
+with unset("STARPU_HOME"):
+    bad("HOME", a_file, ["not a directory"])
+
+
+def good_env(label, env):
+    p = F.run([ZT] + base, timeout=120, env=env)
+    F.check(label, p is not None and p.returncode == 0,
+            "no answer" if p is None else "exit %d, %r" % (p.returncode, F.error_lines(p)[-3:]))
+
+
+good_env("STARPU_HOME unused (XDG_CACHE_HOME decides) runs",
+         {"STARPU_HOME": a_file, "XDG_CACHE_HOME": F.path("xdg-cache")})
+F.check("XDG_CACHE_HOME holds StarPU's files", os.path.isdir(F.path("xdg-cache/.starpu/sampling")),
+        "a directory .starpu/sampling under it")
+good_env("STARPU_HOME unused (STARPU_PERF_MODEL_DIR decides) runs",
+         {"STARPU_HOME": a_file, "STARPU_PERF_MODEL_DIR": F.path("perf2")})
+good_env("XDG_CACHE_HOME unused (STARPU_PERF_MODEL_DIR decides) runs",
+         {"XDG_CACHE_HOME": a_file, "STARPU_PERF_MODEL_DIR": F.path("perf3")})
 
 good("STARPU_NCPU", "1")
 good("STARPU_NCUDA", "0")

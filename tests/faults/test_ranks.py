@@ -9,11 +9,14 @@ arguments):
   - the same contents under another path (a copy) on rank 1 is the same input: the run passes;
   - rank 1 stopped mid-run (SIGSTOP from the test, not dead) with ZT_COMM_TIMEOUT=5: the job
     ends well within the test's time, non-zero, and rank 0's timeout line names rank 1 as the one
-    that went silent in the collective or never came to it; the stopped process is then
-    continued and killed;
+    that went silent in the collective (or in a host-side sum between collectives) or never came
+    to it; the stopped process is then continued and killed;
   - the same with rank 1 stopped inside a collective for certain (it stops itself right after
     entering collective #20: ZT_TEST_SKIP_COLLECTIVE=1:20:stop): rank 0's line says that rank 1
-    entered it but has sent nothing since, instead of blaming the transport.
+    entered it but has sent nothing since, instead of blaming the transport (the collective that
+    times out on rank 0 is #20 or a later one it has started meanwhile).
+The time to the report is counted from the stop (or, when rank 1 stops itself, from rank 0's
+banner: start-up, slow under sanitizers, does not count).
 
 Under mpirun, stderr also holds mpirun's own notes; the error lines are those holding "error:".
 
@@ -24,6 +27,7 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
 import time
 
 import faultlib as F
@@ -78,7 +82,23 @@ expect_mpi("--init-from differs on rank 1",
 
 
 # rank 1 stopped mid-run: rank 0's watchdog names it and the job ends
-def stopped_rank(label, env, want):
+def read_stamped(stream, seen):
+    """read rank 0's stdout to its end, noting when its first line and its step 5 came"""
+    for line in stream:
+        seen.setdefault("first", time.time())
+        if re.match(r"\s*step\s+5/", line):
+            seen.setdefault("step5", time.time())
+
+
+def collective_number(line):
+    """N of the first "collective #N" in line; 0 when there is none"""
+    m = re.search(r"collective #(\d+)", line)
+    return int(m.group(1)) if m else 0
+
+
+def stopped_rank(label, env, want, min_seq=0):
+    """start a 2-rank run with rank 1 stopped (env: by itself, else by SIGSTOP at step 5); rank
+    0's timeout line must match want and name a collective numbered min_seq or later"""
     model = F.write_json("model_stop.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 64,
                                              "n_layer": 2, "n_head": 4})
     ds = F.write_json("ds_stop.json", {
@@ -97,23 +117,29 @@ def stopped_rank(label, env, want):
     cmd = MPI + ["-x", "ZT_COMM_TIMEOUT=5"] + env + ["-np", "2", wrap, "--ds-config", ds, "--model",
                  model, "--data", toks, "--steps", "100000"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    pid, t_stop = None, (time.time() if env else None)  # env: rank 1 stops itself
+    seen, err_parts = {}, []  # when rank 0's first line (its banner) and step 5 came; stderr
+    readers = [threading.Thread(target=read_stamped, args=(proc.stdout, seen)),
+               threading.Thread(target=lambda: err_parts.append(proc.stderr.read()))]
+    for t in readers:
+        t.start()
+    # the clock starts once both ranks are past start-up (rank 0's banner), so that slow
+    # start-ups (sanitizers) do not count; env: rank 1 stops itself, else the test stops it
+    wanted = "first" if env else "step5"
     deadline = time.time() + 120
-    while not env and time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        if re.match(r"\s*step\s+5/", line):  # mid-run: the pipeline is busy
-            pid = int(open(F.path("pid.1")).read())
-            os.kill(pid, signal.SIGSTOP)
-            t_stop = time.time()
-            break
+    while wanted not in seen and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    pid, t_stop = None, seen.get(wanted)
+    if t_stop is not None and not env:
+        pid = int(open(F.path("pid.1")).read())
+        os.kill(pid, signal.SIGSTOP)
+        t_stop = time.time()
+    hang = ""
     try:
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
         proc.kill()
-        _, err = proc.communicate()
-        err += "\n(test: still running 60 s after the stop)"
+        proc.wait()
+        hang = "\n(test: still running 60 s after the stop)"
     took = time.time() - t_stop if t_stop else -1
     if env and os.path.exists(F.path("pid.1")):
         pid = int(open(F.path("pid.1")).read())
@@ -123,17 +149,20 @@ def stopped_rank(label, env, want):
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
+    for t in readers:  # the pipes close once every rank has gone
+        t.join(timeout=30)
+    err = "".join(err_parts) + hang
     lines = [l for l in err.splitlines() if "ZT_COMM_TIMEOUT=5" in l]
-    named = [l for l in lines if re.search(want, l)]
+    named = [l for l in lines if re.search(want, l) and collective_number(l) >= min_seq]
     F.check(label,
             t_stop is not None and proc.returncode != 0 and 0 <= took < 45 and len(named) == 1,
             "exit %s after %.0f s, %r" % (proc.returncode, took, named or err[-1500:]))
 
 
 stopped_rank("rank 1 stopped (SIGSTOP) mid-run", [],
-             r"rank 0: .*(rank 1 entered it but has sent nothing for \d+ s|rank 1 has not "
+             r"rank 0: .*(rank 1 (entered it but )?has sent nothing for \d+ s|rank 1 has not "
              r"reached it)")
 stopped_rank("rank 1 stopped inside collective #20", ["-x", "ZT_TEST_SKIP_COLLECTIVE=1:20:stop"],
-             r"rank 0: collective #20 \w+ .*has waited \d+ s .*rank 1 entered it but has sent "
-             r"nothing for \d+ s .*stopped or descheduled\?")
+             r"rank 0: collective #\d+ \w+ .*has waited \d+ s .*rank 1 entered it but has sent "
+             r"nothing for \d+ s .*stopped or descheduled\?", min_seq=20)
 F.finish()

@@ -27,7 +27,7 @@ import faultlib as F
 F.setup()
 ZT, ZTT = F.prog("zt-train"), F.prog("zt-trace")
 PREFIX = "zt-trace: error: "
-TIMEOUT = 10
+TIMEOUT = 60  # generous: sanitizer builds are several times slower
 
 trace_json = F.path("run.json")
 p = F.run([ZT] + F.with_arg(F.tiny_run(), "--steps", "2") + ["--trace", trace_json], 120)

@@ -68,8 +68,8 @@ static void check_batch(const struct zt_tokens *t, const uint16_t *tok, int64_t 
             if (in[r * T + k] != wi || tg[r * T + k] != wt) bad++;
         }
     }
-    ZT_TEST_TRUE(!bad, "batch step %lld B %d T %d rows %d+%d: %d wrong", (long long)step, B, T, row0,
-                 nrows, bad);
+    ZT_TEST_TRUE(!bad, "batch step %lld B %d T %d rows %d+%d: %d wrong", (long long)step, B, T,
+                 row0, nrows, bad);
     free(in);
     free(tg);
 }
@@ -135,39 +135,43 @@ static void test_changed_under_reader(void) {
     }
 }
 
-int main(void) {
-    dir = getenv("ZT_IO_TEST_TMP");
-    if (!dir) dir = "/tmp/zt-test-tokens";
-    mkdir(dir, 0755);
-    char p[1024];
+/* the tokens 0..9, written to ten.bin by test_round_trip and reused by the later groups */
+static const uint16_t ten[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
 
-    /* round trip */
-    uint16_t ten[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+/* zt_tokens_write + zt_tokens_open round-trip (ten.bin), and the batch rule against the formula */
+static void test_round_trip(void) {
+    char p[1024];
     pathof(p, "ten.bin");
     ZT_TEST_TRUE(zt_tokens_write(p, ten, 10) == ZT_OK, "write: %s", zt_error_last());
     ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "no temporary left after a good write");
     struct stat sb;
-    ZT_TEST_TRUE(stat(p, &sb) == 0 && sb.st_size == 1024 + 20, "file size %lld", (long long)sb.st_size);
+    ZT_TEST_TRUE(stat(p, &sb) == 0 && sb.st_size == 1024 + 20, "file size %lld",
+                 (long long)sb.st_size);
     struct zt_tokens t;
     enum zt_status rc = zt_tokens_open(&t, p, 10);
     ZT_TEST_TRUE(rc == ZT_OK && t.count == 10, "open: %s", zt_error_last());
-    if (rc == ZT_OK) {
-        /* hand-checked: B=2, T=3; step 1 rows read 0 1 2 | 3 4 5, step 2 rows 6 7 8 | 9 0 1 */
-        int32_t in[6], tg[6];
-        zt_tokens_batch(&t, 2, 2, 3, 0, 2, in, tg);
-        const int32_t win[6] = {6, 7, 8, 9, 0, 1}, wtg[6] = {7, 8, 9, 0, 1, 2};
-        ZT_TEST_TRUE(!memcmp(in, win, sizeof in) && !memcmp(tg, wtg, sizeof tg),
-                     "step 2 wraps: in %d %d %d %d %d %d tg %d %d %d %d %d %d", in[0], in[1], in[2],
-                     in[3], in[4], in[5], tg[0], tg[1], tg[2], tg[3], tg[4], tg[5]);
-        zt_tokens_batch(&t, 1, 2, 3, 1, 1, in, tg); /* row 1 alone = 3 4 5 / 4 5 6 */
-        ZT_TEST_TRUE(in[0] == 3 && in[2] == 5 && tg[0] == 4 && tg[2] == 6, "row subset");
-        for (int64_t s = 1; s <= 7; s++) check_batch(&t, ten, s, 2, 3, 0, 2);
-        check_batch(&t, ten, 3, 4, 5, 1, 2);
-        check_batch(&t, ten, 1000000007LL, 3, 7, 0, 3);
-        check_batch(&t, ten, 5, 1, 23, 0, 1); /* T > count: wraps inside a row */
-        zt_tokens_close(&t);
-        ZT_TEST_TRUE(t.fd == -1 && t.count == 0, "close clears");
-    }
+    if (rc != ZT_OK) return;
+    /* hand-checked: B=2, T=3; step 1 rows read 0 1 2 | 3 4 5, step 2 rows 6 7 8 | 9 0 1 */
+    int32_t in[6], tg[6];
+    zt_tokens_batch(&t, 2, 2, 3, 0, 2, in, tg);
+    const int32_t win[6] = {6, 7, 8, 9, 0, 1}, wtg[6] = {7, 8, 9, 0, 1, 2};
+    ZT_TEST_TRUE(!memcmp(in, win, sizeof in) && !memcmp(tg, wtg, sizeof tg),
+                 "step 2 wraps: in %d %d %d %d %d %d tg %d %d %d %d %d %d", in[0], in[1], in[2],
+                 in[3], in[4], in[5], tg[0], tg[1], tg[2], tg[3], tg[4], tg[5]);
+    zt_tokens_batch(&t, 1, 2, 3, 1, 1, in, tg); /* row 1 alone = 3 4 5 / 4 5 6 */
+    ZT_TEST_TRUE(in[0] == 3 && in[2] == 5 && tg[0] == 4 && tg[2] == 6, "row subset");
+    for (int64_t s = 1; s <= 7; s++) check_batch(&t, ten, s, 2, 3, 0, 2);
+    check_batch(&t, ten, 3, 4, 5, 1, 2);
+    check_batch(&t, ten, 1000000007LL, 3, 7, 0, 3);
+    check_batch(&t, ten, 5, 1, 23, 0, 1); /* T > count: wraps inside a row */
+    zt_tokens_close(&t);
+    ZT_TEST_TRUE(t.fd == -1 && t.count == 0, "close clears");
+}
+
+/* the smallest file (two tokens), read with T larger than it */
+static void test_two_tokens(void) {
+    char p[1024];
+    struct zt_tokens t;
     uint16_t two[2] = {1, 0};
     pathof(p, "two.bin");
     ZT_TEST_TRUE(zt_tokens_write(p, two, 2) == ZT_OK, "write two");
@@ -180,8 +184,11 @@ int main(void) {
     } else {
         ZT_TEST_FAIL("open two: %s", zt_error_last());
     }
+}
 
-    /* malformed files */
+/* every malformed file fails at open with its code and a message naming the file */
+static void test_malformed_files(void) {
+    char p[1024];
     pathof(p, "missing.bin");
     expect_open_err(__LINE__, p, 10, ZT_ERR_IO, "cannot open");
     pathof(p, "empty.bin");
@@ -198,7 +205,8 @@ int main(void) {
     expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "version 2, expected 1");
     pathof(p, "size.bin");
     write_raw(p, ZT_TOKENS_MAGIC, 1, 10, ten, 8, -1);
-    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "file is 1040 bytes, but the header's count 10 needs 1044");
+    expect_open_err(__LINE__, p, 10, ZT_ERR_DATA,
+                    "file is 1040 bytes, but the header's count 10 needs 1044");
     pathof(p, "long.bin");
     write_raw(p, ZT_TOKENS_MAGIC, 1, 4, ten, 10, -1);
     expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "count 4 needs 1032");
@@ -211,12 +219,16 @@ int main(void) {
     pathof(p, "ten.bin");
     expect_open_err(__LINE__, p, 5, ZT_ERR_DATA, "token 5 is 5, not below vocab_size 5");
     expect_open_err(__LINE__, p, 0, ZT_ERR_INVALID, "vocab_size must be >= 1");
+}
 
-    /* failed writes leave nothing behind */
+/* failed writes (a missing directory; EFBIG part-way) leave the old file intact and no
+ * temporary behind */
+static void test_failed_writes(void) {
+    char p[1024];
     pathof(p, "nodir/x.bin");
-    rc = zt_tokens_write(p, ten, 10);
-    ZT_TEST_TRUE(rc == ZT_ERR_IO && strstr(zt_error_last(), p), "write into a missing directory: %s",
-                 zt_error_last());
+    enum zt_status rc = zt_tokens_write(p, ten, 10);
+    ZT_TEST_TRUE(rc == ZT_ERR_IO && strstr(zt_error_last(), p),
+                 "write into a missing directory: %s", zt_error_last());
     pathof(p, "ten.bin");
     size_t big = 1 << 20;
     uint16_t *many = calloc(big, 2);
@@ -235,12 +247,23 @@ int main(void) {
     free(many);
     ZT_TEST_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "EFBIG write must return ZT_ERR_IO");
     ZT_TEST_TRUE(zt_test_count_tmp(dir) == 0, "no temporary left after a failed write");
+    struct zt_tokens t;
     rc = zt_tokens_open(&t, p, 10);
     int32_t last_in = -1, last_tg = -1;
     if (rc == ZT_OK) zt_tokens_batch(&t, 1, 1, 1, 0, 1, &last_in, &last_tg);
     ZT_TEST_TRUE(rc == ZT_OK && t.count == 10 && last_in == 0 && last_tg == 1,
                  "old file intact after failed write");
     zt_tokens_close(&t);
+}
+
+int main(void) {
+    dir = getenv("ZT_IO_TEST_TMP");
+    if (!dir) dir = "/tmp/zt-test-tokens";
+    mkdir(dir, 0755);
+    test_round_trip();
+    test_two_tokens();
+    test_malformed_files();
+    test_failed_writes();
     test_changed_under_reader();
     return zt_test_finish("test_tokens");
 }
