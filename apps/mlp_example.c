@@ -44,6 +44,111 @@ static enum zt_status user_task(struct starpu_codelet *cl, zt_tensor_t a, zt_ten
                    : zt_error_set(ZT_ERR_RUNTIME, "%s: starpu_task_insert: %d", cl->name, rc);
 }
 
+/* the model: its parameters and activations (T rows per sequence, blocks of whole sequences) */
+enum { V = 256, T = 64, C = 64, H = 256 };
+struct mlp {
+    zt_param_t emb, w1, b1, w2, b2;
+    zt_tensor_t in, tg, x, h, hg, logits, losses, dx, dh;
+};
+
+/* 1. a config, built in code here (zt_config_load reads the same from DeepSpeed JSON) */
+static void make_config(struct zt_config *cfg) {
+    zt_config_defaults(cfg);
+    cfg->train_batch_size = 8;
+    cfg->micro_batch = 8;
+    cfg->grad_accum = 1;
+    cfg->world_size = 1;
+    cfg->optim = ZT_OPTIM_ADAMW;
+    cfg->lr = 3e-3f;
+    cfg->weight_decay = 0.0f;
+}
+
+/* 2. the engine owns parameters, gradients and Adam state; 3. the activations */
+static enum zt_status declare_model(zt_engine_t e, struct mlp *m) {
+    m->emb = zt_engine_param(e, "emb.weight", 2, (int64_t[]){V, C}, ZT_INIT_NORMAL, 0.1f);
+    m->w1 = zt_engine_param(e, "fc1.weight", 2, (int64_t[]){C, H}, ZT_INIT_NORMAL, 0.1f);
+    m->b1 = zt_engine_param(e, "fc1.bias", 1, (int64_t[]){H}, ZT_INIT_ZERO, 0);
+    m->w2 = zt_engine_param(e, "fc2.weight", 2, (int64_t[]){H, V}, ZT_INIT_NORMAL, 0.05f);
+    m->b2 = zt_engine_param(e, "fc2.bias", 1, (int64_t[]){V}, ZT_INIT_ZERO, 0);
+    if (!m->emb || !m->w1 || !m->b1 || !m->w2 || !m->b2)
+        return zt_error_last_code() != ZT_OK ? zt_error_last_code() : ZT_ERR_INVALID;
+    ZT_CHECK(zt_engine_finalize(e));
+    ZT_CHECK(zt_engine_act(e, "inputs", 1, T, 4, &m->in));
+    ZT_CHECK(zt_engine_act(e, "targets", 1, T, 4, &m->tg));
+    ZT_CHECK(zt_engine_act(e, "x", T, C, 4, &m->x));
+    ZT_CHECK(zt_engine_act(e, "h", T, H, 4, &m->h));
+    ZT_CHECK(zt_engine_act(e, "hg", T, H, 4, &m->hg));
+    ZT_CHECK(zt_engine_act(e, "logits", T, V, 4, &m->logits));
+    ZT_CHECK(zt_engine_act(e, "losses", T, 1, 4, &m->losses));
+    ZT_CHECK(zt_engine_act(e, "dx", T, C, 4, &m->dx));
+    return zt_engine_act(e, "dh", T, H, 4, &m->dh);
+}
+
+/* forward and backward of block b: load, embed, fc1, ReLU, fc2, loss, back to dx */
+static enum zt_status submit_block(const struct zt_step_ctx *c, const struct mlp *m, int b,
+                                   const struct zt_tokens *tok, int step, int batch) {
+    const struct zt_task_opts *o = &c->opts;
+    ZT_CHECK(zt_task_load_batch(o, m->in, m->tg, b, tok, step, batch, 0));
+    ZT_CHECK(zt_task_encoder_forward(o, m->x, b, m->in, zt_param_value(c, m->emb), NULL));
+    ZT_CHECK(zt_task_matmul_forward(o, m->h, b, m->x, zt_param_value(c, m->w1),
+                                    zt_param_value(c, m->b1)));
+    ZT_CHECK(user_task(&relu_forward_cl, m->h, m->hg, b));
+    ZT_CHECK(zt_task_matmul_forward(o, m->logits, b, m->hg, zt_param_value(c, m->w2),
+                                    zt_param_value(c, m->b2)));
+    ZT_CHECK(zt_task_crossentropy(o, m->logits, m->losses, b, m->tg, 1.0f / (batch * T)));
+    ZT_CHECK(zt_task_matmul_backward_inp(o, m->dh, b, m->logits, zt_param_value(c, m->w2), 0));
+    ZT_CHECK(user_task(&relu_backward_cl, m->h, m->dh, b));
+    return zt_task_matmul_backward_inp(o, m->dx, b, m->dh, zt_param_value(c, m->w1), 0);
+}
+
+/* 4. one step: begin (zero grads), forward/backward tasks, end (clip + AdamW) */
+static enum zt_status submit_step(zt_engine_t e, const struct mlp *m, const struct zt_tokens *tok,
+                                  int step, int batch) {
+    ZT_CHECK(zt_engine_step_begin(e, step));
+    struct zt_step_ctx c = zt_engine_ctx(e, ZT_PRIO_FORWARD, 0, 1, 0);
+    const struct zt_task_opts *o = &c.opts;
+    for (int b = 0; b < zt_engine_nblk(e); b++) ZT_CHECK(submit_block(&c, m, b, tok, step, batch));
+    zt_tensor_t gw2 = zt_param_grad(&c, m->w2), gw1 = zt_param_grad(&c, m->w1);
+    for (int j = 0; j < zt_tensor_nblk(gw2); j++)
+        ZT_CHECK(zt_task_matmul_backward_weight(o, gw2, j, m->hg, m->logits));
+    for (int j = 0; j < zt_tensor_nblk(gw1); j++)
+        ZT_CHECK(zt_task_matmul_backward_weight(o, gw1, j, m->x, m->dh));
+    ZT_CHECK(zt_task_matmul_backward_bias(o, zt_param_grad(&c, m->b2), m->logits));
+    ZT_CHECK(zt_task_matmul_backward_bias(o, zt_param_grad(&c, m->b1), m->dh));
+    ZT_CHECK(zt_task_encoder_backward(o, zt_param_grad(&c, m->emb), NULL, m->dx, m->in));
+    return zt_engine_step_end(e);
+}
+
+/* wait for the step and average its losses (checking that its batches were read) */
+static enum zt_status step_loss(zt_engine_t e, const struct mlp *m, struct zt_step_info *info,
+                                double *loss) {
+    ZT_CHECK(zt_engine_step_wait(e, info));
+    ZT_CHECK(zt_tensor_acquire(m->losses, 0));
+    enum zt_status rc = zt_task_data_status(); /* a batch the token file could not give */
+    const float *l = zt_tensor_data(m->losses);
+    int64_t n = zt_tensor_numel(m->losses);
+    *loss = 0;
+    for (int64_t i = 0; i < n; i++) *loss += l[i];
+    *loss /= (double)n;
+    zt_tensor_release(m->losses);
+    return rc;
+}
+
+static enum zt_status train(zt_engine_t e, const struct zt_tokens *tok, const struct zt_config *cfg,
+                            int steps, double *first, double *loss) {
+    struct mlp m;
+    ZT_CHECK(declare_model(e, &m));
+    for (int s = 1; s <= steps; s++) {
+        struct zt_step_info info;
+        ZT_CHECK(submit_step(e, &m, tok, s, cfg->train_batch_size));
+        ZT_CHECK(step_loss(e, &m, &info, loss));
+        if (s == 1) *first = *loss;
+        if (s == 1 || s % 10 == 0 || s == steps)
+            printf("step %4d/%d | loss %.4f | grad norm %.4f\n", s, steps, *loss, info.grad_norm);
+    }
+    return ZT_OK;
+}
+
 int main(int argc, char **argv) {
     const char *data = NULL;
     int steps = 50;
@@ -59,91 +164,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "zerotask: error: --data is required and --steps must be >= 1\n");
         return 2;
     }
-    const int V = 256, T = 64, C = 64, H = 256;
-    /* 1. a config, built in code here (zt_config_load reads the same from DeepSpeed JSON) */
     struct zt_config cfg;
-    zt_config_defaults(&cfg);
-    cfg.train_batch_size = 8;
-    cfg.micro_batch = 8;
-    cfg.grad_accum = 1;
-    cfg.world_size = 1;
-    cfg.optim = ZT_OPTIM_ADAMW;
-    cfg.lr = 3e-3f;
-    cfg.weight_decay = 0.0f;
+    make_config(&cfg);
     struct zt_tokens tok;
-    if (zt_tokens_open(&tok, data, V) != ZT_OK) goto fail_early;
-    /* 2. the engine owns parameters, gradients and Adam state */
-    zt_engine_t e;
-    if (zt_engine_init(&e, &cfg) != ZT_OK) goto fail_early;
-    zt_param_t emb = zt_engine_param(e, "emb.weight", 2, (int64_t[]){V, C}, ZT_INIT_NORMAL, 0.1f);
-    zt_param_t w1 = zt_engine_param(e, "fc1.weight", 2, (int64_t[]){C, H}, ZT_INIT_NORMAL, 0.1f);
-    zt_param_t b1 = zt_engine_param(e, "fc1.bias", 1, (int64_t[]){H}, ZT_INIT_ZERO, 0);
-    zt_param_t w2 = zt_engine_param(e, "fc2.weight", 2, (int64_t[]){H, V}, ZT_INIT_NORMAL, 0.05f);
-    zt_param_t b2 = zt_engine_param(e, "fc2.bias", 1, (int64_t[]){V}, ZT_INIT_ZERO, 0);
-    if (!emb || !w1 || !b1 || !w2 || !b2 || zt_engine_finalize(e) != ZT_OK) goto fail;
-    /* 3. activations: T rows per sequence, blocks of whole sequences */
-    zt_tensor_t in, tg, x, h, hg, logits, losses, dx, dh;
-    if (zt_engine_act(e, "inputs", 1, T, 4, &in) || zt_engine_act(e, "targets", 1, T, 4, &tg) ||
-        zt_engine_act(e, "x", T, C, 4, &x) || zt_engine_act(e, "h", T, H, 4, &h) ||
-        zt_engine_act(e, "hg", T, H, 4, &hg) || zt_engine_act(e, "logits", T, V, 4, &logits) ||
-        zt_engine_act(e, "losses", T, 1, 4, &losses) || zt_engine_act(e, "dx", T, C, 4, &dx) ||
-        zt_engine_act(e, "dh", T, H, 4, &dh))
-        goto fail;
-    int nb = zt_engine_nblk(e);
+    zt_engine_t e = NULL;
     double first = 0, loss = 0;
-    for (int s = 1; s <= steps; s++) {
-        /* 4. one step: begin (zero grads), forward/backward tasks, end (clip + AdamW), wait */
-        if (zt_engine_step_begin(e, s)) goto fail;
-        struct zt_step_ctx c = zt_engine_ctx(e, ZT_PRIO_FORWARD, 0, 1, 0);
-        const struct zt_task_opts *o = &c.opts;
-        for (int b = 0; b < nb; b++) {
-            if (zt_task_load_batch(o, in, tg, b, &tok, s, cfg.train_batch_size, 0) ||
-                zt_task_encoder_forward(o, x, b, in, zt_param_value(&c, emb), NULL) ||
-                zt_task_matmul_forward(o, h, b, x, zt_param_value(&c, w1),
-                                       zt_param_value(&c, b1)) ||
-                user_task(&relu_forward_cl, h, hg, b) ||
-                zt_task_matmul_forward(o, logits, b, hg, zt_param_value(&c, w2),
-                                       zt_param_value(&c, b2)) ||
-                zt_task_crossentropy(o, logits, losses, b, tg, 1.0f / (cfg.train_batch_size * T)) ||
-                zt_task_matmul_backward_inp(o, dh, b, logits, zt_param_value(&c, w2), 0) ||
-                user_task(&relu_backward_cl, h, dh, b) ||
-                zt_task_matmul_backward_inp(o, dx, b, dh, zt_param_value(&c, w1), 0))
-                goto fail;
-        }
-        for (int j = 0; j < zt_tensor_nblk(zt_param_grad(&c, w2)); j++)
-            if (zt_task_matmul_backward_weight(o, zt_param_grad(&c, w2), j, hg, logits)) goto fail;
-        for (int j = 0; j < zt_tensor_nblk(zt_param_grad(&c, w1)); j++)
-            if (zt_task_matmul_backward_weight(o, zt_param_grad(&c, w1), j, x, dh)) goto fail;
-        if (zt_task_matmul_backward_bias(o, zt_param_grad(&c, b2), logits) ||
-            zt_task_matmul_backward_bias(o, zt_param_grad(&c, b1), dh) ||
-            zt_task_encoder_backward(o, zt_param_grad(&c, emb), NULL, dx, in) ||
-            zt_engine_step_end(e))
-            goto fail;
-        struct zt_step_info info;
-        if (zt_engine_step_wait(e, &info) || zt_tensor_acquire(losses, 0)) goto fail;
-        if (zt_task_data_status() != ZT_OK) { /* a batch the token file could not give */
-            zt_tensor_release(losses);
-            goto fail;
-        }
-        const float *l = zt_tensor_data(losses);
-        loss = 0;
-        for (int64_t i = 0; i < zt_tensor_numel(losses); i++) loss += l[i];
-        loss /= (double)zt_tensor_numel(losses);
-        zt_tensor_release(losses);
-        if (s == 1) first = loss;
-        if (s == 1 || s % 10 == 0 || s == steps)
-            printf("step %4d/%d | loss %.4f | grad norm %.4f\n", s, steps, loss, info.grad_norm);
-    }
-    printf("mlp: loss %.4f -> %.4f\n", first, loss);
-    zt_engine_free(e);
+    enum zt_status rc = zt_tokens_open(&tok, data, V);
+    if (rc == ZT_OK && (rc = zt_engine_init(&e, &cfg)) == ZT_OK)
+        rc = train(e, &tok, &cfg, steps, &first, &loss);
+    if (rc == ZT_OK) printf("mlp: loss %.4f -> %.4f\n", first, loss);
+    else fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
+    if (e) zt_engine_free(e);
     zt_tokens_close(&tok);
-    return loss < first ? 0 : 1;
-fail:
-    fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
-    zt_engine_free(e);
-    zt_tokens_close(&tok);
-    return 1;
-fail_early:
-    fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
-    return 1;
+    return rc == ZT_OK && loss < first ? 0 : 1;
 }

@@ -6,12 +6,12 @@
  *
  * Layer: graph/, behind the engine (engine_impl.h); the file format is io/zt_safetensors.h.
  */
-#include <math.h>           /* isfinite, isnan */
 #include <stdio.h>          /* fprintf */
 #include <stdlib.h>         /* calloc, realloc, free */
 #include <string.h>         /* memcpy */
 #include "engine_impl.h"    /* struct zt_engine, the ZeRO plan, the offload */
 #include "zt_comm.h"        /* zt_comm_count_failed */
+#include "zt_finite.h"      /* zt_first_nonfinite, zt_nonfinite_name */
 #include "zt_safetensors.h" /* zt_st_* */
 
 /* what an export writes */
@@ -153,14 +153,6 @@ static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t
     return rc;
 }
 
-/* the index of the first NaN or Inf of p's values v, or n (its element count) */
-static int64_t first_nonfinite(const struct zt_param *p, const float *v, int64_t *n) {
-    *n = p->rows * p->cols;
-    int64_t k = 0;
-    while (k < *n && isfinite(v[k])) k++;
-    return k;
-}
-
 /* Exported values must be finite: a NaN or Inf weight is ZT_ERR_NUMERIC naming the first (the
  * file is not written), or with ZT_ON_NONFINITE=warn a warning line and ZT_OK. Every rank
  * holds the same whole values here, so every rank comes to the same verdict. */
@@ -174,8 +166,9 @@ static enum zt_status check_finite_values(zt_engine_t e, const char *path, zt_te
         if (!whole && (rc = zt_tensor_acquire(p->home, 0)) != ZT_OK) break;
         const float *v = whole ? (const float *)zt_tensor_data(whole) + p->off
                                : (const float *)zt_tensor_data(p->home);
-        k = first_nonfinite(p, v, &n);
-        const char *what = k == n ? NULL : isnan(v[k]) ? "NaN" : v[k] > 0 ? "Inf" : "-Inf";
+        n = p->rows * p->cols;
+        k = (int64_t)zt_first_nonfinite(v, (size_t)n);
+        const char *what = k == n ? NULL : zt_nonfinite_name(v[k]);
         if (what && !e->nonfinite_warn)
             rc = zt_error_set(ZT_ERR_NUMERIC, "export %s: tensor '%s' has %s at index %lld; not "
                               "written (ZT_ON_NONFINITE=warn writes it)", path, p->name, what,

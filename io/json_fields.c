@@ -162,7 +162,9 @@ enum zt_status zt_json_int(const struct zt_json_ctx *c, const cJSON *v, const ch
     int isint = cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
                 floor(v->valuedouble) == v->valuedouble;
     double d = isint ? v->valuedouble : 0;
-    if (isint && d >= (double)lo && d <= (double)hi) {
+    /* 2^63 and beyond do not convert to long long (undefined behaviour): out of any range */
+    const double two63 = 9223372036854775808.0;
+    if (isint && d >= -two63 && d < two63 && (long long)d >= lo && (long long)d <= hi) {
         *out = (long long)d;
         return ZT_OK;
     }

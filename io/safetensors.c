@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h> /* cJSON_ParseWithLengthOpts, cJSON_PrintUnformatted */
 #include <ctype.h>       /* isspace */
 #include <errno.h>       /* errno, EINTR */
-#include <math.h>        /* floor, isfinite, isnan */
+#include <math.h>        /* floor, isfinite */
 #include <stdio.h>       /* snprintf, rename */
 #include <stdlib.h>      /* malloc, calloc, realloc, free, mkstemp, qsort */
 #include <string.h>      /* memcpy, memset, strcmp, strlen, strerror, strrchr, strdup */
@@ -24,6 +24,7 @@
 #include <unistd.h>      /* close, write, fsync, unlink, getpid */
 
 #include "zt_file.h"   /* zt_afile_*, zt_file_open_input */
+#include "zt_finite.h" /* zt_first_nonfinite, zt_nonfinite_name */
 #include "zt_status.h" /* zt_error_set, ZT_CHECK */
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -348,31 +349,12 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-/* the index of the first NaN or Inf of x[0..n), n when there is none: a branch-free scan of
- * each chunk (vectorised), the exact index searched only in a chunk that has one */
-static size_t first_nonfinite(const float *x, size_t n) {
-    enum { CHUNK = 4096 };
-    for (size_t i0 = 0; i0 < n; i0 += CHUNK) {
-        size_t i1 = n - i0 < CHUNK ? n : i0 + CHUNK;
-        uint32_t any = 0;
-        for (size_t i = i0; i < i1; i++) {
-            uint32_t bits;
-            memcpy(&bits, &x[i], 4);
-            any |= (bits & 0x7f800000u) == 0x7f800000u; /* exponent all ones: Inf or NaN */
-        }
-        for (size_t i = i0; any && i < i1; i++)
-            if (!isfinite(x[i])) return i;
-    }
-    return n;
-}
-
 static enum zt_status check_finite(const struct zt_safetensors *st, const char *name,
                                    const float *x, size_t n) {
-    size_t at = first_nonfinite(x, n);
+    size_t at = zt_first_nonfinite(x, n);
     if (at == n) return ZT_OK;
-    const char *what = isnan(x[at]) ? "NaN" : x[at] > 0 ? "Inf" : "-Inf";
     return CORRUPT(st, "safetensors %s: tensor '%s' has %s at index %zu (expected finite "
-                       "values)", st->path, name, what, at);
+                       "values)", st->path, name, zt_nonfinite_name(x[at]), at);
 }
 
 enum zt_status zt_st_read_f32(const struct zt_safetensors *st, const char *name, int ndim,

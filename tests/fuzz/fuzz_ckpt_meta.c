@@ -9,13 +9,13 @@
 #include "zt_checkpoint.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static char tagdir[512];
-    if (!tagdir[0]) {
-        snprintf(tagdir, sizeof tagdir, "%s", fuzz_scratch_path(".ckpt"));
-        if (mkdir(tagdir, 0700) != 0) FUZZ_FAIL("cannot make the scratch directory %s", tagdir);
-    }
+    static int made;
+    const char *tagdir = fuzz_scratch_path(".ckpt");
+    if (!made && mkdir(tagdir, 0700) != 0) FUZZ_FAIL("cannot make the scratch directory %s", tagdir);
+    made = 1;
     char meta[600];
-    snprintf(meta, sizeof meta, "%s/meta.json", tagdir);
+    if (snprintf(meta, sizeof meta, "%s/meta.json", tagdir) >= (int)sizeof meta)
+        FUZZ_FAIL("scratch path too long");
     fuzz_write(meta, data, size);
     struct zt_ckpt_info info;
     enum zt_status rc = zt_checkpoint_info(tagdir, &info);

@@ -30,15 +30,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         abort();                                                                                   \
     } while (0)
 
-/* A scratch path of this process under TMPDIR (or /tmp), ending in suffix. */
+/* The scratch paths handed out (at most 4 distinct suffixes a process), removed at exit. */
+static char fuzz_scratch[4][512];
+static int fuzz_nscratch;
+
+static inline void fuzz_remove_scratch(void) {
+    for (int i = 0; i < fuzz_nscratch; i++) {
+        char meta[600];
+        /* the checkpoint target's scratch is a directory holding meta.json */
+        if (snprintf(meta, sizeof meta, "%s/meta.json", fuzz_scratch[i]) < (int)sizeof meta)
+            remove(meta);
+        remove(fuzz_scratch[i]);
+    }
+}
+
+/* A scratch path of this process under TMPDIR (or /tmp), ending in suffix; the same suffix
+ * gives the same path. */
 static inline const char *fuzz_scratch_path(const char *suffix) {
-    static char path[4][512];
-    static int next;
     const char *tmp = getenv("TMPDIR");
-    char *p = path[next++ % 4];
-    snprintf(p, sizeof path[0], "%s/zt-fuzz-%ld%s", tmp && *tmp ? tmp : "/tmp", (long)getpid(),
-             suffix);
-    return p;
+    char p[512];
+    snprintf(p, sizeof p, "%s/zt-fuzz-%ld%s", tmp && *tmp ? tmp : "/tmp", (long)getpid(), suffix);
+    for (int i = 0; i < fuzz_nscratch; i++)
+        if (!strcmp(fuzz_scratch[i], p)) return fuzz_scratch[i];
+    if (fuzz_nscratch == 4) FUZZ_FAIL("more than 4 scratch paths");
+    if (fuzz_nscratch == 0) atexit(fuzz_remove_scratch);
+    snprintf(fuzz_scratch[fuzz_nscratch], sizeof fuzz_scratch[0], "%s", p);
+    return fuzz_scratch[fuzz_nscratch++];
 }
 
 /* Write the input to path (replacing it). */
