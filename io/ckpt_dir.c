@@ -16,7 +16,7 @@
 #include <string.h>     /* strcmp, strchr, strcspn, strerror */
 #include <sys/stat.h>   /* mkdir, stat */
 #include <unistd.h>     /* unlink */
-#include "zt_file.h"    /* zt_file_replace, _read_all, _fsync_dir, _remove_dir */
+#include "zt_file.h"    /* zt_file_replace, _read_all, _fsync_dir, _remove_dir, _mkdirs */
 #include "zt_log.h"     /* ZT_LOG_I */
 
 // ----------------------------------------------------------------------------
@@ -51,20 +51,13 @@ enum zt_status zt_ckpt_dir_read_text(const char *path, const char *what, char **
 // saving: prepare, publish, discard
 
 enum zt_status zt_ckpt_dir_create(const char *dir) {
-    char up[ZT_CKPT_PATH_BYTES];
-    snprintf(up, sizeof up, "%s", dir);
-    for (char *s = strchr(up + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        mkdir(up, 0755); /* an existing parent is fine; a real failure shows at DIR itself */
-        *s = '/';
-    }
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create the directory (%s)", dir,
-                            strerror(errno));
+    if (zt_file_mkdirs(dir, 0755) == 0) return ZT_OK;
+    int err = errno;
     struct stat sb;
-    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    if (err == ENOTDIR && stat(dir, &sb) == 0)
         return zt_error_set(ZT_ERR_IO, "checkpoint %s: not a directory", dir);
-    return ZT_OK;
+    return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot create the directory (%s)", dir,
+                        strerror(err));
 }
 
 void zt_ckpt_dir_partial_path(char *buf, size_t n, const char *dir, const char *tag) {
