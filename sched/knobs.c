@@ -84,7 +84,8 @@ static const struct {
                      "zerotask uses lws when unset and rejects unknown names"},
     {"STARPU_NCPU", "number of CPU workers (Debian's StarPU allows at most 4)"},
     {"STARPU_HOME", "where StarPU keeps calibration; zerotask defaults it to "
-                    "~/.cache/zerotask when neither it nor STARPU_PERF_MODEL_DIR is set"},
+                    "~/.cache/zerotask when neither it, STARPU_PERF_MODEL_DIR nor "
+                    "XDG_CACHE_HOME (which StarPU reads first) is set"},
     {"STARPU_CALIBRATE", "1 to recalibrate performance models (dmda, dmdas)"},
     {"STARPU_SILENT", "1 to silence StarPU's own messages"},
     {NULL, NULL},

@@ -33,16 +33,14 @@ static const char *g_sched_name = "lws";
 /* Keep calibration files out of the current directory and the user's other StarPU runs unless
  * the user chose a place: a per-user zerotask directory. */
 static void default_starpu_home(void) {
-    if (getenv("STARPU_HOME") || getenv("STARPU_PERF_MODEL_DIR")) return;
-    const char *home = getenv("HOME");
-    const char *xdg = getenv("XDG_CACHE_HOME");
-    char path[1024];
-    if (xdg && *xdg)
-        snprintf(path, sizeof path, "%s/zerotask", xdg);
-    else if (home && *home)
-        snprintf(path, sizeof path, "%s/.cache/zerotask", home);
-    else
+    /* StarPU takes its home from XDG_CACHE_HOME before STARPU_HOME: with it set, calibration
+     * already goes to a cache directory ($XDG_CACHE_HOME/.starpu) */
+    if (getenv("STARPU_HOME") || getenv("STARPU_PERF_MODEL_DIR") || getenv("XDG_CACHE_HOME"))
         return;
+    const char *home = getenv("HOME");
+    if (!home || !*home) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/.cache/zerotask", home);
     setenv("STARPU_HOME", path, 0);
 }
 
