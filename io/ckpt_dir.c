@@ -42,7 +42,13 @@ static int path_exists(const char *path) {
 
 enum zt_status zt_ckpt_dir_read_text(const char *path, const char *what, char **text) {
     size_t len;
-    if (zt_file_read_all(path, SIZE_MAX - 1, text, &len) == 0) return ZT_OK;
+    if (zt_file_read_all(path, SIZE_MAX - 1, text, &len) == 0) {
+        if (strlen(*text) == len) return ZT_OK;
+        free(*text); /* a NUL byte would hide what follows it from the JSON parser */
+        *text = NULL;
+        return zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: the %s holds a NUL byte "
+                            "(expected text)", path, what);
+    }
     return zt_error_set(ZT_ERR_IO, "checkpoint %s: cannot read the %s (%s)", path, what,
                         errno == EIO || errno == EINVAL ? "read error" : strerror(errno));
 }

@@ -8,7 +8,8 @@ Cases (each the exit code and the one error line, under a timeout):
   - meta.json's checksum removed: refused (it records a run id, so it was checksummed);
   - the checksum covers the file's own bytes (those before its member), not how a JSON library
     prints them: a number written another way (4.0 for 4) with the checksum of its bytes is
-    accepted; re-indenting, or anything after the checksum's member, is refused;
+    accepted; re-indenting, anything after the checksum's member, or a NUL byte (which would
+    hide what follows it from the parser) is refused;
   - numbers out of range in meta.json (a shape of 1e300, a step of 1e300): refused naming the
     tensor or the fields, never converted (undefined behaviour);
   - a shard copied in from another checkpoint of the same run (another step), or from another
@@ -157,6 +158,11 @@ meta = os.path.join(tail, "step4", "meta.json")
 open(meta, "ab").write(b'\n{"step": 5}\n')
 F.expect("bytes after meta.json's checksum member: verify", [CK, "verify", tail], 1,
          [meta, "meta_crc32c is malformed", "nothing after"], prefix=TOOL)
+nul = copy(ck, "ck_nul")
+meta = os.path.join(nul, "step4", "meta.json")
+open(meta, "ab").write(b'\0{"step": 5}\n')
+F.expect("a NUL byte in meta.json: verify", [CK, "verify", nul], 1,
+         [meta, "holds a NUL byte"], prefix=TOOL)
 
 # numbers beyond what an integer holds: refused, never converted
 huge = copy(ck, "ck_huge_shape")
