@@ -62,6 +62,7 @@ static double g_beat_sent = 0; /* when this rank last sent a heartbeat */
 
 static void drain_notes(void);
 static void timeout_report(const struct zt_coll_id *id, double waited);
+static int g_init_rank = -1; /* g_rank at the last init (zt_comm_init_rank) */
 static double now_s(void) { return zt_clock_ms() / 1e3; }
 
 /* every ZT_* knob is checked here, the start of every run (zt_runtime_init begins with
@@ -112,6 +113,7 @@ enum zt_status zt_comm_init(void) {
     MPI_Comm_set_errhandler(g_note, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g_comm, &g_rank);
     MPI_Comm_size(g_comm, &g_size);
+    g_init_rank = g_rank;
     for (int i = 0; i < NOTE_RING; i++) g_ring_req[i] = MPI_REQUEST_NULL;
     int *ub = NULL, flag = 0;
     if (MPI_Comm_get_attr(g_comm, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub)
@@ -159,6 +161,7 @@ void zt_comm_free(void) {
 }
 
 int zt_comm_rank(void) { return g_rank; }
+int zt_comm_init_rank(void) { return g_init_rank; }
 int zt_comm_local_rank(void) { return g_lrank; }
 int zt_comm_local_size(void) { return g_lsize; }
 int zt_comm_size(void) { return g_size; }

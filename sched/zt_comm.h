@@ -23,6 +23,9 @@ enum zt_status zt_comm_init(void);
 void zt_comm_free(void);
 int zt_comm_rank(void); /* 0 before zt_comm_init */
 int zt_comm_size(void); /* 1 before zt_comm_init */
+/* The rank this process had when zt_comm_init last ran, kept after a failed init freed MPI
+ * (-1 before any): a bad knob is found on every rank, and rank 0 alone reports it. */
+int zt_comm_init_rank(void);
 /* Rank among the ranks of this machine, and their number. */
 int zt_comm_local_rank(void);
 int zt_comm_local_size(void);

@@ -7,6 +7,7 @@ arguments):
     exit 2 and one line (rank 0's) "ranks differ: the --data file (size+digest) of rank 1 differs
     from rank 0's", before any step;
   - the same contents under another path (a copy) on rank 1 is the same input: the run passes;
+  - a bad ZT_* knob, found by every rank: exit 2 and one line (rank 0's), not one per rank;
   - rank 1 stopped mid-run (SIGSTOP from the test, not dead) with ZT_COMM_TIMEOUT=5: the job
     ends well within the test's time, non-zero, and rank 0's timeout line names rank 1 as the one
     that went silent in the collective (or in a host-side sum between collectives) or never came
@@ -59,6 +60,9 @@ def expect_mpi(label, cmd, code, words, timeout=120):
           not re.search(r"^step ", p.stdout, re.M))
     return F.check(label, ok, "exit %d, %r" % (p.returncode, lines))
 
+
+expect_mpi("a bad knob on every rank", MPI + ["-x", "ZT_COMM_TIMEOUT=abc", "-np", "2", ZT] + base,
+           2, ["ZT_COMM_TIMEOUT=abc: expected"])
 
 # --data: another file on rank 1 (same size, other tokens), then the same contents elsewhere
 other = F.write_tokens("other.bin", [(i * 3) % 64 for i in range(400)])
