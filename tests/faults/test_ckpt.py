@@ -26,8 +26,9 @@ Cases (each the exit code and the one error line, under a timeout):
   - keep_last removes only the run's own step<N> tags: an imported tag and another run's tags
     stay;
   - two runs sharing a --save-dir: the second (one rank, or a 2-rank job whose rank 0 holds the
-    job's lock) stops at its start naming the first's pid, host and start time; once the first is killed (SIGKILL: its lock file stays, unlocked) a run saves
-    there again, and a run that ends removes its lock file.
+    job's lock) stops at its start naming the first's pid, host and start time; once the first
+    is killed (SIGKILL: its lock file stays, unlocked) a run saves there again, and a run that
+    ends removes its lock file.
 
 Usage: test_ckpt.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -195,9 +196,8 @@ F.expect("shard of another step: resume", [ZT] + resume + ["--resume", mix], 1, 
 run2 = copy(ck, "ck_run2")
 shard = os.path.join(run2, "step4", "rank0.zts")
 shutil.copy(os.path.join(other, "step4", "rank0.zts"), shard)
-words = [shard, "run id %s, expected %s" % (shard_header(shard).get("run_id"),
-                                             json.load(open(os.path.join(ck, "step4",
-                                                                         "meta.json"))).get("run_id")),
+meta_run_id = json.load(open(os.path.join(ck, "step4", "meta.json"))).get("run_id")
+words = [shard, "run id %s, expected %s" % (shard_header(shard).get("run_id"), meta_run_id),
          "another run"]
 F.expect("shard of another run: verify", [CK, "verify", run2], 1, words, prefix=TOOL)
 F.expect("shard of another run: resume", [ZT] + resume + ["--resume", run2], 1, words)

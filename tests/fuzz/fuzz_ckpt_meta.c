@@ -11,7 +11,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int made;
     const char *tagdir = fuzz_scratch_path(".ckpt");
-    if (!made && mkdir(tagdir, 0700) != 0) FUZZ_FAIL("cannot make the scratch directory %s", tagdir);
+    if (!made && mkdir(tagdir, 0700) != 0)
+        FUZZ_FAIL("cannot make the scratch directory %s", tagdir);
     made = 1;
     char meta[600];
     if (snprintf(meta, sizeof meta, "%s/meta.json", tagdir) >= (int)sizeof meta)
