@@ -12,6 +12,9 @@
  * the merges are applied lowest rank first. Input must be valid UTF-8 (HF works on Unicode
  * strings, so there is no id sequence to match for anything else): invalid bytes are an error
  * naming their offset. Decoding concatenates the tokens' bytes, so decode(encode(s)) == s.
+ * Letters and digits are PCRE2's Unicode tables: a character assigned in a Unicode version newer
+ * than the installed PCRE2 knows (e.g. CJK extension H with PCRE2 10.42) may split differently
+ * from `tokenizers`.
  * A loaded tokenizer is read-only: encode and decode may run on many threads at once.
  */
 #ifndef ZT_TOKENIZER_H

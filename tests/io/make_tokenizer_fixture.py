@@ -107,6 +107,7 @@ EDGE = [
     "😀", "😀😀", "👍🏽", "👨‍👩‍👧", "🇫🇷🇩🇪", "❤️", "a😀b", " 😀", "😀 ", "🚀 launch",
     "\u00a0", "a\u00a0b", "\u3000", "\u2003x", "\u200b", "a\u200db", "\ufeffbom", "\u2028",
     "\u0085", "\x0b", "\x0c", "\x1f", "\x00", "a\x00b", "\x7f",
+    "\u180e'll", "\t\t\u180ex", "a\u180e b", "\u180e", " \u180e ", "\x1c\x1d\x1e x",
     "...", "!!!", "?!?!", "---", "—", "()", "[]{}", "<>", "a->b", "a<=b", "@user", "#tag",
     "$100", "100%", "a&b", "a**b", "C++", "C#", ".NET", "\\n", "`code`", "~/path/to/file",
     "https://example.com/a?b=c&d=e", "user@example.com", "foo_bar_baz", "CamelCaseWord",

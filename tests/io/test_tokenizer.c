@@ -8,8 +8,8 @@
  * - errors are one line naming the file or the id: a missing directory, malformed JSON, a model
  *   that is not BPE, a merge whose side is not a token, an id past the vocabulary, invalid UTF-8.
  *
- * With --encode DIR TEXT OUT it writes the ids of file TEXT as little-endian int32 to OUT (used
- * by tokenizer_oracle.py for the 1 MB comparison).
+ * With --encode DIR TEXT OUT it writes the ids of file TEXT as little-endian int32 to OUT, after
+ * checking that they decode back to TEXT's bytes (tokenizer_oracle.py's 1 MB comparison).
  */
 #include <cjson/cJSON.h> /* expected.json */
 #include <stdio.h>       /* fopen, snprintf */
@@ -128,6 +128,14 @@ static int encode_file(const char *dir, const char *in, const char *outp) {
         fprintf(stderr, "test_tokenizer: %s\n", zt_error_last());
         return 1;
     }
+    char *back = NULL;
+    size_t blen = 0;
+    if (zt_tokenizer_decode(t, ids, n, &back, &blen) != ZT_OK || blen != len ||
+        memcmp(back, text, len) != 0) {
+        fprintf(stderr, "test_tokenizer: decode(encode(%s)) is not the input\n", in);
+        return 1;
+    }
+    free(back);
     FILE *f = fopen(outp, "wb");
     int ok = f && fwrite(ids, sizeof *ids, n, f) == n;
     if (f) fclose(f);

@@ -2,7 +2,8 @@
 """tests/io/tokenizer_oracle.py: io/tokenizer.c on ~1 MB of varied text equals Hugging Face.
 
 Generates the test text with make_tokenizer_fixture.py's seeded generator (no `tokenizers`
-needed), encodes it with `test_tokenizer --encode` and compares the id count and the SHA-256 of
+needed), encodes it with `test_tokenizer --encode` (which also checks that the ids decode back to
+the text's bytes) and compares the id count and the SHA-256 of
 the ids (little-endian int32) with expected.json, which HF wrote. When `tokenizers` imports in
 the python named by ZT_TOKENIZERS_PYTHON (or in this one), the same text is also encoded live by
 HF and compared.
