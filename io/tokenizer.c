@@ -60,6 +60,7 @@ struct zt_tokenizer {
     struct mslot *merges; /* pair -> merge, mcap slots */
     size_t mcap;
     int32_t byte_id[256]; /* the id of each single byte */
+    int16_t byte_of_cp[512]; /* the byte-level alphabet backwards: code point -> byte, or -1 */
     struct added *added;  /* added tokens, matched before the regex */
     int nadded;
     pcre2_code *re;
@@ -218,11 +219,6 @@ static enum zt_status load_vocab(struct zt_tokenizer *t, const cJSON *vocab) {
 
 /* the bytes of each vocabulary string, the bytes -> id table and byte_id */
 static enum zt_status index_vocab(struct zt_tokenizer *t, const cJSON *vocab) {
-    uint32_t cp_of_byte[256];
-    int16_t byte_of_cp[512];
-    byte_alphabet(cp_of_byte);
-    memset(byte_of_cp, 0xff, sizeof byte_of_cp);
-    for (int b = 0; b < 256; b++) byte_of_cp[cp_of_byte[b]] = (int16_t)b;
     for (const cJSON *e = vocab->child; e; e = e->next) {
         int32_t id = (int32_t)e->valuedouble;
         size_t n = strlen(e->string);
@@ -231,7 +227,7 @@ static enum zt_status index_vocab(struct zt_tokenizer *t, const cJSON *vocab) {
         }
         if (!(t->tok[id] = malloc(n + 1)))
             return zt_error_set(ZT_ERR_NOMEM, "tokenizer %s: no memory", t->path);
-        long k = unmap_token(e->string, n, byte_of_cp, t->tok[id]);
+        long k = unmap_token(e->string, n, t->byte_of_cp, t->tok[id]);
         if (k < 0)
             return zt_error_set(ZT_ERR_CONFIG, "tokenizer %s: token \"%s\" (id %d) has a "
                                                "character outside GPT-2's byte-level alphabet",
@@ -256,15 +252,12 @@ static enum zt_status index_vocab(struct zt_tokenizer *t, const cJSON *vocab) {
 
 /* the id of the byte-level string s[0..n) (a merge's side), or -1 */
 static int32_t id_of_string(const struct zt_tokenizer *t, const char *s, size_t n) {
-    uint32_t cp_of_byte[256];
-    int16_t byte_of_cp[512];
-    byte_alphabet(cp_of_byte);
-    memset(byte_of_cp, 0xff, sizeof byte_of_cp);
-    for (int b = 0; b < 256; b++) byte_of_cp[cp_of_byte[b]] = (int16_t)b;
-    char buf[512];
-    if (n > sizeof buf) return -1;
-    long k = unmap_token(s, n, byte_of_cp, buf);
-    return k < 0 ? -1 : vocab_find(t, buf, (size_t)k);
+    char small[256], *buf = n <= sizeof small ? small : malloc(n);
+    if (!buf) return -1;
+    long k = unmap_token(s, n, t->byte_of_cp, buf);
+    int32_t id = k < 0 ? -1 : vocab_find(t, buf, (size_t)k);
+    if (buf != small) free(buf);
+    return id;
 }
 
 /* merge number `rank` of "a b": both sides and their concatenation must be tokens */
@@ -409,9 +402,9 @@ static enum zt_status check_pipeline(const struct zt_tokenizer *t, const cJSON *
                             t->path);
     static const char *const off[] = {"dropout", "continuing_subword_prefix",
                                       "end_of_word_suffix"};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3; k++) { /* GPT-2's own tokenizer.json has "" for the last two */
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, off[k]);
-        if (v && !cJSON_IsNull(v))
+        if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !v->valuestring[0]))
             return zt_error_set(ZT_ERR_CONFIG, "tokenizer %s: expected model.%s null", t->path,
                                 off[k]);
     }
@@ -500,6 +493,10 @@ enum zt_status zt_tokenizer_load(struct zt_tokenizer **out, const char *dir) {
     *out = NULL;
     struct zt_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return zt_error_set(ZT_ERR_NOMEM, "tokenizer %s: no memory", dir);
+    uint32_t cp_of_byte[256];
+    byte_alphabet(cp_of_byte);
+    memset(t->byte_of_cp, 0xff, sizeof t->byte_of_cp);
+    for (int b = 0; b < 256; b++) t->byte_of_cp[cp_of_byte[b]] = (int16_t)b;
     char path[600];
     snprintf(path, sizeof path, "%s/tokenizer.json", dir);
     enum zt_status rc;

@@ -4,6 +4,7 @@
 - a text file and a JSONL file (two documents and a blank line) become one llm.c token file
   whose tokens are <|endoftext|> then the ids of each document, the ids being those
   `test_tokenizer --encode` gives (the tokenizer HF's fixture proves);
+- a tokenizer.json written like GPT-2's own ("" subword prefix and suffix) gives the same ids;
 - errors are one line, nothing written: a JSONL line without "text" (its line number named),
   invalid UTF-8 (the file named), a vocabulary over 65536 tokens, --max-bytes with --tokenizer.
 
@@ -88,6 +89,18 @@ tj["added_tokens"].append({"id": 70000, "content": "<|big|>", "single_word": Fal
                            "special": True})
 with open(os.path.join(big, "tokenizer.json"), "w", encoding="utf-8") as f:
     json.dump(tj, f)
+# GPT-2's own tokenizer.json writes "" where a trained one writes null: the same tokenizer
+g2 = path("gpt2style")
+os.makedirs(g2)
+tj2 = json.loads(json.dumps(tj))
+tj2["added_tokens"].pop()
+tj2["model"]["continuing_subword_prefix"] = tj2["model"]["end_of_word_suffix"] = ""
+with open(os.path.join(g2, "tokenizer.json"), "w", encoding="utf-8") as f:
+    json.dump(tj2, f)
+r = subprocess.run([prep, "--tokenizer", g2, path("a.txt"), "--out", path("g2.bin")],
+                   capture_output=True, text=True)
+if r.returncode != 0 or read_tokens(path("g2.bin")) != [0] + ids_of(docs[0]):
+    fails.append("a tokenizer.json with \"\" subword affixes: %s" % r.stderr.strip())
 expect_error("vocabulary over 65536", ["--tokenizer", big, path("a.txt")],
              "70001 tokens do not fit llm.c's uint16 token file")
 expect_error("--max-bytes with --tokenizer", ["--tokenizer", data, "--max-bytes", "9",
