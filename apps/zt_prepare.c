@@ -1,6 +1,7 @@
 /*
- * apps/zt_prepare.c: zt-prepare, turns text files into a byte-level token file (vocabulary 256:
- * every byte is one token) in llm.c's format, the input of zt-train --data.
+ * apps/zt_prepare.c: zt-prepare, turns text files into a token file in llm.c's format, the input
+ * of zt-train --data: byte-level (vocabulary 256: every byte is one token), or with --tokenizer
+ * DIR the ids of a GPT-2-style BPE (io/zt_tokenizer.h), JSONL inputs giving their "text" fields.
  *
  * Layer: apps/. Uses io/'s zt_tokens_write (atomic write of the llm.c header + uint16 tokens),
  * the last-error API of zt_status.h and the shared command-line pieces (apps/cli.h). Inputs are
@@ -16,15 +17,18 @@
 #include <stdlib.h>     /* malloc, realloc, qsort, getenv */
 #include <string.h>     /* strcmp, strerror, strlen */
 #include <sys/stat.h>   /* stat, S_ISREG */
+#include <cjson/cJSON.h> /* JSONL inputs */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zt_sched.h"   /* zt_knobs_check */
+#include "zt_file.h"    /* zt_file_read_all */
 #include "zt_status.h"  /* zt_error_set */
+#include "zt_tokenizer.h" /* --tokenizer */
 #include "zt_tokens.h"  /* zt_tokens_write */
 
 #define FORTUNES_DIR "/usr/share/games/fortunes"
 
 static const char *usage_text =
-    "usage: zt-prepare [--fortunes | FILE...] --out OUT.bin [--max-bytes N]\n"
+    "usage: zt-prepare [--fortunes | FILE...] --out OUT.bin [--max-bytes N | --tokenizer DIR]\n"
     "\n"
     "Turn text into a byte-level token file for zt-train --data: every byte of the input is one\n"
     "token (vocabulary 256), written in llm.c's format (256 x int32 header: magic 20240520,\n"
@@ -39,6 +43,12 @@ static const char *usage_text =
     "options:\n"
     "  --out F          output token file (required)\n"
     "  --max-bytes N    stop after N bytes of input (N >= 2; default: all of it)\n"
+    "  --tokenizer DIR  BPE tokens instead of bytes: DIR/tokenizer.json, or vocab.json +\n"
+    "                   merges.txt (Hugging Face / GPT-2 byte-level BPE, at most 65536 tokens).\n"
+    "                   Each input file is one document; a FILE ending in .jsonl holds one\n"
+    "                   document per line, a JSON object with a string \"text\". Each document\n"
+    "                   is preceded by <|endoftext|> when the tokenizer has it (llm.c's rule).\n"
+    "                   Input must be UTF-8.\n"
     "  --help           this text\n"
     "\n"
     "Prints one summary line: files, bytes, tokens, output path.\n"
@@ -54,6 +64,7 @@ struct prepare_args {
     const char **files;  /* [nfiles] the input files otherwise, in order */
     int nfiles;
     int64_t max_bytes;   /* --max-bytes, or -1: all of the input */
+    const char *tokenizer; /* --tokenizer DIR, or NULL: byte-level tokens */
     int help;            /* --help came before any error */
 };
 
@@ -194,6 +205,133 @@ static enum zt_status write_tokens(const struct corpus *c, const char *out) {
 }
 
 // ----------------------------------------------------------------------------
+// --tokenizer: BPE tokens, one document per file or JSONL line
+
+/* the BPE tokens being produced, and what they came from */
+struct bpe_out {
+    const struct zt_tokenizer *tok;
+    int eot;         /* <|endoftext|>'s id, or -1 */
+    uint16_t *v;     /* [n] */
+    size_t n, cap;
+    size_t bytes;    /* input bytes read */
+    size_t docs;
+};
+
+/* one document: <|endoftext|> (when there is one), then the ids of text[0..len) */
+static enum zt_status bpe_document(struct bpe_out *o, const char *path, size_t line,
+                                   const char *text, size_t len) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (zt_tokenizer_encode(o->tok, text, len, &ids, &n) != ZT_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", zt_error_last());
+        if (line) return zt_error_set(ZT_ERR_DATA, "input %s line %zu: %s", path, line, why);
+        return zt_error_set(ZT_ERR_DATA, "input %s: %s", path, why);
+    }
+    size_t need = o->n + n + 1;
+    if (need > o->cap) {
+        size_t cap = o->cap ? o->cap : 1 << 20;
+        while (cap < need) cap *= 2;
+        uint16_t *v = realloc(o->v, cap * sizeof *v);
+        if (!v) {
+            free(ids);
+            return zt_error_set(ZT_ERR_NOMEM, "input %s: out of memory at %zu tokens", path,
+                                o->n);
+        }
+        o->v = v;
+        o->cap = cap;
+    }
+    if (o->eot >= 0) o->v[o->n++] = (uint16_t)o->eot;
+    for (size_t i = 0; i < n; i++) o->v[o->n++] = (uint16_t)ids[i]; /* ids < 65536: checked */
+    free(ids);
+    o->docs++;
+    return ZT_OK;
+}
+
+/* a JSONL file: every non-blank line is {"text": "..."}, one document */
+static enum zt_status bpe_jsonl(struct bpe_out *o, const char *path, char *buf, size_t len) {
+    size_t line = 0;
+    for (char *s = buf, *end = buf + len; s < end; line++) {
+        char *nl = memchr(s, '\n', (size_t)(end - s));
+        size_t n = nl ? (size_t)(nl - s) : (size_t)(end - s);
+        char *next = nl ? nl + 1 : end;
+        if (strspn(s, " \t\r") >= n) {
+            s = next;
+            continue;
+        }
+        cJSON *obj = cJSON_ParseWithLength(s, n);
+        const cJSON *text = cJSON_GetObjectItemCaseSensitive(obj, "text");
+        enum zt_status rc = cJSON_IsString(text)
+            ? bpe_document(o, path, line + 1, text->valuestring, strlen(text->valuestring))
+            : zt_error_set(ZT_ERR_DATA, "input %s line %zu: expected a JSON object with a "
+                                        "string \"text\"", path, line + 1);
+        cJSON_Delete(obj);
+        if (rc != ZT_OK) return rc;
+        s = next;
+    }
+    return ZT_OK;
+}
+
+/* one input file: a JSONL file (.jsonl) or one text document */
+static enum zt_status bpe_file(struct bpe_out *o, const char *path) {
+    char *buf = NULL;
+    size_t len = 0;
+    if (zt_file_read_all(path, SIZE_MAX / 4, &buf, &len) != 0)
+        return zt_error_set(ZT_ERR_IO, "input %s: cannot read (%s)", path, strerror(errno));
+    o->bytes += len;
+    enum zt_status rc = has_suffix(path, ".jsonl") ? bpe_jsonl(o, path, buf, len)
+                                                   : bpe_document(o, path, 0, buf, len);
+    free(buf);
+    return rc;
+}
+
+/* the input files, or the fortune files, through the tokenizer */
+static enum zt_status bpe_inputs(const struct prepare_args *a, struct bpe_out *o) {
+    if (!a->fortunes) {
+        for (int i = 0; i < a->nfiles; i++) ZT_CHECK(bpe_file(o, a->files[i]));
+        return ZT_OK;
+    }
+    const char *dir = getenv("ZT_FORTUNES_DIR");
+    dir = dir && dir[0] ? dir : FORTUNES_DIR;
+    char **names = NULL;
+    size_t n = 0;
+    enum zt_status rc = list_fortune_files(dir, &names, &n);
+    if (rc == ZT_OK) qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n && rc == ZT_OK; i++) rc = bpe_file(o, names[i]);
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+static enum zt_status prepare_bpe(const struct prepare_args *a) {
+    struct bpe_out o = {0};
+    struct zt_tokenizer *tok = NULL;
+    ZT_CHECK(zt_tokenizer_load(&tok, a->tokenizer));
+    enum zt_status rc = ZT_OK;
+    int vocab = zt_tokenizer_vocab_size(tok);
+    if (vocab > 65536) {
+        rc = zt_error_set(ZT_ERR_DATA, "tokenizer %s: %d tokens do not fit llm.c's uint16 token "
+                                       "file (expected at most 65536)", a->tokenizer, vocab);
+        goto out;
+    }
+    o.tok = tok;
+    o.eot = zt_tokenizer_special_id(tok, "<|endoftext|>");
+    ZT_CHECK_GOTO(bpe_inputs(a, &o), rc, out);
+    if (o.n < 2) {
+        rc = zt_error_set(ZT_ERR_DATA, "empty corpus: %zu token(s) from %zu byte(s) of input, "
+                                       "need at least 2", o.n, o.bytes);
+        goto out;
+    }
+    ZT_CHECK_GOTO(zt_tokens_write(a->out, o.v, o.n), rc, out);
+    printf("zt-prepare: %zu document%s, %zu bytes -> %zu tokens (vocab %d, tokenizer %s) -> %s\n",
+           o.docs, o.docs == 1 ? "" : "s", o.bytes, o.n, vocab, a->tokenizer, a->out);
+out:
+    free(o.v);
+    zt_tokenizer_free(tok);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
 // the command line
 
 /* The arguments into a (a->files has room for argc entries). --help stops the parse wherever
@@ -209,6 +347,8 @@ static int parse_args(int argc, char **argv, struct prepare_args *a) {
             a->fortunes = 1;
         } else if (!strcmp(arg, "--out")) {
             rc = cli_string_option(&cli, argc, argv, &i, &a->out);
+        } else if (!strcmp(arg, "--tokenizer")) {
+            rc = cli_string_option(&cli, argc, argv, &i, &a->tokenizer);
         } else if (!strcmp(arg, "--max-bytes")) {
             rc = cli_int_option(&cli, argc, argv, &i, 2, &a->max_bytes);
         } else if (!strcmp(arg, "--")) { /* the rest are files, even those starting with - */
@@ -226,11 +366,16 @@ static int parse_args(int argc, char **argv, struct prepare_args *a) {
     if (!a->fortunes && !a->nfiles)
         return cli_usage_error(&cli, "no input: give text files or %s", "--fortunes");
     if (!a->out) return cli_usage_error(&cli, "missing %s (the output token file)", "--out");
+    if (a->tokenizer && a->max_bytes > 0)
+        return cli_usage_error(&cli, "give either --max-bytes or --tokenizer, not both (%s)",
+                               "a byte cut could split a character");
     return 0;
 }
 
 /* read the input, write the token file, print the summary line; returns the exit code */
 static int prepare(const struct prepare_args *a) {
+    if (a->tokenizer)
+        return prepare_bpe(a) == ZT_OK ? CLI_EXIT_OK : cli_fail(&cli, CLI_EXIT_FAILURE);
     struct corpus c = {NULL, 0, 0, a->max_bytes > 0 ? (size_t)a->max_bytes : (size_t)-1, 0};
     enum zt_status rc = read_corpus(a, &c);
     if (rc == ZT_OK) rc = write_tokens(&c, a->out);

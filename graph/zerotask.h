@@ -16,6 +16,7 @@
 #include "zt_gpt2.h"     /* the GPT-2 model */
 #include "zt_checkpoint.h" /* checkpoints */
 #include "zt_tokens.h"   /* token files */
+#include "zt_tokenizer.h" /* byte-level BPE */
 #include "zt_safetensors.h" /* safetensors */
 
 #define ZEROTASK_VERSION "0.1.0"

@@ -8,7 +8,7 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
-  libstarpu-dev libopenblas-dev libcjson-dev libhwloc-dev liburing-dev
+  libstarpu-dev libopenblas-dev libcjson-dev libhwloc-dev liburing-dev libpcre2-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
   fio gnuplot-nox

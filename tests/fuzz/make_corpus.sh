@@ -22,7 +22,7 @@ PY
 STARPU_NCPU=1 STARPU_SILENT=1 "$build/apps/zt-train" --ds-config ds.json --model model.json \
   --data tokens.bin --steps 1 --quiet --export w.safetensors --save-dir ckpt --trace t.json
 c=$here/corpus
-rm -rf "$c"
+rm -rf "$c"/{safetensors,tokens,config,ckpt_meta,ckpt_shard,replay}  # corpus/tokenizer: by hand
 mkdir -p "$c"/{safetensors,tokens,config,ckpt_meta,ckpt_shard,replay}
 cp w.safetensors "$c/safetensors/export.safetensors"
 cp tokens.bin "$c/tokens/tokens.bin"
