@@ -150,8 +150,9 @@ for i, x in rows.items():
         break
     cpu_sum += cpu
     wall_sum += e["dur"]
-# the tasks computed on their cores for most of their wall time (the rest: waits for a core)
-if not 0.3 * wall_sum < cpu_sum <= wall_sum + 100 * len(rows):
+# the tasks computed on their cores (how much of their wall time depends on the machine's load:
+# with other jobs on the cores a worker waits for one, so only a CPU time is asserted)
+if not 0 < cpu_sum <= wall_sum + 100 * len(rows):
     bad.append("tasks' CPU time %.0f us against their wall time %.0f us" % (cpu_sum, wall_sum))
 for b in bad[:20]:
     print("FAIL", b)
