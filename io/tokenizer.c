@@ -596,7 +596,7 @@ static void push_pair(const struct zt_tokenizer *t, const struct sym *s, int32_t
 }
 
 /* BPE of one word w[0..n) (n > 0) into out, lowest-rank merge first as `tokenizers` does;
- * s and h: scratch of n entries each */
+ * s and h: scratch of n and 3 n entries */
 static int bpe_word(const struct zt_tokenizer *t, const unsigned char *w, int32_t n,
                     struct sym *s, struct cand *h, struct idvec *out) {
     size_t nh = 0;
@@ -646,7 +646,9 @@ static enum zt_status encode_stretch(const struct zt_tokenizer *t, const char *s
             size_t cap = 2 * (e - b);
             struct sym *s = realloc(sc->s, cap * sizeof *s);
             if (s) sc->s = s;
-            struct cand *h = realloc(sc->h, cap * sizeof *h);
+            /* every merge pops one candidate and pushes at most two: n - 1 first pushes and
+             * at most 2 (n - 1) more, so the heap never holds more than 3 n */
+            struct cand *h = realloc(sc->h, 3 * cap * sizeof *h);
             if (h) sc->h = h;
             if (!s || !h) return zt_error_set(ZT_ERR_NOMEM, "tokenizer: no memory");
             sc->cap = cap;
