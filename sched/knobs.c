@@ -175,7 +175,8 @@ enum zt_status zt_knob_str(const char *name, const char **out) {
     return ZT_OK;
 }
 
-/* ZT_LOG_LEVEL was always read ignoring case; the reader that uses a value decides on case */
+/* a string knob is checked ignoring case (ZT_LOG_LEVEL takes debug or DEBUG); the reader that
+ * uses a value decides on case */
 static enum zt_status check_knob(const struct zt_knob *k) {
     int64_t x;
     switch (k->type) {
