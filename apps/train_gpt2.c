@@ -780,8 +780,10 @@ int main(int argc, char **argv) {
     /* MPI first: world size and rank decide the batch rule and who prints; it checks every
      * ZT_* knob before anything reads one (a bad one: exit 2, as a bad config) */
     if (zt_comm_init() != ZT_OK) {
-        if (zt_error_last_code() != ZT_ERR_CONFIG) return fail(1);
-        return zt_comm_init_rank() > 0 ? 2 : fail(2); /* every rank found it: rank 0 says it */
+        /* every rank found a bad knob: rank 0 says it, before the barrier in zt_comm_free */
+        int code = fail(zt_error_last_code() == ZT_ERR_CONFIG ? 2 : 1);
+        zt_comm_free();
+        return code;
     }
     struct train_run run = {
         .rank = zt_comm_rank(),

@@ -62,7 +62,6 @@ static double g_beat_sent = 0; /* when this rank last sent a heartbeat */
 
 static void drain_notes(void);
 static void timeout_report(const struct zt_coll_id *id, double waited);
-static int g_init_rank = -1; /* g_rank at the last init (zt_comm_init_rank) */
 static double now_s(void) { return zt_clock_ms() / 1e3; }
 
 /* every ZT_* knob is checked here, the start of every run (zt_runtime_init begins with
@@ -113,7 +112,6 @@ enum zt_status zt_comm_init(void) {
     MPI_Comm_set_errhandler(g_note, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g_comm, &g_rank);
     MPI_Comm_size(g_comm, &g_size);
-    g_init_rank = g_rank;
     for (int i = 0; i < NOTE_RING; i++) g_ring_req[i] = MPI_REQUEST_NULL;
     int *ub = NULL, flag = 0;
     if (MPI_Comm_get_attr(g_comm, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub)
@@ -124,11 +122,10 @@ enum zt_status zt_comm_init(void) {
     for (int r = 0; g_heard && r < g_size; r++) g_heard[r] = now_s();
     enum zt_status krc = (g_seen && g_last && g_heard) ? read_knobs()
                                             : zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
-    if (krc != ZT_OK) {
-        g_refs = 1;
-        zt_comm_free();
-        return krc;
-    }
+    /* MPI stays up after a bad knob: the caller reports it on rank 0 and then calls
+     * zt_comm_free, whose barrier keeps every rank alive until rank 0 has said it (mpirun ends
+     * the job when the first rank exits non-zero, and would cut rank 0's line) */
+    if (krc != ZT_OK) return krc;
     MPI_Comm node;
     if (MPI_Comm_split_type(g_comm, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node) ==
         MPI_SUCCESS) {
@@ -144,7 +141,7 @@ void zt_comm_free(void) {
     MPI_Waitall(NOTE_RING, g_ring_req, MPI_STATUSES_IGNORE); /* null requests return at once */
     if (g_size > 1) {
         MPI_Barrier(g_comm);
-        drain_notes(); /* leave no unreceived note behind */
+        if (g_seen && g_last && g_heard) drain_notes(); /* leave no unreceived note behind */
     }
     free(g_seen);
     free(g_last);
@@ -161,7 +158,6 @@ void zt_comm_free(void) {
 }
 
 int zt_comm_rank(void) { return g_rank; }
-int zt_comm_init_rank(void) { return g_init_rank; }
 int zt_comm_local_rank(void) { return g_lrank; }
 int zt_comm_local_size(void) { return g_lsize; }
 int zt_comm_size(void) { return g_size; }

@@ -72,8 +72,8 @@ enum zt_status zt_runtime_init(void) {
         rc = zt_starpu_env_check(&policy); /* StarPU would assert on a bad one */
         if (policy) g_sched_name = policy;
         if (rc == ZT_OK) rc = zt_knob_int("ZT_IO_NICE", &nice);
-        if (rc != ZT_OK) zt_comm_free();
     }
+    if (rc != ZT_OK) zt_comm_free(); /* a no-op when MPI did not start */
     g_io_nice = (int)nice;
     if (rc != ZT_OK) {
         g_refs = 0;

@@ -18,14 +18,13 @@
 extern "C" {
 #endif
 
-/* Initialise MPI and the communicator (idempotent, reference counted). */
+/* Initialise MPI and the communicator (idempotent, reference counted), then check every ZT_*
+ * knob. After a bad knob (or no memory) MPI stays up and the rank is known: the caller reports
+ * the error (rank 0 alone: every rank found it) and then calls zt_comm_free. */
 enum zt_status zt_comm_init(void);
 void zt_comm_free(void);
 int zt_comm_rank(void); /* 0 before zt_comm_init */
 int zt_comm_size(void); /* 1 before zt_comm_init */
-/* The rank this process had when zt_comm_init last ran, kept after a failed init freed MPI
- * (-1 before any): a bad knob is found on every rank, and rank 0 alone reports it. */
-int zt_comm_init_rank(void);
 /* Rank among the ranks of this machine, and their number. */
 int zt_comm_local_rank(void);
 int zt_comm_local_size(void);
