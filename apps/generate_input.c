@@ -192,6 +192,49 @@ void gen_prompts_free(struct gen_prompt *p, int n) {
     free(p);
 }
 
+/* length of the valid UTF-8 character at s[0..n), or 0 with *bad = the bytes of its maximal
+ * invalid subpart (Unicode's "substitution of maximal subparts", as Rust's from_utf8_lossy) */
+static size_t utf8_char(const unsigned char *s, size_t n, size_t *bad) {
+    unsigned char c = s[0];
+    size_t need = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
+                : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+    *bad = 1;
+    if (need <= 1) return need;
+    for (size_t k = 1; k < need; k++) {
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (k == 1 && c == 0xE0) lo = 0xA0;
+        if (k == 1 && c == 0xED) hi = 0x9F;
+        if (k == 1 && c == 0xF0) lo = 0x90;
+        if (k == 1 && c == 0xF4) hi = 0x8F;
+        if (k >= n || s[k] < lo || s[k] > hi) {
+            *bad = k;
+            return 0;
+        }
+    }
+    return need;
+}
+
+char *gen_utf8_lossy(const char *text) {
+    size_t n = strlen(text), at = 0;
+    char *out = malloc(3 * n + 1); /* a byte becomes at most the 3 bytes of U+FFFD */
+    if (!out) return NULL;
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < n;) {
+        size_t bad, k = utf8_char(s + i, n - i, &bad);
+        if (k) {
+            memcpy(out + at, s + i, k);
+            at += k;
+            i += k;
+        } else {
+            memcpy(out + at, "\xEF\xBF\xBD", 3);
+            at += 3;
+            i += bad;
+        }
+    }
+    out[at] = '\0';
+    return out;
+}
+
 void gen_print_json_string(FILE *f, const char *s) {
     cJSON *item = cJSON_CreateString(s);
     char *q = item ? cJSON_PrintUnformatted(item) : NULL;

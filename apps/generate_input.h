@@ -37,6 +37,9 @@ enum zt_status gen_prompt_ids(const char *list, const struct zt_gen_params *defa
                               struct gen_prompt **out, int *n);
 void gen_prompts_free(struct gen_prompt *p, int n);
 
+/* text with each invalid UTF-8 sequence replaced by U+FFFD, as Hugging Face's byte-level
+ * decoder does (Rust's String::from_utf8_lossy); malloc'd, NULL when out of memory */
+char *gen_utf8_lossy(const char *text);
 /* s as a JSON string (quoted, escaped) */
 void gen_print_json_string(FILE *f, const char *s);
 

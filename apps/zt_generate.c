@@ -202,14 +202,23 @@ static size_t whole_utf8(const char *s, size_t n) {
     return n - (k - 1) >= need ? n : k - 1;
 }
 
-static void stream_out(struct run *r, struct gen_prompt *p) {
+/* what prompt p has generated and not yet shown: its ids, or its text up to the last whole
+ * character (all of it, invalid bytes as U+FFFD, when it has ended) */
+static void stream_out(struct run *r, struct gen_prompt *p, int ended) {
     if (r->o->json) return;
     if (!r->tok) {
-        printf("%s%d", p->shown ? " " : "", p->out[p->nout - 1]);
-        p->shown = 1;
+        for (; p->shown < p->nout; p->shown++)
+            printf("%s%d", p->shown ? " " : "", p->out[p->shown]);
     } else if (p->text) {
-        size_t n = whole_utf8(p->text, strlen(p->text)), shown = (size_t)p->shown;
-        if (n > shown) fwrite(p->text + shown, 1, n - shown, stdout);
+        size_t n = strlen(p->text), shown = (size_t)p->shown;
+        if (!ended) n = whole_utf8(p->text, n);
+        if (n > shown && ended) {
+            char *rest = gen_utf8_lossy(p->text + shown);
+            fputs(rest ? rest : "", stdout);
+            free(rest);
+        } else if (n > shown) {
+            fwrite(p->text + shown, 1, n - shown, stdout);
+        }
         if (n > shown) p->shown = (int)n;
     }
     fflush(stdout);
@@ -222,8 +231,10 @@ static void print_json(struct run *r, const struct gen_prompt *p) {
     for (int i = 0; i < p->nout; i++) printf("%s%d", i ? ", " : "", p->out[i]);
     printf("]");
     if (r->tok) {
+        char *text = gen_utf8_lossy(p->text ? p->text : "");
         printf(", \"text\": ");
-        gen_print_json_string(stdout, p->text ? p->text : "");
+        gen_print_json_string(stdout, text ? text : "");
+        free(text);
     }
     double gen_ms = p->ms_done - p->ms_first;
     printf(", \"finish_reason\": \"%s\", \"ms_first_token\": %.3f, \"tokens_per_s\": %.3f}\n",
@@ -237,7 +248,7 @@ static void flush_done(struct run *r) {
         struct gen_prompt *p = &r->pr[r->next_out++];
         if (r->o->json) print_json(r, p);
         else {
-            if (p->nout == 0 || !p->shown) stream_out(r, p);
+            stream_out(r, p, 1);
             printf("\n");
         }
     }
@@ -258,7 +269,7 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
     if (!p->nout) p->ms_first = t;
     p->out[p->nout++] = token;
     if (r->tok) update_text(r, p);
-    if (r->next_out == (int)id) stream_out(r, p);
+    if (r->next_out == (int)id) stream_out(r, p, 0);
     return p->stopped;
 }
 
