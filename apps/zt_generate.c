@@ -44,6 +44,8 @@ static const char *usage_text =
     "  --seed S               sampling seed (default 0): the token at position p of a prompt\n"
     "                         draws the random number of (S, p), whatever the batching\n"
     "  --max-batch B          prompts decoded together, KV-cache slots (default 8)\n"
+    "  --prefill-chunk N      prompt tokens a prompt feeds per step (default 256): long prompts\n"
+    "                         are cut so that running prompts keep decoding between the chunks\n"
     "  --ds-config F          DeepSpeed inference keys: dtype (fp32|bf16|fp16), zero_optimization\n"
     "                         {stage 3, offload_param {device none|cpu|nvme, nvme_path,\n"
     "                         buffer_count}}, aio {block_size, queue_depth, thread_count}: with\n"
@@ -63,7 +65,7 @@ static const char *usage_text =
 struct gen_options {
     const char *model, *weights, *checkpoint, *tokenizer, *prompt, *prompt_ids, *prompts;
     const char *stop, *ds_config, *logits;
-    int json, quiet, max_batch;
+    int json, quiet, max_batch, prefill_chunk;
     struct zt_gen_params p;
 };
 
@@ -123,6 +125,7 @@ static int parse_one(struct gen_options *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--max-new-tokens")) return int_option(argc, argv, i, 1, &o->p.max_new_tokens);
     if (!strcmp(a, "--top-k")) return int_option(argc, argv, i, 0, &o->p.top_k);
     if (!strcmp(a, "--max-batch")) return int_option(argc, argv, i, 1, &o->max_batch);
+    if (!strcmp(a, "--prefill-chunk")) return int_option(argc, argv, i, 1, &o->prefill_chunk);
     if (!strcmp(a, "--seed")) {
         if (cli_int_option(&g_cli, argc, argv, i, 0, &seed)) return CLI_EXIT_USAGE;
         o->p.seed = (uint64_t)seed;
@@ -332,8 +335,9 @@ static void summary(const struct run *r, double ms) {
         if (r->pr[i].nout && (first == 0 || r->pr[i].ms_first - r->t0 < first))
             first = r->pr[i].ms_first - r->t0;
     fprintf(stderr, "zt-generate: %d prompt(s), %lld new tokens in %.0f ms (%.1f tokens/s), "
-            "first token after %.1f ms\n", r->n, (long long)tokens, ms,
-            ms > 0 ? tokens * 1000.0 / ms : 0.0, first);
+            "first token after %.1f ms; peak memory %.1f MiB resident\n", r->n,
+            (long long)tokens, ms, ms > 0 ? tokens * 1000.0 / ms : 0.0, first,
+            cli_peak_rss_kib() / 1024.0);
 }
 
 static int generate(struct run *r, const struct zt_model_shape *s, struct zt_gen_config *cfg,
@@ -369,7 +373,7 @@ int main(int argc, char **argv) {
     if (rc) return rc;
     struct run r = {.o = &o, .stream = -1};
     struct zt_model_shape shape;
-    struct zt_gen_config cfg = {.max_batch = o.max_batch};
+    struct zt_gen_config cfg = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk};
     struct zt_gen_weights w = {.safetensors = o.weights, .checkpoint = o.checkpoint};
     rc = load_inputs(&r, &shape);
     if (!rc && o.ds_config && gen_ds_config_load(o.ds_config, &cfg, &w.dtype) != ZT_OK)

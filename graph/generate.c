@@ -58,6 +58,25 @@ static enum zt_status make_state(zt_generator_t g) {
     return gen_acts_create(&g->acts, &g->s, R);
 }
 
+static int64_t kv_bytes(const zt_generator_t g) {
+    return (int64_t)g->s.n_layer * g->cfg.max_batch * g->s.seq_len * 2 * g->s.n_embd * 4;
+}
+
+/* ZT_HOST_MEM_LIMIT (0: none) against the weights in memory, the KV cache and the activations */
+static enum zt_status check_budget(zt_generator_t g) {
+    int64_t limit = 0;
+    ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
+    int64_t weights = gen_weights_host_bytes(&g->w), kv = kv_bytes(g);
+    int64_t acts = (int64_t)g->max_rows * (16 * g->s.n_embd + 2 * g->s.vocab_size) * 4;
+    if (limit <= 0 || weights + kv + acts <= limit) return ZT_OK;
+    const double mib = 1048576.0;
+    return zt_error_set(ZT_ERR_NOMEM, "ZT_HOST_MEM_LIMIT=%.1f MiB: generation needs %.1f MiB "
+                        "(weights in memory %.1f, KV cache %.1f, activations %.1f); stream the "
+                        "layers from NVMe (offload_param device nvme) or lower --max-batch",
+                        limit / mib, (weights + kv + acts) / mib, weights / mib, kv / mib,
+                        acts / mib);
+}
+
 enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_shape *s,
                                    const struct zt_gen_weights *w,
                                    const struct zt_gen_config *cfg) {
@@ -78,6 +97,7 @@ enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_sh
     g->tasks_up = 1;
     g->nworkers = zt_runtime_nworkers() > 0 ? zt_runtime_nworkers() : 1;
     ZT_CHECK(gen_weights_load(&g->w, s, w, cfg));
+    ZT_CHECK(check_budget(g));
     return make_state(g);
 }
 
@@ -319,7 +339,7 @@ enum zt_status zt_generator_run(zt_generator_t g) {
 void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
     const double mib = 1048576.0;
     const struct gen_weights *w = &g->w;
-    int64_t kv = (int64_t)g->s.n_layer * g->cfg.max_batch * g->s.seq_len * 2 * g->s.n_embd * 4;
+    int64_t kv = kv_bytes(g);
     int64_t layers = w->layer_bytes * g->s.n_layer, outer = w->resident_bytes;
     if (!w->streamed) outer -= layers;
     int at = snprintf(line, n, "memory (inference): weights %s: embeddings+ln_f %.1f MiB "
