@@ -93,8 +93,9 @@ static enum zt_status open_checkpoint(struct weights_src *r, const char *path) {
         int ndim;
         int64_t sh[2];
         zt_gpt2_param_info(r->s, i, name, sizeof name, &ndim, sh);
-        ZT_CHECK(zt_shard_set_cover(&r->shards, name, ZT_ROLE_PARAM, sh[0],
-                                    ndim == 2 ? sh[1] : 1));
+        /* the shards hold a vector as one row */
+        ZT_CHECK(zt_shard_set_cover(&r->shards, name, ZT_ROLE_PARAM, ndim == 2 ? sh[0] : 1,
+                                    ndim == 2 ? sh[1] : sh[0]));
     }
     return ZT_OK;
 }
@@ -106,7 +107,7 @@ static enum zt_status read_param(struct weights_src *r, int i, float *dst) {
     int64_t sh[2];
     zt_gpt2_param_info(r->s, i, name, sizeof name, &ndim, sh);
     if (r->have_st) return zt_st_read_f32(&r->st, name, ndim, sh, dst);
-    return zt_shard_set_read(&r->shards, name, ZT_ROLE_PARAM, ndim == 2 ? sh[1] : 1, 0,
+    return zt_shard_set_read(&r->shards, name, ZT_ROLE_PARAM, ndim == 2 ? sh[1] : sh[0], 0,
                              numel(ndim, sh), dst);
 }
 
