@@ -181,6 +181,8 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     return ZT_OK;
 }
 
+zt_tensor_t zt_gpt2_logits(zt_gpt2_t m) { return m->logits; }
+
 void zt_gpt2_free(zt_gpt2_t m) {
     if (!m) return;
     free(m->layer_params);

@@ -45,6 +45,11 @@ int zt_gpt2_nparams(const struct zt_model_shape *s);
 void zt_gpt2_param_info(const struct zt_model_shape *s, int i, char *name, size_t n, int *ndim,
                         int64_t shape[2]);
 
+/* The logits of the last micro-batch's forward, [Bm*T, V] in the model's type (after a step
+ * submitted with train == 0 they are left as computed: the loss does not overwrite them). Read
+ * them between zt_tensor_acquire and zt_tensor_release. */
+zt_tensor_t zt_gpt2_logits(zt_gpt2_t m);
+
 /* Strict loading (DeepSpeed's load_module_strict): every tensor of the weights file st must be
  * one the model takes for this shape, or one Hugging Face GPT-2 files hold besides them (a
  * layer's attn.bias / attn.masked_bias buffers, lm_head.weight when it equals
