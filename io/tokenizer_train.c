@@ -251,8 +251,8 @@ enum zt_status zt_bpe_counts_add(struct zt_bpe_counts *c, const char *text, size
         int rc = pcre2_match(c->re, (PCRE2_SPTR)text, len, at, check, c->md, NULL);
         if (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21) {
             size_t bad = pcre2_get_startchar(c->md);
-            return zt_error_set(ZT_ERR_DATA, "tokenizer training: input is not valid UTF-8 at "
-                                             "byte %zu (0x%02x); expected UTF-8 text", bad,
+            return zt_error_set(ZT_ERR_DATA, "text is not valid UTF-8 at byte %zu (0x%02x); "
+                                             "expected UTF-8 text", bad,
                                 (unsigned char)text[bad]);
         }
         if (rc < 0)
