@@ -31,7 +31,7 @@
 
 static const char *usage_text =
     "usage: zt-prepare [--fortunes | FILE...] --out OUT.bin [--max-bytes N | --tokenizer DIR]\n"
-    "       zt-prepare [--fortunes | FILE...] --train-tokenizer DIR --vocab-size N [--out OUT.bin]\n"
+    "       zt-prepare [--fortunes | FILE...] --train-tokenizer DIR --vocab-size N [--out F]\n"
     "\n"
     "Turn text into a byte-level token file for zt-train --data: every byte of the input is one\n"
     "token (vocabulary 256), written in llm.c's format (256 x int32 header: magic 20240520,\n"
@@ -481,7 +481,8 @@ static int prepare(const struct prepare_args *a) {
 }
 
 int main(int argc, char **argv) {
-    struct prepare_args a = {.max_bytes = -1, .vocab_size = -1, .files = calloc((size_t)argc, sizeof *a.files)};
+    struct prepare_args a = {.max_bytes = -1, .vocab_size = -1,
+                             .files = calloc((size_t)argc, sizeof *a.files)};
     if (!a.files) {
         zt_error_set(ZT_ERR_NOMEM, "out of memory");
         return cli_fail(&cli, CLI_EXIT_FAILURE);
