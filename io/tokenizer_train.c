@@ -541,7 +541,9 @@ static enum zt_status drop_repeated_merges(struct zt_bpe_vocab *v) {
         v->merges[2 * kept + 1] = v->merges[2 * k + 1];
     }
     pairmap_free(&seen);
-    memmove(v->merges, v->merges + 2 * kept, 2 * (size_t)(v->nmerges - kept) * sizeof *v->merges);
+    if (kept)
+        memmove(v->merges, v->merges + 2 * kept,
+                2 * (size_t)(v->nmerges - kept) * sizeof *v->merges);
     v->nmerges -= kept;
     return ZT_OK;
 }

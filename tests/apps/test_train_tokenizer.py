@@ -145,6 +145,8 @@ class Run:
 
     def zt_ids(self, d, text):
         """zerotask's ids of text with d's tokenizer (test_tokenizer also checks the decode)"""
+        if not text:  # nothing to encode (test_tokenizer --encode would write no ids)
+            return []
         with open(self.path("doc.txt"), "wb") as f:
             f.write(text.encode())
         subprocess.run([self.enc, "--encode", d, self.path("doc.txt"), self.path("doc.ids")],
