@@ -355,18 +355,21 @@ out:
 /* dir can be written (or created) before any work is done: a bad one fails at once */
 static enum zt_status check_train_dir(const char *dir) {
     struct stat sb;
-    char parent[4096];
-    const char *slash = strrchr(dir, '/');
-    if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode))
-        return zt_error_set(ZT_ERR_IO, "tokenizer directory %s: exists and is not a directory "
-                                       "(expected a directory to write tokenizer.json into)", dir);
     if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return zt_error_set(ZT_ERR_IO, "tokenizer directory %s: exists and is not a "
+                                           "directory (expected a directory to write "
+                                           "tokenizer.json into)", dir);
         if (access(dir, W_OK | X_OK) == 0) return ZT_OK;
         return zt_error_set(ZT_ERR_IO, "tokenizer directory %s: cannot write (%s)", dir,
                             strerror(errno));
     }
-    snprintf(parent, sizeof parent, "%.*s", slash ? (slash == dir ? 1 : (int)(slash - dir)) : 1,
-             slash ? dir : ".");
+    char parent[4096]; /* dir without its trailing slashes and its last name */
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    while (n > 0 && dir[n - 1] != '/') n--;
+    while (n > 1 && dir[n - 1] == '/') n--;
+    snprintf(parent, sizeof parent, "%.*s", n ? (int)n : 1, n ? dir : ".");
     if (access(parent, W_OK | X_OK) != 0)
         return zt_error_set(ZT_ERR_IO, "tokenizer directory %s: cannot create (%s: %s)", dir,
                             parent, strerror(errno));
