@@ -16,7 +16,8 @@ Always (recorded oracles, no `tokenizers` needed):
 - a plain text file and --out: the token file is <|endoftext|> then the document's ids.
 When `tokenizers` imports in the python named by ZT_TOKENIZERS_PYTHON (or in this one), HF is
 also run live: it loads the written tokenizer.json and encodes the held-out text and edge cases
-(ids compared), and its BpeTrainer learns every corpus here (whole models compared).
+(ids compared), and its BpeTrainer learns every corpus here (whole models compared), and also
+the fortunes corpus (zt-prepare --fortunes, 4096 tokens) when it is installed.
 
 Usage: test_train_tokenizer.py ZT_PREPARE TEST_TOKENIZER DATA_DIR TMP_DIR
        test_train_tokenizer.py --record ZT_PREPARE TEST_TOKENIZER DATA_DIR TMP_DIR
@@ -236,6 +237,29 @@ def stress(run, exp):
     return got
 
 
+def fortunes_live(run):
+    """zt-prepare --fortunes against HF's trainer on the same files (each file one document)"""
+    d = os.environ.get("ZT_FORTUNES_DIR") or "/usr/share/games/fortunes"
+    if not run.py or not os.path.isdir(d):
+        return
+    names = sorted(n for n in os.listdir(d) if not n.startswith(".") and
+                   not n.endswith((".dat", ".u8")) and os.path.isfile(os.path.join(d, n)))
+    docs = []
+    for n in names:
+        with open(os.path.join(d, n), "rb") as f:
+            docs.append(f.read().decode("utf-8"))
+    jsonl = run.write_jsonl("fortunes.jsonl", docs)
+    _, tok = run.train(["--fortunes"], "fortunes", 4096)
+    run.hf("--hf-train", jsonl, "4096", run.path("hf-fortunes.json"))
+    with open(run.path("hf-fortunes.json"), encoding="utf-8") as f:
+        hf = json.load(f)
+    hf["model"]["vocab"][EOT] = hf["added_tokens"][0]["id"]
+    merges = [" ".join(m) if not isinstance(m, str) else m for m in hf["model"]["merges"]]
+    run.check("fortunes (%d files, vocab 4096): live HF learns the same model" % len(docs),
+              hf["model"]["vocab"] == tok["model"]["vocab"] and merges == tok["model"]["merges"],
+              "%d merges" % len(merges))
+
+
 def text_and_out(run):
     """a plain text file as one document, and --out tokenizing it with the new tokenizer"""
     doc = "Hello hello HELLO, it's 3.14 o'clock!\n\tHello  world 東京 😀\n" * 20
@@ -272,6 +296,7 @@ def main():
     check_against_fixture(run, tok)
     ours = held_out(run, d, exp)
     got = stress(run, exp)
+    fortunes_live(run)
     text_and_out(run)
     if record and not run.fails:
         os.makedirs(os.path.dirname(exp_path), exist_ok=True)
