@@ -291,6 +291,95 @@ static __attribute__((target("avx512f"))) void blocked(
     }
 }
 
+/* Few rows (decode: one row per sequence): op(B) is read once, straight from memory, without
+ * packing, which would cost more than the product. The same sums as the tile's, element by
+ * element: alpha * a rounded once, fmadd in k order from zero within each KC block, each
+ * block's sum then stored or added as tile() does (mode), so the bits are the blocked path's. */
+#define SKINNY_MR 8
+
+/* the sums of a KC block into C as tile() stores them (mode 0: =, 1: +=, 2: = beta*C +) */
+static inline __attribute__((always_inline, target("avx512f"))) void skinny_store(
+    float *ci, __m512 x, __mmask16 mk, int mode, float beta) {
+    if (mode) {
+        __m512 c = _mm512_maskz_loadu_ps(mk, ci);
+        if (mode == 2) c = _mm512_mul_ps(_mm512_set1_ps(beta), c);
+        x = _mm512_add_ps(c, x);
+    }
+    _mm512_mask_storeu_ps(ci, mk, x);
+}
+
+/* tb = 1: C[0:m, 0:nr] for 16 rows of B (16 columns of op(B)) and one KC block; 16 x 16 blocks
+ * of B's rows are transposed in registers so that each lane sums one column in k order */
+static __attribute__((target("avx512f"))) void skinny_rows(
+    int m, int nr, int kc, const float *a, size_t lda, const float *B, size_t ldb, float *c,
+    size_t ldc, int mode, float beta) {
+    __m512 acc[SKINNY_MR];
+    for (int i = 0; i < SKINNY_MR; i++) acc[i] = _mm512_setzero_ps();
+    __mmask16 mk = lanes(nr);
+    for (int k0 = 0; k0 < kc; k0 += 16) {
+        int kn = kc - k0 < 16 ? kc - k0 : 16;
+        __m512 col[16]; /* col[kk] = op(B)[k0 + kk, 0:16] */
+        for (int j = 0; j < 16; j++)
+            col[j] = j < nr ? _mm512_maskz_loadu_ps(lanes(kn), B + (size_t)j * ldb + k0)
+                            : _mm512_setzero_ps();
+        tr16(col);
+        for (int kk = 0; kk < kn; kk++)
+            for (int i = 0; i < m; i++)
+                acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)i * lda + k0 + kk]), col[kk],
+                                         acc[i]);
+    }
+    for (int i = 0; i < m; i++) skinny_store(c + (size_t)i * ldc, acc[i], mk, mode, beta);
+}
+
+/* tb = 0: C[0:m, 0:nc] for one KC block, B's rows streamed whole (nc <= SKINNY_NC columns);
+ * the sums are kept in acc (L1), each column's in k order */
+#define SKINNY_NC 512
+static __attribute__((target("avx512f"))) void skinny_cols(
+    int m, int nc, int kc, const float *a, size_t lda, const float *B, size_t ldb, float *c,
+    size_t ldc, int mode, float beta) {
+    _Alignas(64) float acc[SKINNY_MR][SKINNY_NC];
+    int nv = (nc + 15) / 16;
+    for (int i = 0; i < m; i++) memset(acc[i], 0, (size_t)nv * 16 * sizeof(float));
+    for (int k = 0; k < kc; k++) {
+        const float *b = B + (size_t)k * ldb;
+        for (int v = 0; v < nv; v++) {
+            __m512 bv = _mm512_maskz_loadu_ps(lanes(nc - 16 * v), b + 16 * v);
+            for (int i = 0; i < m; i++) {
+                __m512 x = _mm512_load_ps(acc[i] + 16 * v);
+                x = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)i * lda + k]), bv, x);
+                _mm512_store_ps(acc[i] + 16 * v, x);
+            }
+        }
+    }
+    for (int i = 0; i < m; i++)
+        for (int v = 0; v < nv; v++)
+            skinny_store(c + (size_t)i * ldc + 16 * v, _mm512_load_ps(acc[i] + 16 * v),
+                         lanes(nc - 16 * v), mode, beta);
+}
+
+/* M <= SKINNY_MR, ta = 0: op(A) rows scaled by alpha (rounded once, as pack_a) into scratch */
+static __attribute__((target("avx512f"))) void skinny(
+    int tb, int M, int N, int K, float alpha, const float *A, size_t lda, const float *B,
+    size_t ldb, float beta, float *C, size_t ldc) {
+    _Alignas(64) float a[SKINNY_MR * GEMM_KC];
+    for (int pc = 0; pc < K; pc += GEMM_KC) {
+        int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, mode = tile_mode(pc, beta);
+        for (int i = 0; i < M; i++)
+            for (int k = 0; k < kc; k++)
+                a[i * GEMM_KC + k] = alpha == 1.0f ? A[(size_t)i * lda + pc + k]
+                                                   : alpha * A[(size_t)i * lda + pc + k];
+        for (int j0 = 0; j0 < N; j0 += tb ? 16 : SKINNY_NC) {
+            int nr = N - j0 < (tb ? 16 : SKINNY_NC) ? N - j0 : (tb ? 16 : SKINNY_NC);
+            if (tb)
+                skinny_rows(M, nr, kc, a, GEMM_KC, B + (size_t)j0 * ldb + pc, ldb, C + j0, ldc,
+                            mode, beta);
+            else
+                skinny_cols(M, nr, kc, a, GEMM_KC, B + (size_t)pc * ldb + j0, ldb, C + j0, ldc,
+                            mode, beta);
+        }
+    }
+}
+
 /* Without the thread's buffers (no memory): one micro-panel of each on the stack (slower: op(B)
  * is packed again for every 12 rows). */
 static __attribute__((noinline, target("avx512f"))) void sgemm_stack(
@@ -304,6 +393,10 @@ static __attribute__((noinline, target("avx512f"))) void sgemm_stack(
 static void avx512_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                          size_t lda, const float *B, size_t ldb, float beta, float *C,
                          size_t ldc) {
+    if (M <= SKINNY_MR && !ta) {
+        skinny(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+        return;
+    }
     struct gemm_buf *g = thread_buf();
     if (!g)
         sgemm_stack(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

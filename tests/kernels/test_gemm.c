@@ -109,6 +109,14 @@ static void bits(void) {
             const float *a = ta ? A + i0 : A + (size_t)i0 * lda;
             zt_kern_sgemm(ta, tb, m, N, K, 1.0f, a, lda, B, ldb, 1.0f, rows + (size_t)i0 * N, N);
         }
+        ZT_TEST_TRUE(memcmp(full, rows, n) == 0, "avx512 ta=%d tb=%d: chunks of 7 rows change "
+                     "the bits", ta, tb);
+        memcpy(rows, C0, n);
+        for (int i0 = 0; i0 < M; i0 += 1 + i0 % 3) { // 1, 2 or 3 rows: the few-rows path
+            int m = 1 + i0 % 3 < M - i0 ? 1 + i0 % 3 : M - i0;
+            const float *a = ta ? A + i0 : A + (size_t)i0 * lda;
+            zt_kern_sgemm(ta, tb, m, N, K, 1.0f, a, lda, B, ldb, 1.0f, rows + (size_t)i0 * N, N);
+        }
         for (int j0 = 0; j0 < N; j0 += 19) { // column chunks: columns of op(B) and of C
             int nn = N - j0 < 19 ? N - j0 : 19;
             const float *b = tb ? B + (size_t)j0 * ldb : B + j0;
