@@ -10,6 +10,8 @@ A small GPT-2 (4 layers, 64 wide, context 48, vocabulary 96) trained a few steps
     3) the logits and the greedy and sampled ids are those of the resident weights, the memory
     plan says so, and a ZT_HOST_MEM_LIMIT that the resident weights exceed stops the run (exit 1,
     one line naming the knob) while the streamed run fits under it;
+  - peak resident memory (VmHWM) of a model whose layers dwarf the rest: streaming them saves
+    most of the bytes outside the window;
   - --checkpoint: a checkpoint written by 2 ranks at ZeRO stage 3 (and by 1 rank) gives the
     logits of the weights that run exported (consolidated from the shards);
   - the step loop under several schedulers and worker counts gives the same ids as above.
@@ -18,6 +20,7 @@ Usage: test_generate_engine.py APPS_DIR MPIEXEC WORKDIR
 """
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -110,6 +113,26 @@ R.check(len(lines) == 1 and "ZT_HOST_MEM_LIMIT" in lines[0],
 got, _ = logits("budget streamed", ["--weights", weights, "--ds-config",
                                     R.path("nvme2.json")] + small, limit)
 R.check(got == whole, "streamed under the same ZT_HOST_MEM_LIMIT: it runs, same logits")
+
+# peak resident memory: a model whose layers (56 MiB) dwarf the rest, resident and streamed
+big = R.write("big.json", {"vocab_size": 96, "seq_len": 32, "n_embd": 384, "n_layer": 8,
+                           "n_head": 6})
+_, bigw, _ = R.train("big", 1, ["--ds-config", ds, "--model", big, "--data", data, "--steps",
+                                "1"])
+peak = {}
+for mode, extra in (("resident", []), ("streamed", ["--ds-config", R.path("nvme2.json")])):
+    recs, p = generate("big " + mode, ["--model", big, "--weights", bigw, "--prompt-ids",
+                                       "1,2,3", "--max-new-tokens", "4", "--max-batch", "1"]
+                       + extra)
+    m = re.search(r"peak memory ([0-9.]+) MiB resident", p.stderr)
+    peak[mode] = float(m.group(1)) if m else 0.0
+    peak[mode + " ids"] = recs and recs[0]["ids"]
+layers = 8 * (12 * 384 * 384 + 13 * 384) * 4 / 1048576.0
+R.check(peak["resident"] - peak["streamed"] >= 0.7 * (layers - 2 * layers / 8) and
+        peak["resident ids"] == peak["streamed ids"],
+        "peak RSS resident %.1f MiB, streamed %.1f MiB: streaming saves at least 0.7 x the %.1f "
+        "MiB of layers outside the window, same ids" % (peak["resident"], peak["streamed"],
+                                                       layers - 2 * layers / 8))
 
 # checkpoints of 1 and 2 ranks (stage 3) give their exported weights' logits
 for ck, w in (("ck1", weights), ("ck3", weights3)):
