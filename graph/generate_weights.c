@@ -258,16 +258,25 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
 // ----------------------------------------------------------------------------
 // a pass over the layers
 
+/* layer l from the file into its window buffer: each parameter as its 4096-aligned head (read
+ * straight into place with O_DIRECT) and its tail (through the I/O service's bounce buffer) */
 static enum zt_status swap_in_layer(struct gen_weights *w, int l) {
     struct gen_layer *b = &w->buf[l % w->nbuf];
-    struct zt_swap_seg seg[ZT_GPT2_LAYER_PARAMS];
-    for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++)
-        seg[k] = (struct zt_swap_seg){.t = b->p[k], .blk = 0, .mem_off = 0,
-                                      .len = param_bytes(w, 2 + k),
-                                      .file_off = l * w->layer_bytes + w->param_off[k]};
+    struct zt_swap_seg seg[2 * ZT_GPT2_LAYER_PARAMS];
+    int n = 0;
+    for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++) {
+        int64_t bytes = param_bytes(w, 2 + k), head = bytes / ZT_AIO_ALIGN * ZT_AIO_ALIGN;
+        int64_t off = l * w->layer_bytes + w->param_off[k];
+        if (head > 0)
+            seg[n++] = (struct zt_swap_seg){.t = b->p[k], .blk = 0, .mem_off = 0, .len = head,
+                                            .file_off = off};
+        if (bytes > head)
+            seg[n++] = (struct zt_swap_seg){.t = b->p[k], .blk = 0, .mem_off = head,
+                                            .len = bytes - head, .file_off = off + head};
+    }
     struct zt_task_opts o = {.layer = l, .mb = -1, .step = 0, .priority = 0};
     w->bytes_read += w->layer_bytes;
-    return zt_task_swap_in(&o, &w->file, seg, ZT_GPT2_LAYER_PARAMS, NULL, 0, NULL);
+    return zt_task_swap_in(&o, &w->file, seg, n, NULL, 0, NULL);
 }
 
 enum zt_status gen_weights_layer(struct gen_weights *w, int l, struct gen_layer **out) {
