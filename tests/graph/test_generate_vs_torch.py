@@ -24,9 +24,13 @@ float noise) and "trained" (a short zt-train run on sentences this test writes, 
   (g) text: --prompt with a byte-level tokenizer equals --prompt-ids of its bytes, "text" is
       the decoded ids, --stop cuts the text before the stop string (ids keep the token that
       completed it), <|endoftext|> ends with "eos" (only with --tokenizer), output without
-      --json streams the text or ids, the stderr summary and memory plan lines.
+      --json streams the text or ids, the stderr summary and memory plan lines;
+  (h) --repetition-penalty 1.3: greedy ids equal torch's with Hugging Face's penalty;
+  (i) --checkpoint DIR and DIR/<tag> of the trained run, and of a ZeRO-3 run on 2 ranks
+      (mpirun; consolidated on load): logits bit for bit those of --weights with the run's
+      --export, the same ids.
 
-Usage: test_generate_vs_torch.py APPS_DIR REF_DIR WORKDIR
+Usage: test_generate_vs_torch.py APPS_DIR REF_DIR WORKDIR MPIEXEC
 """
 import json
 import os
@@ -38,7 +42,7 @@ import sys
 
 import numpy as np
 
-APPS, REF, WORK = sys.argv[1:4]
+APPS, REF, WORK, MPIEXEC = sys.argv[1:5]
 sys.path.insert(0, REF)
 import gpt2_generate_ref as R  # noqa: E402  (the oracle: greedy loops, random weights)
 from gpt2_torch import st_read, st_write, write_tokens  # noqa: E402
@@ -97,16 +101,25 @@ def gen_json(label, args, env=None):
 
 
 def one(label, weights, ids, extra=(), max_new=MAX_NEW):
-    """one prompt, greedy: its record, or None"""
-    recs = gen_json(label, ["--model", path("model.json"), "--weights", weights,
-                            "--prompt-ids", ids_arg(ids), "--temperature", "0",
-                            "--max-new-tokens", str(max_new)] + list(extra))
+    """one prompt, greedy: its record, or None. weights: a safetensors path, or the arguments
+    that name the weights (["--checkpoint", DIR])"""
+    wargs = ["--weights", weights] if isinstance(weights, str) else list(weights)
+    recs = gen_json(label, ["--model", path("model.json")] + wargs +
+                    ["--prompt-ids", ids_arg(ids), "--temperature", "0",
+                     "--max-new-tokens", str(max_new)] + list(extra))
     if recs is None:
         return None
     if not check(len(recs) == 1 and recs[0].get("prompt_ids") == list(ids),
                  "%s: one record echoing the prompt ids (got %d records)" % (label, len(recs))):
         return None
-    return recs[0]
+    r = recs[0]
+    fields = all(isinstance(r.get(k), (int, float)) and not isinstance(r.get(k), bool)
+                 for k in ("ms_first_token", "tokens_per_s"))
+    check(fields and isinstance(r.get("ids"), list) and
+          r.get("finish_reason") in ("length", "stop", "eos"),
+          "%s: record has ids, finish_reason, ms_first_token and tokens_per_s (%s)"
+          % (label, sorted(r)))
+    return r
 
 
 def write_prompts(name, lines):
@@ -174,13 +187,22 @@ def make_models():
         json.dump({"train_batch_size": 8, "gradient_clipping": 1.0, "seed": 7,
                    "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.0}}},
                   f)
-    p = subprocess.run([ZT_TRAIN, "--ds-config", path("ds.json"), "--model", path("model.json"),
-                        "--data", path("sentences.bin"), "--steps", "200", "--quiet",
-                        "--export", path("trained.safetensors")],
-                       capture_output=True, text=True, timeout=300,
+    train(1, path("ds.json"), 200, "trained", path("ckpt"))
+
+
+def train(ranks, ds, steps, name, save_dir):
+    """zt-train on the sentences (ranks > 1: mpirun): WORK/name.safetensors and checkpoints in
+    save_dir; a failure ends the test"""
+    cmd = [ZT_TRAIN, "--ds-config", ds, "--model", path("model.json"), "--data",
+           path("sentences.bin"), "--steps", str(steps), "--quiet", "--export",
+           path(name + ".safetensors"), "--save-dir", save_dir]
+    if ranks > 1:
+        cmd = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks), "-x",
+               "STARPU_NCPU=1", "-x", "OMP_NUM_THREADS=1"] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, OMP_NUM_THREADS="1"))
     if p.returncode != 0:
-        print("FAIL zt-train --export: exit %d\n%s" % (p.returncode, p.stderr[-2000:]))
+        print("FAIL zt-train %s: exit %d\n%s" % (name, p.returncode, p.stderr[-2000:]))
         sys.exit(1)
 
 
@@ -242,12 +264,34 @@ def batched(name, weights, singles):
 # ---------------------------------------------------------------------------------------------
 # (d) seeded sampling
 
-def sampling(weights, singles):
+def in_support(k, line, ids, P, m):
+    """every sampled id is one top-k and top-p allow: fewer than top_k ids have a larger logit,
+    and the ids more likely than it hold less than top_p of the probability at the temperature
+    (softmax over all ids: the loosest reading of top-p after top-k); 1e-4 of slack in the
+    logits for float noise"""
+    temp = line.get("temperature", 0.8)
+    top_k, top_p = line.get("top_k", 20), line.get("top_p", 0.9)
+    if temp == 0:
+        return
+    seq, worst = list(line["prompt_ids"]), []
+    for j, t in enumerate(ids):
+        row = R.logits_recompute(P, m, seq)[-1]
+        above = row > row[t] + 1e-4
+        mass = float((row / temp).softmax(0)[above].sum())
+        if int(above.sum()) >= top_k or mass >= top_p + 1e-6:
+            worst.append((j, t, int(above.sum()), round(mass, 4)))
+        seq.append(t)
+    check(not worst, "(d) sampling line %d: every id within top_k %d and top_p %g at temperature "
+          "%g (outside: (step, id, ids above, mass above) %s)" % (k + 1, top_k, top_p, temp, worst))
+
+
+def sampling(weights, singles, P, m):
     A, B, C = prompts_of("random")[2], prompts_of("random")[3], prompts_of("random")[0]
     lines = [{"prompt_ids": A}, {"prompt_ids": A, "seed": 11},
              {"prompt_ids": B, "seed": 12, "top_k": 5}, {"prompt_ids": C, "temperature": 0},
              {"prompt_ids": A, "seed": 11}, {"prompt_ids": B, "top_p": 0.5, "seed": 13},
-             {"prompt_ids": C, "top_k": 1, "seed": 3}]
+             {"prompt_ids": C, "top_k": 1, "seed": 3}, {"prompt_ids": C, "top_p": 0.01},
+             {"prompt_ids": C, "temperature": 0.001, "seed": 4}]
     f = write_prompts("sampling.jsonl", lines)
     args = ["--model", path("model.json"), "--weights", weights, "--prompts", f,
             "--max-new-tokens", str(MAX_NEW)] + SAMPLING
@@ -266,9 +310,11 @@ def sampling(weights, singles):
           % (base[0], base[1]))
     check(base[1] == base[4], "(d) sampling: the same prompt and seed in two lines give the same "
           "ids (%s, %s)" % (base[1], base[4]))
-    check(base[3] == greedy_C and base[6] == greedy_C,
-          "(d) sampling: a line's temperature 0 and top_k 1 are greedy (%s, %s; greedy %s)"
-          % (base[3], base[6], greedy_C))
+    check(all(base[k] == greedy_C for k in (3, 6, 7, 8)),
+          "(d) sampling: a line's temperature 0, top_k 1, top_p 0.01 and temperature 0.001 are "
+          "greedy (%s; greedy %s)" % ([base[k] for k in (3, 6, 7, 8)], greedy_C))
+    for k, line in enumerate(lines):
+        in_support(k, line, base[k], P, m)
     check(base[0] != (singles[2]["ids"] if singles[2] else None),
           "(d) sampling: temperature 0.8 does not give the greedy ids (%s)" % base[0])
     runs = [("again", ["--max-batch", "3"], None), ("--max-batch 1", ["--max-batch", "1"], None),
@@ -283,6 +329,20 @@ def sampling(weights, singles):
             diff = [i for i in range(len(lines)) if got[i] != base[i]]
             check(not diff, "(d) sampling, %s: the ids of the first run (differ at %s)"
                   % (what, diff))
+
+
+def penalty(weights, P, m):
+    """(h) greedy with --repetition-penalty 1.3 against torch with Hugging Face's penalty"""
+    changed = 0
+    for k in (2, 3):
+        ids = prompts_of("random")[k]
+        label = "(h) --repetition-penalty 1.3, prompt %d" % k
+        rec = one(label, weights, ids, ["--repetition-penalty", "1.3"])
+        ref = R.greedy(P, m, ids, MAX_NEW, "cached", penalty=1.3)
+        changed += ref["ids"] != R.greedy(P, m, ids, MAX_NEW, "cached")["ids"]
+        if rec is not None:
+            compare_greedy(label, rec, ref)
+    check(changed == 2, "(h) the penalty changes torch's greedy ids of both prompts")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,6 +571,35 @@ def eos():
               % (recs[0]["ids"], recs[0]["finish_reason"]))
 
 
+def checkpoints(singles):
+    """(i) --checkpoint gives the bits of --weights of the same run's export"""
+    ids = prompts_of("trained")[3]
+    ds3 = path("ds_zero3.json")
+    with open(path("ds.json")) as f:
+        ds = json.load(f)
+    with open(ds3, "w") as f:
+        json.dump(dict(ds, zero_optimization={"stage": 3, "reduce_bucket_size": 5000,
+                                              "stage3_param_persistence_threshold": 300}), f)
+    train(2, ds3, 5, "zero3", path("ckpt_zero3"))
+    ref3 = one("(i) --weights of the ZeRO-3 export", path("zero3.safetensors"), ids,
+               ["--logits", path("zero3_weights_logits.safetensors")])
+    for label, wargs, rec, logits in (
+            ("--checkpoint DIR", ["--checkpoint", path("ckpt")], singles[3],
+             path("trained_logits_3.safetensors")),
+            ("--checkpoint DIR/step200", ["--checkpoint", os.path.join(path("ckpt"), "step200")],
+             singles[3], path("trained_logits_3.safetensors")),
+            ("--checkpoint of ZeRO-3 on 2 ranks", ["--checkpoint", path("ckpt_zero3")], ref3,
+             path("zero3_weights_logits.safetensors"))):
+        out = path("ckpt_logits_%d.safetensors" % len(label))
+        got = one("(i) " + label, wargs, ids, ["--logits", out])
+        if got is None or rec is None or not os.path.exists(out) or not os.path.exists(logits):
+            check(False, "(i) %s: a record and --logits of both runs" % label)
+            continue
+        same = np.array_equal(st_read(out)["logits"], st_read(logits)["logits"])
+        check(same and got["ids"] == rec["ids"], "(i) %s: logits bit for bit and ids (%s) those "
+              "of --weights of the run's export (%s)" % (label, got["ids"], rec["ids"]))
+
+
 def main():
     shutil.rmtree(WORK, ignore_errors=True)
     os.makedirs(WORK)
@@ -529,12 +618,14 @@ def main():
         if name == "random":
             if os.path.exists(path("random_logits_3.safetensors")):
                 fp32_logits = st_read(path("random_logits_3.safetensors"))["logits"]
-            sampling(weights, singles)
+            sampling(weights, singles, P, m)
+            penalty(weights, P, m)
             context(weights, P, m)
             sixteen_bit(weights, fp32_logits)
             eos()
         else:
             text_and_stops(weights, singles)
+            checkpoints(singles)
     if bad:
         print("test_generate_vs_torch: %d check(s) failed: %s" % (len(bad), ", ".join(bad)))
         return 1

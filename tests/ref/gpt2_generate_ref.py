@@ -8,7 +8,8 @@ LayerNorm eps 1e-5) and safetensors reader it reuses. Two ways to the next token
     (the training oracle's forward, itself checked against zt-train by test_vs_torch);
   - cached: a KV cache of its own (per layer, past keys and values [n_head, t, head_size]):
     the prompt is one prefill, then each step feeds one token against the cached keys/values.
-Greedy = argmax, the lowest id winning a tie (torch.argmax returns the first maximum).
+Greedy = argmax, the lowest id winning a tie (torch.argmax returns the first maximum), after
+Hugging Face's repetition penalty when one is given.
 Stops as zt-generate's contract: "length" when max_new_tokens ids are generated or the
 sequence fills the context (prompt + generated = seq_len), "eos" when the eos id is generated
 (not included in the ids). Each step records the gap between the two largest logits, so a
@@ -17,7 +18,7 @@ caller can tell where float noise could decide the argmax.
 Usage (Debian's /usr/bin/python3 with torch; the tests import the functions instead):
   gpt2_generate_ref.py --model M.json --weights W.safetensors --prompt-ids 1,2,3
                        [--max-new-tokens N] [--dtype float64|float32] [--mode cached|recompute]
-                       [--eos ID] [--logits-out F.safetensors]
+                       [--eos ID] [--repetition-penalty R] [--logits-out F.safetensors]
       prints {"prompt_ids", "ids", "finish_reason", "gaps"} as one JSON line; --logits-out
       writes the prompt's logits (F32 "logits" [prompt_len, vocab_size])
   gpt2_generate_ref.py --write-random W.safetensors --model M.json [--std S] [--seed N]
@@ -144,9 +145,22 @@ def top2_gap(row):
     return float(top[0] - top[1])
 
 
-def greedy(P, m, prompt, max_new, mode="cached", eos=None):
+def penalise(row, seen, penalty):
+    """Hugging Face's repetition penalty: the logit of every id seen so far (prompt and
+    generated) divided by penalty where positive, multiplied where negative"""
+    if penalty == 1.0 or not seen:
+        return row
+    row = row.clone()
+    idx = torch.tensor(sorted(set(seen)), dtype=torch.long)
+    s = row[idx]
+    row[idx] = torch.where(s < 0, s * penalty, s / penalty)
+    return row
+
+
+def greedy(P, m, prompt, max_new, mode="cached", eos=None, penalty=1.0):
     """greedy decoding of prompt (ids): {"ids", "finish_reason", "gaps", "logits"}; logits[i]
-    is the row [V] that chose generated token i (the eos row included)"""
+    is the row [V] that chose generated token i (the eos row included; after the repetition
+    penalty, if any)"""
     if not prompt or len(prompt) > m["seq_len"]:
         raise ValueError("prompt of %d ids: expected 1..seq_len %d" % (len(prompt), m["seq_len"]))
     seq, out, gaps, rows = list(prompt), [], [], []
@@ -155,6 +169,7 @@ def greedy(P, m, prompt, max_new, mode="cached", eos=None):
     while True:
         if len(out) >= max_new or len(seq) >= m["seq_len"]:
             return {"ids": out, "finish_reason": "length", "gaps": gaps, "logits": rows}
+        row = penalise(row, seq, penalty)
         tok = int(torch.argmax(row))
         gaps.append(top2_gap(row))
         rows.append(row)
@@ -193,7 +208,7 @@ def self_check():
         bad = []
         for dtype in (torch.float64, torch.float32):
             _, P = load(mp, wp, dtype)
-            worst, min_gap = 0.0, math.inf
+            worst, min_gap, changed = 0.0, math.inf, 0
             for pr in prompts:
                 a = greedy(P, m, pr, 16, "cached")
                 b = greedy(P, m, pr, 16, "recompute")
@@ -212,8 +227,16 @@ def self_check():
                     bad.append("%s prompt %s: %d ids (%s), expected %d (length)"
                                % (dtype, pr, len(a["ids"]), a["finish_reason"], want))
                 bad += check_eos(P, m, pr, a["ids"], dtype)
+                pa = greedy(P, m, pr, 16, "cached", penalty=1.5)
+                pb = greedy(P, m, pr, 16, "recompute", penalty=1.5)
+                if pa["ids"] != pb["ids"]:
+                    bad.append("%s prompt %s, penalty 1.5: cached %s != recomputed %s"
+                               % (dtype, pr, pa["ids"], pb["ids"]))
+                changed += pa["ids"] != a["ids"]
             print("self-check %s: cached vs recomputed logits max abs %.2e (limit %.0e), "
                   "smallest top-2 gap %.3f" % (dtype, worst, CACHE_TOL, min_gap))
+            if not changed:
+                bad.append("%s: the repetition penalty changed no greedy run" % dtype)
             if not worst <= CACHE_TOL:
                 bad.append("%s: cached logits differ from recomputed by %.2e" % (dtype, worst))
     for b in bad:
@@ -242,6 +265,7 @@ def main(argv):
     ap.add_argument("--dtype", choices=("float64", "float32"), default="float64")
     ap.add_argument("--mode", choices=("cached", "recompute"), default="cached")
     ap.add_argument("--eos", type=int)
+    ap.add_argument("--repetition-penalty", type=float, default=1.0)
     ap.add_argument("--logits-out")
     ap.add_argument("--write-random", metavar="OUT")
     ap.add_argument("--std", type=float, default=0.3)
@@ -264,7 +288,7 @@ def main(argv):
     ids = parse_ids(a.prompt_ids)
     if max(ids) >= m["vocab_size"]:
         raise UsageError("prompt id %d: expected < vocab_size %d" % (max(ids), m["vocab_size"]))
-    r = greedy(P, m, ids, a.max_new_tokens, a.mode, a.eos)
+    r = greedy(P, m, ids, a.max_new_tokens, a.mode, a.eos, a.repetition_penalty)
     if a.logits_out:
         st_write(a.logits_out, [("logits", logits_recompute(P, m, ids))])
     print(json.dumps({"prompt_ids": ids, "ids": r["ids"], "finish_reason": r["finish_reason"],
