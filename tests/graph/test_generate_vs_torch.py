@@ -9,6 +9,8 @@ float noise) and "trained" (a short zt-train run on sentences this test writes, 
   (b) greedy ids (--temperature 0 --json) of prompts of 1..45 tokens equal torch's KV-cached
       greedy loop; where torch's top-2 logit gap falls below 1e-4 the comparison stops there
       (float noise may pick either), and fails when that leaves fewer than 8 tokens compared;
+  (b') KV-cache decode equals full recomputation: the argmax of each row of a prefill of the
+      prompt and the generated ids (--logits) is the id the decode step generated there;
   (c) the same prompts in one --prompts file (a blank line, lines with their own
       max_new_tokens) with --max-batch 1, 3 and 8 give the ids of one prompt at a time;
   (d) seeded sampling (temperature 0.8, top-k 20, top-p 0.9, lines with their own seed, top_k,
@@ -229,8 +231,28 @@ def single_prompts(name, weights, P, m):
         if rec is None:
             continue
         compare_logits("(a) " + label, out, P, m, ids)
-        compare_greedy("(b) " + label, rec, R.greedy(P, m, ids, MAX_NEW, "cached"))
+        ref = R.greedy(P, m, ids, MAX_NEW, "cached")
+        compare_greedy("(b) " + label, rec, ref)
+        decode_vs_prefill(label, weights, ids, rec["ids"], ref["gaps"], k)
     return recs
+
+
+def decode_vs_prefill(label, weights, prompt, gen, gaps, k):
+    """(b') the KV-cached decode steps chose what a prefill of the whole sequence chooses: the
+    argmax of each row of --logits of prompt + generated ids (but the last) is the id generated
+    there (rows where torch's top-2 gap is below 1e-4 are skipped: either id may win)"""
+    if len(gen) < 2:
+        return
+    out = path("%s_prefill_%d.safetensors" % (label.split()[0], k))
+    rec = one("(b') %s, prefill of prompt + generated" % label, weights,
+              list(prompt) + gen[:-1], ["--logits", out], max_new=1)
+    if rec is None or not os.path.exists(out):
+        return
+    rows = st_read(out)["logits"][len(prompt) - 1:]
+    picked = [int(np.argmax(r)) for r in rows]
+    diff = [j for j in range(len(gen)) if picked[j] != gen[j] and gaps[j] >= GAP_MIN]
+    check(not diff, "(b') %s: the prefill's argmax at every generated position is the id the "
+          "decode step generated (differ at %s)" % (label, diff))
 
 
 # ---------------------------------------------------------------------------------------------
