@@ -145,3 +145,14 @@ int cli_same_file(const char *a, const char *b) {
     char ra[4096 + 256], rb[4096 + 256];
     return resolved(a, ra, sizeof ra) && resolved(b, rb, sizeof rb) && !strcmp(ra, rb);
 }
+
+long long cli_peak_rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
+    fclose(f);
+    return kib;
+}

@@ -62,4 +62,7 @@ enum zt_status cli_check_output_dir(const char *flag, const char *path);
  * same path once their directories are resolved (symbolic links, "..", "."). */
 int cli_same_file(const char *a, const char *b);
 
+/* Peak resident set of this process in KiB (VmHWM of /proc/self/status), -1 when unknown. */
+long long cli_peak_rss_kib(void);
+
 #endif /* ZT_APPS_CLI_H */

@@ -699,23 +699,12 @@ static enum zt_status train_step(struct train_run *r, int64_t s) {
 // ----------------------------------------------------------------------------
 // finish: the last checkpoint, peak memory, log, export, trace
 
-/* peak resident set of this process in KiB (VmHWM), -1 when /proc does not say */
-static long long peak_rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return -1;
-    char line[256];
-    long long kib = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
-    fclose(f);
-    return kib;
-}
 
 /* every rank, in turn: its peak resident memory and its final gradient slots (collective) */
 static void print_peak_memory(const struct train_run *r) {
     char line[512];
     int at = snprintf(line, sizeof line, "peak memory (rank %d of %d): %.1f MiB resident",
-                      r->rank, r->world, peak_rss_kib() / 1024.0);
+                      r->rank, r->world, cli_peak_rss_kib() / 1024.0);
     if (r->cfg.zero_stage >= 2)
         snprintf(line + at, sizeof line - (size_t)at, " | gradient slots %.3f MiB",
                  mib(r->mem.grad_slots));

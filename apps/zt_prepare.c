@@ -2,6 +2,7 @@
  * apps/zt_prepare.c: zt-prepare, turns text files into a token file in llm.c's format, the input
  * of zt-train --data: byte-level (vocabulary 256: every byte is one token), or with --tokenizer
  * DIR the ids of a GPT-2-style BPE (io/zt_tokenizer.h), JSONL inputs giving their "text" fields.
+ * With --train-tokenizer DIR it learns such a BPE from the same inputs and writes it to DIR.
  *
  * Layer: apps/. Uses io/'s zt_tokens_write (atomic write of the llm.c header + uint16 tokens),
  * the last-error API of zt_status.h and the shared command-line pieces (apps/cli.h). Inputs are
@@ -17,6 +18,7 @@
 #include <stdlib.h>     /* malloc, realloc, qsort, getenv */
 #include <string.h>     /* strcmp, strerror, strlen */
 #include <sys/stat.h>   /* stat, S_ISREG */
+#include <unistd.h>     /* access */
 #include <cjson/cJSON.h> /* JSONL inputs */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zt_sched.h"   /* zt_knobs_check */
@@ -29,6 +31,7 @@
 
 static const char *usage_text =
     "usage: zt-prepare [--fortunes | FILE...] --out OUT.bin [--max-bytes N | --tokenizer DIR]\n"
+    "       zt-prepare [--fortunes | FILE...] --train-tokenizer DIR --vocab-size N [--out F]\n"
     "\n"
     "Turn text into a byte-level token file for zt-train --data: every byte of the input is one\n"
     "token (vocabulary 256), written in llm.c's format (256 x int32 header: magic 20240520,\n"
@@ -41,7 +44,7 @@ static const char *usage_text =
     "                   hidden files and directories are skipped. ZT_FORTUNES_DIR overrides\n"
     "                   the directory.\n"
     "options:\n"
-    "  --out F          output token file (required)\n"
+    "  --out F          output token file (required, except with --train-tokenizer)\n"
     "  --max-bytes N    stop after N bytes of input (N >= 2; default: all of it)\n"
     "  --tokenizer DIR  BPE tokens instead of bytes: DIR/tokenizer.json, or vocab.json +\n"
     "                   merges.txt (Hugging Face / GPT-2 byte-level BPE, at most 65536 tokens).\n"
@@ -49,6 +52,13 @@ static const char *usage_text =
     "                   document per line, a JSON object with a string \"text\". Each document\n"
     "                   is preceded by <|endoftext|> when the tokenizer has it (llm.c's rule).\n"
     "                   Input must be UTF-8.\n"
+    "  --train-tokenizer DIR\n"
+    "                   learn a GPT-2-style byte-level BPE from the input (documents as for\n"
+    "                   --tokenizer) with the merges Hugging Face's BpeTrainer learns, and\n"
+    "                   write DIR/tokenizer.json, vocab.json and merges.txt (DIR is created;\n"
+    "                   its parent must exist). Ids: the 256 bytes, the merges, then\n"
+    "                   <|endoftext|> last. With --out, the input is then tokenized with it.\n"
+    "  --vocab-size N   the trained vocabulary's size, 257..65536 (<|endoftext|> included)\n"
     "  --help           this text\n"
     "\n"
     "Prints one summary line: files, bytes, tokens, output path.\n"
@@ -65,6 +75,8 @@ struct prepare_args {
     int nfiles;
     int64_t max_bytes;   /* --max-bytes, or -1: all of the input */
     const char *tokenizer; /* --tokenizer DIR, or NULL: byte-level tokens */
+    const char *train_dir; /* --train-tokenizer DIR, or NULL */
+    int64_t vocab_size;  /* --vocab-size, or -1 */
     int help;            /* --help came before any error */
 };
 
@@ -207,8 +219,9 @@ static enum zt_status write_tokens(const struct corpus *c, const char *out) {
 // ----------------------------------------------------------------------------
 // --tokenizer: BPE tokens, one document per file or JSONL line
 
-/* the BPE tokens being produced, and what they came from */
+/* the BPE tokens being produced (or, with train, the pieces counted), and what they came from */
 struct bpe_out {
+    struct zt_bpe_counts *train; /* --train-tokenizer: documents are counted, not encoded */
     const struct zt_tokenizer *tok;
     int eot;         /* <|endoftext|>'s id, or -1 */
     uint16_t *v;     /* [n] */
@@ -222,11 +235,16 @@ static enum zt_status bpe_document(struct bpe_out *o, const char *path, size_t l
                                    const char *text, size_t len) {
     int32_t *ids = NULL;
     size_t n = 0;
-    if (zt_tokenizer_encode(o->tok, text, len, &ids, &n) != ZT_OK) {
+    if (o->train ? zt_bpe_counts_add(o->train, text, len) != ZT_OK
+                 : zt_tokenizer_encode(o->tok, text, len, &ids, &n) != ZT_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", zt_error_last());
         if (line) return zt_error_set(ZT_ERR_DATA, "input %s line %zu: %s", path, line, why);
         return zt_error_set(ZT_ERR_DATA, "input %s: %s", path, why);
+    }
+    if (o->train) {
+        o->docs++;
+        return ZT_OK;
     }
     size_t need = o->n + n + 1;
     if (need > o->cap) {
@@ -303,15 +321,15 @@ static enum zt_status bpe_inputs(const struct prepare_args *a, struct bpe_out *o
     return rc;
 }
 
-static enum zt_status prepare_bpe(const struct prepare_args *a) {
+static enum zt_status prepare_bpe(const struct prepare_args *a, const char *dir) {
     struct bpe_out o = {0};
     struct zt_tokenizer *tok = NULL;
-    ZT_CHECK(zt_tokenizer_load(&tok, a->tokenizer));
+    ZT_CHECK(zt_tokenizer_load(&tok, dir));
     enum zt_status rc = ZT_OK;
     int vocab = zt_tokenizer_vocab_size(tok);
     if (vocab > 65536) {
         rc = zt_error_set(ZT_ERR_DATA, "tokenizer %s: %d tokens do not fit llm.c's uint16 token "
-                                       "file (expected at most 65536)", a->tokenizer, vocab);
+                                       "file (expected at most 65536)", dir, vocab);
         goto out;
     }
     o.tok = tok;
@@ -324,7 +342,7 @@ static enum zt_status prepare_bpe(const struct prepare_args *a) {
     }
     ZT_CHECK_GOTO(zt_tokens_write(a->out, o.v, o.n), rc, out);
     printf("zt-prepare: %zu document%s, %zu bytes -> %zu tokens (vocab %d, tokenizer %s) -> %s\n",
-           o.docs, o.docs == 1 ? "" : "s", o.bytes, o.n, vocab, a->tokenizer, a->out);
+           o.docs, o.docs == 1 ? "" : "s", o.bytes, o.n, vocab, dir, a->out);
 out:
     free(o.v);
     zt_tokenizer_free(tok);
@@ -332,7 +350,75 @@ out:
 }
 
 // ----------------------------------------------------------------------------
+// --train-tokenizer: a BPE learned from the input
+
+/* dir can be written (or created) before any work is done: a bad one fails at once */
+static enum zt_status check_train_dir(const char *dir) {
+    struct stat sb;
+    if (stat(dir, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode))
+            return zt_error_set(ZT_ERR_IO, "tokenizer directory %s: exists and is not a "
+                                           "directory (expected a directory to write "
+                                           "tokenizer.json into)", dir);
+        if (access(dir, W_OK | X_OK) == 0) return ZT_OK;
+        return zt_error_set(ZT_ERR_IO, "tokenizer directory %s: cannot write (%s)", dir,
+                            strerror(errno));
+    }
+    char parent[4096]; /* dir without its trailing slashes and its last name */
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    while (n > 0 && dir[n - 1] != '/') n--;
+    while (n > 1 && dir[n - 1] == '/') n--;
+    snprintf(parent, sizeof parent, "%.*s", n ? (int)n : 1, n ? dir : ".");
+    if (access(parent, W_OK | X_OK) != 0)
+        return zt_error_set(ZT_ERR_IO, "tokenizer directory %s: cannot create (%s: %s)", dir,
+                            parent, strerror(errno));
+    return ZT_OK;
+}
+
+/* count the input's pieces, learn the merges, write DIR; then, with --out, tokenize */
+static enum zt_status prepare_train(const struct prepare_args *a) {
+    ZT_CHECK(check_train_dir(a->train_dir));
+    struct bpe_out o = {0};
+    struct zt_bpe_vocab v = {0};
+    ZT_CHECK(zt_bpe_counts_new(&o.train));
+    enum zt_status rc = bpe_inputs(a, &o);
+    if (rc == ZT_OK && zt_bpe_counts_pieces(o.train) == 0)
+        rc = zt_error_set(ZT_ERR_DATA, "empty corpus: no text in %zu byte(s) of input from %zu "
+                                       "document(s), nothing to train a tokenizer on", o.bytes,
+                          o.docs);
+    if (rc == ZT_OK) rc = zt_bpe_train(o.train, (int)a->vocab_size, &v);
+    if (rc == ZT_OK) rc = zt_bpe_save(&v, a->train_dir);
+    if (rc == ZT_OK)
+        printf("zt-prepare: %zu document%s, %zu bytes, %zu pieces -> trained tokenizer of %d "
+               "tokens (%d merges, <|endoftext|> = %d) -> %s\n", o.docs, o.docs == 1 ? "" : "s",
+               o.bytes, zt_bpe_counts_pieces(o.train), v.ntok + 1, v.nmerges, v.ntok,
+               a->train_dir);
+    zt_bpe_vocab_free(&v);
+    zt_bpe_counts_free(o.train);
+    if (rc == ZT_OK && a->out) rc = prepare_bpe(a, a->train_dir);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
 // the command line
+
+/* --train-tokenizer's companions: a vocabulary size, no other tokenizer, no byte cut */
+static int check_train_args(const struct prepare_args *a) {
+    if (a->vocab_size < 0)
+        return cli_usage_error(&cli, "missing %s (257..65536) for --train-tokenizer",
+                               "--vocab-size N");
+    if (a->vocab_size > 65536)
+        return cli_usage_error(&cli, "--vocab-size %lld: expected at most 65536 (llm.c token "
+                                     "files hold uint16 ids)", (long long)a->vocab_size);
+    if (a->tokenizer)
+        return cli_usage_error(&cli, "give either --tokenizer or --train-tokenizer, not both "
+                                     "(%s)", a->tokenizer);
+    if (a->max_bytes > 0)
+        return cli_usage_error(&cli, "give either --max-bytes or --train-tokenizer, not both (%s)",
+                               "a byte cut could split a character");
+    return 0;
+}
 
 /* The arguments into a (a->files has room for argc entries). --help stops the parse wherever
  * it is. Returns 0 or exit code 2. */
@@ -349,6 +435,10 @@ static int parse_args(int argc, char **argv, struct prepare_args *a) {
             rc = cli_string_option(&cli, argc, argv, &i, &a->out);
         } else if (!strcmp(arg, "--tokenizer")) {
             rc = cli_string_option(&cli, argc, argv, &i, &a->tokenizer);
+        } else if (!strcmp(arg, "--train-tokenizer")) {
+            rc = cli_string_option(&cli, argc, argv, &i, &a->train_dir);
+        } else if (!strcmp(arg, "--vocab-size")) {
+            rc = cli_int_option(&cli, argc, argv, &i, 257, &a->vocab_size);
         } else if (!strcmp(arg, "--max-bytes")) {
             rc = cli_int_option(&cli, argc, argv, &i, 2, &a->max_bytes);
         } else if (!strcmp(arg, "--")) { /* the rest are files, even those starting with - */
@@ -365,6 +455,10 @@ static int parse_args(int argc, char **argv, struct prepare_args *a) {
                                      "file: %s)", a->files[0]);
     if (!a->fortunes && !a->nfiles)
         return cli_usage_error(&cli, "no input: give text files or %s", "--fortunes");
+    if (a->train_dir) return check_train_args(a);
+    if (a->vocab_size > 0)
+        return cli_usage_error(&cli, "--vocab-size %lld: only with %s", (long long)a->vocab_size,
+                               "--train-tokenizer DIR");
     if (!a->out) return cli_usage_error(&cli, "missing %s (the output token file)", "--out");
     if (a->tokenizer && a->max_bytes > 0)
         return cli_usage_error(&cli, "give either --max-bytes or --tokenizer, not both (%s)",
@@ -374,8 +468,11 @@ static int parse_args(int argc, char **argv, struct prepare_args *a) {
 
 /* read the input, write the token file, print the summary line; returns the exit code */
 static int prepare(const struct prepare_args *a) {
+    if (a->train_dir)
+        return prepare_train(a) == ZT_OK ? CLI_EXIT_OK : cli_fail(&cli, CLI_EXIT_FAILURE);
     if (a->tokenizer)
-        return prepare_bpe(a) == ZT_OK ? CLI_EXIT_OK : cli_fail(&cli, CLI_EXIT_FAILURE);
+        return prepare_bpe(a, a->tokenizer) == ZT_OK ? CLI_EXIT_OK
+                                                     : cli_fail(&cli, CLI_EXIT_FAILURE);
     struct corpus c = {NULL, 0, 0, a->max_bytes > 0 ? (size_t)a->max_bytes : (size_t)-1, 0};
     enum zt_status rc = read_corpus(a, &c);
     if (rc == ZT_OK) rc = write_tokens(&c, a->out);
@@ -387,7 +484,8 @@ static int prepare(const struct prepare_args *a) {
 }
 
 int main(int argc, char **argv) {
-    struct prepare_args a = {.max_bytes = -1, .files = calloc((size_t)argc, sizeof *a.files)};
+    struct prepare_args a = {.max_bytes = -1, .vocab_size = -1,
+                             .files = calloc((size_t)argc, sizeof *a.files)};
     if (!a.files) {
         zt_error_set(ZT_ERR_NOMEM, "out of memory");
         return cli_fail(&cli, CLI_EXIT_FAILURE);

@@ -18,6 +18,7 @@
 
 enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPW, P_ATTPB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW,
        P_FCPB, P_NLAYER };
+_Static_assert(P_NLAYER == ZT_GPT2_LAYER_PARAMS, "zt_gpt2.h lists every layer parameter");
 
 struct zt_layer_acts {
     zt_tensor_t ln1, ln1_mean, ln1_rstd; /* [N,C], [N], [N] */
@@ -69,6 +70,29 @@ static const struct layer_param {
     {"mlp.c_proj.weight", 2, 4, 1, ZT_INIT_NORMAL, 1},
     {"mlp.c_proj.bias", 1, 1, 0, ZT_INIT_ZERO, 0},
 };
+
+int zt_gpt2_nparams(const struct zt_model_shape *s) { return 4 + P_NLAYER * s->n_layer; }
+
+void zt_gpt2_param_info(const struct zt_model_shape *s, int i, char *name, size_t n, int *ndim,
+                        int64_t shape[2]) {
+    int64_t C = s->n_embd;
+    int last = 2 + P_NLAYER * s->n_layer;
+    if (i < 2 || i >= last) { /* wte, wpe; ln_f weight, bias */
+        const char *names[4] = {"transformer.wte.weight", "transformer.wpe.weight",
+                                "transformer.ln_f.weight", "transformer.ln_f.bias"};
+        int k = i < 2 ? i : 2 + (i - last);
+        snprintf(name, n, "%s", names[k]);
+        *ndim = k < 2 ? 2 : 1;
+        shape[0] = k == 0 ? s->vocab_size : k == 1 ? s->seq_len : C;
+        shape[1] = k < 2 ? C : 0;
+        return;
+    }
+    const struct layer_param *lp = &g_layer_params[(i - 2) % P_NLAYER];
+    snprintf(name, n, "transformer.h.%d.%s", (i - 2) / P_NLAYER, lp->suffix);
+    *ndim = lp->ndim;
+    shape[0] = (int64_t)lp->r * C;
+    shape[1] = (int64_t)lp->c * C;
+}
 
 static zt_param_t declare(zt_engine_t e, const char *name, int ndim, int64_t d0, int64_t d1,
                        enum zt_init init, float std) {
@@ -156,6 +180,8 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     ZT_CHECK(zt_engine_act_partials(e, "ln_partials", 2 * C, &m->lnpart));
     return ZT_OK;
 }
+
+zt_tensor_t zt_gpt2_logits(zt_gpt2_t m) { return m->logits; }
 
 void zt_gpt2_free(zt_gpt2_t m) {
     if (!m) return;

@@ -9,6 +9,7 @@
 #ifndef ZT_GPT2_H
 #define ZT_GPT2_H
 
+#include <stddef.h>     /* size_t */
 #include <stdint.h>     /* int64_t */
 #include "zt_config.h"  /* struct zt_model_shape */
 #include "zt_engine.h"  /* zt_engine_t */
@@ -33,6 +34,21 @@ enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int
 /* Wait for the step; *loss = mean loss of the step (before its update). A training step whose
  * loss or gradient norm is NaN or Inf fails or warns as zt_engine_check_step says. */
 enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info *info);
+
+/* The parameters of a GPT-2 of this shape in declaration order: wte, wpe, then per layer its 12
+ * (ln_1.weight, ln_1.bias, attn.c_attn.weight, attn.c_attn.bias, attn.c_proj.weight,
+ * attn.c_proj.bias, ln_2.weight, ln_2.bias, mlp.c_fc.weight, mlp.c_fc.bias, mlp.c_proj.weight,
+ * mlp.c_proj.bias), then ln_f.weight, ln_f.bias. Parameter i's HF name and shape (shape[1] 0 for
+ * a vector). */
+#define ZT_GPT2_LAYER_PARAMS 12
+int zt_gpt2_nparams(const struct zt_model_shape *s);
+void zt_gpt2_param_info(const struct zt_model_shape *s, int i, char *name, size_t n, int *ndim,
+                        int64_t shape[2]);
+
+/* The logits of the last micro-batch's forward, [Bm*T, V] in the model's type (after a step
+ * submitted with train == 0 they are left as computed: the loss does not overwrite them). Read
+ * them between zt_tensor_acquire and zt_tensor_release. */
+zt_tensor_t zt_gpt2_logits(zt_gpt2_t m);
 
 /* Strict loading (DeepSpeed's load_module_strict): every tensor of the weights file st must be
  * one the model takes for this shape, or one Hugging Face GPT-2 files hold besides them (a

@@ -22,15 +22,10 @@
 
 #include "zt_file.h"     /* zt_file_read_all */
 #include "zt_status.h"   /* zt_error_set */
+#include "tokenizer_pattern.h" /* ZT_GPT2_PATTERN */
 
-/* GPT-2's pre-tokenisation pattern, as `tokenizers`' ByteLevel uses it:
- * 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
- * with \s spelled out as Unicode's White_Space, which is what Oniguruma (behind `tokenizers`)
- * matches: PCRE2's \s also takes U+180E, and would split differently around it. */
-#define WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
-           "\\x{202F}\\x{205F}\\x{3000}"
-static const char GPT2_PATTERN[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" WS
-                                   "\\p{L}\\p{N}]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+/* GPT-2's pre-tokenisation pattern (tokenizer_pattern.h says why \s is spelled out) */
+static const char GPT2_PATTERN[] = ZT_GPT2_PATTERN;
 
 #define MAX_FILE_BYTES ((size_t)1 << 30)
 

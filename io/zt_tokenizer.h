@@ -50,6 +50,59 @@ enum zt_status zt_tokenizer_encode(const struct zt_tokenizer *t, const char *tex
 enum zt_status zt_tokenizer_decode(const struct zt_tokenizer *t, const int32_t *ids, size_t n,
                                    char **text, size_t *len);
 
+/* ---------------------------------------------------------------------------------------------
+ * Training (io/tokenizer_train.c, io/tokenizer_save.c): a byte-level BPE learned from a corpus
+ * with the semantics of `tokenizers`' BpeTrainer (models/bpe/trainer.rs), so that the merges
+ * equal those it learns from the same documents:
+ *   - each document is split by GPT-2's regex (as the encoder does; "<|endoftext|>" in the text
+ *     is plain text here) and the pieces are counted;
+ *   - the first 256 tokens are the bytes, in the order of their byte-level characters' code
+ *     points (GPT-2's order: "!" is 0);
+ *   - the pair of adjacent tokens with the highest count over all pieces is merged next (a tie
+ *     goes to the pair with the smaller left id, then the smaller right id), until the
+ *     vocabulary holds vocab_size - 1 tokens or no pair is left; a merge whose string is
+ *     already a token reuses its id.
+ * "<|endoftext|>" is then added as the last id (GPT-2's place for it: 50256 of 50257).
+ *
+ *   struct zt_bpe_counts *c;   zt_bpe_counts_new(&c);
+ *   zt_bpe_counts_add(c, doc, len);  ...one call per document...
+ *   struct zt_bpe_vocab v;     zt_bpe_train(c, 4096, &v);   zt_bpe_save(&v, "tok");
+ *   zt_bpe_vocab_free(&v);     zt_bpe_counts_free(c);
+ */
+
+/* the pieces of the documents fed so far, with their counts */
+struct zt_bpe_counts;
+
+enum zt_status zt_bpe_counts_new(struct zt_bpe_counts **c);
+void zt_bpe_counts_free(struct zt_bpe_counts *c);
+
+/* Split one document text[0..len) and count its pieces. ZT_ERR_DATA on invalid UTF-8, naming
+ * the byte offset. */
+enum zt_status zt_bpe_counts_add(struct zt_bpe_counts *c, const char *text, size_t len);
+
+/* How many pieces were counted (0: nothing to train on). */
+size_t zt_bpe_counts_pieces(const struct zt_bpe_counts *c);
+
+/* a learned vocabulary: tokens as raw bytes, merges by rank (the first is applied first) */
+struct zt_bpe_vocab {
+    int32_t ntok;     /* tokens, not counting <|endoftext|> (whose id is ntok) */
+    char **tok;       /* [ntok] each token's bytes */
+    size_t *tok_len;  /* [ntok] */
+    int32_t nmerges;
+    int32_t *merges;  /* [2 * nmerges]: the left and the right id of each merge */
+};
+
+/* Learn the merges from c for a vocabulary of vocab_size ids (257..65536: the bytes, the merged
+ * tokens, <|endoftext|>). A small corpus may give fewer (v->ntok + 1 < vocab_size). */
+enum zt_status zt_bpe_train(const struct zt_bpe_counts *c, int vocab_size,
+                            struct zt_bpe_vocab *v);
+void zt_bpe_vocab_free(struct zt_bpe_vocab *v);
+
+/* Write v to dir as tokenizer.json, vocab.json and merges.txt (the files zt_tokenizer_load and
+ * `tokenizers` read), each replaced atomically; dir is created when missing (its parent must
+ * exist) and removed again when a write fails. ZT_ERR_IO names the file and the reason. */
+enum zt_status zt_bpe_save(const struct zt_bpe_vocab *v, const char *dir);
+
 #ifdef __cplusplus
 }
 #endif

@@ -119,6 +119,16 @@ void zt_kern_attention_backward(float *dqkv, float *scratch, const float *dout, 
                                 const float *att, int B, int T, int C, int NH);
 size_t zt_kern_attention_scratch_floats(int T);
 
+/* Inference with a KV cache: attention of m new rows of one sequence, at positions p0..p0+m-1,
+ * against kv[p0+m, 2C] (row p = [k_p | v_p], heads as in qkv; the new rows' K/V already in it).
+ * q: the new rows' queries (row i at q + i*ldq, head h at column h*hs); out: row i at
+ * out + i*ldo. Row i attends to positions 0..p0+i. scratch: at least
+ * zt_kern_attention_cached_scratch_floats(p0 + m) floats. With ZT_GEMM_AVX512 each output row has
+ * the bits of zt_kern_attention_forward's row for the same position of the same tokens. */
+void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *q, int ldq,
+                              const float *kv, int p0, int m, int C, int NH);
+size_t zt_kern_attention_cached_scratch_floats(int npos);
+
 /* ---------------------------------------------------------------------------------------------
  * GELU, tanh approximation (PyTorch gelu(approximate='tanh'))
  * out[n] = gelu(inp[n]) */
@@ -138,6 +148,16 @@ void zt_kern_residual_backward(float *da, float *db, const float *dout, size_t n
  * dscale * (softmax(logits[n]) - onehot(targets[n])); with dscale == 0 logits is untouched. */
 void zt_kern_crossentropy_forward_backward(float *logits, float *losses, const int32_t *targets,
                                            int N, int V, float dscale);
+
+/* ---------------------------------------------------------------------------------------------
+ * sampling (kernels/cpu/sample.c): the next token from logits[V] (modified in place), Hugging
+ * Face generate's processors in order: repetition penalty (1: off; once per distinct id of
+ * history[nhist]: a logit > 0 is divided by it, else multiplied), then temperature <= 0: argmax
+ * (the lowest id on a tie); else logits / temperature, the top_k best (0: all), the smallest
+ * best-first prefix holding top_p of their probability (1: all), and the candidate where u in
+ * [0, 1) falls in the cumulative distribution. idx: V ints of scratch. */
+int zt_kern_sample(float *logits, int V, const int32_t *history, int nhist, float temperature,
+                   int top_k, float top_p, float penalty, double u, int32_t *idx);
 
 /* ---------------------------------------------------------------------------------------------
  * optimizer

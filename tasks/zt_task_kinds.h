@@ -45,7 +45,12 @@ extern "C" {
     X(comm_allgather, COMMUNICATION, NONE)                                                       \
     X(swap_in, SWAP, NONE)                                                                       \
     X(swap_out, SWAP, NONE)                                                                      \
-    X(ckpt_write, CHECKPOINT, NONE)
+    X(ckpt_write, CHECKPOINT, NONE)                                                              \
+    X(embed_rows, COMPUTE, FORWARD)                                                              \
+    X(kv_append, COMPUTE, FORWARD)                                                               \
+    X(attention_cached, COMPUTE, FORWARD)                                                        \
+    X(gather_rows, COMPUTE, FORWARD)                                                             \
+    X(sample, COMPUTE, FORWARD)
 
 enum zt_task_kind {
 #define ZT_KIND_ENUM_(k, cls, phase) ZT_KIND_##k,

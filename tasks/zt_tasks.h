@@ -99,6 +99,45 @@ enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tenso
                                           int blk, zt_tensor_t dout, zt_tensor_t qkv,
                                           zt_tensor_t att, int n_head);
 
+/* ---- inference ---- (tasks/inference.c) A generation step works on rows: row r of the step's
+ * activation tensors is position rows[r].pos of the sequence held in KV-cache slot rows[r].slot.
+ * A layer's KV cache is an f32 tensor kv [S*Tc, 2C] with one block per slot (block s: slot s's
+ * cache, row p = [k_p | v_p], heads as in qkv). The functions take the whole step's arrays
+ * (indexed by row) and read the entries of block blk's rows; within a block, the rows of one slot
+ * must be together. */
+struct zt_row_pos {
+    int32_t slot, pos;
+};
+/* out block blk (f32 [n, C]) row r = wte[tokens[r]] + wpe[rows[r].pos] (16-bit tables are
+ * widened a row at a time) */
+enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                  zt_tensor_t wte, zt_tensor_t wpe, const int32_t *tokens,
+                                  const struct zt_row_pos *rows);
+/* the K and V columns of qkv block blk's rows into their slots' caches, at their positions */
+enum zt_status zt_task_kv_append(const struct zt_task_opts *o, zt_tensor_t kv, zt_tensor_t qkv,
+                                 int blk, const struct zt_row_pos *rows);
+/* out block blk = causal attention of its rows (queries from qkv) against their slots' caches,
+ * which must hold every position up to theirs (kernels/zt_kernels.h: zt_kern_attention_cached) */
+enum zt_status zt_task_attention_cached(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                        zt_tensor_t qkv, zt_tensor_t kv,
+                                        const struct zt_row_pos *rows, int n_head);
+/* out [k, C] row i = inp row idx[i] (f32, whole tensors) */
+enum zt_status zt_task_gather_rows(const struct zt_task_opts *o, zt_tensor_t out,
+                                   zt_tensor_t inp, const int32_t *idx);
+
+/* ---- sampling ---- (tasks/sample.c) tokens (int32, one per row) row i = the token picked
+ * from logits row i (f32 [n, V], whole tensors; left as they are) with p[i]
+ * (kernels/zt_kernels.h: zt_kern_sample); the histories are copied at submission */
+struct zt_sample_params {
+    float temperature, top_p, penalty;
+    int top_k;
+    double u;                /* uniform in [0, 1) */
+    const int32_t *history;  /* the sequence so far (repetition penalty) */
+    int nhist;
+};
+enum zt_status zt_task_sample(const struct zt_task_opts *o, zt_tensor_t tokens,
+                              zt_tensor_t logits, const struct zt_sample_params *p);
+
 /* ---- pointwise ---- */
 enum zt_status zt_task_gelu_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                     zt_tensor_t inp);

@@ -1,0 +1,349 @@
+/*
+ * apps/generate_input.c: zt-generate's prompts (a JSONL file, one text, or a list of ids) and
+ * its DeepSpeed inference config, read with cJSON; every error one line naming the file, the
+ * line or key, and what was expected.
+ *
+ * Layer: apps/ (compiled into zt-generate).
+ */
+#include <cjson/cJSON.h>    /* cJSON_Parse */
+#include <errno.h>          /* errno */
+#include <stdint.h>         /* INT32_MIN */
+#include <stdlib.h>         /* calloc, free, strtol */
+#include <string.h>         /* strcmp, strerror */
+#include "generate_input.h" /* our prototypes */
+
+static enum zt_status grow(struct gen_prompt **p, int n, int *cap) {
+    if (n < *cap) return ZT_OK;
+    int c = *cap ? 2 * *cap : 16;
+    struct gen_prompt *q = realloc(*p, (size_t)c * sizeof *q);
+    if (!q) return zt_error_set(ZT_ERR_NOMEM, "out of memory for the prompts");
+    memset(q + *cap, 0, (size_t)(c - *cap) * sizeof *q);
+    *p = q;
+    *cap = c;
+    return ZT_OK;
+}
+
+static enum zt_status encode(const struct zt_tokenizer *tok, const char *text,
+                             struct gen_prompt *p) {
+    size_t n = 0;
+    ZT_CHECK(zt_tokenizer_encode(tok, text, strlen(text), &p->ids, &n));
+    p->nids = (int)n;
+    return ZT_OK;
+}
+
+/* a number field of a prompts line: absent is fine; present must be a number in [lo, hi] */
+static enum zt_status number(const cJSON *o, const char *key, double lo, double hi, double *v,
+                             const char *where) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!x) return ZT_OK;
+    if (!cJSON_IsNumber(x) || x->valuedouble < lo || x->valuedouble > hi)
+        return zt_error_set(ZT_ERR_CONFIG, "%s: \"%s\": expected a number in [%g, %g]", where,
+                            key, lo, hi);
+    *v = x->valuedouble;
+    return ZT_OK;
+}
+
+static enum zt_status line_params(const cJSON *o, struct zt_gen_params *p, const char *where) {
+    double mnt = p->max_new_tokens, t = p->temperature, k = p->top_k, tp = p->top_p;
+    double seed = (double)p->seed;
+    ZT_CHECK(number(o, "max_new_tokens", 1, 1 << 30, &mnt, where));
+    ZT_CHECK(number(o, "temperature", 0, 1e30, &t, where));
+    ZT_CHECK(number(o, "top_k", 0, 1 << 30, &k, where));
+    ZT_CHECK(number(o, "top_p", 1e-30, 1, &tp, where));
+    ZT_CHECK(number(o, "seed", 0, 9007199254740992.0, &seed, where));
+    if (mnt != (int)mnt || k != (int)k)
+        return zt_error_set(ZT_ERR_CONFIG, "%s: max_new_tokens and top_k must be integers",
+                            where);
+    p->max_new_tokens = (int)mnt;
+    p->temperature = (float)t;
+    p->top_k = (int)k;
+    p->top_p = (float)tp;
+    p->seed = (uint64_t)seed;
+    return ZT_OK;
+}
+
+static const char *const g_line_keys[] = {"prompt", "prompt_ids", "max_new_tokens",
+                                          "temperature", "top_k", "top_p", "seed"};
+
+static enum zt_status line_keys(const cJSON *o, const char *where) {
+    for (const cJSON *x = o->child; x; x = x->next) {
+        int known = 0;
+        for (size_t k = 0; k < sizeof g_line_keys / sizeof *g_line_keys; k++)
+            known |= !strcmp(x->string, g_line_keys[k]);
+        if (!known)
+            return zt_error_set(ZT_ERR_CONFIG, "%s: unknown key \"%s\" (expected prompt or "
+                                "prompt_ids, and optionally max_new_tokens, temperature, top_k, "
+                                "top_p, seed)", where, x->string);
+    }
+    return ZT_OK;
+}
+
+static enum zt_status line_ids(const cJSON *a, struct gen_prompt *p, const char *where) {
+    int n = cJSON_GetArraySize(a);
+    p->ids = calloc((size_t)(n > 0 ? n : 1), sizeof *p->ids);
+    if (!p->ids) return zt_error_set(ZT_ERR_NOMEM, "out of memory for the prompts");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        if (!cJSON_IsNumber(x) || x->valuedouble != (int32_t)x->valuedouble)
+            return zt_error_set(ZT_ERR_CONFIG, "%s: \"prompt_ids\": expected integers", where);
+        p->ids[p->nids++] = (int32_t)x->valuedouble;
+    }
+    return ZT_OK;
+}
+
+static enum zt_status parse_line(const char *text, const struct zt_tokenizer *tok,
+                                 struct gen_prompt *p, const char *where) {
+    cJSON *o = cJSON_Parse(text);
+    enum zt_status rc = ZT_OK;
+    const cJSON *pt = o ? cJSON_GetObjectItemCaseSensitive(o, "prompt") : NULL;
+    const cJSON *pi = o ? cJSON_GetObjectItemCaseSensitive(o, "prompt_ids") : NULL;
+    if (!cJSON_IsObject(o))
+        rc = zt_error_set(ZT_ERR_CONFIG, "%s: expected a JSON object", where);
+    else if (!pt == !pi || (pt && !cJSON_IsString(pt)) || (pi && !cJSON_IsArray(pi)))
+        rc = zt_error_set(ZT_ERR_CONFIG, "%s: expected either \"prompt\" (a string) or "
+                          "\"prompt_ids\" (an array of ids)", where);
+    else if (pt && !tok)
+        rc = zt_error_set(ZT_ERR_CONFIG, "%s: a \"prompt\" text needs --tokenizer", where);
+    if (rc == ZT_OK) rc = line_keys(o, where);
+    if (rc == ZT_OK) rc = line_params(o, &p->p, where);
+    if (rc == ZT_OK) rc = pt ? encode(tok, pt->valuestring, p) : line_ids(pi, p, where);
+    if (rc == ZT_OK && p->nids == 0)
+        rc = zt_error_set(ZT_ERR_CONFIG, "%s: the prompt is empty (expected at least one token)",
+                          where);
+    cJSON_Delete(o);
+    return rc;
+}
+
+static int blank(const char *s) {
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return 0;
+    return 1;
+}
+
+enum zt_status gen_prompts_load(const char *path, const struct zt_tokenizer *tok,
+                                const struct zt_gen_params *defaults, struct gen_prompt **out,
+                                int *n) {
+    *out = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f) return zt_error_set(ZT_ERR_IO, "--prompts %s: %s", path, strerror(errno));
+    char *line = NULL, where[600];
+    size_t cap = 0;
+    int count = 0, lineno = 0;
+    enum zt_status rc = ZT_OK;
+    while (rc == ZT_OK && getline(&line, &cap, f) >= 0) {
+        lineno++;
+        if (blank(line)) continue;
+        snprintf(where, sizeof where, "%s:%d", path, lineno);
+        rc = grow(out, *n, &count);
+        if (rc != ZT_OK) break;
+        struct gen_prompt *p = &(*out)[(*n)++];
+        p->p = *defaults;
+        p->line = lineno;
+        rc = parse_line(line, tok, p, where);
+    }
+    free(line);
+    fclose(f);
+    if (rc == ZT_OK && *n == 0)
+        rc = zt_error_set(ZT_ERR_CONFIG, "--prompts %s: no prompt in the file", path);
+    return rc;
+}
+
+enum zt_status gen_prompt_text(const char *text, const struct zt_tokenizer *tok,
+                               const struct zt_gen_params *defaults, struct gen_prompt **out,
+                               int *n) {
+    *out = calloc(1, sizeof **out);
+    *n = *out ? 1 : 0;
+    if (!*out) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
+    (*out)->p = *defaults;
+    ZT_CHECK(encode(tok, text, *out));
+    if ((*out)->nids == 0)
+        return zt_error_set(ZT_ERR_CONFIG, "--prompt: empty (expected at least one token)");
+    return ZT_OK;
+}
+
+enum zt_status gen_prompt_ids(const char *list, const struct zt_gen_params *defaults,
+                              struct gen_prompt **out, int *n) {
+    *out = calloc(1, sizeof **out);
+    *n = *out ? 1 : 0;
+    struct gen_prompt *p = *out;
+    if (p) p->ids = calloc(strlen(list) / 2 + 1, sizeof *p->ids);
+    if (!p || !p->ids) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
+    p->p = *defaults;
+    for (const char *s = list; *s;) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < INT32_MIN || v > INT32_MAX || (*end && *end != ','))
+            return zt_error_set(ZT_ERR_CONFIG, "--prompt-ids %s: expected integers separated "
+                                "by commas", list);
+        p->ids[p->nids++] = (int32_t)v;
+        s = *end ? end + 1 : end;
+    }
+    return ZT_OK;
+}
+
+void gen_prompts_free(struct gen_prompt *p, int n) {
+    for (int i = 0; p && i < n; i++) {
+        free(p[i].ids);
+        free(p[i].out);
+        free(p[i].text);
+    }
+    free(p);
+}
+
+/* length of the valid UTF-8 character at s[0..n), or 0 with *bad = the bytes of its maximal
+ * invalid subpart (Unicode's "substitution of maximal subparts", as Rust's from_utf8_lossy) */
+static size_t utf8_char(const unsigned char *s, size_t n, size_t *bad) {
+    unsigned char c = s[0];
+    size_t need = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3
+                : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+    *bad = 1;
+    if (need <= 1) return need;
+    for (size_t k = 1; k < need; k++) {
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (k == 1 && c == 0xE0) lo = 0xA0;
+        if (k == 1 && c == 0xED) hi = 0x9F;
+        if (k == 1 && c == 0xF0) lo = 0x90;
+        if (k == 1 && c == 0xF4) hi = 0x8F;
+        if (k >= n || s[k] < lo || s[k] > hi) {
+            *bad = k;
+            return 0;
+        }
+    }
+    return need;
+}
+
+char *gen_utf8_lossy(const char *text) {
+    size_t n = strlen(text), at = 0;
+    char *out = malloc(3 * n + 1); /* a byte becomes at most the 3 bytes of U+FFFD */
+    if (!out) return NULL;
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < n;) {
+        size_t bad, k = utf8_char(s + i, n - i, &bad);
+        if (k) {
+            memcpy(out + at, s + i, k);
+            at += k;
+            i += k;
+        } else {
+            memcpy(out + at, "\xEF\xBF\xBD", 3);
+            at += 3;
+            i += bad;
+        }
+    }
+    out[at] = '\0';
+    return out;
+}
+
+void gen_print_json_string(FILE *f, const char *s) {
+    cJSON *item = cJSON_CreateString(s);
+    char *q = item ? cJSON_PrintUnformatted(item) : NULL;
+    fputs(q ? q : "\"\"", f);
+    free(q);
+    cJSON_Delete(item);
+}
+
+// ----------------------------------------------------------------------------
+// the DeepSpeed inference config
+
+/* every key of o must be one of keys (a NULL-terminated list) */
+static enum zt_status only_keys(const cJSON *o, const char *const *keys, const char *path,
+                                const char *where) {
+    if (!cJSON_IsObject(o))
+        return zt_error_set(ZT_ERR_CONFIG, "%s: %s: expected an object", path, where);
+    for (const cJSON *x = o->child; x; x = x->next) {
+        int known = 0;
+        for (int k = 0; keys[k]; k++) known |= !strcmp(x->string, keys[k]);
+        if (!known)
+            return zt_error_set(ZT_ERR_CONFIG, "%s: %s%s: unknown key \"%s\" for inference", path,
+                                where, *where ? "." : "", x->string);
+    }
+    return ZT_OK;
+}
+
+static enum zt_status int_key(const cJSON *o, const char *key, int lo, int *v, const char *path) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!x) return ZT_OK;
+    if (!cJSON_IsNumber(x) || x->valuedouble != (int)x->valuedouble || x->valuedouble < lo)
+        return zt_error_set(ZT_ERR_CONFIG, "%s: %s: expected an integer >= %d", path, key, lo);
+    *v = (int)x->valuedouble;
+    return ZT_OK;
+}
+
+static enum zt_status dtype_key(const cJSON *root, int *dtype, const char *path) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, "dtype");
+    if (!x) return ZT_OK;
+    const char *v = cJSON_IsString(x) ? x->valuestring : "";
+    *dtype = !strcmp(v, "fp32") || !strcmp(v, "float32")    ? ZT_GEN_DTYPE_F32
+             : !strcmp(v, "bf16") || !strcmp(v, "bfloat16") ? ZT_GEN_DTYPE_BF16
+             : !strcmp(v, "fp16") || !strcmp(v, "float16")  ? ZT_GEN_DTYPE_F16
+                                                            : -1;
+    if (*dtype < 0)
+        return zt_error_set(ZT_ERR_CONFIG, "%s: dtype: expected \"fp32\", \"bf16\" or \"fp16\"",
+                            path);
+    return ZT_OK;
+}
+
+static enum zt_status offload_keys(const cJSON *op, struct zt_gen_config *cfg, const char *path) {
+    static const char *const keys[] = {"device", "nvme_path", "buffer_count", "pin_memory",
+                                       "buffer_size", "max_in_cpu", NULL};
+    ZT_CHECK(only_keys(op, keys, path, "zero_optimization.offload_param"));
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(op, "device");
+    const cJSON *np = cJSON_GetObjectItemCaseSensitive(op, "nvme_path");
+    const char *d = cJSON_IsString(dev) ? dev->valuestring : dev ? "?" : "none";
+    if (strcmp(d, "none") && strcmp(d, "cpu") && strcmp(d, "nvme"))
+        return zt_error_set(ZT_ERR_CONFIG, "%s: zero_optimization.offload_param.device: expected "
+                            "\"none\", \"cpu\" or \"nvme\"", path);
+    cfg->stream_weights = !strcmp(d, "nvme");
+    if (cfg->stream_weights && !cJSON_IsString(np))
+        return zt_error_set(ZT_ERR_CONFIG, "%s: zero_optimization.offload_param.nvme_path: "
+                            "expected a directory (device nvme)", path);
+    if (cfg->stream_weights) cfg->nvme_path = strdup(np->valuestring);
+    int count = 2;
+    ZT_CHECK(int_key(op, "buffer_count", 2, &count, path));
+    cfg->prefetch = count - 1;
+    return ZT_OK;
+}
+
+static enum zt_status zero_keys(const cJSON *root, struct zt_gen_config *cfg, const char *path) {
+    static const char *const keys[] = {"stage", "offload_param", NULL};
+    const cJSON *z = cJSON_GetObjectItemCaseSensitive(root, "zero_optimization");
+    if (!z) return ZT_OK;
+    ZT_CHECK(only_keys(z, keys, path, "zero_optimization"));
+    int stage = 0;
+    ZT_CHECK(int_key(z, "stage", 0, &stage, path));
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(z, "offload_param");
+    if (stage != 0 && stage != 3)
+        return zt_error_set(ZT_ERR_CONFIG, "%s: zero_optimization.stage: expected 0 or 3 for "
+                            "inference (ZeRO-Inference is stage 3 with offload_param)", path);
+    return op ? offload_keys(op, cfg, path) : ZT_OK;
+}
+
+static enum zt_status aio_keys(const cJSON *root, struct zt_gen_config *cfg, const char *path) {
+    static const char *const keys[] = {"block_size", "queue_depth", "thread_count",
+                                       "single_submit", "overlap_events", NULL};
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "aio");
+    if (!a) return ZT_OK;
+    ZT_CHECK(only_keys(a, keys, path, "aio"));
+    ZT_CHECK(int_key(a, "block_size", 4096, &cfg->aio_block_size, path));
+    ZT_CHECK(int_key(a, "queue_depth", 1, &cfg->aio_queue_depth, path));
+    return int_key(a, "thread_count", 1, &cfg->aio_threads, path);
+}
+
+enum zt_status gen_ds_config_load(const char *path, struct zt_gen_config *cfg, int *dtype) {
+    static const char *const keys[] = {"dtype", "zero_optimization", "aio", NULL};
+    FILE *f = fopen(path, "rb");
+    if (!f) return zt_error_set(ZT_ERR_CONFIG, "--ds-config %s: %s", path, strerror(errno));
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    cJSON *root = cJSON_Parse(buf);
+    enum zt_status rc = root ? only_keys(root, keys, path, "")
+                             : zt_error_set(ZT_ERR_CONFIG, "%s: not valid JSON", path);
+    if (rc == ZT_OK) rc = dtype_key(root, dtype, path);
+    if (rc == ZT_OK) rc = zero_keys(root, cfg, path);
+    if (rc == ZT_OK) rc = aio_keys(root, cfg, path);
+    cJSON_Delete(root);
+    return rc;
+}

@@ -1,0 +1,362 @@
+/*
+ * graph/generate.c: the generator: requests, KV-cache slots and the step loop (continuous
+ * batching: a finished request's slot goes to the next waiting one at the next step).
+ *
+ * Layer: graph/ (the API is graph/zt_generate.h). A step: free slots take waiting requests;
+ * every running request gives its rows (its last token when decoding, else the next chunk of
+ * its prompt, decode rows first within the step's row budget); generate_step.c submits the
+ * step's task graph; the logits come back and each request whose rows reached its last id
+ * samples its next one (kernels/cpu/sample.c) with the random number of (seed, position).
+ */
+#include <pthread.h>        /* pthread_mutex_t */
+#include <stdio.h>          /* snprintf */
+#include <stdlib.h>         /* calloc, free */
+#include <string.h>         /* memcpy */
+#include "zt_sched.h"       /* zt_runtime_nworkers */
+#include "generate_impl.h"  /* gen_* */
+
+struct zt_generator {
+    struct zt_model_shape s;
+    struct zt_gen_config cfg;
+    struct gen_weights w;
+    struct gen_acts *acts;
+    int tasks_up, max_rows, nworkers;
+    zt_tensor_t *kv;               /* [L] */
+    struct gen_request **slot;     /* [max_batch] */
+    struct gen_request *wait_head, *wait_tail;
+    pthread_mutex_t mu;            /* the waiting queue and next_id */
+    int64_t next_id;
+    struct gen_batch b;            /* arrays of max_rows */
+    int32_t *logit_slot;           /* [max_rows] the slot of each logits row, -1: prompt only */
+    struct zt_sample_params *sp;   /* [max_rows] the sampling of each logits row */
+    int32_t *picked;               /* [max_rows] the tokens the sample task picked */
+    int want_logits;               /* a row of this step goes to a request's prompt_logits */
+    struct zt_gen_stats stats;
+};
+
+const char *zt_finish_name(enum zt_finish f) {
+    return f == ZT_FINISH_LENGTH ? "length" : f == ZT_FINISH_STOP ? "stop"
+                                            : f == ZT_FINISH_EOS  ? "eos" : "";
+}
+
+static enum zt_status make_state(zt_generator_t g) {
+    int S = g->cfg.max_batch, R = g->max_rows, L = g->s.n_layer;
+    g->kv = calloc((size_t)L, sizeof *g->kv);
+    g->slot = calloc((size_t)S, sizeof *g->slot);
+    g->b.tokens = calloc((size_t)R, sizeof *g->b.tokens);
+    g->b.rows = calloc((size_t)R, sizeof *g->b.rows);
+    g->b.logit_rows = calloc((size_t)R, sizeof *g->b.logit_rows);
+    g->logit_slot = calloc((size_t)R, sizeof *g->logit_slot);
+    g->sp = calloc((size_t)R, sizeof *g->sp);
+    g->picked = calloc((size_t)R, sizeof *g->picked);
+    if (!g->kv || !g->slot || !g->b.tokens || !g->b.rows || !g->b.logit_rows ||
+        !g->logit_slot || !g->sp || !g->picked)
+        return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
+    for (int l = 0; l < L; l++)
+        ZT_CHECK(zt_tensor_init(&g->kv[l], "kv_cache", NULL, (int64_t)S * g->s.seq_len,
+                                2 * (int64_t)g->s.n_embd, sizeof(float), S, NULL));
+    return gen_acts_create(&g->acts, &g->s, R);
+}
+
+static int64_t kv_bytes(const zt_generator_t g) {
+    return (int64_t)g->s.n_layer * g->cfg.max_batch * g->s.seq_len * 2 * g->s.n_embd * 4;
+}
+
+/* ZT_HOST_MEM_LIMIT (0: none) against the weights in memory, the KV cache and the activations */
+static enum zt_status check_budget(zt_generator_t g) {
+    int64_t limit = 0;
+    ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
+    int64_t weights = gen_weights_host_bytes(&g->w), kv = kv_bytes(g);
+    int64_t acts = (int64_t)g->max_rows * (16 * g->s.n_embd + 2 * g->s.vocab_size) * 4;
+    if (limit <= 0 || weights + kv + acts <= limit) return ZT_OK;
+    const double mib = 1048576.0;
+    return zt_error_set(ZT_ERR_NOMEM, "ZT_HOST_MEM_LIMIT=%.1f MiB: generation needs %.1f MiB "
+                        "(weights in memory %.1f, KV cache %.1f, activations %.1f); stream the "
+                        "layers from NVMe (offload_param device nvme) or lower --max-batch",
+                        limit / mib, (weights + kv + acts) / mib, weights / mib, kv / mib,
+                        acts / mib);
+}
+
+enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_shape *s,
+                                   const struct zt_gen_weights *w,
+                                   const struct zt_gen_config *cfg) {
+    *out = NULL;
+    if (cfg->max_batch < 1 || cfg->prefill_chunk < 0 || (cfg->stream_weights && !cfg->nvme_path))
+        return zt_error_set(ZT_ERR_CONFIG, "generate: max_batch %d (expected >= 1), "
+                            "prefill_chunk %d (>= 0), a stream without an nvme_path",
+                            cfg->max_batch, cfg->prefill_chunk);
+    struct zt_generator *g = calloc(1, sizeof *g);
+    if (!g) return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
+    *out = g;
+    g->s = *s;
+    g->cfg = *cfg;
+    if (g->cfg.prefill_chunk == 0) g->cfg.prefill_chunk = 256;
+    g->max_rows = g->cfg.prefill_chunk + g->cfg.max_batch;
+    pthread_mutex_init(&g->mu, NULL);
+    ZT_CHECK(zt_tasks_init());
+    g->tasks_up = 1;
+    g->nworkers = zt_runtime_nworkers() > 0 ? zt_runtime_nworkers() : 1;
+    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg));
+    ZT_CHECK(check_budget(g));
+    return make_state(g);
+}
+
+static void free_request(struct gen_request *r) {
+    if (!r) return;
+    free(r->ids);
+    free(r);
+}
+
+void zt_generator_free(zt_generator_t g) {
+    if (!g) return;
+    gen_acts_free(g->acts);
+    for (int l = 0; g->kv && l < g->s.n_layer; l++)
+        if (g->kv[l]) zt_tensor_free(g->kv[l]);
+    gen_weights_free(&g->w);
+    for (int i = 0; g->slot && i < g->cfg.max_batch; i++) free_request(g->slot[i]);
+    while (g->wait_head) {
+        struct gen_request *r = g->wait_head;
+        g->wait_head = r->next;
+        free_request(r);
+    }
+    free(g->kv);
+    free(g->slot);
+    free(g->b.tokens);
+    free(g->b.rows);
+    free(g->b.logit_rows);
+    free(g->logit_slot);
+    free(g->sp);
+    free(g->picked);
+    if (g->tasks_up) zt_tasks_free();
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
+// ----------------------------------------------------------------------------
+// requests
+
+static enum zt_status check_request(zt_generator_t g, const int32_t *prompt, int n,
+                                    const struct zt_gen_params *p) {
+    if (n < 1) return zt_error_set(ZT_ERR_INVALID, "prompt: empty (expected at least one token)");
+    for (int i = 0; i < n; i++)
+        if (prompt[i] < 0 || prompt[i] >= g->s.vocab_size)
+            return zt_error_set(ZT_ERR_INVALID, "prompt: token %d at position %d is outside the "
+                                "vocabulary [0, %d)", prompt[i], i, g->s.vocab_size);
+    if (n >= g->s.seq_len)
+        return zt_error_set(ZT_ERR_INVALID, "prompt: %d tokens leave no room to generate in the "
+                            "model's context of %d (seq_len)", n, g->s.seq_len);
+    if (p->max_new_tokens < 1 || p->temperature < 0 || p->top_k < 0 || !(p->top_p > 0) ||
+        p->top_p > 1 || !(p->repetition_penalty > 0))
+        return zt_error_set(ZT_ERR_INVALID, "sampling: max_new_tokens %d (expected >= 1), "
+                            "temperature %g (>= 0), top_k %d (>= 0), top_p %g (in (0, 1]), "
+                            "repetition_penalty %g (> 0)", p->max_new_tokens, p->temperature,
+                            p->top_k, p->top_p, p->repetition_penalty);
+    return ZT_OK;
+}
+
+enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int n,
+                                   const struct zt_gen_params *p, zt_gen_token_fn fn,
+                                   void *user, float *prompt_logits, int64_t *id) {
+    ZT_CHECK(check_request(g, prompt, n, p));
+    struct gen_request *r = calloc(1, sizeof *r);
+    int32_t *ids = calloc((size_t)g->s.seq_len, sizeof *ids);
+    if (!r || !ids) {
+        free(r);
+        free(ids);
+        return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
+    }
+    memcpy(ids, prompt, (size_t)n * sizeof *ids);
+    *r = (struct gen_request){.ids = ids, .nprompt = n, .n = n, .p = *p, .fn = fn,
+                              .user = user, .prompt_logits = prompt_logits};
+    pthread_mutex_lock(&g->mu);
+    r->id = g->next_id++;
+    if (g->wait_tail) g->wait_tail->next = r;
+    else g->wait_head = r;
+    g->wait_tail = r;
+    pthread_mutex_unlock(&g->mu);
+    if (id) *id = r->id;
+    return ZT_OK;
+}
+
+/* free slots take waiting requests, in order */
+static void admit(zt_generator_t g) {
+    pthread_mutex_lock(&g->mu);
+    for (int s = 0; s < g->cfg.max_batch && g->wait_head; s++) {
+        if (g->slot[s]) continue;
+        struct gen_request *r = g->wait_head;
+        g->wait_head = r->next;
+        if (!g->wait_head) g->wait_tail = NULL;
+        r->next = NULL;
+        g->slot[s] = r;
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+// ----------------------------------------------------------------------------
+// one step
+
+/* rows [fed, fed + m) of slot s's request into the batch; logits for its last id, and for
+ * prompt positions when asked */
+static void add_rows(zt_generator_t g, int s, int m) {
+    struct gen_request *r = g->slot[s];
+    struct gen_batch *b = &g->b;
+    for (int i = 0; i < m; i++) {
+        int pos = r->fed + i, last = pos == r->n - 1;
+        b->tokens[b->n] = r->ids[pos];
+        b->rows[b->n] = (struct zt_row_pos){.slot = s, .pos = pos};
+        if (r->prompt_logits && pos < r->nprompt) g->want_logits = 1;
+        if (last || (r->prompt_logits && pos < r->nprompt)) {
+            g->logit_slot[b->nlogits] = s;
+            b->logit_rows[b->nlogits++] = b->n;
+        }
+        b->n++;
+        *(pos < r->nprompt ? &g->stats.prefill_rows : &g->stats.decode_rows) += 1;
+    }
+    r->fed += m;
+}
+
+/* decode rows first (one each), then prompt chunks within the row budget */
+static void build_batch(zt_generator_t g) {
+    g->b.n = g->b.nlogits = g->want_logits = 0;
+    for (int s = 0; s < g->cfg.max_batch; s++)
+        if (g->slot[s] && g->slot[s]->n - g->slot[s]->fed == 1) add_rows(g, s, 1);
+    for (int s = 0; s < g->cfg.max_batch; s++) {
+        struct gen_request *r = g->slot[s];
+        int left = g->max_rows - g->b.n, todo = r ? r->n - r->fed : 0;
+        if (todo < 1 || left < 1) continue;
+        int m = todo < g->cfg.prefill_chunk ? todo : g->cfg.prefill_chunk;
+        add_rows(g, s, m < left ? m : left);
+    }
+}
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* the uniform number of a request's token at position pos */
+static double uniform(uint64_t seed, int pos) {
+    uint64_t x = splitmix64(seed ^ splitmix64((uint64_t)pos + 1));
+    return (double)(x >> 11) * (1.0 / 9007199254740992.0);
+}
+
+static void finish(zt_generator_t g, int s, enum zt_finish why) {
+    struct gen_request *r = g->slot[s];
+    r->finish = why;
+    if (r->fn) r->fn(r->user, r->id, -1, why);
+    free_request(r);
+    g->slot[s] = NULL;
+}
+
+/* the sampling of logits row i: its request's, for the row of its last id; else greedy */
+static void sample_params(zt_generator_t g, int i) {
+    struct gen_request *r = g->slot[g->logit_slot[i]];
+    const struct zt_row_pos *rp = &g->b.rows[g->b.logit_rows[i]];
+    const struct zt_gen_params *p = &r->p;
+    if (rp->pos != r->n - 1) {
+        g->sp[i] = (struct zt_sample_params){.temperature = 0, .top_p = 1, .penalty = 1};
+        return;
+    }
+    g->sp[i] = (struct zt_sample_params){.temperature = p->temperature, .top_p = p->top_p,
+                                         .penalty = p->repetition_penalty, .top_k = p->top_k,
+                                         .u = uniform(p->seed, r->n), .history = r->ids,
+                                         .nhist = r->n};
+}
+
+/* a request takes the token picked for it */
+static void take(zt_generator_t g, int s, int32_t tok) {
+    struct gen_request *r = g->slot[s];
+    const struct zt_gen_params *p = &r->p;
+    if (tok == p->eos_id) return finish(g, s, ZT_FINISH_EOS);
+    r->ids[r->n++] = tok;
+    r->generated++;
+    int stop = r->fn ? r->fn(r->user, r->id, tok, ZT_FINISH_NONE) : 0;
+    if (stop) finish(g, s, ZT_FINISH_STOP);
+    else if (r->generated >= p->max_new_tokens || r->n >= g->s.seq_len)
+        finish(g, s, ZT_FINISH_LENGTH);
+}
+
+/* the step's results: prompt logits copied out (logits NULL when none is wanted), picked
+ * tokens taken */
+static void use_results(zt_generator_t g, const float *logits) {
+    int V = g->s.vocab_size;
+    for (int i = 0; i < g->b.nlogits; i++) {
+        int s = g->logit_slot[i];
+        struct gen_request *r = g->slot[s];
+        const struct zt_row_pos *rp = &g->b.rows[g->b.logit_rows[i]];
+        if (logits && r->prompt_logits && rp->pos < r->nprompt)
+            memcpy(r->prompt_logits + (size_t)rp->pos * V, logits + (size_t)i * V,
+                   (size_t)V * sizeof *logits);
+        if (rp->pos == r->n - 1 && r->fed == r->n) take(g, s, g->picked[i]);
+    }
+}
+
+/* submit the step and its sampling, wait, read the results */
+static enum zt_status run_step(zt_generator_t g) {
+    zt_tensor_t logits = NULL, tokens = NULL;
+    struct zt_task_opts o = {.layer = -1, .mb = -1, .step = g->stats.steps + 1, .priority = 0};
+    enum zt_status rc = gen_step_submit(g->acts, &g->w, g->kv, &g->b, 2 * g->nworkers, &logits);
+    for (int i = 0; i < g->b.nlogits; i++) sample_params(g, i);
+    if (rc == ZT_OK)
+        rc = zt_tensor_init(&tokens, "picked", g->picked, g->b.nlogits, 1, sizeof(int32_t), 1,
+                            NULL);
+    if (rc == ZT_OK) rc = zt_task_sample(&o, tokens, logits, g->sp);
+    enum zt_status wrc = zt_runtime_wait_all(); /* even after a failed submission */
+    if (rc == ZT_OK) rc = wrc;
+    if (rc == ZT_OK && g->w.streamed) rc = zt_io_service_status();
+    if (rc == ZT_OK) rc = zt_tensor_acquire(tokens, 0);
+    if (rc == ZT_OK && g->want_logits) rc = zt_tensor_acquire(logits, 0);
+    if (rc == ZT_OK) {
+        use_results(g, g->want_logits ? zt_tensor_data(logits) : NULL);
+        if (g->want_logits) zt_tensor_release(logits);
+        zt_tensor_release(tokens);
+    }
+    if (tokens) zt_tensor_free(tokens);
+    gen_step_end(g->acts);
+    return rc;
+}
+
+enum zt_status zt_generator_step(zt_generator_t g, int *busy) {
+    admit(g);
+    build_batch(g);
+    if (g->b.n > 0) {
+        ZT_CHECK(run_step(g));
+        g->stats.steps++;
+    }
+    *busy = g->wait_head != NULL;
+    for (int s = 0; s < g->cfg.max_batch; s++) *busy |= g->slot[s] != NULL;
+    return ZT_OK;
+}
+
+enum zt_status zt_generator_run(zt_generator_t g) {
+    int busy = 1;
+    while (busy) ZT_CHECK(zt_generator_step(g, &busy));
+    return ZT_OK;
+}
+
+void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
+    const double mib = 1048576.0;
+    const struct gen_weights *w = &g->w;
+    int64_t kv = kv_bytes(g);
+    int64_t layers = w->layer_bytes * g->s.n_layer, outer = w->resident_bytes;
+    if (!w->streamed) outer -= layers;
+    int at = snprintf(line, n, "memory (inference): weights %s: embeddings+ln_f %.1f MiB "
+                      "resident, layers %.1f MiB ", zt_dtype_name(w->dtype), outer / mib,
+                      layers / mib);
+    if (at > 0 && (size_t)at < n && w->streamed)
+        at += snprintf(line + at, n - (size_t)at, "streamed from NVMe through a window of %d "
+                       "layers (%.1f MiB)", w->nbuf, w->layer_bytes * w->nbuf / mib);
+    else if (at > 0 && (size_t)at < n)
+        at += snprintf(line + at, n - (size_t)at, "resident");
+    if (at > 0 && (size_t)at < n)
+        snprintf(line + at, n - (size_t)at, " | KV cache %.1f MiB (%d slots x %d positions) | "
+                 "host total %.1f MiB", kv / mib, g->cfg.max_batch, g->s.seq_len,
+                 (gen_weights_host_bytes(w) + kv) / mib);
+}
+
+void zt_generator_stats(zt_generator_t g, struct zt_gen_stats *s) {
+    *s = g->stats;
+    s->weight_bytes_read = g->w.bytes_read;
+}

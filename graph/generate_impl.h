@@ -1,0 +1,89 @@
+/*
+ * graph/generate_impl.h: what the files of the generator share (never installed).
+ *
+ * generate.c (requests, slots, the step loop) -> generate_step.c (one step's task graph)
+ * -> generate_weights.c (the weights as tensors: resident, or a window of layers streamed from
+ * a swap file). Layer: graph/. No starpu_* calls: everything goes through tasks/.
+ */
+#ifndef ZT_GENERATE_IMPL_H
+#define ZT_GENERATE_IMPL_H
+
+#include <stdint.h>       /* int32_t, int64_t */
+#include "zt_generate.h"  /* public API */
+#include "zt_gpt2.h"      /* ZT_GPT2_LAYER_PARAMS */
+#include "zt_swapdir.h"   /* struct zt_swapdir, struct zt_swapfile */
+#include "zt_tasks.h"     /* zt_task_*, zt_tensor_t */
+
+/* one layer's 12 parameters, in zt_gpt2_param_info's order */
+struct gen_layer {
+    zt_tensor_t p[ZT_GPT2_LAYER_PARAMS];
+};
+
+struct gen_weights {
+    struct zt_model_shape s;
+    enum zt_dtype dtype;
+    zt_tensor_t wte, wpe, lnfw, lnfb;
+    void *resident;              /* the buffer of every resident tensor */
+    int64_t resident_bytes;
+    int nbuf;                    /* layers held in memory: L when resident, else the window */
+    struct gen_layer *buf;       /* [nbuf] */
+    void *window;                /* streamed: the window's buffer */
+    int64_t layer_bytes;         /* one layer's parameters, each padded to 4096 bytes */
+    int64_t param_off[ZT_GPT2_LAYER_PARAMS]; /* offset of each inside a layer's bytes */
+    /* streamed: */
+    int streamed, prefetch;
+    struct zt_swapdir dir;
+    struct zt_swapfile file;     /* layer l at l * layer_bytes */
+    int loaded_until;            /* layers [0, loaded_until) have had their swap-in submitted
+                                  * in the current pass */
+    int64_t bytes_read;
+};
+
+/* Load the weights (checked against the shape) as cfg says. */
+enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
+                                const struct zt_gen_weights *src,
+                                const struct zt_gen_config *cfg);
+void gen_weights_free(struct gen_weights *w);
+/* Before the tasks of layer l in a pass over the layers: the tensors that hold its parameters
+ * (streamed: the swap-ins of layers up to l + prefetch are submitted, l's included). */
+enum zt_status gen_weights_layer(struct gen_weights *w, int l, struct gen_layer **out);
+/* host bytes of the weights (resident tensors and the window) */
+int64_t gen_weights_host_bytes(const struct gen_weights *w);
+
+/* a request in the engine */
+struct gen_request {
+    int64_t id;
+    int32_t *ids;        /* prompt then generated ids, room for the context */
+    int nprompt, n;      /* prompt length; ids so far */
+    int fed;             /* ids whose K/V are in the cache */
+    int generated;
+    struct zt_gen_params p;
+    zt_gen_token_fn fn;
+    void *user;
+    float *prompt_logits;
+    enum zt_finish finish;
+    struct gen_request *next; /* the waiting queue */
+};
+
+/* one step's rows and where their logits go */
+struct gen_batch {
+    int n;                     /* rows */
+    int32_t *tokens;           /* [n] */
+    struct zt_row_pos *rows;   /* [n] */
+    int nlogits;
+    int32_t *logit_rows;       /* [nlogits] rows whose logits are wanted */
+};
+
+/* The activation buffers of steps of up to max_rows rows (generate_step.c). */
+struct gen_acts;
+enum zt_status gen_acts_create(struct gen_acts **a, const struct zt_model_shape *s,
+                               int max_rows);
+void gen_acts_free(struct gen_acts *a);
+/* Submit the task graph of one step: b's rows (in nblk row blocks) through every layer, and
+ * *logits [nlogits, V] for the wanted rows. Read *logits after zt_tensor_acquire, then call
+ * gen_step_end, which frees the step's tensors (*logits included). */
+enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_tensor_t *kv,
+                               const struct gen_batch *b, int nblk, zt_tensor_t *logits);
+void gen_step_end(struct gen_acts *a);
+
+#endif /* ZT_GENERATE_IMPL_H */

@@ -1,0 +1,304 @@
+/*
+ * graph/generate_weights.c: the generator's weights as tensors, read from a safetensors file or
+ * a zerotask checkpoint (consolidated from the shards of any world size), checked against the
+ * model shape, in the type they are computed in.
+ *
+ * Layer: graph/. Resident: every tensor lives in one host buffer. Streamed (ZeRO-Inference):
+ * the embeddings and ln_f stay resident; the layers are written once to a swap file under
+ * nvme_path (each parameter padded to 4096 bytes, for O_DIRECT), and a pass over the layers
+ * reads each into a window of prefetch + 1 layer buffers by swap-in tasks submitted `prefetch`
+ * layers ahead of their use; StarPU orders a buffer's next swap-in after the tasks that read it,
+ * so the reads overlap the compute of the layers before.
+ */
+#include <stdio.h>          /* snprintf */
+#include <stdlib.h>         /* calloc, free */
+#include <string.h>         /* memset, strcmp */
+#include "zt_aio.h"         /* ZT_AIO_ALIGN, zt_aio_alloc, struct zt_aio_cfg */
+#include "zt_checkpoint.h"  /* zt_checkpoint_* */
+#include "zt_ckpt.h"        /* zt_shard_set_* */
+#include "zt_safetensors.h" /* zt_st_* */
+#include "generate_impl.h"  /* struct gen_weights */
+
+/* a source of fp32 values by parameter index */
+struct weights_src {
+    const struct zt_model_shape *s;
+    struct zt_safetensors st;
+    int have_st;
+    struct zt_shard_set shards;
+    int have_shards;
+    enum zt_dtype stored; /* safetensors: the type of wte as stored; checkpoint: f32 */
+};
+
+static int64_t numel(int ndim, const int64_t shape[2]) {
+    return ndim == 1 ? shape[0] : shape[0] * shape[1];
+}
+static int64_t pad4k(int64_t b) { return (b + ZT_AIO_ALIGN - 1) / ZT_AIO_ALIGN * ZT_AIO_ALIGN; }
+
+static enum zt_status open_safetensors(struct weights_src *r, const char *path) {
+    ZT_CHECK(zt_st_open(&r->st, path));
+    r->have_st = 1;
+    r->st.finite_only = 1;
+    ZT_CHECK(zt_gpt2_check_weights(r->s, &r->st, 0));
+    const struct zt_st_tensor *t = zt_st_find(&r->st, "transformer.wte.weight");
+    r->stored = !t ? ZT_DTYPE_F32 : t->dtype == ZT_ST_BF16 ? ZT_DTYPE_BF16
+                                  : t->dtype == ZT_ST_F16  ? ZT_DTYPE_F16
+                                                           : ZT_DTYPE_F32;
+    return ZT_OK;
+}
+
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *sh) {
+    if (ndim == 2) snprintf(buf, n, "[%lld, %lld]", (long long)sh[0], (long long)sh[1]);
+    else snprintf(buf, n, "[%lld]", (long long)sh[0]);
+}
+
+/* the tag's tensor table must be the model's, name by name and shape by shape */
+static enum zt_status check_table(const char *tagdir, const struct zt_model_shape *s) {
+    struct zt_ckpt_tensor *t = NULL;
+    int n = 0;
+    ZT_CHECK(zt_checkpoint_tensors(tagdir, &t, &n));
+    enum zt_status rc = ZT_OK;
+    if (n != zt_gpt2_nparams(s))
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s holds %d tensors, the model (n_layer "
+                          "%d) has %d: a checkpoint of another model?", tagdir, n, s->n_layer,
+                          zt_gpt2_nparams(s));
+    for (int i = 0; rc == ZT_OK && i < n; i++) {
+        char name[160], got[64], want[64];
+        int ndim;
+        int64_t sh[2];
+        zt_gpt2_param_info(s, i, name, sizeof name, &ndim, sh);
+        if (!strcmp(name, t[i].name) && t[i].ndim == ndim && t[i].shape[0] == sh[0] &&
+            (ndim == 1 || t[i].shape[1] == sh[1]))
+            continue;
+        shape_text(got, sizeof got, t[i].ndim, t[i].shape);
+        shape_text(want, sizeof want, ndim, sh);
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s: tensor %d is %s %s, the model "
+                          "expects %s %s: a checkpoint of another model?", tagdir, i, t[i].name,
+                          got, name, want);
+    }
+    free(t);
+    return rc;
+}
+
+static enum zt_status open_checkpoint(struct weights_src *r, const char *path) {
+    char tagdir[1024];
+    struct zt_ckpt_info info;
+    ZT_CHECK(zt_checkpoint_resolve(path, tagdir, sizeof tagdir));
+    ZT_CHECK(zt_checkpoint_info(tagdir, &info));
+    ZT_CHECK(check_table(tagdir, r->s));
+    ZT_CHECK(zt_checkpoint_open_shards(tagdir, &info, &r->shards));
+    r->have_shards = 1;
+    r->stored = ZT_DTYPE_F32;
+    for (int i = 0; i < zt_gpt2_nparams(r->s); i++) {
+        char name[160];
+        int ndim;
+        int64_t sh[2];
+        zt_gpt2_param_info(r->s, i, name, sizeof name, &ndim, sh);
+        /* the shards hold a vector as one row */
+        ZT_CHECK(zt_shard_set_cover(&r->shards, name, ZT_ROLE_PARAM, ndim == 2 ? sh[0] : 1,
+                                    ndim == 2 ? sh[1] : sh[0]));
+    }
+    return ZT_OK;
+}
+
+/* parameter i as fp32 into dst */
+static enum zt_status read_param(struct weights_src *r, int i, float *dst) {
+    char name[160];
+    int ndim;
+    int64_t sh[2];
+    zt_gpt2_param_info(r->s, i, name, sizeof name, &ndim, sh);
+    if (r->have_st) return zt_st_read_f32(&r->st, name, ndim, sh, dst);
+    return zt_shard_set_read(&r->shards, name, ZT_ROLE_PARAM, ndim == 2 ? sh[1] : sh[0], 0,
+                             numel(ndim, sh), dst);
+}
+
+static void close_src(struct weights_src *r) {
+    if (r->have_st) zt_st_close(&r->st);
+    if (r->have_shards) zt_shard_set_close(&r->shards);
+}
+
+// ----------------------------------------------------------------------------
+// tensors
+
+/* parameter i's tensor over ptr, one block, in w's type */
+static enum zt_status param_tensor(struct gen_weights *w, int i, void *ptr, zt_tensor_t *t) {
+    char name[160];
+    int ndim;
+    int64_t sh[2];
+    zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
+    return zt_tensor_init_dtype(t, name, ptr, ndim == 1 ? 1 : sh[0], ndim == 1 ? sh[0] : sh[1],
+                                w->dtype, 1, NULL);
+}
+
+static int64_t param_bytes(const struct gen_weights *w, int i) {
+    char name[160];
+    int ndim;
+    int64_t sh[2];
+    zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
+    return numel(ndim, sh) * (int64_t)zt_dtype_size(w->dtype);
+}
+
+/* index of the resident (non-layer) parameters: wte, wpe, ln_f weight, ln_f bias */
+static int outer_index(const struct gen_weights *w, int k) {
+    return k < 2 ? k : 2 + ZT_GPT2_LAYER_PARAMS * w->s.n_layer + (k - 2);
+}
+
+/* read parameter i, converted to w's type, into dst; tmp holds the largest parameter in fp32 */
+static enum zt_status load_param(struct gen_weights *w, struct weights_src *r, int i, void *dst,
+                                 float *tmp) {
+    ZT_CHECK(read_param(r, i, tmp));
+    zt_dtype_from_f32(w->dtype, dst, tmp, (size_t)(param_bytes(w, i) / zt_dtype_size(w->dtype)));
+    return ZT_OK;
+}
+
+static enum zt_status layout(struct gen_weights *w) {
+    int64_t off = 0;
+    for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++) {
+        w->param_off[k] = off;
+        off += pad4k(param_bytes(w, 2 + k));
+    }
+    w->layer_bytes = off;
+    w->resident_bytes = 0;
+    for (int k = 0; k < 4; k++) w->resident_bytes += pad4k(param_bytes(w, outer_index(w, k)));
+    if (!w->streamed) w->resident_bytes += w->layer_bytes * w->s.n_layer;
+    w->nbuf = w->streamed ? w->prefetch + 1 : w->s.n_layer;
+    if (w->nbuf > w->s.n_layer) w->nbuf = w->s.n_layer;
+    w->resident = zt_aio_alloc((size_t)w->resident_bytes);
+    w->buf = calloc((size_t)w->nbuf, sizeof *w->buf);
+    if (w->streamed) w->window = zt_aio_alloc((size_t)(w->layer_bytes * w->nbuf));
+    if (!w->resident || !w->buf || (w->streamed && !w->window))
+        return zt_error_set(ZT_ERR_NOMEM, "weights: out of memory for %.1f MiB",
+                            (w->resident_bytes + w->layer_bytes * w->nbuf) / 1048576.0);
+    return ZT_OK;
+}
+
+/* the outer tensors, and the layer buffers' tensors (over `layers`: nbuf layers) */
+static enum zt_status make_tensors(struct gen_weights *w, char *layers) {
+    zt_tensor_t *outer[4] = {&w->wte, &w->wpe, &w->lnfw, &w->lnfb};
+    char *p = w->resident;
+    for (int k = 0; k < 4; k++) {
+        ZT_CHECK(param_tensor(w, outer_index(w, k), p, outer[k]));
+        p += pad4k(param_bytes(w, outer_index(w, k)));
+    }
+    for (int b = 0; b < w->nbuf; b++)
+        for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++)
+            ZT_CHECK(param_tensor(w, 2 + k, layers + b * w->layer_bytes + w->param_off[k],
+                                  &w->buf[b].p[k]));
+    return ZT_OK;
+}
+
+/* the values: outer ones into their tensors; layers into their buffers, or the swap file */
+static enum zt_status fill(struct gen_weights *w, struct weights_src *r, char *layers,
+                           float *tmp) {
+    zt_tensor_t outer[4] = {w->wte, w->wpe, w->lnfw, w->lnfb};
+    for (int k = 0; k < 4; k++)
+        ZT_CHECK(load_param(w, r, outer_index(w, k), zt_tensor_data(outer[k]), tmp));
+    for (int l = 0; l < w->s.n_layer; l++) {
+        char *dst = w->streamed ? w->window : layers + l * w->layer_bytes;
+        if (w->streamed) memset(dst, 0, (size_t)w->layer_bytes);
+        for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++)
+            ZT_CHECK(load_param(w, r, 2 + ZT_GPT2_LAYER_PARAMS * l + k, dst + w->param_off[k],
+                                tmp));
+        if (w->streamed)
+            ZT_CHECK(zt_io_write_sync(&w->file, dst, w->layer_bytes, l * w->layer_bytes));
+    }
+    return ZT_OK;
+}
+
+static enum zt_status open_stream(struct gen_weights *w, const struct zt_gen_config *cfg) {
+    struct zt_aio_cfg aio = {.block_size = cfg->aio_block_size > 0 ? cfg->aio_block_size
+                                                                   : 1 << 20,
+                             .queue_depth = cfg->aio_queue_depth > 0 ? cfg->aio_queue_depth : 8,
+                             .overlap_events = 1};
+    ZT_CHECK(zt_io_service_init(&aio, cfg->aio_threads > 0 ? cfg->aio_threads : 1));
+    int64_t bytes = w->layer_bytes * w->s.n_layer;
+    ZT_CHECK(zt_swapdir_open(&w->dir, cfg->nvme_path, "offload_param.nvme_path", bytes));
+    return zt_swapdir_file(&w->dir, "weights.swp", bytes, &w->file);
+}
+
+static int64_t largest_param(const struct zt_model_shape *s) {
+    int64_t most = 0;
+    for (int i = 0; i < zt_gpt2_nparams(s); i++) {
+        char name[160];
+        int ndim;
+        int64_t sh[2];
+        zt_gpt2_param_info(s, i, name, sizeof name, &ndim, sh);
+        if (numel(ndim, sh) > most) most = numel(ndim, sh);
+    }
+    return most;
+}
+
+enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
+                                const struct zt_gen_weights *src,
+                                const struct zt_gen_config *cfg) {
+    memset(w, 0, sizeof *w);
+    w->s = *s;
+    w->file.fd = -1;
+    w->dir.lock_fd = -1;
+    w->streamed = cfg->stream_weights;
+    w->prefetch = cfg->prefetch > 0 ? cfg->prefetch : 1;
+    struct weights_src r = {.s = s};
+    enum zt_status rc = src->safetensors ? open_safetensors(&r, src->safetensors)
+                                         : open_checkpoint(&r, src->checkpoint);
+    static const enum zt_dtype types[] = {ZT_DTYPE_F32, ZT_DTYPE_F32, ZT_DTYPE_BF16,
+                                          ZT_DTYPE_F16};
+    w->dtype = src->dtype == ZT_GEN_DTYPE_STORED ? r.stored : types[src->dtype];
+    float *tmp = rc == ZT_OK ? malloc((size_t)largest_param(s) * sizeof(float)) : NULL;
+    if (rc == ZT_OK && !tmp) rc = zt_error_set(ZT_ERR_NOMEM, "weights: out of memory");
+    if (rc == ZT_OK) rc = layout(w);
+    char *layers = w->streamed ? w->window : (char *)w->resident + (w->resident_bytes -
+                                                                    w->layer_bytes * s->n_layer);
+    if (rc == ZT_OK && w->streamed) rc = open_stream(w, cfg);
+    if (rc == ZT_OK) rc = make_tensors(w, layers);
+    if (rc == ZT_OK) rc = fill(w, &r, layers, tmp);
+    free(tmp);
+    close_src(&r);
+    return rc;
+}
+
+// ----------------------------------------------------------------------------
+// a pass over the layers
+
+static enum zt_status swap_in_layer(struct gen_weights *w, int l) {
+    struct gen_layer *b = &w->buf[l % w->nbuf];
+    struct zt_swap_seg seg[ZT_GPT2_LAYER_PARAMS];
+    for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++)
+        seg[k] = (struct zt_swap_seg){.t = b->p[k], .blk = 0, .mem_off = 0,
+                                      .len = param_bytes(w, 2 + k),
+                                      .file_off = l * w->layer_bytes + w->param_off[k]};
+    struct zt_task_opts o = {.layer = l, .mb = -1, .step = 0, .priority = 0};
+    w->bytes_read += w->layer_bytes;
+    return zt_task_swap_in(&o, &w->file, seg, ZT_GPT2_LAYER_PARAMS, NULL, 0, NULL);
+}
+
+enum zt_status gen_weights_layer(struct gen_weights *w, int l, struct gen_layer **out) {
+    *out = &w->buf[l % w->nbuf];
+    if (!w->streamed) return ZT_OK;
+    if (l == 0) w->loaded_until = 0; /* a new pass */
+    int want = l + w->prefetch < w->s.n_layer ? l + w->prefetch + 1 : w->s.n_layer;
+    if (want > l + w->nbuf) want = l + w->nbuf; /* never past the window */
+    while (w->loaded_until < want) ZT_CHECK(swap_in_layer(w, w->loaded_until++));
+    return ZT_OK;
+}
+
+int64_t gen_weights_host_bytes(const struct gen_weights *w) {
+    return w->resident_bytes + (w->streamed ? w->layer_bytes * w->nbuf : 0);
+}
+
+void gen_weights_free(struct gen_weights *w) {
+    zt_tensor_t outer[4] = {w->wte, w->wpe, w->lnfw, w->lnfb};
+    for (int k = 0; k < 4; k++)
+        if (outer[k]) zt_tensor_free(outer[k]);
+    for (int b = 0; w->buf && b < w->nbuf; b++)
+        for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++)
+            if (w->buf[b].p[k]) zt_tensor_free(w->buf[b].p[k]);
+    if (w->streamed) {
+        zt_io_service_wait();
+        if (w->file.fd >= 0) zt_swapfile_close(&w->file);
+        zt_swapdir_close(&w->dir);
+        zt_io_service_free();
+    }
+    free(w->buf);
+    free(w->resident);
+    free(w->window);
+    memset(w, 0, sizeof *w);
+}

@@ -1,0 +1,263 @@
+/*
+ * tasks/inference.c: the task kinds that only generation needs: the embedding of rows at their
+ * own positions, appending K/V to a KV cache, attention against it, and gathering rows.
+ *
+ * Layer: tasks/ (an op file), over kernels/cpu/encoder.c and kernels/cpu/attention.c. A step's
+ * rows belong to sequences in KV-cache slots (struct zt_row_pos); a task on row block blk takes
+ * the cache blocks of the slots its rows belong to (a list slot), so steps of different slots
+ * only wait for each other where they share a block. The rows' positions travel in the task's
+ * arguments (a flexible array), not in a tensor: the host knows them when it submits.
+ */
+#include <stdlib.h>      /* calloc */
+#include <string.h>      /* memcpy */
+#include "zt_kernels.h"  /* zt_kern_encoder_forward, zt_kern_attention_cached */
+#include "tasks_impl.h"  /* builder, slots */
+
+struct zt_row_arg {
+    int32_t pos, kvi, token; /* position, index in the task's cache list, token (embed) */
+};
+
+struct zt_rows_args {
+    struct zt_task_hdr hdr;
+    int C, NH, nrows;
+    struct zt_row_arg row[]; /* the block's rows */
+};
+
+/* The args of a task on row block blk of t: its rows, and in refs the distinct cache blocks
+ * of their slots (kvi indexes refs). NULL when out of memory. */
+static struct zt_rows_args *rows_args(zt_tensor_t t, int blk, zt_tensor_t kv,
+                                      const struct zt_row_pos *rows, const int32_t *tokens,
+                                      struct zt_block_ref **refs, int *nrefs) {
+    int64_t r0 = zt_tensor_blk_row0(t, blk), n = zt_tensor_blk_rows(t, blk);
+    struct zt_rows_args *a = calloc(1, sizeof *a + (size_t)n * sizeof a->row[0]);
+    *refs = kv ? calloc((size_t)n, sizeof **refs) : NULL;
+    *nrefs = 0;
+    if (!a || (kv && !*refs)) {
+        free(a);
+        free(*refs);
+        *refs = NULL;
+        return NULL;
+    }
+    a->nrows = (int)n;
+    for (int64_t i = 0; i < n; i++) {
+        const struct zt_row_pos *rp = &rows[r0 + i];
+        a->row[i].pos = rp->pos;
+        a->row[i].token = tokens ? tokens[r0 + i] : 0;
+        if (!kv) continue;
+        int k = *nrefs - 1; /* rows of one slot are consecutive: the last slot seen, or new */
+        if (k < 0 || (*refs)[k].blk != rp->slot) {
+            k = (*nrefs)++;
+            (*refs)[k] = (struct zt_block_ref){.t = kv, .blk = rp->slot};
+        }
+        a->row[i].kvi = k;
+    }
+    return a;
+}
+
+static size_t rows_args_size(const struct zt_rows_args *a) {
+    return sizeof *a + (size_t)a->nrows * sizeof a->row[0];
+}
+
+/* slot s appears among rows[r0..i) */
+static int slot_seen(const struct zt_row_pos *rows, int64_t r0, int64_t i, int32_t s) {
+    for (int64_t j = r0; j < i; j++)
+        if (rows[j].slot == s) return 1;
+    return 0;
+}
+
+/* the rows must name slots of kv (each slot's rows together in the block) and positions inside
+ * a slot's cache */
+static enum zt_status check_rows(const char *fn, zt_tensor_t t, int blk, zt_tensor_t kv,
+                                 const struct zt_row_pos *rows, int64_t ctx) {
+    ZT_CHECK(zt_check_blk(fn, t, blk));
+    int64_t r0 = zt_tensor_blk_row0(t, blk), n = zt_tensor_blk_rows(t, blk);
+    for (int64_t i = r0; i < r0 + n; i++) {
+        int bad_slot = kv && (rows[i].slot < 0 || rows[i].slot >= zt_tensor_nblk(kv));
+        if (bad_slot || rows[i].pos < 0 || rows[i].pos >= ctx)
+            return zt_error_set(ZT_ERR_INVALID, "%s: row %lld names slot %d position %d, "
+                                                "outside the cache (%d slots of %lld positions)",
+                                fn, (long long)i, rows[i].slot, rows[i].pos,
+                                kv ? zt_tensor_nblk(kv) : 0, (long long)ctx);
+        if (kv && i > r0 && rows[i].slot != rows[i - 1].slot &&
+            slot_seen(rows, r0, i - 1, rows[i].slot))
+            return zt_error_set(ZT_ERR_INVALID, "%s: the rows of slot %d are not together in "
+                                                "block %d", fn, rows[i].slot, blk);
+    }
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// embedding: out row = wte[token] + wpe[pos], 16-bit tables widened a row at a time
+
+void embed_rows_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_rows_args *a = cl_arg;
+    float *out = zt_slot_ptr(buffers, &a->hdr, 0);
+    const void *wte = zt_slot_ptr(buffers, &a->hdr, 1), *wpe = zt_slot_ptr(buffers, &a->hdr, 2);
+    enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[1], dp = (enum zt_dtype)a->hdr.dtype[2];
+    size_t et = zt_dtype_size(dt), ep = zt_dtype_size(dp);
+    float *w = zt_worker_scratch(ZT_SCRATCH_BODY, 2 * (size_t)a->C), *p = w + a->C;
+    const int32_t zero = 0;
+    for (int i = 0; i < a->nrows; i++) {
+        zt_dtype_to_f32(dt, w, (const char *)wte + (size_t)a->row[i].token * a->C * et,
+                        (size_t)a->C);
+        zt_dtype_to_f32(dp, p, (const char *)wpe + (size_t)a->row[i].pos * a->C * ep,
+                        (size_t)a->C);
+        zt_kern_encoder_forward(out + (size_t)i * a->C, &zero, w, p, 1, 1, 0, a->C);
+    }
+}
+
+enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                  zt_tensor_t wte, zt_tensor_t wpe, const int32_t *tokens,
+                                  const struct zt_row_pos *rows) {
+    const char *fn = "zt_task_embed_rows";
+    ZT_CHECK(check_rows(fn, out, blk, NULL, rows, zt_tensor_rows(wpe)));
+    int64_t C = zt_tensor_cols(out), r0 = zt_tensor_blk_row0(out, blk);
+    if (zt_tensor_dtype(out) != ZT_DTYPE_F32 || zt_tensor_cols(wte) != C ||
+        zt_tensor_cols(wpe) != C)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s must be f32 with the columns of %s and %s",
+                            fn, zt_tensor_name(out), zt_tensor_name(wte), zt_tensor_name(wpe));
+    for (int64_t i = r0; i < r0 + zt_tensor_blk_rows(out, blk); i++)
+        if (tokens[i] < 0 || tokens[i] >= zt_tensor_rows(wte))
+            return zt_error_set(ZT_ERR_INVALID, "%s: token %d of row %lld is outside the "
+                                                "vocabulary [0, %lld)", fn, tokens[i],
+                                (long long)i, (long long)zt_tensor_rows(wte));
+    struct zt_block_ref *refs;
+    int nrefs;
+    struct zt_rows_args *a = rows_args(out, blk, NULL, rows, tokens, &refs, &nrefs);
+    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    a->C = (int)C;
+    a->hdr.native16 = 1; /* the body widens the rows it reads, not the whole tables */
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_embed_rows, o, blk);
+    zt_builder_add(&tb, out, blk, STARPU_W);
+    zt_builder_add(&tb, wte, -1, STARPU_R);
+    zt_builder_add(&tb, wpe, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, rows_args_size(a), o ? o->priority : 0);
+}
+
+// ----------------------------------------------------------------------------
+// KV cache: append the rows' K and V, attend against the cache
+
+void kv_append_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_rows_args *a = cl_arg;
+    const float *qkv = zt_slot_ptr(buffers, &a->hdr, 1);
+    for (int i = 0; i < a->nrows; i++) {
+        float *kv = zt_slot_buf_ptr(buffers, &a->hdr, 0, a->row[i].kvi);
+        memcpy(kv + (size_t)a->row[i].pos * 2 * a->C, qkv + (size_t)i * 3 * a->C + a->C,
+               2 * (size_t)a->C * sizeof(float));
+    }
+}
+
+void attention_cached_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_rows_args *a = cl_arg;
+    float *out = zt_slot_ptr(buffers, &a->hdr, 0);
+    const float *qkv = zt_slot_ptr(buffers, &a->hdr, 1);
+    for (int i0 = 0; i0 < a->nrows;) { /* a run of one slot's consecutive positions */
+        int i1 = i0 + 1;
+        while (i1 < a->nrows && a->row[i1].kvi == a->row[i0].kvi &&
+               a->row[i1].pos == a->row[i1 - 1].pos + 1)
+            i1++;
+        int p0 = a->row[i0].pos, m = i1 - i0;
+        float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY,
+                                           zt_kern_attention_cached_scratch_floats(p0 + m));
+        zt_kern_attention_cached(out + (size_t)i0 * a->C, a->C, scratch,
+                                 qkv + (size_t)i0 * 3 * a->C, 3 * a->C,
+                                 zt_slot_buf_ptr(buffers, &a->hdr, 2, a->row[i0].kvi), p0, m,
+                                 a->C, a->NH);
+        i0 = i1;
+    }
+}
+
+static enum zt_status check_cache(const char *fn, zt_tensor_t x, int blk, zt_tensor_t qkv,
+                                  zt_tensor_t kv, const struct zt_row_pos *rows, int C) {
+    ZT_CHECK(zt_check_same_blocks(fn, x, qkv));
+    int S = zt_tensor_nblk(kv);
+    if (zt_tensor_cols(qkv) != 3 * C || zt_tensor_cols(kv) != 2 * C ||
+        zt_tensor_dtype(kv) != ZT_DTYPE_F32 || zt_tensor_rows(kv) % S != 0)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s [.., %lld] and the f32 cache %s [%lld, %lld] "
+                                            "in %d slots do not agree", fn, zt_tensor_name(qkv),
+                            (long long)zt_tensor_cols(qkv), zt_tensor_name(kv),
+                            (long long)zt_tensor_rows(kv), (long long)zt_tensor_cols(kv), S);
+    return check_rows(fn, x, blk, kv, rows, zt_tensor_rows(kv) / S);
+}
+
+static enum zt_status submit_cached(const struct zt_task_opts *o, enum zt_task_kind kind,
+                                    zt_tensor_t out, int blk, zt_tensor_t qkv, zt_tensor_t kv,
+                                    const struct zt_row_pos *rows, int C, int NH) {
+    struct zt_block_ref *refs;
+    int nrefs;
+    struct zt_rows_args *a = rows_args(qkv, blk, kv, rows, NULL, &refs, &nrefs);
+    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    a->C = C;
+    a->NH = NH;
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, kind, o, blk);
+    if (kind == ZT_KIND_kv_append) {
+        zt_builder_add_list(&tb, refs, nrefs, STARPU_RW);
+        zt_builder_add(&tb, qkv, blk, STARPU_R);
+    } else {
+        zt_builder_add(&tb, out, blk, STARPU_W);
+        zt_builder_add(&tb, qkv, blk, STARPU_R);
+        zt_builder_add_list(&tb, refs, nrefs, STARPU_R);
+    }
+    free(refs);
+    return zt_builder_submit(&tb, a, rows_args_size(a), o ? o->priority : 0);
+}
+
+enum zt_status zt_task_kv_append(const struct zt_task_opts *o, zt_tensor_t kv, zt_tensor_t qkv,
+                                 int blk, const struct zt_row_pos *rows) {
+    int C = (int)(zt_tensor_cols(qkv) / 3);
+    ZT_CHECK(check_cache("zt_task_kv_append", qkv, blk, qkv, kv, rows, C));
+    return submit_cached(o, ZT_KIND_kv_append, NULL, blk, qkv, kv, rows, C, 1);
+}
+
+enum zt_status zt_task_attention_cached(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                        zt_tensor_t qkv, zt_tensor_t kv,
+                                        const struct zt_row_pos *rows, int n_head) {
+    const char *fn = "zt_task_attention_cached";
+    int C = (int)zt_tensor_cols(out);
+    ZT_CHECK(check_cache(fn, out, blk, qkv, kv, rows, C));
+    if (n_head <= 0 || C % n_head != 0)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %d heads do not divide %d channels", fn, n_head,
+                            C);
+    return submit_cached(o, ZT_KIND_attention_cached, out, blk, qkv, kv, rows, C, n_head);
+}
+
+// ----------------------------------------------------------------------------
+// gather: out row i = inp row idx[i]
+
+void gather_rows_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_rows_args *a = cl_arg;
+    float *out = zt_slot_ptr(buffers, &a->hdr, 0);
+    const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
+    for (int i = 0; i < a->nrows; i++)
+        memcpy(out + (size_t)i * a->C, inp + (size_t)a->row[i].pos * a->C,
+               (size_t)a->C * sizeof(float));
+}
+
+enum zt_status zt_task_gather_rows(const struct zt_task_opts *o, zt_tensor_t out,
+                                   zt_tensor_t inp, const int32_t *idx) {
+    int64_t n = zt_tensor_rows(out), C = zt_tensor_cols(out);
+    if (zt_tensor_cols(inp) != C || zt_tensor_dtype(out) != ZT_DTYPE_F32 ||
+        zt_tensor_dtype(inp) != ZT_DTYPE_F32)
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_gather_rows: %s and %s must be f32 with the "
+                                            "same columns", zt_tensor_name(out),
+                            zt_tensor_name(inp));
+    struct zt_rows_args *a = calloc(1, sizeof *a + (size_t)n * sizeof a->row[0]);
+    if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
+    a->nrows = (int)n;
+    a->C = (int)C;
+    for (int64_t i = 0; i < n; i++) {
+        if (idx[i] < 0 || idx[i] >= zt_tensor_rows(inp)) {
+            free(a);
+            return zt_error_set(ZT_ERR_INVALID, "zt_task_gather_rows: row %d of %s does not exist",
+                                idx[i], zt_tensor_name(inp));
+        }
+        a->row[i].pos = idx[i];
+    }
+    struct zt_builder tb;
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_gather_rows, o, -1);
+    zt_builder_add(&tb, out, -1, STARPU_W);
+    zt_builder_add(&tb, inp, -1, STARPU_R);
+    return zt_builder_submit(&tb, a, rows_args_size(a), o ? o->priority : 0);
+}

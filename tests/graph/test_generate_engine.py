@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""tests/graph/test_generate_engine.py: the inference engine against itself, bit for bit.
+
+A small GPT-2 (4 layers, 64 wide, context 48, vocabulary 96) trained a few steps; prompts of
+1..40 tokens. Checks:
+  - KV-cache decode equals full recomputation: the prompt logits (--logits) computed one
+    position per step through the cache (--prefill-chunk 1), in chunks of 7, and in one batch
+    have the same bytes;
+  - ZeRO-Inference: with the layers streamed from NVMe (offload_param nvme, buffer_count 2 and
+    3) the logits and the greedy and sampled ids are those of the resident weights, the memory
+    plan says so, and a ZT_HOST_MEM_LIMIT that the resident weights exceed stops the run (exit 1,
+    one line naming the knob) while the streamed run fits under it;
+  - --checkpoint: a checkpoint written by 2 ranks at ZeRO stage 3 (and by 1 rank) gives the
+    logits of the weights that run exported (consolidated from the shards);
+  - the step loop under several schedulers and worker counts gives the same ids as above.
+
+Usage: test_generate_engine.py APPS_DIR MPIEXEC WORKDIR
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+from trainlib import Runner
+
+APPS, MPIEXEC, WORK = sys.argv[1:4]
+GEN = os.path.join(APPS, "zt-generate")
+R = Runner(os.path.join(APPS, "zt-train"), MPIEXEC, WORK)
+
+
+def generate(label, args, env=None, code=0):
+    """zt-generate ARGS --json; the records (None when the exit code is not `code`)"""
+    p = subprocess.run([GEN] + args + ["--json"], capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, **(env or {})))
+    if not R.check(p.returncode == code, "%s: exit %d (expected %d)%s" % (
+            label, p.returncode, code, "" if p.returncode == code else "\n" + p.stderr[-1500:])):
+        return None, p
+    return [json.loads(l) for l in p.stdout.splitlines() if l.strip()], p
+
+
+def logits_bytes(path):
+    """the data bytes of the single tensor of a safetensors file"""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        f.read(n)
+        return f.read()
+
+
+model = R.write("model.json", {"vocab_size": 96, "seq_len": 48, "n_embd": 64, "n_layer": 4,
+                               "n_head": 4})
+data = R.tokens("tokens.bin", [(i * 7 + i // 5) % 96 for i in range(6000)])
+ds = R.write("ds.json", {"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4,
+                         "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}}})
+ds3 = R.write("ds3.json", {"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2,
+                           "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}},
+                           "zero_optimization": {"stage": 3}})
+base = ["--model", model, "--data", data, "--steps", "6"]
+_, weights, _ = R.train("w1", 1, ["--ds-config", ds, "--save-dir", R.path("ck1")] + base)
+_, weights3, _ = R.train("w3", 2, ["--ds-config", ds3, "--save-dir", R.path("ck3")] + base)
+
+prompts = R.path("prompts.jsonl")
+with open(prompts, "w") as f:
+    for n in (1, 5, 17, 40, 3):
+        f.write(json.dumps({"prompt_ids": [(i * 11 + n) % 96 for i in range(n)]}) + "\n")
+    f.write(json.dumps({"prompt_ids": [4, 5, 6], "temperature": 0.9, "top_k": 30,
+                        "seed": 7}) + "\n")
+long_prompt = ",".join(str((i * 5) % 96) for i in range(40))
+gen = ["--model", model, "--max-new-tokens", "12", "--temperature", "0"]
+
+
+def logits(label, extra, env=None, code=0):
+    out = R.path(label + ".safetensors")
+    recs, p = generate(label, gen + ["--prompt-ids", long_prompt, "--logits", out] + extra, env,
+                       code)
+    return (logits_bytes(out) if recs is not None and code == 0 else None), p
+
+
+# KV-cache decode = full recomputation
+whole, _ = logits("whole", ["--weights", weights])
+for chunk in ("1", "7"):
+    got, _ = logits("chunk" + chunk, ["--weights", weights, "--prefill-chunk", chunk])
+    R.check(got is not None and got == whole and len(whole) == 40 * 96 * 4,
+            "logits of 40 positions through the cache, %s per step, have the bytes of one "
+            "batch" % chunk)
+
+# ZeRO-Inference from NVMe
+ref_ids, _ = generate("resident", gen + ["--weights", weights, "--prompts", prompts])
+nvme = R.path("nvme")
+os.makedirs(nvme, exist_ok=True)
+for count in (2, 3):
+    cfg = R.write("nvme%d.json" % count, {"zero_optimization": {"stage": 3, "offload_param": {
+        "device": "nvme", "nvme_path": nvme, "buffer_count": count}}})
+    got, p = logits("nvme%d" % count, ["--weights", weights, "--ds-config", cfg])
+    R.check(got == whole, "streamed from NVMe (buffer_count %d): the logits' bytes" % count)
+    R.check("streamed from NVMe through a window of %d layers" % min(count, 4) in p.stderr,
+            "streamed (buffer_count %d): the memory plan says so" % count)
+    ids, _ = generate("nvme ids", gen + ["--weights", weights, "--prompts", prompts,
+                                         "--ds-config", cfg])
+    R.check(ids is not None and [r["ids"] for r in ids] == [r["ids"] for r in ref_ids],
+            "streamed (buffer_count %d): the greedy and sampled ids of the resident weights"
+            % count)
+    R.check(os.listdir(nvme) == [], "streamed: the swap directory is removed at the end")
+limit = {"ZT_HOST_MEM_LIMIT": "700K"}  # resident ~1 MiB, streamed ~0.6 MiB at batch 1
+small = ["--max-batch", "1", "--prefill-chunk", "8"]
+_, p = logits("budget resident", ["--weights", weights] + small, limit, code=1)
+lines = [l for l in p.stderr.splitlines() if "error:" in l]
+R.check(len(lines) == 1 and "ZT_HOST_MEM_LIMIT" in lines[0],
+        "resident weights over ZT_HOST_MEM_LIMIT: one error line naming it: %r" % lines)
+got, _ = logits("budget streamed", ["--weights", weights, "--ds-config",
+                                    R.path("nvme2.json")] + small, limit)
+R.check(got == whole, "streamed under the same ZT_HOST_MEM_LIMIT: it runs, same logits")
+
+# checkpoints of 1 and 2 ranks (stage 3) give their exported weights' logits
+for ck, w in (("ck1", weights), ("ck3", weights3)):
+    ref, _ = logits(ck + " weights", ["--weights", w])
+    got, _ = logits(ck, ["--checkpoint", R.path(ck)])
+    R.check(got is not None and got == ref, "--checkpoint %s: the logits of its export" % ck)
+
+# schedulers and worker counts
+for sched in ("lws", "eager", "dmda"):
+    for ncpu in ("1", "2"):
+        ids, _ = generate("sched", gen + ["--weights", weights, "--prompts", prompts,
+                                          "--max-batch", "2"],
+                          {"STARPU_SCHED": sched, "STARPU_NCPU": ncpu})
+        R.check(ids is not None and [r["ids"] for r in ids] == [r["ids"] for r in ref_ids],
+                "STARPU_SCHED=%s STARPU_NCPU=%s --max-batch 2: the same ids" % (sched, ncpu))
+
+sys.exit(R.finish("test_generate_engine"))
