@@ -132,7 +132,7 @@ def command_line():
         ("--seed abc", cmd(*IDS, "--seed", "abc"), ["--seed", "abc"]),
         ("--prompt-ids 1,,2", cmd("--prompt-ids", "1,,2"), ["--prompt-ids"]),
         ("--prompt-ids 1,x", cmd("--prompt-ids", "1,x"), ["--prompt-ids"]),
-        ("--prompt-ids 3,-1", cmd("--prompt-ids", "3,-1"), ["--prompt-ids"]),
+        ("--prompt-ids 3,-1", cmd("--prompt-ids", "3,-1"), ["-1", str(V)]),
         ("model without n_head", cmd(*IDS, "--model", no_head), ["n_head"]),
         ("model file missing", cmd(*IDS, "--model", F.path("nope.json")), ["nope.json"]),
         ("--ds-config dtype fp8", cmd(*IDS, "--ds-config", ds_bad), ["dtype", "fp8"]),
@@ -237,8 +237,12 @@ def bad_weights():
     gone = "transformer.h.0.mlp.c_fc.bias"
 
     def drop(hdr, data):
-        del hdr[gone]
-        return hdr, data
+        """the tensor and its bytes gone, the others' offsets moved down: a valid file"""
+        b, e = hdr.pop(gone)["data_offsets"]
+        for info in hdr.values():
+            if isinstance(info, dict) and "data_offsets" in info and info["data_offsets"][0] >= e:
+                info["data_offsets"] = [o - (e - b) for o in info["data_offsets"]]
+        return hdr, data[:b] + data[e:]
 
     def as_int(hdr, data):
         hdr["transformer.wte.weight"]["dtype"] = "I32"

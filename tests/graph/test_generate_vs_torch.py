@@ -85,8 +85,8 @@ def run_gen(args, env=None, quiet=True, timeout=120):
 
 
 def gen_json(label, args, env=None):
-    """zt-generate ARGS --json: its records (one JSON object per stdout line), or None after
-    a failure (recorded)"""
+    """zt-generate ARGS --json: its records (one JSON object per stdout line: split at "\n"
+    only, as a text may hold U+0085 or U+2028), or None after a failure (recorded)"""
     p = run_gen(args + ["--json"], env)
     if p is None:
         check(False, "%s: no answer after 120 s: zt-generate %s" % (label, " ".join(args)))
@@ -96,7 +96,7 @@ def gen_json(label, args, env=None):
                                                          p.stderr[-2000:]))
         return None
     try:
-        return [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+        return [json.loads(l) for l in p.stdout.split("\n") if l.strip()]
     except json.JSONDecodeError as e:
         check(False, "%s: stdout is not JSON lines (%s): %r" % (label, e, p.stdout[:300]))
         return None
@@ -404,7 +404,7 @@ def full_prompt(weights, ids):
         check(False, "(e) prompt of exactly seq_len tokens: no answer after 120 s")
         return
     errs = [l for l in p.stderr.splitlines() if l.strip()]
-    out = [l for l in p.stdout.splitlines() if l.strip()]
+    out = [l for l in p.stdout.split("\n") if l.strip()]
     empty = p.returncode == 0 and len(out) == 1 and json.loads(out[0])["ids"] == [] and \
         json.loads(out[0])["finish_reason"] == "length"
     refused = p.returncode == 2 and len(errs) == 1 and errs[0].startswith("zerotask: error: ")
