@@ -523,6 +523,13 @@ def text_and_stops(weights, singles):
               r.get("text") == text, "(g) --prompt %r: prompt_ids are its bytes, ids those of "
               "--prompt-ids, text %r (got %r)" % (prompt, text, r.get("text")))
         stop_at(base + ["--prompt", prompt], ref["ids"])
+        f = write_prompts("text.jsonl", [{"prompt": prompt}, {"prompt_ids": list(b"a ")},
+                                         {"prompt": "a "}])
+        recs = gen_json("(g) text in a prompts file", base + ["--prompts", f])
+        a_ids = singles[1]["ids"] if singles[1] else None
+        got = [r["ids"] for r in recs] if recs else None
+        check(got == [ref["ids"], a_ids, a_ids], "(g) a prompts file's \"prompt\" lines give "
+              "the ids of their bytes as prompt_ids (%s)" % got)
     p = run_gen(base + ["--prompt", prompt])
     if ref and p is not None:
         text = bytes(ref["ids"]).decode("utf-8", "replace")
@@ -585,6 +592,10 @@ def eos():
     recs = gen_json("(g) eos", args + ["--tokenizer", tok])
     if recs:
         compare_greedy("(g) <|endoftext|> with --tokenizer", recs[0], ref)
+        text = bytes(recs[0]["ids"]).decode("utf-8", "replace")
+        check(recs[0].get("text") == text, "(g) eos: text %r, the ids' bytes decoded as Hugging "
+              "Face's byte-level decoder does (invalid UTF-8 replaced; got %r)"
+              % (text, recs[0].get("text")))
     recs = gen_json("(g) no eos without a tokenizer", args)
     if recs:
         n = len(ref["ids"])
