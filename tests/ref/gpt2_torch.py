@@ -389,6 +389,13 @@ def gpt2_loss(P, m, idx, tgt, mask, fast=False):
     """Mean cross-entropy of GPT-2 over the [B, T] positions of (idx, tgt). P: name -> tensor.
     fast (benchmark only): the fused attention of torch >= 2.0 where it exists."""
     B, T = idx.shape
+    logits = gpt2_logits(P, m, idx, mask, fast)
+    return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(B * T))
+
+
+def gpt2_logits(P, m, idx, mask, fast=False):
+    """GPT-2's logits [B, T, V] at every position of idx [B, T] (causal, from position 0)."""
+    B, T = idx.shape
     C, NH = m["n_embd"], m["n_head"]
     hs = C // NH
     wte = P["transformer.wte.weight"]
@@ -413,8 +420,7 @@ def gpt2_loss(P, m, idx, tgt, mask, fast=False):
         h = F.gelu(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"], approximate="tanh")
         x = x + (h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"])
     x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], 1e-5)
-    logits = x @ wte.t()                                                    # [B, T, V]
-    return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(B * T))
+    return x @ wte.t()                                                      # [B, T, V]
 
 
 # ---------------------------------------------------------------------------------------------
