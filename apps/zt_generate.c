@@ -136,6 +136,17 @@ static int parse_one(struct gen_options *o, int argc, char **argv, int *i) {
     return cli_usage_error(&g_cli, "unknown option '%s'", a);
 }
 
+/* --logits must not name one of the inputs (it would replace it) */
+static int check_logits_output(const struct gen_options *o) {
+    const char *inputs[] = {o->model, o->weights, o->prompts, o->ds_config};
+    const char *flags[] = {"--model", "--weights", "--prompts", "--ds-config"};
+    for (int i = 0; o->logits && i < 4; i++)
+        if (inputs[i] && cli_same_file(o->logits, inputs[i]))
+            return cli_usage_error(&g_cli, "--logits %s names the same file as %s: an output "
+                                   "must not replace an input", o->logits, flags[i]);
+    return 0;
+}
+
 static int check_options(const struct gen_options *o) {
     int sources = !!o->prompt + !!o->prompt_ids + !!o->prompts;
     if (!o->model) return cli_usage_error(&g_cli, "missing --model");
@@ -146,11 +157,15 @@ static int check_options(const struct gen_options *o) {
     if ((o->prompt || o->stop) && !o->tokenizer)
         return cli_usage_error(&g_cli, "%s needs --tokenizer", o->prompt ? "--prompt" : "--stop");
     const struct zt_gen_params *p = &o->p;
-    if (p->temperature < 0 || !(p->top_p > 0) || p->top_p > 1 || !(p->repetition_penalty > 0))
-        return cli_usage_error(&g_cli, "--temperature %g (expected >= 0), --top-p %g (in (0, 1]), "
-                               "--repetition-penalty %g (> 0)", p->temperature, p->top_p,
+    if (p->temperature < 0)
+        return cli_usage_error(&g_cli, "--temperature %g: expected a number >= 0",
+                               p->temperature);
+    if (!(p->top_p > 0) || p->top_p > 1)
+        return cli_usage_error(&g_cli, "--top-p %g: expected a number in (0, 1]", p->top_p);
+    if (!(p->repetition_penalty > 0))
+        return cli_usage_error(&g_cli, "--repetition-penalty %g: expected a number > 0",
                                p->repetition_penalty);
-    return 0;
+    return check_logits_output(o);
 }
 
 static int parse(struct gen_options *o, int argc, char **argv) {
@@ -334,10 +349,10 @@ static void summary(const struct run *r, double ms) {
     for (int i = 0; i < r->n; i++)
         if (r->pr[i].nout && (first == 0 || r->pr[i].ms_first - r->t0 < first))
             first = r->pr[i].ms_first - r->t0;
+    fprintf(stderr, "peak memory: %.1f MiB resident (VmHWM)\n", cli_peak_rss_kib() / 1024.0);
     fprintf(stderr, "zt-generate: %d prompt(s), %lld new tokens in %.0f ms (%.1f tokens/s), "
-            "first token after %.1f ms; peak memory %.1f MiB resident\n", r->n,
-            (long long)tokens, ms, ms > 0 ? tokens * 1000.0 / ms : 0.0, first,
-            cli_peak_rss_kib() / 1024.0);
+            "first token after %.1f ms\n", r->n, (long long)tokens, ms,
+            ms > 0 ? tokens * 1000.0 / ms : 0.0, first);
 }
 
 static int generate(struct run *r, const struct zt_model_shape *s, struct zt_gen_config *cfg,

@@ -124,7 +124,7 @@ for mode, extra in (("resident", []), ("streamed", ["--ds-config", R.path("nvme2
     recs, p = generate("big " + mode, ["--model", big, "--weights", bigw, "--prompt-ids",
                                        "1,2,3", "--max-new-tokens", "4", "--max-batch", "1"]
                        + extra)
-    m = re.search(r"peak memory ([0-9.]+) MiB resident", p.stderr)
+    m = re.search(r"peak memory: ([0-9.]+) MiB resident", p.stderr)
     peak[mode] = float(m.group(1)) if m else 0.0
     peak[mode + " ids"] = recs and recs[0]["ids"]
 layers = 8 * (12 * 384 * 384 + 13 * 384) * 4 / 1048576.0
