@@ -84,7 +84,8 @@ static enum zt_status line_ids(const cJSON *a, struct gen_prompt *p, const char 
     if (!p->ids) return zt_error_set(ZT_ERR_NOMEM, "out of memory for the prompts");
     const cJSON *x;
     cJSON_ArrayForEach(x, a) {
-        if (!cJSON_IsNumber(x) || x->valuedouble != (int32_t)x->valuedouble)
+        if (!cJSON_IsNumber(x) || !(x->valuedouble >= INT32_MIN && x->valuedouble <= INT32_MAX) ||
+            x->valuedouble != (int32_t)x->valuedouble)
             return zt_error_set(ZT_ERR_CONFIG, "%s: \"prompt_ids\": expected integers", where);
         p->ids[p->nids++] = (int32_t)x->valuedouble;
     }
@@ -264,7 +265,8 @@ static enum zt_status only_keys(const cJSON *o, const char *const *keys, const c
 static enum zt_status int_key(const cJSON *o, const char *key, int lo, int *v, const char *path) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!x) return ZT_OK;
-    if (!cJSON_IsNumber(x) || x->valuedouble != (int)x->valuedouble || x->valuedouble < lo)
+    if (!cJSON_IsNumber(x) || !(x->valuedouble >= lo && x->valuedouble <= INT32_MAX) ||
+        x->valuedouble != (int)x->valuedouble)
         return zt_error_set(ZT_ERR_CONFIG, "%s: %s: expected an integer >= %d", path, key, lo);
     *v = (int)x->valuedouble;
     return ZT_OK;
@@ -316,7 +318,11 @@ static enum zt_status zero_keys(const cJSON *root, struct zt_gen_config *cfg, co
     if (stage != 0 && stage != 3)
         return zt_error_set(ZT_ERR_CONFIG, "%s: zero_optimization.stage: expected 0 or 3 for "
                             "inference (ZeRO-Inference is stage 3 with offload_param)", path);
-    return op ? offload_keys(op, cfg, path) : ZT_OK;
+    if (op) ZT_CHECK(offload_keys(op, cfg, path));
+    if (cfg->stream_weights && stage != 3)
+        return zt_error_set(ZT_ERR_CONFIG, "%s: zero_optimization.offload_param with device nvme "
+                            "needs stage 3 (ZeRO-Inference)", path);
+    return ZT_OK;
 }
 
 static enum zt_status aio_keys(const cJSON *root, struct zt_gen_config *cfg, const char *path) {
@@ -333,7 +339,7 @@ static enum zt_status aio_keys(const cJSON *root, struct zt_gen_config *cfg, con
 enum zt_status gen_ds_config_load(const char *path, struct zt_gen_config *cfg, int *dtype) {
     static const char *const keys[] = {"dtype", "zero_optimization", "aio", NULL};
     FILE *f = fopen(path, "rb");
-    if (!f) return zt_error_set(ZT_ERR_CONFIG, "--ds-config %s: %s", path, strerror(errno));
+    if (!f) return zt_error_set(ZT_ERR_IO, "--ds-config %s: %s", path, strerror(errno));
     char buf[65536];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);

@@ -6,6 +6,8 @@
  * Layer: apps/. This file: options, the run and the output; generate_input.c: the prompts file
  * and the inference config.
  */
+#include <limits.h>         /* PATH_MAX */
+#include <math.h>           /* isinf */
 #include <stdio.h>          /* printf, fprintf */
 #include <stdlib.h>         /* calloc, free, strtod */
 #include <string.h>         /* strcmp, strstr */
@@ -136,14 +138,33 @@ static int parse_one(struct gen_options *o, int argc, char **argv, int *i) {
     return cli_usage_error(&g_cli, "unknown option '%s'", a);
 }
 
-/* --logits must not name one of the inputs (it would replace it) */
+/* path lies inside directory dir (both resolved; path's file need not exist) */
+static int inside(const char *path, const char *dir) {
+    char d[PATH_MAX], p[PATH_MAX], parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash) *slash = '\0';
+    else snprintf(parent, sizeof parent, ".");
+    if (!realpath(dir, d) || !realpath(parent[0] ? parent : "/", p)) return 0;
+    size_t n = strlen(d);
+    return !strncmp(p, d, n) && (p[n] == '\0' || p[n] == '/');
+}
+
+/* --logits must not name one of the inputs, nor a file in an input directory (it would replace
+ * it) */
 static int check_logits_output(const struct gen_options *o) {
     const char *inputs[] = {o->model, o->weights, o->prompts, o->ds_config};
     const char *flags[] = {"--model", "--weights", "--prompts", "--ds-config"};
+    const char *dirs[] = {o->tokenizer, o->checkpoint}, *dflags[] = {"--tokenizer", "--checkpoint"};
     for (int i = 0; o->logits && i < 4; i++)
         if (inputs[i] && cli_same_file(o->logits, inputs[i]))
             return cli_usage_error(&g_cli, "--logits %s names the same file as %s: an output "
                                    "must not replace an input", o->logits, flags[i]);
+    for (int i = 0; o->logits && i < 2; i++)
+        if (dirs[i] && inside(o->logits, dirs[i]))
+            return cli_usage_error(&g_cli, "--logits %s is inside the %s directory %s: an "
+                                   "output must not replace an input", o->logits, dflags[i],
+                                   dirs[i]);
     return 0;
 }
 
@@ -154,16 +175,17 @@ static int check_options(const struct gen_options *o) {
         return cli_usage_error(&g_cli, "expected one of --weights and --checkpoint");
     if (sources != 1)
         return cli_usage_error(&g_cli, "expected one of --prompt, --prompt-ids and --prompts");
+    if (o->stop && !*o->stop) return cli_usage_error(&g_cli, "--stop: expected a non-empty text");
     if ((o->prompt || o->stop) && !o->tokenizer)
         return cli_usage_error(&g_cli, "%s needs --tokenizer", o->prompt ? "--prompt" : "--stop");
     const struct zt_gen_params *p = &o->p;
-    if (p->temperature < 0)
-        return cli_usage_error(&g_cli, "--temperature %g: expected a number >= 0",
+    if (!(p->temperature >= 0) || isinf(p->temperature))
+        return cli_usage_error(&g_cli, "--temperature %g: expected a finite number >= 0",
                                p->temperature);
     if (!(p->top_p > 0) || p->top_p > 1)
         return cli_usage_error(&g_cli, "--top-p %g: expected a number in (0, 1]", p->top_p);
-    if (!(p->repetition_penalty > 0))
-        return cli_usage_error(&g_cli, "--repetition-penalty %g: expected a number > 0",
+    if (!(p->repetition_penalty > 0) || isinf(p->repetition_penalty))
+        return cli_usage_error(&g_cli, "--repetition-penalty %g: expected a finite number > 0",
                                p->repetition_penalty);
     return check_logits_output(o);
 }
@@ -187,7 +209,6 @@ struct run {
     struct zt_tokenizer *tok;
     struct gen_prompt *pr;  /* [n] */
     int n, next_out;        /* the next prompt to print (input order) */
-    int stream;             /* the prompt whose text streams now (no --json), -1: none */
     double t0;
 };
 
@@ -220,6 +241,15 @@ static size_t whole_utf8(const char *s, size_t n) {
     return n - (k - 1) >= need ? n : k - 1;
 }
 
+/* text[0..n) less its longest end that could be the start of the stop string (shown only
+ * once it is known not to be one) */
+static size_t before_stop(const char *text, size_t n, const char *stop) {
+    size_t ls = stop ? strlen(stop) : 0, k = ls > 0 ? ls - 1 : 0;
+    for (k = k < n ? k : n; k > 0; k--)
+        if (!memcmp(text + n - k, stop, k)) return n - k;
+    return n;
+}
+
 /* what prompt p has generated and not yet shown: its ids, or its text up to the last whole
  * character (all of it, invalid bytes as U+FFFD, when it has ended) */
 static void stream_out(struct run *r, struct gen_prompt *p, int ended) {
@@ -229,7 +259,7 @@ static void stream_out(struct run *r, struct gen_prompt *p, int ended) {
             printf("%s%d", p->shown ? " " : "", p->out[p->shown]);
     } else if (p->text) {
         size_t n = strlen(p->text), shown = (size_t)p->shown;
-        if (!ended) n = whole_utf8(p->text, n);
+        if (!ended) n = whole_utf8(p->text, before_stop(p->text, n, r->o->stop));
         if (n > shown && ended) {
             char *rest = gen_utf8_lossy(p->text + shown);
             fputs(rest ? rest : "", stdout);
@@ -386,14 +416,16 @@ int main(int argc, char **argv) {
     struct gen_options o;
     int rc = parse(&o, argc, argv);
     if (rc) return rc;
-    struct run r = {.o = &o, .stream = -1};
+    struct run r = {.o = &o};
     struct zt_model_shape shape;
     struct zt_gen_config cfg = {.max_batch = o.max_batch, .prefill_chunk = o.prefill_chunk};
     struct zt_gen_weights w = {.safetensors = o.weights, .checkpoint = o.checkpoint};
     rc = load_inputs(&r, &shape);
     if (!rc && o.ds_config && gen_ds_config_load(o.ds_config, &cfg, &w.dtype) != ZT_OK)
-        rc = cli_fail(&g_cli, CLI_EXIT_USAGE);
+        rc = cli_fail(&g_cli, zt_error_last_code() == ZT_ERR_IO ? CLI_EXIT_FAILURE
+                                                               : CLI_EXIT_USAGE);
     if (!rc) rc = generate(&r, &shape, &cfg, &w);
+    free((char *)cfg.nvme_path); /* gen_ds_config_load's copy */
     gen_prompts_free(r.pr, r.n);
     zt_tokenizer_free(r.tok);
     return rc;

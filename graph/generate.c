@@ -8,6 +8,7 @@
  * step's task graph; the logits come back and each request whose rows reached its last id
  * samples its next one (kernels/cpu/sample.c) with the random number of (seed, position).
  */
+#include <math.h>           /* isinf */
 #include <pthread.h>        /* pthread_mutex_t */
 #include <stdio.h>          /* snprintf */
 #include <stdlib.h>         /* calloc, free */
@@ -32,6 +33,8 @@ struct zt_generator {
     int32_t *picked;               /* [max_rows] the tokens the sample task picked */
     int want_logits;               /* a row of this step goes to a request's prompt_logits */
     struct zt_gen_stats stats;
+    enum zt_status failed;         /* a step failed: every later one returns it */
+    char error[512];               /* its message */
 };
 
 const char *zt_finish_name(enum zt_finish f) {
@@ -62,42 +65,46 @@ static int64_t kv_bytes(const zt_generator_t g) {
     return (int64_t)g->s.n_layer * g->cfg.max_batch * g->s.seq_len * 2 * g->s.n_embd * 4;
 }
 
-/* ZT_HOST_MEM_LIMIT (0: none) against the weights in memory, the KV cache and the activations */
-static enum zt_status check_budget(zt_generator_t g) {
-    int64_t limit = 0;
-    ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
-    int64_t weights = gen_weights_host_bytes(&g->w), kv = kv_bytes(g);
-    int64_t acts = (int64_t)g->max_rows * (16 * g->s.n_embd + 2 * g->s.vocab_size) * 4;
-    if (limit <= 0 || weights + kv + acts <= limit) return ZT_OK;
-    const double mib = 1048576.0;
-    return zt_error_set(ZT_ERR_NOMEM, "ZT_HOST_MEM_LIMIT=%.1f MiB: generation needs %.1f MiB "
-                        "(weights in memory %.1f, KV cache %.1f, activations %.1f); stream the "
-                        "layers from NVMe (offload_param device nvme) or lower --max-batch",
-                        limit / mib, (weights + kv + acts) / mib, weights / mib, kv / mib,
-                        acts / mib);
+/* the activation arena's bytes (generate_step.c: 16C + 2 floats per row, plus the logits) */
+static int64_t acts_bytes(const zt_generator_t g) {
+    return (int64_t)g->max_rows * (16 * g->s.n_embd + 4 + 2 * g->s.n_embd + g->s.vocab_size) * 4;
+}
+
+static enum zt_status check_config(const struct zt_model_shape *s,
+                                   const struct zt_gen_config *cfg) {
+    if (cfg->max_batch < 1 || cfg->max_batch > 65536)
+        return zt_error_set(ZT_ERR_CONFIG, "generate: max_batch %d: expected 1 to 65536",
+                            cfg->max_batch);
+    if (cfg->prefill_chunk < 0)
+        return zt_error_set(ZT_ERR_CONFIG, "generate: prefill_chunk %d: expected >= 0 (0: the "
+                            "default)", cfg->prefill_chunk);
+    if (cfg->stream_weights && !cfg->nvme_path)
+        return zt_error_set(ZT_ERR_CONFIG, "generate: streamed weights need an nvme_path");
+    if (s->seq_len < 2 || s->vocab_size < 1)
+        return zt_error_set(ZT_ERR_CONFIG, "generate: seq_len %d, vocab_size %d: expected a "
+                            "context of at least 2 and a vocabulary", s->seq_len, s->vocab_size);
+    return ZT_OK;
 }
 
 enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_shape *s,
                                    const struct zt_gen_weights *w,
                                    const struct zt_gen_config *cfg) {
     *out = NULL;
-    if (cfg->max_batch < 1 || cfg->prefill_chunk < 0 || (cfg->stream_weights && !cfg->nvme_path))
-        return zt_error_set(ZT_ERR_CONFIG, "generate: max_batch %d (expected >= 1), "
-                            "prefill_chunk %d (>= 0), a stream without an nvme_path",
-                            cfg->max_batch, cfg->prefill_chunk);
+    ZT_CHECK(check_config(s, cfg));
     struct zt_generator *g = calloc(1, sizeof *g);
     if (!g) return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
     *out = g;
     g->s = *s;
     g->cfg = *cfg;
-    if (g->cfg.prefill_chunk == 0) g->cfg.prefill_chunk = 256;
+    /* a chunk never longer than a prompt can be (seq_len - 1 tokens) */
+    int most = s->seq_len - 1, chunk = g->cfg.prefill_chunk ? g->cfg.prefill_chunk : 256;
+    g->cfg.prefill_chunk = chunk < most ? chunk : most;
     g->max_rows = g->cfg.prefill_chunk + g->cfg.max_batch;
     pthread_mutex_init(&g->mu, NULL);
     ZT_CHECK(zt_tasks_init());
     g->tasks_up = 1;
     g->nworkers = zt_runtime_nworkers() > 0 ? zt_runtime_nworkers() : 1;
-    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg));
-    ZT_CHECK(check_budget(g));
+    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, kv_bytes(g) + acts_bytes(g)));
     return make_state(g);
 }
 
@@ -145,8 +152,9 @@ static enum zt_status check_request(zt_generator_t g, const int32_t *prompt, int
     if (n >= g->s.seq_len)
         return zt_error_set(ZT_ERR_INVALID, "prompt: %d tokens leave no room to generate in the "
                             "model's context of %d (seq_len)", n, g->s.seq_len);
-    if (p->max_new_tokens < 1 || p->temperature < 0 || p->top_k < 0 || !(p->top_p > 0) ||
-        p->top_p > 1 || !(p->repetition_penalty > 0))
+    if (p->max_new_tokens < 1 || !(p->temperature >= 0) || isinf(p->temperature) ||
+        p->top_k < 0 || !(p->top_p > 0) || p->top_p > 1 || !(p->repetition_penalty > 0) ||
+        isinf(p->repetition_penalty))
         return zt_error_set(ZT_ERR_INVALID, "sampling: max_new_tokens %d (expected >= 1), "
                             "temperature %g (>= 0), top_k %d (>= 0), top_p %g (in (0, 1]), "
                             "repetition_penalty %g (> 0)", p->max_new_tokens, p->temperature,
@@ -269,7 +277,10 @@ static void sample_params(zt_generator_t g, int i) {
 static void take(zt_generator_t g, int s, int32_t tok) {
     struct gen_request *r = g->slot[s];
     const struct zt_gen_params *p = &r->p;
-    if (tok == p->eos_id) return finish(g, s, ZT_FINISH_EOS);
+    if (tok == p->eos_id) {
+        finish(g, s, ZT_FINISH_EOS);
+        return;
+    }
     r->ids[r->n++] = tok;
     r->generated++;
     int stop = r->fn ? r->fn(r->user, r->id, tok, ZT_FINISH_NONE) : 0;
@@ -293,24 +304,31 @@ static void use_results(zt_generator_t g, const float *logits) {
     }
 }
 
+/* the step's sampling task (none when no row ends a prompt or decodes); *tokens: its output */
+static enum zt_status submit_sampling(zt_generator_t g, zt_tensor_t logits, zt_tensor_t *tokens) {
+    struct zt_task_opts o = {.layer = -1, .mb = -1, .step = g->b.step, .priority = 0};
+    if (g->b.nlogits == 0) return ZT_OK;
+    for (int i = 0; i < g->b.nlogits; i++) sample_params(g, i);
+    ZT_CHECK(zt_tensor_init(tokens, "picked", g->picked, g->b.nlogits, 1, sizeof(int32_t), 1,
+                            NULL));
+    return zt_task_sample(&o, *tokens, logits, g->sp);
+}
+
 /* submit the step and its sampling, wait, read the results */
 static enum zt_status run_step(zt_generator_t g) {
     zt_tensor_t logits = NULL, tokens = NULL;
-    struct zt_task_opts o = {.layer = -1, .mb = -1, .step = g->stats.steps + 1, .priority = 0};
+    g->b.step = g->stats.steps + 1;
     enum zt_status rc = gen_step_submit(g->acts, &g->w, g->kv, &g->b, 2 * g->nworkers, &logits);
-    for (int i = 0; i < g->b.nlogits; i++) sample_params(g, i);
-    if (rc == ZT_OK)
-        rc = zt_tensor_init(&tokens, "picked", g->picked, g->b.nlogits, 1, sizeof(int32_t), 1,
-                            NULL);
-    if (rc == ZT_OK) rc = zt_task_sample(&o, tokens, logits, g->sp);
+    if (rc == ZT_OK) rc = submit_sampling(g, logits, &tokens);
     enum zt_status wrc = zt_runtime_wait_all(); /* even after a failed submission */
     if (rc == ZT_OK) rc = wrc;
     if (rc == ZT_OK && g->w.streamed) rc = zt_io_service_status();
-    if (rc == ZT_OK) rc = zt_tensor_acquire(tokens, 0);
-    if (rc == ZT_OK && g->want_logits) rc = zt_tensor_acquire(logits, 0);
-    if (rc == ZT_OK) {
-        use_results(g, g->want_logits ? zt_tensor_data(logits) : NULL);
-        if (g->want_logits) zt_tensor_release(logits);
+    int have = rc == ZT_OK && tokens, with_logits = have && g->want_logits;
+    if (have) rc = zt_tensor_acquire(tokens, 0);
+    if (rc == ZT_OK && with_logits) rc = zt_tensor_acquire(logits, 0);
+    if (rc == ZT_OK && have) {
+        use_results(g, with_logits ? zt_tensor_data(logits) : NULL);
+        if (with_logits) zt_tensor_release(logits);
         zt_tensor_release(tokens);
     }
     if (tokens) zt_tensor_free(tokens);
@@ -318,15 +336,31 @@ static enum zt_status run_step(zt_generator_t g) {
     return rc;
 }
 
+/* every request running or waiting (under the queue's lock: submit may run meanwhile) */
+static int busy_now(zt_generator_t g) {
+    pthread_mutex_lock(&g->mu);
+    int busy = g->wait_head != NULL;
+    pthread_mutex_unlock(&g->mu);
+    for (int s = 0; s < g->cfg.max_batch; s++) busy |= g->slot[s] != NULL;
+    return busy;
+}
+
 enum zt_status zt_generator_step(zt_generator_t g, int *busy) {
+    /* a failed step leaves caches half written: every later step fails the same way */
+    if (g->failed != ZT_OK)
+        return zt_error_set(g->failed, "generate: an earlier step failed: %s", g->error);
     admit(g);
     build_batch(g);
     if (g->b.n > 0) {
-        ZT_CHECK(run_step(g));
+        enum zt_status rc = run_step(g);
+        if (rc != ZT_OK) {
+            g->failed = rc;
+            snprintf(g->error, sizeof g->error, "%s", zt_error_last());
+            return rc;
+        }
         g->stats.steps++;
     }
-    *busy = g->wait_head != NULL;
-    for (int s = 0; s < g->cfg.max_batch; s++) *busy |= g->slot[s] != NULL;
+    *busy = busy_now(g);
     return ZT_OK;
 }
 

@@ -35,18 +35,28 @@ struct gen_weights {
     struct zt_swapdir dir;
     struct zt_swapfile file;     /* layer l at l * layer_bytes */
     int loaded_until;            /* layers [0, loaded_until) have had their swap-in submitted
-                                  * in the current pass */
+                                  * for the current pass (or, past the last layer, the next) */
+    int next_pass;               /* layers of the next pass already submitted */
+    int resident_pass;           /* the window holds every layer: read once, kept */
+    int64_t step;                /* the step being submitted (trace) */
+    int io_up;                   /* the I/O service was started here */
     int64_t bytes_read;
 };
 
-/* Load the weights (checked against the shape) as cfg says. */
+/* Load the weights (checked against the shape) as cfg says. Before allocating them, the host
+ * bytes they need plus `others` (KV cache, activations) are checked against ZT_HOST_MEM_LIMIT. */
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
-                                const struct zt_gen_config *cfg);
+                                const struct zt_gen_config *cfg, int64_t others);
 void gen_weights_free(struct gen_weights *w);
-/* Before the tasks of layer l in a pass over the layers: the tensors that hold its parameters
- * (streamed: the swap-ins of layers up to l + prefetch are submitted, l's included). */
-enum zt_status gen_weights_layer(struct gen_weights *w, int l, struct gen_layer **out);
+/* Before the tasks of layer l in a pass over the layers (of step `step`, for the trace): the
+ * tensors that hold its parameters (streamed: the swap-ins of layers up to l + prefetch are
+ * submitted, l's included). */
+enum zt_status gen_weights_layer(struct gen_weights *w, int l, int64_t step,
+                                 struct gen_layer **out);
+/* After the tasks of a pass's last layer: streamed, the swap-ins of the next pass's first layers,
+ * so that the disk works while the step ends and the next begins. */
+enum zt_status gen_weights_pass_end(struct gen_weights *w);
 /* host bytes of the weights (resident tensors and the window) */
 int64_t gen_weights_host_bytes(const struct gen_weights *w);
 
@@ -67,6 +77,7 @@ struct gen_request {
 
 /* one step's rows and where their logits go */
 struct gen_batch {
+    int64_t step;              /* 1-based, for the trace */
     int n;                     /* rows */
     int32_t *tokens;           /* [n] */
     struct zt_row_pos *rows;   /* [n] */

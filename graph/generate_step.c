@@ -58,10 +58,11 @@ void gen_acts_free(struct gen_acts *a) {
     free(a);
 }
 
-/* the step's tensors: rows n (nblk blocks) for the layers, k for the logits */
+/* the step's tensors: rows n (nblk blocks) for the layers, k for the logits (none when k is 0:
+ * a step of prompt chunks that end no prompt) */
 static enum zt_status make_step_tensors(struct gen_acts *a, int n, int nblk, int k) {
     float *p = a->arena;
-    for (int i = 0; i < A_COUNT; i++) {
+    for (int i = 0; i < (k > 0 ? A_COUNT : A_ROWS_END); i++) {
         int rows = i < A_ROWS_END ? n : k, nb = i < A_ROWS_END ? nblk : (k < nblk ? k : nblk);
         ZT_CHECK(zt_tensor_init(&a->t[i], g_acts[i].name, p, rows, cols_of(a, i), sizeof(float),
                                 nb, NULL));
@@ -102,22 +103,25 @@ static enum zt_status layer_block(struct gen_acts *a, const struct gen_layer *L,
 
 enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_tensor_t *kv,
                                const struct gen_batch *bt, int nblk, zt_tensor_t *logits) {
-    if (bt->n > a->max_rows || bt->nlogits > a->max_rows || bt->nlogits < 1)
-        return zt_error_set(ZT_ERR_INVALID, "generate: a step of %d rows (%d logits) exceeds "
-                            "%d", bt->n, bt->nlogits, a->max_rows);
+    if (bt->n < 1 || bt->n > a->max_rows || bt->nlogits > bt->n)
+        return zt_error_set(ZT_ERR_INVALID, "generate: a step of %d rows (%d of them with "
+                            "logits): expected 1 to %d rows", bt->n, bt->nlogits, a->max_rows);
     if (nblk > bt->n) nblk = bt->n;
     ZT_CHECK(make_step_tensors(a, bt->n, nblk, bt->nlogits));
     zt_tensor_t *t = a->t;
-    struct zt_task_opts o = {.layer = -1, .mb = -1, .step = 0, .priority = 0};
+    struct zt_task_opts o = {.layer = -1, .mb = -1, .step = bt->step, .priority = 0};
     for (int b = 0; b < nblk; b++)
         ZT_CHECK(zt_task_embed_rows(&o, t[A_X], b, w->wte, w->wpe, bt->tokens, bt->rows));
     for (int l = 0; l < a->s.n_layer; l++) {
         struct gen_layer *L;
-        ZT_CHECK(gen_weights_layer(w, l, &L));
+        ZT_CHECK(gen_weights_layer(w, l, bt->step, &L));
         o.layer = l;
         for (int b = 0; b < nblk; b++) ZT_CHECK(layer_block(a, L, kv[l], bt, &o, b));
     }
+    ZT_CHECK(gen_weights_pass_end(w));
     o.layer = -1;
+    *logits = NULL;
+    if (bt->nlogits == 0) return ZT_OK;
     ZT_CHECK(zt_task_gather_rows(&o, t[A_XS], t[A_X], bt->logit_rows));
     for (int b = 0; b < zt_tensor_nblk(t[A_XS]); b++) {
         ZT_CHECK(zt_task_layernorm_forward(&o, t[A_LNF], t[A_LNFM], t[A_LNFR], b, t[A_XS],

@@ -17,6 +17,7 @@
 #include "zt_checkpoint.h"  /* zt_checkpoint_* */
 #include "zt_ckpt.h"        /* zt_shard_set_* */
 #include "zt_safetensors.h" /* zt_st_* */
+#include "zt_sched.h"       /* zt_knob_size */
 #include "generate_impl.h"  /* struct gen_weights */
 
 /* a source of fp32 values by parameter index */
@@ -150,6 +151,7 @@ static enum zt_status load_param(struct gen_weights *w, struct weights_src *r, i
     return ZT_OK;
 }
 
+/* where each parameter goes: offsets in a layer's bytes, the resident bytes, the window */
 static enum zt_status layout(struct gen_weights *w) {
     int64_t off = 0;
     for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++) {
@@ -162,6 +164,25 @@ static enum zt_status layout(struct gen_weights *w) {
     if (!w->streamed) w->resident_bytes += w->layer_bytes * w->s.n_layer;
     w->nbuf = w->streamed ? w->prefetch + 1 : w->s.n_layer;
     if (w->nbuf > w->s.n_layer) w->nbuf = w->s.n_layer;
+    w->resident_pass = w->streamed && w->nbuf == w->s.n_layer;
+    return ZT_OK;
+}
+
+/* ZT_HOST_MEM_LIMIT (0: none) against the weights in memory and the others' bytes */
+static enum zt_status check_budget(const struct gen_weights *w, int64_t others) {
+    int64_t limit = 0, weights = gen_weights_host_bytes(w);
+    ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
+    if (limit <= 0 || weights + others <= limit) return ZT_OK;
+    const double mib = 1048576.0;
+    return zt_error_set(ZT_ERR_NOMEM, "ZT_HOST_MEM_LIMIT=%.1f MiB: generation needs %.1f MiB "
+                        "(weights in memory %.1f, KV cache and activations %.1f); %s",
+                        limit / mib, (weights + others) / mib, weights / mib, others / mib,
+                        w->streamed ? "lower --max-batch or offload_param.buffer_count"
+                                    : "stream the layers from NVMe (offload_param device nvme) "
+                                      "or lower --max-batch");
+}
+
+static enum zt_status allocate(struct gen_weights *w) {
     w->resident = zt_aio_alloc((size_t)w->resident_bytes);
     w->buf = calloc((size_t)w->nbuf, sizeof *w->buf);
     if (w->streamed) w->window = zt_aio_alloc((size_t)(w->layer_bytes * w->nbuf));
@@ -210,6 +231,7 @@ static enum zt_status open_stream(struct gen_weights *w, const struct zt_gen_con
                              .queue_depth = cfg->aio_queue_depth > 0 ? cfg->aio_queue_depth : 8,
                              .overlap_events = 1};
     ZT_CHECK(zt_io_service_init(&aio, cfg->aio_threads > 0 ? cfg->aio_threads : 1));
+    w->io_up = 1;
     int64_t bytes = w->layer_bytes * w->s.n_layer;
     ZT_CHECK(zt_swapdir_open(&w->dir, cfg->nvme_path, "offload_param.nvme_path", bytes));
     return zt_swapdir_file(&w->dir, "weights.swp", bytes, &w->file);
@@ -229,7 +251,7 @@ static int64_t largest_param(const struct zt_model_shape *s) {
 
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
-                                const struct zt_gen_config *cfg) {
+                                const struct zt_gen_config *cfg, int64_t others) {
     memset(w, 0, sizeof *w);
     w->s = *s;
     w->file.fd = -1;
@@ -241,10 +263,15 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
                                          : open_checkpoint(&r, src->checkpoint);
     static const enum zt_dtype types[] = {ZT_DTYPE_F32, ZT_DTYPE_F32, ZT_DTYPE_BF16,
                                           ZT_DTYPE_F16};
-    w->dtype = src->dtype == ZT_GEN_DTYPE_STORED ? r.stored : types[src->dtype];
+    if (src->dtype < 0 || src->dtype > ZT_GEN_DTYPE_F16)
+        rc = zt_error_set(ZT_ERR_INVALID, "weights: dtype %d is not a ZT_GEN_DTYPE_*", src->dtype);
+    w->dtype = rc != ZT_OK ? ZT_DTYPE_F32 : src->dtype == ZT_GEN_DTYPE_STORED ? r.stored
+                                                                             : types[src->dtype];
+    if (rc == ZT_OK) rc = layout(w);
+    if (rc == ZT_OK) rc = check_budget(w, others);
+    if (rc == ZT_OK) rc = allocate(w);
     float *tmp = rc == ZT_OK ? malloc((size_t)largest_param(s) * sizeof(float)) : NULL;
     if (rc == ZT_OK && !tmp) rc = zt_error_set(ZT_ERR_NOMEM, "weights: out of memory");
-    if (rc == ZT_OK) rc = layout(w);
     char *layers = w->streamed ? w->window : (char *)w->resident + (w->resident_bytes -
                                                                     w->layer_bytes * s->n_layer);
     if (rc == ZT_OK && w->streamed) rc = open_stream(w, cfg);
@@ -274,18 +301,31 @@ static enum zt_status swap_in_layer(struct gen_weights *w, int l) {
             seg[n++] = (struct zt_swap_seg){.t = b->p[k], .blk = 0, .mem_off = head,
                                             .len = bytes - head, .file_off = off + head};
     }
-    struct zt_task_opts o = {.layer = l, .mb = -1, .step = 0, .priority = 0};
+    struct zt_task_opts o = {.layer = l, .mb = -1, .step = w->step, .priority = 0};
     w->bytes_read += w->layer_bytes;
     return zt_task_swap_in(&o, &w->file, seg, n, NULL, 0, NULL);
 }
 
-enum zt_status gen_weights_layer(struct gen_weights *w, int l, struct gen_layer **out) {
+enum zt_status gen_weights_layer(struct gen_weights *w, int l, int64_t step,
+                                 struct gen_layer **out) {
     *out = &w->buf[l % w->nbuf];
     if (!w->streamed) return ZT_OK;
-    if (l == 0) w->loaded_until = 0; /* a new pass */
-    int want = l + w->prefetch < w->s.n_layer ? l + w->prefetch + 1 : w->s.n_layer;
+    w->step = step;
+    int L = w->s.n_layer;
+    if (l == 0 && !w->resident_pass) w->loaded_until = w->next_pass; /* a new pass */
+    int want = l + w->prefetch < L ? l + w->prefetch + 1 : L;
     if (want > l + w->nbuf) want = l + w->nbuf; /* never past the window */
     while (w->loaded_until < want) ZT_CHECK(swap_in_layer(w, w->loaded_until++));
+    return ZT_OK;
+}
+
+enum zt_status gen_weights_pass_end(struct gen_weights *w) {
+    if (!w->streamed || w->resident_pass) return ZT_OK;
+    /* the next pass's first layers, into buffers whose readers (this pass's last layers, all
+     * submitted) StarPU lets finish first */
+    int L = w->s.n_layer;
+    w->next_pass = w->prefetch < L ? w->prefetch : L;
+    for (int j = 0; j < w->next_pass; j++) ZT_CHECK(swap_in_layer(w, j));
     return ZT_OK;
 }
 
@@ -294,18 +334,16 @@ int64_t gen_weights_host_bytes(const struct gen_weights *w) {
 }
 
 void gen_weights_free(struct gen_weights *w) {
+    if (w->io_up) zt_io_service_wait(); /* no swap-in may still write a buffer freed below */
     zt_tensor_t outer[4] = {w->wte, w->wpe, w->lnfw, w->lnfb};
     for (int k = 0; k < 4; k++)
         if (outer[k]) zt_tensor_free(outer[k]);
     for (int b = 0; w->buf && b < w->nbuf; b++)
         for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++)
             if (w->buf[b].p[k]) zt_tensor_free(w->buf[b].p[k]);
-    if (w->streamed) {
-        zt_io_service_wait();
-        if (w->file.fd >= 0) zt_swapfile_close(&w->file);
-        zt_swapdir_close(&w->dir);
-        zt_io_service_free();
-    }
+    if (w->file.fd >= 0) zt_swapfile_close(&w->file);
+    if (w->streamed) zt_swapdir_close(&w->dir);
+    if (w->io_up) zt_io_service_free();
     free(w->buf);
     free(w->resident);
     free(w->window);

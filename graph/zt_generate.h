@@ -11,10 +11,11 @@
  * cache tasks for attention); the rows that end a prompt or decode give logits, sampled on the
  * host. A finished request frees its slot at once for the next waiting one.
  *
- * Determinism: the logits of a row depend only on its sequence's tokens (with the AVX-512
- * GEMM engine the bits equal the training forward's for the same tokens), and the sampling of
- * the token at position p of a request uses the random number (seed, p); so the ids do not
- * depend on batching, on the other requests, on STARPU_SCHED or on STARPU_NCPU.
+ * Determinism (with the AVX-512 GEMM engine, the default where the CPU has AVX-512F): the logits
+ * of a row depend only on its sequence's tokens (their bits equal the training forward's for the
+ * same tokens), and the sampling of the token at position p of a request uses the random number
+ * (seed, p); so the ids do not depend on batching, on the other requests, on STARPU_SCHED or on
+ * STARPU_NCPU. With ZT_GEMM=openblas the products' summation order is OpenBLAS's.
  */
 #ifndef ZT_GENERATE_H
 #define ZT_GENERATE_H
@@ -57,7 +58,8 @@ struct zt_gen_params {
     float repetition_penalty; /* 1: off; > 0 (CTRL's rule: a logit of a token already in the
                                * sequence is divided by it when > 0, multiplied when < 0) */
     uint64_t seed;
-    int32_t eos_id;           /* the request ends when it samples this id (-1: none) */
+    int32_t eos_id;           /* the request ends when it samples this id; -1: none (a zeroed
+                               * struct means id 0) */
 };
 
 enum zt_finish { ZT_FINISH_NONE = 0, ZT_FINISH_LENGTH, ZT_FINISH_STOP, ZT_FINISH_EOS };

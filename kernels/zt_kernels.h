@@ -153,9 +153,10 @@ void zt_kern_crossentropy_forward_backward(float *logits, float *losses, const i
  * sampling (kernels/cpu/sample.c): the next token from logits[V] (modified in place), Hugging
  * Face generate's processors in order: repetition penalty (1: off; once per distinct id of
  * history[nhist]: a logit > 0 is divided by it, else multiplied), then temperature <= 0: argmax
- * (the lowest id on a tie); else logits / temperature, the top_k best (0: all), the smallest
- * best-first prefix holding top_p of their probability (1: all), and the candidate where u in
- * [0, 1) falls in the cumulative distribution. idx: V ints of scratch. */
+ * (the lowest id on a tie; NaN never wins); else the top_k best (0: all; by logit, then id)
+ * weighted exp((logit - best) / temperature), the smallest best-first prefix holding top_p of
+ * their weight (1: all), and the candidate where u in [0, 1) falls in its cumulative weight.
+ * The logits are changed only by the penalty. idx: V ints of scratch. */
 int zt_kern_sample(float *logits, int V, const int32_t *history, int nhist, float temperature,
                    int top_k, float top_p, float penalty, double u, int32_t *idx);
 

@@ -14,7 +14,9 @@
 #include "tasks_impl.h"  /* builder, slots */
 
 struct zt_row_arg {
-    int32_t pos, kvi, token; /* position, index in the task's cache list, token (embed) */
+    int32_t pos;   /* position in its sequence (gather_rows: the source row) */
+    int32_t kvi;   /* index of its slot's block in the task's cache list */
+    int32_t token; /* embed_rows: its token */
 };
 
 struct zt_rows_args {

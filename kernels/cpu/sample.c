@@ -26,9 +26,11 @@ static void penalize(float *logits, int V, const int32_t *history, int nhist, fl
     memset(idx, 0, (size_t)V * sizeof *idx);
 }
 
+/* the lowest id of the largest logit; NaNs are never picked (all NaN: id 0) */
 static int argmax(const float *x, int V) {
     int best = 0;
-    for (int i = 1; i < V; i++)
+    while (best < V - 1 && x[best] != x[best]) best++;
+    for (int i = best + 1; i < V; i++)
         if (x[i] > x[best]) best = i;
     return best;
 }
@@ -42,12 +44,12 @@ static int by_logit(const void *pa, const void *pb) {
     return la > lb ? -1 : la < lb ? 1 : (a > b) - (a < b);
 }
 
-/* the first n of idx hold the candidates, best first */
+/* the first n of idx hold the candidates (not -inf, not NaN), best first, top_k of them */
 static int candidates(const float *logits, int V, int top_k, int32_t *idx) {
     int n = 0;
     for (int i = 0; i < V; i++)
         if (logits[i] > -INFINITY) idx[n++] = i;
-    if (n == 0) { /* every logit -inf: the lowest id */
+    if (n == 0) { /* every logit -inf or NaN: the lowest id */
         idx[0] = 0;
         return 1;
     }
@@ -56,24 +58,28 @@ static int candidates(const float *logits, int V, int top_k, int32_t *idx) {
     return top_k > 0 && top_k < n ? top_k : n;
 }
 
+/* candidate i's weight exp((logit - best) / temperature), in double: a tiny temperature sends
+ * every logit below the best to 0 instead of overflowing */
+static double weight(const float *logits, const int32_t *idx, int i, float temperature) {
+    return exp(((double)logits[idx[i]] - (double)logits[idx[0]]) / (double)temperature);
+}
+
 int zt_kern_sample(float *logits, int V, const int32_t *history, int nhist, float temperature,
                    int top_k, float top_p, float penalty, double u, int32_t *idx) {
     if (penalty != 1.0f && penalty > 0) penalize(logits, V, history, nhist, penalty, idx);
-    if (temperature <= 0) return argmax(logits, V);
-    for (int i = 0; i < V; i++) logits[i] /= temperature;
+    if (!(temperature > 0)) return argmax(logits, V);
     int n = candidates(logits, V, top_k, idx);
     double total = 0, keep = 0;
-    float top = logits[idx[0]];
-    for (int i = 0; i < n; i++) total += exp((double)logits[idx[i]] - top);
+    for (int i = 0; i < n; i++) total += weight(logits, idx, i, temperature);
     int m = 0; /* the smallest prefix holding top_p of the mass (at least one) */
     while (m < n) {
-        keep += exp((double)logits[idx[m]] - top);
+        keep += weight(logits, idx, m, temperature);
         m++;
         if (top_p < 1.0f && keep >= top_p * total) break;
     }
     double r = u * keep, acc = 0;
     for (int i = 0; i < m; i++) {
-        acc += exp((double)logits[idx[i]] - top);
+        acc += weight(logits, idx, i, temperature);
         if (r < acc) return idx[i];
     }
     return idx[m - 1];

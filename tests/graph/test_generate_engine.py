@@ -3,6 +3,8 @@
 
 A small GPT-2 (4 layers, 64 wide, context 48, vocabulary 96) trained a few steps; prompts of
 1..40 tokens. Checks:
+  - prompts fed in chunks (steps that end no prompt, prompts ending while others prefill) give
+    the ids of prompts fed whole;
   - KV-cache decode equals full recomputation: the prompt logits (--logits) computed one
     position per step through the cache (--prefill-chunk 1), in chunks of 7, and in one batch
     have the same bytes;
@@ -87,8 +89,16 @@ for chunk in ("1", "7"):
             "logits of 40 positions through the cache, %s per step, have the bytes of one "
             "batch" % chunk)
 
-# ZeRO-Inference from NVMe
+# prompts longer than the chunk, without prompt logits: steps of prompt chunks alone (no logits
+# row), and requests ending while others still prefill
 ref_ids, _ = generate("resident", gen + ["--weights", weights, "--prompts", prompts])
+for chunk, batch in (("5", "1"), ("5", "2"), ("3", "6")):
+    ids, _ = generate("chunks", gen + ["--weights", weights, "--prompts", prompts,
+                                       "--prefill-chunk", chunk, "--max-batch", batch])
+    R.check(ids is not None and [r["ids"] for r in ids] == [r["ids"] for r in ref_ids],
+            "--prefill-chunk %s --max-batch %s: the ids of whole prompts" % (chunk, batch))
+
+# ZeRO-Inference from NVMe
 nvme = R.path("nvme")
 os.makedirs(nvme, exist_ok=True)
 for count in (2, 3):
