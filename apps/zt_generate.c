@@ -324,6 +324,21 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
 // ----------------------------------------------------------------------------
 // the run
 
+/* every prompt against the model before anything is loaded; a prompts-file line is named */
+static int check_prompts(struct run *r, const struct zt_model_shape *s) {
+    for (int i = 0; i < r->n; i++) {
+        if (zt_generator_check_request(s, r->pr[i].ids, r->pr[i].nids, &r->pr[i].p) == ZT_OK)
+            continue;
+        if (r->o->prompts) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", zt_error_last());
+            zt_error_set(ZT_ERR_INVALID, "%s:%d: %s", r->o->prompts, r->pr[i].line, msg);
+        }
+        return cli_fail(&g_cli, CLI_EXIT_USAGE);
+    }
+    return 0;
+}
+
 static int load_inputs(struct run *r, struct zt_model_shape *shape) {
     const struct gen_options *o = r->o;
     if (zt_model_shape_load(shape, o->model) != ZT_OK) return cli_fail(&g_cli, CLI_EXIT_USAGE);
@@ -342,7 +357,7 @@ static int load_inputs(struct run *r, struct zt_model_shape *shape) {
     }
     if (o->logits && cli_check_output_file("--logits", o->logits, 0) != ZT_OK)
         return cli_fail(&g_cli, CLI_EXIT_FAILURE);
-    return 0;
+    return check_prompts(r, shape);
 }
 
 static int submit_all(struct run *r, zt_generator_t g, const struct zt_model_shape *s,
@@ -355,14 +370,8 @@ static int submit_all(struct run *r, zt_generator_t g, const struct zt_model_sha
     for (int i = 0; i < r->n; i++) {
         int64_t id;
         if (zt_generator_submit(g, r->pr[i].ids, r->pr[i].nids, &r->pr[i].p, on_token, r,
-                                i == 0 ? *logits : NULL, &id) != ZT_OK) {
-            if (r->o->prompts) {
-                char msg[1024];
-                snprintf(msg, sizeof msg, "%s", zt_error_last());
-                zt_error_set(ZT_ERR_INVALID, "%s:%d: %s", r->o->prompts, r->pr[i].line, msg);
-            }
-            return cli_fail(&g_cli, CLI_EXIT_USAGE);
-        }
+                                i == 0 ? *logits : NULL, &id) != ZT_OK)
+            return cli_fail(&g_cli, CLI_EXIT_FAILURE);
     }
     return 0;
 }

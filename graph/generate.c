@@ -142,16 +142,17 @@ void zt_generator_free(zt_generator_t g) {
 // ----------------------------------------------------------------------------
 // requests
 
-static enum zt_status check_request(zt_generator_t g, const int32_t *prompt, int n,
-                                    const struct zt_gen_params *p) {
+enum zt_status zt_generator_check_request(const struct zt_model_shape *shape,
+                                         const int32_t *prompt, int n,
+                                         const struct zt_gen_params *p) {
     if (n < 1) return zt_error_set(ZT_ERR_INVALID, "prompt: empty (expected at least one token)");
     for (int i = 0; i < n; i++)
-        if (prompt[i] < 0 || prompt[i] >= g->s.vocab_size)
+        if (prompt[i] < 0 || prompt[i] >= shape->vocab_size)
             return zt_error_set(ZT_ERR_INVALID, "prompt: token %d at position %d is outside the "
-                                "vocabulary [0, %d)", prompt[i], i, g->s.vocab_size);
-    if (n >= g->s.seq_len)
+                                "vocabulary [0, %d)", prompt[i], i, shape->vocab_size);
+    if (n >= shape->seq_len)
         return zt_error_set(ZT_ERR_INVALID, "prompt: %d tokens leave no room to generate in the "
-                            "model's context of %d (seq_len)", n, g->s.seq_len);
+                            "model's context of %d (seq_len)", n, shape->seq_len);
     if (p->max_new_tokens < 1 || !(p->temperature >= 0) || isinf(p->temperature) ||
         p->top_k < 0 || !(p->top_p > 0) || p->top_p > 1 || !(p->repetition_penalty > 0) ||
         isinf(p->repetition_penalty))
@@ -165,7 +166,7 @@ static enum zt_status check_request(zt_generator_t g, const int32_t *prompt, int
 enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int n,
                                    const struct zt_gen_params *p, zt_gen_token_fn fn,
                                    void *user, float *prompt_logits, int64_t *id) {
-    ZT_CHECK(check_request(g, prompt, n, p));
+    ZT_CHECK(zt_generator_check_request(&g->s, prompt, n, p));
     struct gen_request *r = calloc(1, sizeof *r);
     int32_t *ids = calloc((size_t)g->s.seq_len, sizeof *ids);
     if (!r || !ids) {

@@ -75,6 +75,11 @@ enum zt_status zt_generator_create(zt_generator_t *g, const struct zt_model_shap
                                    const struct zt_gen_config *cfg);
 void zt_generator_free(zt_generator_t g);
 
+/* What zt_generator_submit checks, before any generator exists (a program can refuse a bad
+ * prompt before loading the weights). */
+enum zt_status zt_generator_check_request(const struct zt_model_shape *shape,
+                                         const int32_t *prompt, int n,
+                                         const struct zt_gen_params *p);
 /* Queue a request (thread-safe; the ids are copied). *id: its number (0, 1, ...), in the order
  * of submission. ZT_ERR_INVALID for an empty prompt, an id outside the vocabulary, a prompt that
  * leaves no room in the context, or bad parameters. prompt_logits (may be NULL): [n, vocab]
