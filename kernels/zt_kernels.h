@@ -58,6 +58,13 @@ enum zt_gemm_engine zt_kern_gemm_get(void);
 int zt_kern_gemm_set(enum zt_gemm_engine e);
 void zt_kern_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);
+/* The same product (alpha 1, ta 0) for a few rows of A (M <= ZT_KERN_FEW_ROWS: decode) with op(B)
+ * in 16 bits, bf16 or (is_f16) fp16, read as stored: the bits of zt_kern_sgemm on B widened to
+ * fp32. Returns 0, or -1 (nothing done) off the AVX-512 engine or past ZT_KERN_FEW_ROWS rows: the
+ * caller then widens B. */
+#define ZT_KERN_FEW_ROWS 8
+int zt_kern_sgemm_w16(int tb, int M, int N, int K, const float *A, int lda, const uint16_t *B,
+                      int is_f16, int ldb, float beta, float *C, int ldc);
 /* test only: 1 makes the AVX-512 engine pack on its stack, as when its buffers cannot be had */
 void zt_kern_gemm_test_nobuf(int on);
 
@@ -95,6 +102,13 @@ void zt_kern_matmul_backward_weight(float *dw, const float *inp, const float *do
                                     int OC, int c0, int c1);
 /* dbias[OC] += sum over rows of dout[N,OC] */
 void zt_kern_matmul_backward_bias(float *dbias, const float *dout, int N, int OC);
+
+/* the same two products with 16-bit weights read as stored (zt_kern_sgemm_w16: a few rows on
+ * the AVX-512 engine, else -1 and nothing done); bias in fp32 */
+int zt_kern_matmul_forward_w16(float *out, const float *inp, const uint16_t *w, int is_f16,
+                               const float *bias, int N, int C, int OC);
+int zt_kern_matmul_t_forward_w16(float *out, const float *inp, const uint16_t *w, int is_f16,
+                                 int N, int C, int OC);
 
 /* tied head, w[OC,C] (wte with OC = V): out[N,OC] = inp[N,C] @ w^T */
 void zt_kern_matmul_t_forward(float *out, const float *inp, const float *w, int N, int C, int OC);

@@ -13,11 +13,44 @@ struct zt_matmul_args {
     struct zt_task_hdr hdr;
     int C, OC;
     int accumulate;
+    int w16; /* forward with fp32 rows and a 16-bit weight read as stored (hdr.native16) */
     int64_t r0, r1; /* weight rows of this block (weight-gradient tasks) */
 };
 
+/* a 16-bit weight (and bias) widened into the worker's scratch: the fallback of the w16 path */
+static const float *widened(void *buffers[], const struct zt_matmul_args *a, int s, float *dst) {
+    const void *p = zt_slot_ptr(buffers, &a->hdr, s);
+    if (!p || !zt_dtype_is16(a->hdr.dtype[s])) return p;
+    zt_dtype_to_f32((enum zt_dtype)a->hdr.dtype[s], dst, p,
+                    (size_t)zt_slot_nx(buffers, &a->hdr, s));
+    return dst;
+}
+
+/* forward with fp32 rows and a 16-bit weight: read as stored (a few rows), or widened here */
+static void forward_w16(void *buffers[], const struct zt_matmul_args *a, int tied) {
+    float *out = zt_slot_ptr(buffers, &a->hdr, 0);
+    const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
+    const uint16_t *w = zt_slot_ptr(buffers, &a->hdr, 2);
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C), f16 = a->hdr.dtype[2] == ZT_DTYPE_F16;
+    size_t nw = (size_t)a->C * (size_t)a->OC;
+    float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY, (size_t)a->OC);
+    const float *bias = tied ? NULL : widened(buffers, a, 3, scratch);
+    int done = tied ? zt_kern_matmul_t_forward_w16(out, inp, w, f16, N, a->C, a->OC)
+                    : zt_kern_matmul_forward_w16(out, inp, w, f16, bias, N, a->C, a->OC);
+    if (done == 0) return;
+    float *wide = zt_worker_scratch(ZT_SCRATCH_WIDENING, nw + (size_t)a->OC);
+    bias = tied ? NULL : widened(buffers, a, 3, wide + nw);
+    zt_dtype_to_f32((enum zt_dtype)a->hdr.dtype[2], wide, w, nw);
+    if (tied) zt_kern_matmul_t_forward(out, inp, wide, N, a->C, a->OC);
+    else zt_kern_matmul_forward(out, inp, wide, bias, N, a->C, a->OC);
+}
+
 void matmul_forward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (a->w16) {
+        forward_w16(buffers, a, 0);
+        return;
+    }
     float *out = zt_slot_ptr(buffers, &a->hdr, 0);
     const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
@@ -51,6 +84,10 @@ void matmul_backward_bias_cpu(void *buffers[], void *cl_arg) {
 
 void matmul_t_forward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (a->w16) {
+        forward_w16(buffers, a, 1);
+        return;
+    }
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
     zt_kern_matmul_t_forward(zt_slot_ptr(buffers, &a->hdr, 0), zt_slot_ptr(buffers, &a->hdr, 1),
                              zt_slot_ptr(buffers, &a->hdr, 2), N, a->C, a->OC);
@@ -162,6 +199,12 @@ static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const stru
     a->C = C;
     a->OC = OC;
     a->accumulate = accumulate;
+    /* decode: a few fp32 rows against a 16-bit weight read it as stored, not widened whole */
+    int forward = kind == ZT_KIND_matmul_forward || kind == ZT_KIND_matmul_t_forward;
+    a->w16 = forward && zt_dtype_is16(zt_tensor_dtype(w)) &&
+             zt_tensor_dtype(dst) == ZT_DTYPE_F32 && zt_tensor_dtype(src) == ZT_DTYPE_F32 &&
+             zt_tensor_blk_rows(dst, blk) <= ZT_KERN_FEW_ROWS;
+    a->hdr.native16 = (unsigned char)a->w16;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
     zt_builder_add(&tb, dst, blk, dmode);

@@ -29,13 +29,7 @@
 #include <string.h>  /* memset */
 
 #include "zt_kernels.h" /* prototypes */
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#define ZT_GEMM_HAVE_AVX512 1
-#include <immintrin.h> /* AVX-512F intrinsics */
-#else
-#define ZT_GEMM_HAVE_AVX512 0
-#endif
+#include "gemm_impl.h"  /* ZT_GEMM_HAVE_AVX512, GEMM_KC, lanes, tr16, tile_mode, skinny */
 
 static enum zt_gemm_engine g_engine = ZT_GEMM_OPENBLAS;
 static int g_test_nobuf; /* tests/kernels/test_gemm.c: take the stack-packed path */
@@ -76,8 +70,6 @@ static void blas_sgemm(int ta, int tb, int M, int N, int K, float alpha, const f
 
 #if ZT_GEMM_HAVE_AVX512
 #define GEMM_MR 12  /* rows of the register tile (micro-panel of op(A)) */
-#define GEMM_NR 32  /* columns of the register tile: two zmm (micro-panel of op(B)) */
-#define GEMM_KC 384 /* k per block: a 12 x 384 A micro-panel is 18 KiB of L1 */
 #define GEMM_NC 384 /* columns per packed B block: 384 x 384 floats, 576 KiB of L2 */
 
 #define GEMM_MC 1536 /* rows of op(A) packed at once: 1536 x 384 floats, 2.25 MiB */
@@ -119,35 +111,6 @@ static struct gemm_buf *thread_buf(void) {
     return g;
 }
 
-static inline __attribute__((target("avx512f"))) __mmask16 lanes(int n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
-}
-
-/* r[j] lane k -> r[k] lane j: interleave pairs, then quads, then 128-bit lanes twice */
-static inline __attribute__((always_inline, target("avx512f"))) void tr16(__m512 r[16]) {
-    __m512 t[16];
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    for (int h = 0; h < 2; h++)
-        for (int i = 0; i < 4; i++) {
-            __m512 lo = r[8 * h + i], hi = r[8 * h + 4 + i];
-            t[8 * h + i] = _mm512_shuffle_f32x4(lo, hi, 0x88);
-            t[8 * h + 4 + i] = _mm512_shuffle_f32x4(lo, hi, 0xDD);
-        }
-    for (int i = 0; i < 8; i++) {
-        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
-        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
-    }
-}
-
 /* op(B)[0:kc, 0:nc] into 32-column micro-panels, each k-major (p[k*32 + j]), zero past nc.
  * tb = 0: B is [K,N] (row k contiguous); tb = 1: B is [N,K], transposed 16 x 16 in registers. */
 static __attribute__((target("avx512f"))) void pack_b(int tb, int kc, int nc, const float *B,
@@ -180,6 +143,7 @@ static __attribute__((target("avx512f"))) void pack_b(int tb, int kc, int nc, co
         }
     }
 }
+
 
 /* alpha op(A)[0:m, 0:kc] into 12-row micro-panels, each k-major (p[k*12 + i]), zero past m.
  * ta = 0: A is [M,K], 16 x 16 blocks transposed in registers; ta = 1: A is [K,M]. Each value is
@@ -260,9 +224,6 @@ static __attribute__((target("avx512f"))) void tile(int kc, const float *restric
     }
 }
 
-static int tile_mode(int pc, float beta) {
-    return pc > 0 ? 1 : beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
-}
 
 /* The blocked product with packing buffers for mcap rows of op(A) and ncap columns of op(B)
  * (multiples of the tile), kc <= GEMM_KC deep. Every element gets the same tiles in the same k
@@ -291,95 +252,6 @@ static __attribute__((target("avx512f"))) void blocked(
     }
 }
 
-/* Few rows (decode: one row per sequence): op(B) is read once, straight from memory, without
- * packing, which would cost more than the product. The same sums as the tile's, element by
- * element: alpha * a rounded once, fmadd in k order from zero within each KC block, each
- * block's sum then stored or added as tile() does (mode), so the bits are the blocked path's. */
-#define SKINNY_MR 8
-
-/* the sums of a KC block into C as tile() stores them (mode 0: =, 1: +=, 2: = beta*C +) */
-static inline __attribute__((always_inline, target("avx512f"))) void skinny_store(
-    float *ci, __m512 x, __mmask16 mk, int mode, float beta) {
-    if (mode) {
-        __m512 c = _mm512_maskz_loadu_ps(mk, ci);
-        if (mode == 2) c = _mm512_mul_ps(_mm512_set1_ps(beta), c);
-        x = _mm512_add_ps(c, x);
-    }
-    _mm512_mask_storeu_ps(ci, mk, x);
-}
-
-/* tb = 1: C[0:m, 0:nr] for 16 rows of B (16 columns of op(B)) and one KC block; 16 x 16 blocks
- * of B's rows are transposed in registers so that each lane sums one column in k order */
-static __attribute__((target("avx512f"))) void skinny_rows(
-    int m, int nr, int kc, const float *a, size_t lda, const float *B, size_t ldb, float *c,
-    size_t ldc, int mode, float beta) {
-    __m512 acc[SKINNY_MR];
-    for (int i = 0; i < SKINNY_MR; i++) acc[i] = _mm512_setzero_ps();
-    __mmask16 mk = lanes(nr);
-    for (int k0 = 0; k0 < kc; k0 += 16) {
-        int kn = kc - k0 < 16 ? kc - k0 : 16;
-        __m512 col[16]; /* col[kk] = op(B)[k0 + kk, 0:16] */
-        for (int j = 0; j < 16; j++)
-            col[j] = j < nr ? _mm512_maskz_loadu_ps(lanes(kn), B + (size_t)j * ldb + k0)
-                            : _mm512_setzero_ps();
-        tr16(col);
-        for (int kk = 0; kk < kn; kk++)
-            for (int i = 0; i < m; i++)
-                acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)i * lda + k0 + kk]), col[kk],
-                                         acc[i]);
-    }
-    for (int i = 0; i < m; i++) skinny_store(c + (size_t)i * ldc, acc[i], mk, mode, beta);
-}
-
-/* tb = 0: C[0:m, 0:nc] for one KC block, B's rows streamed whole (nc <= SKINNY_NC columns);
- * the sums are kept in acc (L1), each column's in k order */
-#define SKINNY_NC 512
-static __attribute__((target("avx512f"))) void skinny_cols(
-    int m, int nc, int kc, const float *a, size_t lda, const float *B, size_t ldb, float *c,
-    size_t ldc, int mode, float beta) {
-    _Alignas(64) float acc[SKINNY_MR][SKINNY_NC];
-    int nv = (nc + 15) / 16;
-    for (int i = 0; i < m; i++) memset(acc[i], 0, (size_t)nv * 16 * sizeof(float));
-    for (int k = 0; k < kc; k++) {
-        const float *b = B + (size_t)k * ldb;
-        for (int v = 0; v < nv; v++) {
-            __m512 bv = _mm512_maskz_loadu_ps(lanes(nc - 16 * v), b + 16 * v);
-            for (int i = 0; i < m; i++) {
-                __m512 x = _mm512_load_ps(acc[i] + 16 * v);
-                x = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)i * lda + k]), bv, x);
-                _mm512_store_ps(acc[i] + 16 * v, x);
-            }
-        }
-    }
-    for (int i = 0; i < m; i++)
-        for (int v = 0; v < nv; v++)
-            skinny_store(c + (size_t)i * ldc + 16 * v, _mm512_load_ps(acc[i] + 16 * v),
-                         lanes(nc - 16 * v), mode, beta);
-}
-
-/* M <= SKINNY_MR, ta = 0: op(A) rows scaled by alpha (rounded once, as pack_a) into scratch */
-static __attribute__((target("avx512f"))) void skinny(
-    int tb, int M, int N, int K, float alpha, const float *A, size_t lda, const float *B,
-    size_t ldb, float beta, float *C, size_t ldc) {
-    _Alignas(64) float a[SKINNY_MR * GEMM_KC];
-    for (int pc = 0; pc < K; pc += GEMM_KC) {
-        int kc = K - pc < GEMM_KC ? K - pc : GEMM_KC, mode = tile_mode(pc, beta);
-        for (int i = 0; i < M; i++)
-            for (int k = 0; k < kc; k++)
-                a[i * GEMM_KC + k] = alpha == 1.0f ? A[(size_t)i * lda + pc + k]
-                                                   : alpha * A[(size_t)i * lda + pc + k];
-        for (int j0 = 0; j0 < N; j0 += tb ? 16 : SKINNY_NC) {
-            int nr = N - j0 < (tb ? 16 : SKINNY_NC) ? N - j0 : (tb ? 16 : SKINNY_NC);
-            if (tb)
-                skinny_rows(M, nr, kc, a, GEMM_KC, B + (size_t)j0 * ldb + pc, ldb, C + j0, ldc,
-                            mode, beta);
-            else
-                skinny_cols(M, nr, kc, a, GEMM_KC, B + (size_t)pc * ldb + j0, ldb, C + j0, ldc,
-                            mode, beta);
-        }
-    }
-}
-
 /* Without the thread's buffers (no memory): one micro-panel of each on the stack (slower: op(B)
  * is packed again for every 12 rows). */
 static __attribute__((noinline, target("avx512f"))) void sgemm_stack(
@@ -393,8 +265,8 @@ static __attribute__((noinline, target("avx512f"))) void sgemm_stack(
 static void avx512_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
                          size_t lda, const float *B, size_t ldb, float beta, float *C,
                          size_t ldc) {
-    if (M <= SKINNY_MR && !ta) {
-        skinny(tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (M <= GEMM_SKINNY_MR && !ta) {
+        zt_gemm_skinny(tb, M, N, K, alpha, A, lda, B, ZT_GEMM_B_F32, ldb, beta, C, ldc);
         return;
     }
     struct gemm_buf *g = thread_buf();
@@ -427,4 +299,19 @@ void zt_kern_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float
     }
 #endif
     blas_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+int zt_kern_sgemm_w16(int tb, int M, int N, int K, const float *A, int lda, const uint16_t *B,
+                      int is_f16, int ldb, float beta, float *C, int ldc) {
+#if ZT_GEMM_HAVE_AVX512
+    if (zt_kern_gemm_get() != ZT_GEMM_AVX512 || M > GEMM_SKINNY_MR || M < 1 || N < 1 || K < 1)
+        return -1;
+    zt_gemm_skinny(tb, M, N, K, 1.0f, A, (size_t)lda, B, is_f16 ? ZT_GEMM_B_F16 : ZT_GEMM_B_BF16,
+                   (size_t)ldb, beta, C, (size_t)ldc);
+    return 0;
+#else
+    (void)tb, (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)is_f16, (void)ldb;
+    (void)beta, (void)C, (void)ldc;
+    return -1;
+#endif
 }

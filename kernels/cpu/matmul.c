@@ -36,6 +36,19 @@ void zt_kern_matmul_forward(float *out, const float *inp, const float *w, const 
                 out, OC);
 }
 
+int zt_kern_matmul_forward_w16(float *out, const float *inp, const uint16_t *w, int is_f16,
+                               const float *bias, int N, int C, int OC) {
+    if (N < 1 || N > ZT_KERN_FEW_ROWS || zt_kern_gemm_get() != ZT_GEMM_AVX512) return -1;
+    for (int n = 0; bias && n < N; n++)
+        memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+    return zt_kern_sgemm_w16(0, N, OC, C, inp, C, w, is_f16, OC, bias ? 1.0f : 0.0f, out, OC);
+}
+
+int zt_kern_matmul_t_forward_w16(float *out, const float *inp, const uint16_t *w, int is_f16,
+                                 int N, int C, int OC) {
+    return zt_kern_sgemm_w16(1, N, OC, C, inp, C, w, is_f16, C, 0.0f, out, OC);
+}
+
 // dinp[N,C] (= or +=) dout[N,OC] @ w[C,OC]^T
 void zt_kern_matmul_backward_inp(float *dinp, const float *dout, const float *w, int N, int C,
                                  int OC, int accumulate) {

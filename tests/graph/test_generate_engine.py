@@ -98,6 +98,20 @@ for chunk, batch in (("5", "1"), ("5", "2"), ("3", "6")):
     R.check(ids is not None and [r["ids"] for r in ids] == [r["ids"] for r in ref_ids],
             "--prefill-chunk %s --max-batch %s: the ids of whole prompts" % (chunk, batch))
 
+# 16-bit weights: decode rows read them as stored, prefill rows widen them: the same bits
+bf16w = R.path("w1_bf16.safetensors")
+p = subprocess.run([os.path.join(APPS, "zt-ckpt"), "export", R.path("ck1"), "--safetensors",
+                    bf16w, "--dtype", "bf16"], capture_output=True, text=True)
+R.check(p.returncode == 0, "zt-ckpt export --dtype bf16: exit %d %s" % (p.returncode, p.stderr))
+f16cfg = R.write("f16.json", {"dtype": "fp16"})
+for label, extra in (("bf16", ["--weights", bf16w]),
+                     ("fp16", ["--weights", weights, "--ds-config", f16cfg])):
+    whole16, _ = logits(label + " whole", extra)
+    got, _ = logits(label + " chunk1", extra + ["--prefill-chunk", "1"])
+    R.check(got is not None and got == whole16 and whole16 != whole,
+            "%s weights: logits through the cache one position per step (16-bit weights read "
+            "as stored) have the bytes of one batch (widened)" % label)
+
 # ZeRO-Inference from NVMe
 nvme = R.path("nvme")
 os.makedirs(nvme, exist_ok=True)

@@ -143,6 +143,37 @@ static void bits(void) {
     }
 }
 
+/* 16-bit op(B) read as stored (the few-rows path) = zt_kern_sgemm on B widened, bit for bit */
+static void bits_w16(void) {
+    const int N = 70, K = 800;
+    for (int t = 0; t < 4; t++) {
+        int tb = t & 1, f16 = t >> 1, ldb = tb ? K : N;
+        float *A = randf((size_t)8 * K), *Bf = randf((size_t)K * N);
+        uint16_t *B = malloc((size_t)K * N * sizeof *B);
+        if (f16) zt_kern_f32_to_f16(B, Bf, (size_t)K * N);
+        else zt_kern_f32_to_bf16(B, Bf, (size_t)K * N);
+        if (f16) zt_kern_f16_to_f32(Bf, B, (size_t)K * N);
+        else zt_kern_bf16_to_f32(Bf, B, (size_t)K * N);
+        for (int M = 1; M <= ZT_KERN_FEW_ROWS; M += 3) {
+            size_t n = (size_t)M * N * sizeof(float);
+            float *want = malloc(n), *got = malloc(n);
+            for (size_t i = 0; i < (size_t)M * N; i++) want[i] = got[i] = (float)i / 7.0f;
+            zt_kern_sgemm(0, tb, M, N, K, 1.0f, A, K, Bf, ldb, 1.0f, want, N);
+            int rc = zt_kern_sgemm_w16(tb, M, N, K, A, K, B, f16, ldb, 1.0f, got, N);
+            ZT_TEST_TRUE(rc == 0 && memcmp(want, got, n) == 0,
+                         "w16 tb=%d %s M=%d: rc %d, differs from the widened product", tb,
+                         f16 ? "f16" : "bf16", M, rc);
+            free(want);
+            free(got);
+        }
+        ZT_TEST_TRUE(zt_kern_sgemm_w16(tb, ZT_KERN_FEW_ROWS + 1, N, K, A, K, B, f16, ldb, 0.0f,
+                                       Bf, N) == -1, "w16 takes more than the few rows");
+        free(A);
+        free(Bf);
+        free(B);
+    }
+}
+
 int main(void) {
     zt_kern_blas_init();
     srand(7);
@@ -156,6 +187,7 @@ int main(void) {
         engine("avx512 (stack-packed)");
         zt_kern_gemm_test_nobuf(0);
         bits();
+        bits_w16();
     } else {
         printf("test_gemm: this CPU has no AVX-512F: only OpenBLAS checked\n");
         ZT_TEST_TRUE(zt_kern_gemm_set(ZT_GEMM_AVX512) != 0,
