@@ -33,6 +33,10 @@ struct zt_generator {
     int32_t *picked;               /* [max_rows] the tokens the sample task picked */
     int want_logits;               /* a row of this step goes to a request's prompt_logits */
     struct zt_gen_stats stats;
+    pthread_cond_t work;           /* signalled on submit and stop (the stepping thread waits) */
+    pthread_t thread;              /* zt_generator_start's stepping thread */
+    int thread_up, stopping, idle; /* idle: the thread waits with nothing to do */
+    pthread_cond_t idled;          /* signalled when the thread becomes idle or stops */
     enum zt_status failed;         /* a step failed: every later one returns it */
     char error[512];               /* its message */
 };
@@ -101,6 +105,8 @@ enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_sh
     g->cfg.prefill_chunk = chunk < most ? chunk : most;
     g->max_rows = g->cfg.prefill_chunk + g->cfg.max_batch;
     pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->work, NULL);
+    pthread_cond_init(&g->idled, NULL);
     ZT_CHECK(zt_tasks_init());
     g->tasks_up = 1;
     g->nworkers = zt_runtime_nworkers() > 0 ? zt_runtime_nworkers() : 1;
@@ -116,6 +122,7 @@ static void free_request(struct gen_request *r) {
 
 void zt_generator_free(zt_generator_t g) {
     if (!g) return;
+    zt_generator_stop(g);
     gen_acts_free(g->acts);
     for (int l = 0; g->kv && l < g->s.n_layer; l++)
         if (g->kv[l]) zt_tensor_free(g->kv[l]);
@@ -135,6 +142,8 @@ void zt_generator_free(zt_generator_t g) {
     free(g->sp);
     free(g->picked);
     if (g->tasks_up) zt_tasks_free();
+    pthread_cond_destroy(&g->work);
+    pthread_cond_destroy(&g->idled);
     pthread_mutex_destroy(&g->mu);
     free(g);
 }
@@ -182,6 +191,7 @@ enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int 
     if (g->wait_tail) g->wait_tail->next = r;
     else g->wait_head = r;
     g->wait_tail = r;
+    pthread_cond_signal(&g->work);
     pthread_mutex_unlock(&g->mu);
     if (id) *id = r->id;
     return ZT_OK;
@@ -363,6 +373,64 @@ enum zt_status zt_generator_step(zt_generator_t g, int *busy) {
     }
     *busy = busy_now(g);
     return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// the stepping thread
+
+/* steps while there is work; waits (idle) when there is none; ends on stop or a failed step */
+static void *stepping(void *arg) {
+    zt_generator_t g = arg;
+    for (;;) {
+        pthread_mutex_lock(&g->mu);
+        int running = 0;
+        for (int s = 0; s < g->cfg.max_batch; s++) running |= g->slot[s] != NULL;
+        while (!g->stopping && !running && !g->wait_head) {
+            g->idle = 1;
+            pthread_cond_broadcast(&g->idled);
+            pthread_cond_wait(&g->work, &g->mu);
+        }
+        g->idle = 0;
+        int stop = g->stopping;
+        pthread_mutex_unlock(&g->mu);
+        int busy;
+        if (stop || zt_generator_step(g, &busy) != ZT_OK) break;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->idle = 1;
+    pthread_cond_broadcast(&g->idled);
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+enum zt_status zt_generator_start(zt_generator_t g) {
+    if (g->thread_up) return ZT_OK;
+    g->stopping = 0;
+    g->idle = 0; /* until the thread says so */
+    if (pthread_create(&g->thread, NULL, stepping, g) != 0)
+        return zt_error_set(ZT_ERR_RUNTIME, "generate: cannot start the stepping thread");
+    g->thread_up = 1;
+    return ZT_OK;
+}
+
+enum zt_status zt_generator_drain(zt_generator_t g) {
+    pthread_mutex_lock(&g->mu);
+    while (g->thread_up && (!g->idle || g->wait_head != NULL) && g->failed == ZT_OK)
+        pthread_cond_wait(&g->idled, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    if (g->failed != ZT_OK)
+        return zt_error_set(g->failed, "generate: a step failed: %s", g->error);
+    return ZT_OK;
+}
+
+void zt_generator_stop(zt_generator_t g) {
+    if (!g->thread_up) return;
+    pthread_mutex_lock(&g->mu);
+    g->stopping = 1;
+    pthread_cond_signal(&g->work);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    g->thread_up = 0;
 }
 
 enum zt_status zt_generator_run(zt_generator_t g) {

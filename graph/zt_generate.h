@@ -91,8 +91,16 @@ enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int 
 /* Run one step: admit waiting requests, run every running one a step. *busy: 1 while any
  * request is running or waiting. */
 enum zt_status zt_generator_step(zt_generator_t g, int *busy);
-/* Step until no request is left. */
+/* Step until no request is left (on the calling thread). */
 enum zt_status zt_generator_run(zt_generator_t g);
+/* Or let a thread of the generator step while there is work (it sleeps when there is none):
+ * requests submitted from any thread then complete on their own, their callbacks running on
+ * that thread. _drain waits until nothing runs or waits (or a step failed: its status); _stop
+ * ends the thread after its current step (zt_generator_free stops it too). Between _start and
+ * _stop, do not call zt_generator_step or _run. */
+enum zt_status zt_generator_start(zt_generator_t g);
+enum zt_status zt_generator_drain(zt_generator_t g);
+void zt_generator_stop(zt_generator_t g);
 
 /* The memory plan, one line (weights resident or streamed, KV cache, buffers), before the
  * first step. */
