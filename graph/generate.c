@@ -62,7 +62,7 @@ static enum zt_status make_state(zt_generator_t g) {
     for (int l = 0; l < L; l++)
         ZT_CHECK(zt_tensor_init(&g->kv[l], "kv_cache", NULL, (int64_t)S * g->s.seq_len,
                                 2 * (int64_t)g->s.n_embd, sizeof(float), S, NULL));
-    return gen_acts_create(&g->acts, &g->s, R);
+    return gen_acts_create(&g->acts, &g->s, R, g->nworkers);
 }
 
 static int64_t kv_bytes(const zt_generator_t g) {

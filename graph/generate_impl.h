@@ -85,10 +85,11 @@ struct gen_batch {
     int32_t *logit_rows;       /* [nlogits] rows whose logits are wanted */
 };
 
-/* The activation buffers of steps of up to max_rows rows (generate_step.c). */
+/* The activation buffers of steps of up to max_rows rows (generate_step.c); decode steps split
+ * each product's columns in `parts` (the workers; 1: no split). */
 struct gen_acts;
 enum zt_status gen_acts_create(struct gen_acts **a, const struct zt_model_shape *s,
-                               int max_rows);
+                               int max_rows, int parts);
 void gen_acts_free(struct gen_acts *a);
 /* Submit the task graph of one step: b's rows (in nblk row blocks) through every layer, and
  * *logits [nlogits, V] for the wanted rows. Read *logits after zt_tensor_acquire, then call

@@ -23,12 +23,41 @@ static const struct { const char *name; int cols; } g_acts[A_COUNT] = {
     {"lnf_rstd", 0}, {"logits", -1},
 };
 
+/* decode steps (a few rows): each product's output columns split among the workers, into
+ * slabs (zt_task_matmul_cols) then laid side by side (zt_task_concat_cols) */
+enum { S_QKV, S_PROJ, S_FCH, S_LOGITS, S_COUNT };
+#define MAX_PARTS 16
+
 struct gen_acts {
     struct zt_model_shape s;
     int max_rows;
     float *arena;
     zt_tensor_t t[A_COUNT];
+    int parts;                          /* column parts of a decode step's products (1: none) */
+    int split;                          /* this step splits its products */
+    float *slab_arena;                  /* ZT_TASK_FEW_ROWS rows of every slab */
+    zt_tensor_t slab[S_COUNT][MAX_PARTS];
 };
+
+/* output columns of each slab type */
+static int64_t slab_cols(const struct gen_acts *a, int k) {
+    int64_t C = a->s.n_embd;
+    return k == S_QKV ? 3 * C : k == S_PROJ ? C : k == S_FCH ? 4 * C : a->s.vocab_size;
+}
+
+/* the parts a product of oc output columns is split in: at least 16 columns each */
+static int parts_of(const struct gen_acts *a, int64_t oc) {
+    int64_t most = (oc + 15) / 16;
+    return (int)(a->parts < most ? a->parts : most);
+}
+
+/* part p of a product's oc output columns: [*o0, *o0 + width), widths multiples of 16 */
+static int64_t part_cols(int64_t oc, int parts, int p, int64_t *o0) {
+    int64_t w = (oc / parts + 15) / 16 * 16;
+    *o0 = w * p < oc ? w * p : oc;
+    int64_t end = p == parts - 1 ? oc : (w * (p + 1) < oc ? w * (p + 1) : oc);
+    return end - *o0;
+}
 
 static int64_t cols_of(const struct gen_acts *a, int k) {
     return g_acts[k].cols == 0 ? 1 : g_acts[k].cols < 0 ? a->s.vocab_size
@@ -36,16 +65,20 @@ static int64_t cols_of(const struct gen_acts *a, int k) {
 }
 
 enum zt_status gen_acts_create(struct gen_acts **out, const struct zt_model_shape *s,
-                               int max_rows) {
+                               int max_rows, int parts) {
     struct gen_acts *a = calloc(1, sizeof *a);
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
     a->s = *s;
     a->max_rows = max_rows;
-    int64_t floats = 0;
+    a->parts = parts < 1 ? 1 : parts > MAX_PARTS ? MAX_PARTS : parts;
+    int64_t floats = 0, slabs = 0;
     for (int k = 0; k < A_COUNT; k++) floats += cols_of(a, k) * max_rows + 16; /* 64 B apart */
+    for (int k = 0; k < S_COUNT; k++)
+        slabs += (slab_cols(a, k) + 16 * a->parts) * ZT_TASK_FEW_ROWS;
     a->arena = zt_aio_alloc((size_t)floats * sizeof(float));
+    a->slab_arena = a->parts > 1 ? zt_aio_alloc((size_t)slabs * sizeof(float)) : NULL;
     *out = a;
-    if (!a->arena)
+    if (!a->arena || (a->parts > 1 && !a->slab_arena))
         return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory for %.1f MiB of activations",
                             floats * 4.0 / 1048576.0);
     return ZT_OK;
@@ -54,6 +87,7 @@ enum zt_status gen_acts_create(struct gen_acts **out, const struct zt_model_shap
 void gen_acts_free(struct gen_acts *a) {
     if (!a) return;
     gen_step_end(a);
+    free(a->slab_arena);
     free(a->arena);
     free(a);
 }
@@ -71,11 +105,47 @@ static enum zt_status make_step_tensors(struct gen_acts *a, int n, int nblk, int
     return ZT_OK;
 }
 
+/* a decode step's slabs: n rows of each part of each layer product, nlogits of the head's */
+static enum zt_status make_slabs(struct gen_acts *a, int n, int nlogits) {
+    float *p = a->slab_arena;
+    for (int k = 0; k < S_COUNT; k++)
+        for (int q = 0; q < parts_of(a, slab_cols(a, k)); q++) {
+            int64_t o0, w = part_cols(slab_cols(a, k), parts_of(a, slab_cols(a, k)), q, &o0);
+            int rows = k == S_LOGITS ? nlogits : n;
+            if (rows == 0) continue;
+            ZT_CHECK(zt_tensor_init(&a->slab[k][q], "slab", p, rows, w, sizeof(float), 1, NULL));
+            p += (w + 16) * ZT_TASK_FEW_ROWS;
+        }
+    return ZT_OK;
+}
+
 void gen_step_end(struct gen_acts *a) {
     for (int i = 0; i < A_COUNT; i++) {
         if (a->t[i]) zt_tensor_free(a->t[i]);
         a->t[i] = NULL;
     }
+    for (int k = 0; k < S_COUNT; k++)
+        for (int q = 0; q < MAX_PARTS; q++) {
+            if (a->slab[k][q]) zt_tensor_free(a->slab[k][q]);
+            a->slab[k][q] = NULL;
+        }
+}
+
+/* out block b = inp block b @ w (+ bias): one task, or (a decode step) one per column part and
+ * their concatenation */
+static enum zt_status linear(struct gen_acts *a, const struct zt_task_opts *o, zt_tensor_t out,
+                             int b, zt_tensor_t inp, zt_tensor_t w, zt_tensor_t bias, int tied,
+                             int slab) {
+    if (!a->split)
+        return tied ? zt_task_matmul_t_forward(o, out, b, inp, w)
+                    : zt_task_matmul_forward(o, out, b, inp, w, bias);
+    int parts = parts_of(a, slab_cols(a, slab));
+    for (int q = 0; q < parts; q++) {
+        int64_t o0;
+        part_cols(slab_cols(a, slab), parts, q, &o0);
+        ZT_CHECK(zt_task_matmul_cols(o, a->slab[slab][q], inp, b, w, bias, tied, o0));
+    }
+    return zt_task_concat_cols(o, out, b, a->slab[slab], parts);
 }
 
 enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPW, P_ATTPB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW,
@@ -88,16 +158,16 @@ static enum zt_status layer_block(struct gen_acts *a, const struct gen_layer *L,
     zt_tensor_t const *p = L->p;
     ZT_CHECK(zt_task_layernorm_forward(o, t[A_LN], t[A_MEAN], t[A_RSTD], b, t[A_X], p[P_LN1W],
                                        p[P_LN1B]));
-    ZT_CHECK(zt_task_matmul_forward(o, t[A_QKV], b, t[A_LN], p[P_QKVW], p[P_QKVB]));
+    ZT_CHECK(linear(a, o, t[A_QKV], b, t[A_LN], p[P_QKVW], p[P_QKVB], 0, S_QKV));
     ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], b, bt->rows));
     ZT_CHECK(zt_task_attention_cached(o, t[A_ATTY], b, t[A_QKV], kv, bt->rows, a->s.n_head));
-    ZT_CHECK(zt_task_matmul_forward(o, t[A_PROJ], b, t[A_ATTY], p[P_ATTPW], p[P_ATTPB]));
+    ZT_CHECK(linear(a, o, t[A_PROJ], b, t[A_ATTY], p[P_ATTPW], p[P_ATTPB], 0, S_PROJ));
     ZT_CHECK(zt_task_residual_forward(o, t[A_RES2], b, t[A_X], t[A_PROJ]));
     ZT_CHECK(zt_task_layernorm_forward(o, t[A_LN], t[A_MEAN], t[A_RSTD], b, t[A_RES2],
                                        p[P_LN2W], p[P_LN2B]));
-    ZT_CHECK(zt_task_matmul_forward(o, t[A_FCH], b, t[A_LN], p[P_FCW], p[P_FCB]));
+    ZT_CHECK(linear(a, o, t[A_FCH], b, t[A_LN], p[P_FCW], p[P_FCB], 0, S_FCH));
     ZT_CHECK(zt_task_gelu_forward(o, t[A_FCHG], b, t[A_FCH]));
-    ZT_CHECK(zt_task_matmul_forward(o, t[A_PROJ], b, t[A_FCHG], p[P_FCPW], p[P_FCPB]));
+    ZT_CHECK(linear(a, o, t[A_PROJ], b, t[A_FCHG], p[P_FCPW], p[P_FCPB], 0, S_PROJ));
     return zt_task_residual_forward(o, t[A_X], b, t[A_RES2], t[A_PROJ]);
 }
 
@@ -107,6 +177,10 @@ enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_ten
         return zt_error_set(ZT_ERR_INVALID, "generate: a step of %d rows (%d of them with "
                             "logits): expected 1 to %d rows", bt->n, bt->nlogits, a->max_rows);
     if (nblk > bt->n) nblk = bt->n;
+    /* a few rows: one row block, the products split by columns among the workers instead */
+    a->split = a->parts > 1 && bt->n <= ZT_TASK_FEW_ROWS;
+    if (a->split) nblk = 1;
+    if (a->split) ZT_CHECK(make_slabs(a, bt->n, bt->nlogits));
     ZT_CHECK(make_step_tensors(a, bt->n, nblk, bt->nlogits));
     zt_tensor_t *t = a->t;
     struct zt_task_opts o = {.layer = -1, .mb = -1, .step = bt->step, .priority = 0};
@@ -126,7 +200,7 @@ enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_ten
     for (int b = 0; b < zt_tensor_nblk(t[A_XS]); b++) {
         ZT_CHECK(zt_task_layernorm_forward(&o, t[A_LNF], t[A_LNFM], t[A_LNFR], b, t[A_XS],
                                            w->lnfw, w->lnfb));
-        ZT_CHECK(zt_task_matmul_t_forward(&o, t[A_LOGITS], b, t[A_LNF], w->wte));
+        ZT_CHECK(linear(a, &o, t[A_LOGITS], b, t[A_LNF], w->wte, NULL, 1, S_LOGITS));
     }
     *logits = t[A_LOGITS];
     return ZT_OK;

@@ -50,7 +50,9 @@ extern "C" {
     X(kv_append, COMPUTE, FORWARD)                                                               \
     X(attention_cached, COMPUTE, FORWARD)                                                        \
     X(gather_rows, COMPUTE, FORWARD)                                                             \
-    X(sample, COMPUTE, FORWARD)
+    X(sample, COMPUTE, FORWARD)                                                                  \
+    X(matmul_cols, COMPUTE, FORWARD)                                                             \
+    X(concat_cols, COMPUTE, FORWARD)
 
 enum zt_task_kind {
 #define ZT_KIND_ENUM_(k, cls, phase) ZT_KIND_##k,

@@ -125,6 +125,18 @@ enum zt_status zt_task_attention_cached(const struct zt_task_opts *o, zt_tensor_
 enum zt_status zt_task_gather_rows(const struct zt_task_opts *o, zt_tensor_t out,
                                    zt_tensor_t inp, const int32_t *idx);
 
+/* ---- decode products split by output columns ---- (tasks/matmul_cols.c) For a few rows, so
+ * that several workers share one product's weight reads: slab (f32 [n, oc], one block) =
+ * columns [o0, o0 + oc) of inp block blk (n rows) @ w (+ bias), w in HF layout [C, OC] or
+ * (tied) [OC, C] without bias; then zt_task_concat_cols lays n slabs side by side in out block
+ * blk. The bits are those of zt_task_matmul_forward / zt_task_matmul_t_forward. */
+#define ZT_TASK_FEW_ROWS 8 /* a few rows: the decode path of the products (kernels' FEW_ROWS) */
+enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t slab,
+                                   zt_tensor_t inp, int blk, zt_tensor_t w, zt_tensor_t bias,
+                                   int tied, int64_t o0);
+enum zt_status zt_task_concat_cols(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                   const zt_tensor_t *slabs, int n);
+
 /* ---- sampling ---- (tasks/sample.c) tokens (int32, one per row) row i = the token picked
  * from logits row i (f32 [n, V], whole tensors; left as they are) with p[i]
  * (kernels/zt_kernels.h: zt_kern_sample); the histories are copied at submission */
