@@ -329,7 +329,7 @@ static enum zt_status submit_sampling(zt_generator_t g, zt_tensor_t logits, zt_t
 static enum zt_status run_step(zt_generator_t g) {
     zt_tensor_t logits = NULL, tokens = NULL;
     g->b.step = g->stats.steps + 1;
-    enum zt_status rc = gen_step_submit(g->acts, &g->w, g->kv, &g->b, 2 * g->nworkers, &logits);
+    enum zt_status rc = gen_step_submit(g->acts, &g->w, g->kv, &g->b, g->nworkers, &logits);
     if (rc == ZT_OK) rc = submit_sampling(g, logits, &tokens);
     enum zt_status wrc = zt_runtime_wait_all(); /* even after a failed submission */
     if (rc == ZT_OK) rc = wrc;
