@@ -127,7 +127,7 @@ def main():
         raise SystemExit("llama_worker: cannot load %s" % a.gguf)
     res = {"load_s": time.perf_counter() - t0, "llama_cpp_python": L.__version__,
            "threads": a.threads}
-    batch1(model, plan["prompt"][:8], 4, a.threads)  # warm-up
+    batch1(model, plan["prompt"], 2, a.threads)  # warm-up: the same shapes
     res.update(batch1(model, plan["prompt"], plan["new"], a.threads))
     if not a.skip_batched:
         res.update(batched(model, plan["batch"], plan["batch_new"], a.threads))
