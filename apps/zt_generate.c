@@ -12,9 +12,11 @@
 #include <stdlib.h>         /* calloc, free, strtod */
 #include <string.h>         /* strcmp, strstr */
 #include <time.h>           /* clock_gettime */
+#include <unistd.h>         /* sysconf */
 #include "cli.h"            /* cli_* */
 #include "generate_input.h" /* struct gen_prompt, gen_prompts_*, gen_ds_config_load */
 #include "zerotask.h"       /* everything public */
+#include "zt_tracefile.h"   /* zt_tracefile_replay_path */
 
 static const char *usage_text =
     "usage: zt-generate --model M.json (--weights W.safetensors | --checkpoint DIR)\n"
@@ -57,6 +59,9 @@ static const char *usage_text =
     "                         tokens_per_s\n"
     "  --logits OUT           the first prompt's prompt logits (safetensors, F32 \"logits\"\n"
     "                         [prompt length, vocab_size])\n"
+    "  --trace F              Chrome trace-event JSON of every task (prefill, decode, KV cache,\n"
+    "                         sampling, swap-ins; open in ui.perfetto.dev) and the replay file\n"
+    "                         F.ztr (F without .json) that zt-trace summarises\n"
     "  --quiet                no memory plan and summary lines on stderr\n"
     "  --help                 this text\n"
     "\n"
@@ -66,7 +71,7 @@ static const char *usage_text =
 
 struct gen_options {
     const char *model, *weights, *checkpoint, *tokenizer, *prompt, *prompt_ids, *prompts;
-    const char *stop, *ds_config, *logits;
+    const char *stop, *ds_config, *logits, *trace;
     int json, quiet, max_batch, prefill_chunk;
     struct zt_gen_params p;
 };
@@ -98,6 +103,7 @@ static const char **text_option(struct gen_options *o, const char *a) {
            : !strcmp(a, "--stop")       ? &o->stop
            : !strcmp(a, "--ds-config")  ? &o->ds_config
            : !strcmp(a, "--logits")     ? &o->logits
+           : !strcmp(a, "--trace")      ? &o->trace
                                         : NULL;
 }
 
@@ -150,22 +156,34 @@ static int inside(const char *path, const char *dir) {
     return !strncmp(p, d, n) && (p[n] == '\0' || p[n] == '/');
 }
 
-/* --logits must not name one of the inputs, nor a file in an input directory (it would replace
- * it) */
-static int check_logits_output(const struct gen_options *o) {
+/* an output (--logits, --trace) must not name one of the inputs, nor a file in an input
+ * directory (it would replace it) */
+static int check_output(const struct gen_options *o, const char *flag, const char *out) {
     const char *inputs[] = {o->model, o->weights, o->prompts, o->ds_config};
     const char *flags[] = {"--model", "--weights", "--prompts", "--ds-config"};
     const char *dirs[] = {o->tokenizer, o->checkpoint}, *dflags[] = {"--tokenizer", "--checkpoint"};
-    for (int i = 0; o->logits && i < 4; i++)
-        if (inputs[i] && cli_same_file(o->logits, inputs[i]))
-            return cli_usage_error(&g_cli, "--logits %s names the same file as %s: an output "
-                                   "must not replace an input", o->logits, flags[i]);
-    for (int i = 0; o->logits && i < 2; i++)
-        if (dirs[i] && inside(o->logits, dirs[i]))
-            return cli_usage_error(&g_cli, "--logits %s is inside the %s directory %s: an "
-                                   "output must not replace an input", o->logits, dflags[i],
-                                   dirs[i]);
+    for (int i = 0; out && i < 4; i++)
+        if (inputs[i] && cli_same_file(out, inputs[i]))
+            return cli_usage_error(&g_cli, "%s %s names the same file as %s: an output must not "
+                                   "replace an input", flag, out, flags[i]);
+    for (int i = 0; out && i < 2; i++)
+        if (dirs[i] && inside(out, dirs[i]))
+            return cli_usage_error(&g_cli, "%s %s is inside the %s directory %s: an output must "
+                                   "not replace an input", flag, out, dflags[i], dirs[i]);
     return 0;
+}
+
+static int check_outputs(const struct gen_options *o) {
+    char replay[4096] = "";
+    if (o->trace) zt_tracefile_replay_path(replay, sizeof replay, o->trace);
+    int rc = check_output(o, "--logits", o->logits);
+    if (!rc) rc = check_output(o, "--trace", o->trace);
+    if (!rc) rc = check_output(o, "--trace (its replay file)", replay[0] ? replay : NULL);
+    if (!rc && o->logits && o->trace &&
+        (cli_same_file(o->logits, o->trace) || cli_same_file(o->logits, replay)))
+        rc = cli_usage_error(&g_cli, "--logits %s and --trace %s name the same file", o->logits,
+                             o->trace);
+    return rc;
 }
 
 static int check_options(const struct gen_options *o) {
@@ -187,7 +205,7 @@ static int check_options(const struct gen_options *o) {
     if (!(p->repetition_penalty > 0) || isinf(p->repetition_penalty))
         return cli_usage_error(&g_cli, "--repetition-penalty %g: expected a finite number > 0",
                                p->repetition_penalty);
-    return check_logits_output(o);
+    return check_outputs(o);
 }
 
 static int parse(struct gen_options *o, int argc, char **argv) {
@@ -355,7 +373,11 @@ static int load_inputs(struct run *r, struct zt_model_shape *shape) {
         if (!r->pr[i].out) return zt_error_set(ZT_ERR_NOMEM, "out of memory"),
                                   cli_fail(&g_cli, CLI_EXIT_FAILURE);
     }
-    if (o->logits && cli_check_output_file("--logits", o->logits, 0) != ZT_OK)
+    char replay[4096] = "";
+    if (o->trace) zt_tracefile_replay_path(replay, sizeof replay, o->trace);
+    if ((o->logits && cli_check_output_file("--logits", o->logits, 0) != ZT_OK) ||
+        (o->trace && (cli_check_output_file("--trace", o->trace, 0) != ZT_OK ||
+                      cli_check_output_file("--trace", replay, 0) != ZT_OK)))
         return cli_fail(&g_cli, CLI_EXIT_FAILURE);
     return check_prompts(r, shape);
 }
@@ -394,6 +416,19 @@ static void summary(const struct run *r, double ms) {
             ms > 0 ? tokens * 1000.0 / ms : 0.0, first);
 }
 
+/* tracing on, with what zt-trace needs to know of the run (docs/traces.md, "meta") */
+static void trace_begin(void) {
+    char v[64];
+    zt_trace_enable(1);
+    snprintf(v, sizeof v, "%d", zt_runtime_nworkers());
+    zt_trace_meta("workers", v);
+    snprintf(v, sizeof v, "%ld", sysconf(_SC_NPROCESSORS_ONLN));
+    zt_trace_meta("cores", v);
+    zt_trace_meta("sched", zt_runtime_sched_name());
+    zt_trace_meta("world", "1");
+    zt_trace_meta("program", "zt-generate");
+}
+
 static int generate(struct run *r, const struct zt_model_shape *s, struct zt_gen_config *cfg,
                     const struct zt_gen_weights *w) {
     zt_generator_t g = NULL;
@@ -402,6 +437,7 @@ static int generate(struct run *r, const struct zt_model_shape *s, struct zt_gen
     if (zt_generator_create(&g, s, w, cfg) != ZT_OK)
         rc = cli_fail(&g_cli, zt_error_last_code() == ZT_ERR_CONFIG ? CLI_EXIT_USAGE
                                                                    : CLI_EXIT_FAILURE);
+    if (!rc && r->o->trace) trace_begin();
     if (!rc) rc = submit_all(r, g, s, &logits);
     if (!rc && !r->o->quiet) {
         char line[512];
@@ -412,6 +448,9 @@ static int generate(struct run *r, const struct zt_model_shape *s, struct zt_gen
     if (!rc && zt_generator_run(g) != ZT_OK) rc = cli_fail(&g_cli, CLI_EXIT_FAILURE);
     double ms = now_ms() - r->t0;
     if (!rc && logits && write_logits(r->o->logits, logits, r->pr[0].nids, s->vocab_size))
+        rc = cli_fail(&g_cli, CLI_EXIT_FAILURE);
+    if (!rc && r->o->trace &&
+        zt_trace_write(r->o->trace, zt_task_kind_names(), ZT_KIND_COUNT) != ZT_OK)
         rc = cli_fail(&g_cli, CLI_EXIT_FAILURE);
     if (!rc && !r->o->quiet) summary(r, ms);
     free(logits);

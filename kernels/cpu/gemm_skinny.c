@@ -16,7 +16,8 @@
 #include "gemm_impl.h"  /* lanes, tr16, tile_mode, GEMM_KC, zt_gemm_skinny */
 
 #if ZT_GEMM_HAVE_AVX512
-#define SKINNY_NC 512 /* columns of op(B) per pass when tb = 0 (8 rows x 2 KiB of sums in L1) */
+#define SKINNY_NC 4096 /* columns of op(B) per pass when tb = 0: whole rows of a layer's weight
+                        * streamed at once (the sums, 8 x 16 KiB at most, stay in L2) */
 #define TGT __attribute__((target("avx512f")))
 
 /* n (<= 16) elements of type bt at p, widened to fp32 lanes (the rest 0); 16-bit edges go
@@ -71,7 +72,7 @@ static inline __attribute__((always_inline)) TGT void rows_block(
 static inline __attribute__((always_inline)) TGT void cols_block(
     int m, int nc, int kc, const float *a, const void *B, size_t j0, size_t pc, size_t ldb,
     enum zt_gemm_btype bt, float *c, size_t ldc, int mode, float beta) {
-    _Alignas(64) float acc[GEMM_SKINNY_MR][SKINNY_NC];
+    static _Thread_local _Alignas(64) float acc[GEMM_SKINNY_MR][SKINNY_NC];
     int nv = (nc + 15) / 16;
     for (int i = 0; i < m; i++) memset(acc[i], 0, (size_t)nv * 16 * sizeof(float));
     for (int k = 0; k < kc; k++) {
