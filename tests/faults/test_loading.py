@@ -13,7 +13,8 @@ Cases:
     ignored; a NaN weight stays an error; --init-from-relaxed without --init-from is a usage
     error (exit 2);
   - a file of 200,000 tensors (a name lookup in quadratic time would take hours) is refused in
-    strict mode and loaded in relaxed mode, each within the timeout.
+    strict mode and loaded in relaxed mode, each within the timeout (3 minutes: enough for a
+    linear lookup under the sanitizers on a loaded machine, far too short for a quadratic one).
 
 Usage: test_loading.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -149,9 +150,9 @@ F.expect("lm_head.weight differing from wte", [ZT] + init(f), 1,
 many = dict(good, **{"junk.%06d" % i: ([1], [0.0]) for i in range(200000)})
 f = write_st("many.safetensors", many)
 F.expect("200,000 tensors, strict", [ZT] + init(f), 1,
-         [f, "200000 tensor(s) the model does not have", "first 'junk.000000'"], timeout=60)
+         [f, "200000 tensor(s) the model does not have", "first 'junk.000000'"], timeout=180)
 F.expect("200,000 tensors, relaxed", [ZT] + init(f, relaxed=True), 0,
-         [f, "ignored 200000 tensor(s)"], prefix="zerotask: warning: ", timeout=60)
+         [f, "ignored 200000 tensor(s)"], prefix="zerotask: warning: ", timeout=180)
 F.expect("--init-from-relaxed without --init-from", [ZT] + base + ["--init-from-relaxed"], 2,
          ["--init-from-relaxed", "needs --init-from"])
 F.finish()
