@@ -22,9 +22,9 @@
 
 #include "zt_file.h"     /* zt_file_read_all */
 #include "zt_status.h"   /* zt_error_set */
-#include "tokenizer_pattern.h" /* ZT_GPT2_PATTERN */
+#include "tokenizer_impl.h"  /* ZT_GPT2_PATTERN, zt_bpe_byte_alphabet, zt_bpe_hash_* */
 
-/* GPT-2's pre-tokenisation pattern (tokenizer_pattern.h says why \s is spelled out) */
+/* GPT-2's pre-tokenisation pattern (tokenizer_impl.h says why \s is spelled out) */
 static const char GPT2_PATTERN[] = ZT_GPT2_PATTERN;
 
 #define MAX_FILE_BYTES ((size_t)1 << 30)
@@ -62,16 +62,7 @@ struct zt_tokenizer {
 };
 
 // ---------------------------------------------------------------------------------------------
-// the byte-level alphabet and UTF-8
-
-/* GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the others to 256+k */
-static void byte_alphabet(uint32_t cp_of_byte[256]) {
-    int k = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-        cp_of_byte[b] = printable ? (uint32_t)b : (uint32_t)(256 + k++);
-    }
-}
+// UTF-8 (the byte-level alphabet: tokenizer_impl.h)
 
 /* Length of the valid UTF-8 sequence at s[0..n) (1-4), or 0 when invalid (overlong, surrogate,
  * above U+10FFFF, truncated); *cp its code point. */
@@ -126,18 +117,6 @@ static long unmap_token(const char *s, size_t n, const int16_t *byte_of_cp, char
 // ---------------------------------------------------------------------------------------------
 // hash tables
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static uint64_t hash_pair(uint64_t p) {
-    p ^= p >> 33; /* the finaliser of MurmurHash3 */
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return p;
-}
 
 static size_t pow2_at_least(size_t n) {
     size_t c = 16;
@@ -146,7 +125,7 @@ static size_t pow2_at_least(size_t n) {
 }
 
 static int32_t vocab_find(const struct zt_tokenizer *t, const char *s, size_t n) {
-    for (size_t i = hash_bytes(s, n) & (t->vcap - 1);; i = (i + 1) & (t->vcap - 1)) {
+    for (size_t i = zt_bpe_hash_bytes(s, n) & (t->vcap - 1);; i = (i + 1) & (t->vcap - 1)) {
         const struct vslot *v = &t->vocab[i];
         if (!v->key) return -1;
         if (v->len == n && memcmp(v->key, s, n) == 0) return v->id;
@@ -155,7 +134,7 @@ static int32_t vocab_find(const struct zt_tokenizer *t, const char *s, size_t n)
 
 /* 0, or -1 when s is already there */
 static int vocab_insert(struct zt_tokenizer *t, const char *s, size_t n, int32_t id) {
-    size_t i = hash_bytes(s, n) & (t->vcap - 1);
+    size_t i = zt_bpe_hash_bytes(s, n) & (t->vcap - 1);
     for (; t->vocab[i].key; i = (i + 1) & (t->vcap - 1))
         if (t->vocab[i].len == n && memcmp(t->vocab[i].key, s, n) == 0) return -1;
     t->vocab[i] = (struct vslot){s, n, id};
@@ -164,7 +143,7 @@ static int vocab_insert(struct zt_tokenizer *t, const char *s, size_t n, int32_t
 
 static const struct mslot *merge_find(const struct zt_tokenizer *t, int32_t a, int32_t b) {
     uint64_t p = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
-    for (size_t i = hash_pair(p) & (t->mcap - 1);; i = (i + 1) & (t->mcap - 1)) {
+    for (size_t i = zt_bpe_hash_pair(p) & (t->mcap - 1);; i = (i + 1) & (t->mcap - 1)) {
         if (t->merges[i].pair == UINT64_MAX) return NULL;
         if (t->merges[i].pair == p) return &t->merges[i];
     }
@@ -275,7 +254,7 @@ static enum zt_status add_merge(struct zt_tokenizer *t, int32_t rank, const char
                                            "merged token in the vocabulary", t->path, rank,
                             (int)na, a, (int)nb, b);
     uint64_t p = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
-    size_t i = hash_pair(p) & (t->mcap - 1);
+    size_t i = zt_bpe_hash_pair(p) & (t->mcap - 1);
     while (t->merges[i].pair != UINT64_MAX && t->merges[i].pair != p) i = (i + 1) & (t->mcap - 1);
     if (t->merges[i].pair == p) return ZT_OK; /* a repeated merge keeps its first rank */
     t->merges[i] = (struct mslot){p, rank, merged};
@@ -489,7 +468,7 @@ enum zt_status zt_tokenizer_load(struct zt_tokenizer **out, const char *dir) {
     struct zt_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return zt_error_set(ZT_ERR_NOMEM, "tokenizer %s: no memory", dir);
     uint32_t cp_of_byte[256];
-    byte_alphabet(cp_of_byte);
+    zt_bpe_byte_alphabet(cp_of_byte);
     memset(t->byte_of_cp, 0xff, sizeof t->byte_of_cp);
     for (int b = 0; b < 256; b++) t->byte_of_cp[cp_of_byte[b]] = (int16_t)b;
     char path[600];

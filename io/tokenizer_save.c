@@ -21,6 +21,7 @@
 #include <sys/stat.h>    /* stat, mkdir */
 #include <unistd.h>      /* close, unlink */
 
+#include "tokenizer_impl.h" /* zt_bpe_byte_alphabet */
 #include "zt_file.h"   /* zt_afile_*, zt_file_remove_dir */
 #include "zt_status.h" /* zt_error_set */
 
@@ -30,15 +31,10 @@
 static char *byte_level(const char *s, size_t n) {
     char *out = malloc(2 * n + 1), *o = out;
     if (!out) return NULL;
+    uint32_t cp_of_byte[256];
+    zt_bpe_byte_alphabet(cp_of_byte);
     for (size_t i = 0; i < n; i++) {
-        unsigned b = (unsigned char)s[i];
-        int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-        unsigned cp = b;
-        if (!printable) { /* the k-th unprintable byte is 256 + k */
-            cp = 256;
-            for (unsigned c = 0; c < b; c++)
-                cp += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174);
-        }
+        uint32_t cp = cp_of_byte[(unsigned char)s[i]];
         if (cp < 0x80) {
             *o++ = (char)cp;
         } else {

@@ -2,7 +2,7 @@
  * io/tokenizer_train.c: learning a GPT-2-style byte-level BPE from a corpus (zt_tokenizer.h),
  * merge for merge what `tokenizers`' BpeTrainer learns from the same documents.
  *
- * Layer: io/ (no StarPU). Documents are split by GPT-2's regex (tokenizer_pattern.h) and the
+ * Layer: io/ (no StarPU). Documents are split by GPT-2's regex (tokenizer_impl.h) and the
  * distinct pieces counted. Training then works on the distinct pieces ("words"), each an array of
  * token ids, with the trainer's own bookkeeping, because its merges depend on it:
  *   - pair_counts: pair -> occurrences over all words (overlapping pairs count: "aaa" has two);
@@ -24,24 +24,11 @@
 #include <stdlib.h> /* malloc, realloc, free */
 #include <string.h> /* memcpy, memcmp */
 
-#include "tokenizer_pattern.h" /* ZT_GPT2_PATTERN */
-#include "zt_status.h"         /* zt_error_set */
+#include "tokenizer_impl.h" /* ZT_GPT2_PATTERN, zt_bpe_byte_alphabet, zt_bpe_hash_* */
+#include "zt_status.h"      /* zt_error_set */
 
 // ---------------------------------------------------------------------------------------------
 // hash tables: byte strings (pieces, tokens) and id pairs
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static uint64_t hash_pair(uint64_t p) {
-    p ^= p >> 33; /* the finaliser of MurmurHash3 */
-    p *= 0xff51afd7ed558ccdull;
-    p ^= p >> 33;
-    return p;
-}
 
 static uint64_t pair_of(int32_t a, int32_t b) { return (uint64_t)(uint32_t)a << 32 | (uint32_t)b; }
 
@@ -63,7 +50,7 @@ static int strmap_grow(struct strmap *m) {
     for (size_t i = 0; i < cap; i++) s[i].len = SIZE_MAX;
     for (size_t i = 0; i < m->cap; i++) {
         if (m->slot[i].len == SIZE_MAX) continue;
-        size_t j = hash_bytes(m->arena + m->slot[i].off, m->slot[i].len) & (cap - 1);
+        size_t j = zt_bpe_hash_bytes(m->arena + m->slot[i].off, m->slot[i].len) & (cap - 1);
         while (s[j].len != SIZE_MAX) j = (j + 1) & (cap - 1);
         s[j] = m->slot[i];
     }
@@ -77,7 +64,7 @@ static int strmap_grow(struct strmap *m) {
 static struct strslot *strmap_get(struct strmap *m, const char *s, size_t n, int *added) {
     *added = 0;
     if (2 * (m->n + 1) > m->cap && strmap_grow(m) != 0) return NULL;
-    size_t j = hash_bytes(s, n) & (m->cap - 1);
+    size_t j = zt_bpe_hash_bytes(s, n) & (m->cap - 1);
     for (; m->slot[j].len != SIZE_MAX; j = (j + 1) & (m->cap - 1))
         if (m->slot[j].len == n && memcmp(m->arena + m->slot[j].off, s, n) == 0)
             return &m->slot[j];
@@ -142,13 +129,13 @@ static int pairmap_grow(struct pairmap *m) {
     for (size_t i = 0; i < cap; i++) s[i].pair = UINT64_MAX;
     for (size_t i = 0; i < m->cap; i++) {
         if (m->slot[i].pair == UINT64_MAX) continue;
-        size_t j = hash_pair(m->slot[i].pair) & (cap - 1);
+        size_t j = zt_bpe_hash_pair(m->slot[i].pair) & (cap - 1);
         while (s[j].pair != UINT64_MAX) j = (j + 1) & (cap - 1);
         s[j] = m->slot[i];
     }
     for (size_t k = 0; k < m->ntouched; k++) { /* the touched slots moved: find them again */
         uint64_t p = m->slot[m->touched[k]].pair;
-        size_t j = hash_pair(p) & (cap - 1);
+        size_t j = zt_bpe_hash_pair(p) & (cap - 1);
         while (s[j].pair != p) j = (j + 1) & (cap - 1);
         m->touched[k] = j;
     }
@@ -161,7 +148,7 @@ static int pairmap_grow(struct pairmap *m) {
 /* the slot of pair p (added with count 0 when new), or NULL when out of memory */
 static struct pairslot *pairmap_get(struct pairmap *m, uint64_t p) {
     if (2 * (m->n + 1) > m->cap && pairmap_grow(m) != 0) return NULL;
-    size_t j = hash_pair(p) & (m->cap - 1);
+    size_t j = zt_bpe_hash_pair(p) & (m->cap - 1);
     for (; m->slot[j].pair != UINT64_MAX; j = (j + 1) & (m->cap - 1))
         if (m->slot[j].pair == p) return &m->slot[j];
     m->slot[j].pair = p;
@@ -171,7 +158,7 @@ static struct pairslot *pairmap_get(struct pairmap *m, uint64_t p) {
 
 /* the count of pair p, which is in the map */
 static int64_t pairmap_count(const struct pairmap *m, uint64_t p) {
-    size_t j = hash_pair(p) & (m->cap - 1);
+    size_t j = zt_bpe_hash_pair(p) & (m->cap - 1);
     while (m->slot[j].pair != p) j = (j + 1) & (m->cap - 1);
     return m->slot[j].count;
 }
@@ -344,12 +331,12 @@ struct trainer {
 /* GPT-2's byte-level character of each byte (bytes_to_unicode) sorted by code point gives the
  * byte tokens' order: the printable bytes first, then the others, each group by value */
 static void byte_order(int32_t order[256]) {
+    uint32_t cp[256];
+    zt_bpe_byte_alphabet(cp);
     int k = 0;
     for (int pass = 0; pass < 2; pass++)
-        for (int b = 0; b < 256; b++) {
-            int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-            if (printable == (pass == 0)) order[k++] = b;
-        }
+        for (int b = 0; b < 256; b++)
+            if ((cp[b] == (uint32_t)b) == (pass == 0)) order[k++] = b;
 }
 
 /* token id -> its bytes: a new token (its id is v->ntok) */
