@@ -13,7 +13,7 @@
 #include <string.h>     /* memset */
 #include "zt_kernels.h" /* prototype */
 
-/* CTRL's penalty, once per distinct id of history (idx: V ints of scratch, left zeroed) */
+/* CTRL's penalty, once per distinct id of history (idx: V ints of scratch) */
 static void penalize(float *logits, int V, const int32_t *history, int nhist, float penalty,
                      int32_t *idx) {
     memset(idx, 0, (size_t)V * sizeof *idx);
@@ -23,7 +23,6 @@ static void penalize(float *logits, int V, const int32_t *history, int nhist, fl
         idx[h] = 1;
         logits[h] = logits[h] > 0 ? logits[h] / penalty : logits[h] * penalty;
     }
-    memset(idx, 0, (size_t)V * sizeof *idx);
 }
 
 /* the lowest id of the largest logit; NaNs are never picked (all NaN: id 0) */
