@@ -69,10 +69,6 @@ static int64_t kv_bytes(const zt_generator_t g) {
     return (int64_t)g->s.n_layer * g->cfg.max_batch * g->s.seq_len * 2 * g->s.n_embd * 4;
 }
 
-/* the activation arena's bytes (generate_step.c: 16C + 2 floats per row, plus the logits) */
-static int64_t acts_bytes(const zt_generator_t g) {
-    return (int64_t)g->max_rows * (16 * g->s.n_embd + 4 + 2 * g->s.n_embd + g->s.vocab_size) * 4;
-}
 
 static enum zt_status check_config(const struct zt_model_shape *s,
                                    const struct zt_gen_config *cfg) {
@@ -110,7 +106,8 @@ enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_sh
     ZT_CHECK(zt_tasks_init());
     g->tasks_up = 1;
     g->nworkers = zt_runtime_nworkers() > 0 ? zt_runtime_nworkers() : 1;
-    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, kv_bytes(g) + acts_bytes(g)));
+    int64_t others = kv_bytes(g) + gen_acts_bytes(s, g->max_rows, g->nworkers);
+    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, others));
     return make_state(g);
 }
 
@@ -442,7 +439,7 @@ enum zt_status zt_generator_run(zt_generator_t g) {
 void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
     const double mib = 1048576.0;
     const struct gen_weights *w = &g->w;
-    int64_t kv = kv_bytes(g);
+    int64_t kv = kv_bytes(g), acts = gen_acts_bytes(&g->s, g->max_rows, g->nworkers);
     int64_t layers = w->layer_bytes * g->s.n_layer, outer = w->resident_bytes;
     if (!w->streamed) outer -= layers;
     int at = snprintf(line, n, "memory (inference): weights %s: embeddings+ln_f %.1f MiB "
@@ -455,8 +452,8 @@ void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
         at += snprintf(line + at, n - (size_t)at, "resident");
     if (at > 0 && (size_t)at < n)
         snprintf(line + at, n - (size_t)at, " | KV cache %.1f MiB (%d slots x %d positions) | "
-                 "host total %.1f MiB", kv / mib, g->cfg.max_batch, g->s.seq_len,
-                 (gen_weights_host_bytes(w) + kv) / mib);
+                 "activations %.1f MiB | host total %.1f MiB", kv / mib, g->cfg.max_batch,
+                 g->s.seq_len, acts / mib, (gen_weights_host_bytes(w) + kv + acts) / mib);
 }
 
 void zt_generator_stats(zt_generator_t g, struct zt_gen_stats *s) {

@@ -91,6 +91,8 @@ struct gen_acts;
 enum zt_status gen_acts_create(struct gen_acts **a, const struct zt_model_shape *s,
                                int max_rows, int parts);
 void gen_acts_free(struct gen_acts *a);
+/* the bytes gen_acts_create allocates for these arguments */
+int64_t gen_acts_bytes(const struct zt_model_shape *s, int max_rows, int parts);
 /* Submit the task graph of one step: b's rows (in nblk row blocks) through every layer, and
  * *logits [nlogits, V] for the wanted rows. Read *logits after zt_tensor_acquire, then call
  * gen_step_end, which frees the step's tensors (*logits included). */

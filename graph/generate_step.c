@@ -64,23 +64,42 @@ static int64_t cols_of(const struct gen_acts *a, int k) {
                                                         : (int64_t)g_acts[k].cols * a->s.n_embd;
 }
 
+/* the floats of the activation arena and of the slab arena (none without a split) */
+static void arena_floats(const struct gen_acts *a, int64_t *floats, int64_t *slabs) {
+    *floats = *slabs = 0;
+    for (int k = 0; k < A_COUNT; k++) *floats += cols_of(a, k) * a->max_rows + 16; /* 64 B apart */
+    for (int k = 0; k < S_COUNT && a->parts > 1; k++)
+        *slabs += (slab_cols(a, k) + 16 * a->parts) * ZT_TASK_FEW_ROWS;
+}
+
+static void acts_init(struct gen_acts *a, const struct zt_model_shape *s, int max_rows,
+                      int parts) {
+    a->s = *s;
+    a->max_rows = max_rows;
+    a->parts = parts < 1 ? 1 : parts > MAX_PARTS ? MAX_PARTS : parts;
+}
+
+int64_t gen_acts_bytes(const struct zt_model_shape *s, int max_rows, int parts) {
+    struct gen_acts a = {0};
+    int64_t floats, slabs;
+    acts_init(&a, s, max_rows, parts);
+    arena_floats(&a, &floats, &slabs);
+    return (floats + slabs) * (int64_t)sizeof(float);
+}
+
 enum zt_status gen_acts_create(struct gen_acts **out, const struct zt_model_shape *s,
                                int max_rows, int parts) {
     struct gen_acts *a = calloc(1, sizeof *a);
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
-    a->s = *s;
-    a->max_rows = max_rows;
-    a->parts = parts < 1 ? 1 : parts > MAX_PARTS ? MAX_PARTS : parts;
-    int64_t floats = 0, slabs = 0;
-    for (int k = 0; k < A_COUNT; k++) floats += cols_of(a, k) * max_rows + 16; /* 64 B apart */
-    for (int k = 0; k < S_COUNT; k++)
-        slabs += (slab_cols(a, k) + 16 * a->parts) * ZT_TASK_FEW_ROWS;
+    acts_init(a, s, max_rows, parts);
+    int64_t floats, slabs;
+    arena_floats(a, &floats, &slabs);
     a->arena = zt_aio_alloc((size_t)floats * sizeof(float));
-    a->slab_arena = a->parts > 1 ? zt_aio_alloc((size_t)slabs * sizeof(float)) : NULL;
+    a->slab_arena = slabs ? zt_aio_alloc((size_t)slabs * sizeof(float)) : NULL;
     *out = a;
-    if (!a->arena || (a->parts > 1 && !a->slab_arena))
+    if (!a->arena || (slabs && !a->slab_arena))
         return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory for %.1f MiB of activations",
-                            floats * 4.0 / 1048576.0);
+                            (floats + slabs) * 4.0 / 1048576.0);
     return ZT_OK;
 }
 
