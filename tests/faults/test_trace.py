@@ -80,7 +80,9 @@ def case(label, content, words):
         F.expect("%s: %s" % (label, name), cmd, 1, [path] + words, TIMEOUT, prefix=PREFIX)
 
 
-i = HEAD + 3  # a task line in the middle of the first step
+# a task line in the first step submitted after time 0 (the first task submitted is at 0.000,
+# and which line it lands on depends on the schedule), so a start of 0 is before its submission
+i = next(k for k in task_lines() if k >= HEAD + 3 and float(WORDS[k][9]) > 0)
 n = i + 1     # its line number
 d = with_deps()
 dep = int(WORDS[d][18])
