@@ -67,15 +67,45 @@ static inline __attribute__((always_inline)) TGT void rows_block(
     for (int i = 0; i < m; i++) store_c(c + (size_t)i * ldc, acc[i], lanes(nr), mode, beta);
 }
 
-/* tb = 0: C[0:m, 0:nc] (nc <= SKINNY_NC columns from j0) for the KC block at k = pc, each row
- * of B streamed whole, the sums in acc */
+/* rows of B a pass of cols_block reads together: each sum stays in a register over ROWS fmadds
+ * (in k order, so the bits are those of one row at a time) while ROWS streams of B are in
+ * flight, and the next ROWS rows are prefetched one pass ahead */
+#define ROWS 4
+
+/* the sums of ROWS rows of B from row (k: the product's row r) into acc, for nc columns */
+static inline __attribute__((always_inline)) TGT void cols_rows(
+    int m, int nv, int nc, const float *a, int k, const void *B, size_t row, size_t ldb,
+    enum zt_gemm_btype bt, float (*acc)[SKINNY_NC], int prefetch) {
+    const size_t esz = bt == ZT_GEMM_B_F32 ? 4 : 2;
+    for (int v = 0; v < nv; v++) {
+        size_t at = row + 16 * (size_t)v;
+        int n = nc - 16 * v;
+        __m512 b[ROWS];
+        for (int u = 0; u < ROWS; u++) b[u] = load_b(B, at + u * ldb, n, bt);
+        if (prefetch)
+            for (int u = 0; u < ROWS; u++)
+                _mm_prefetch((const char *)B + (at + (ROWS + u) * ldb) * esz, _MM_HINT_T0);
+        for (int i = 0; i < m; i++) {
+            __m512 x = _mm512_load_ps(acc[i] + 16 * v);
+            for (int u = 0; u < ROWS; u++)
+                x = _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)i * GEMM_KC + k + u]), b[u], x);
+            _mm512_store_ps(acc[i] + 16 * v, x);
+        }
+    }
+}
+
+/* tb = 0: C[0:m, 0:nc] (nc <= SKINNY_NC columns from j0) for the KC block at k = pc, the rows
+ * of B streamed whole, ROWS at a time, the sums in acc */
 static inline __attribute__((always_inline)) TGT void cols_block(
     int m, int nc, int kc, const float *a, const void *B, size_t j0, size_t pc, size_t ldb,
     enum zt_gemm_btype bt, float *c, size_t ldc, int mode, float beta) {
     static _Thread_local _Alignas(64) float acc[GEMM_SKINNY_MR][SKINNY_NC];
-    int nv = (nc + 15) / 16;
+    int nv = (nc + 15) / 16, k = 0;
     for (int i = 0; i < m; i++) memset(acc[i], 0, (size_t)nv * 16 * sizeof(float));
-    for (int k = 0; k < kc; k++) {
+    for (; k + ROWS <= kc; k += ROWS)
+        cols_rows(m, nv, nc, a, k, B, (pc + (size_t)k) * ldb + j0, ldb, bt, acc,
+                  k + 2 * ROWS <= kc);
+    for (; k < kc; k++) { /* the last kc % ROWS rows, one at a time */
         size_t row = (pc + (size_t)k) * ldb + j0;
         for (int v = 0; v < nv; v++) {
             __m512 bv = load_b(B, row + 16 * (size_t)v, nc - 16 * v, bt);
@@ -101,6 +131,8 @@ static inline __attribute__((always_inline)) TGT void block(
         int n = N - j0 < step ? N - j0 : step;
         if (tb)
             rows_block(M, n, kc, a, B, (size_t)j0, pc, ldb, bt, C + j0, ldc, mode, beta);
+        else if (M == 1) /* one sequence: a constant row count, the row loop folded away */
+            cols_block(1, n, kc, a, B, (size_t)j0, pc, ldb, bt, C + j0, ldc, mode, beta);
         else
             cols_block(M, n, kc, a, B, (size_t)j0, pc, ldb, bt, C + j0, ldc, mode, beta);
     }
