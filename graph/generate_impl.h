@@ -22,7 +22,7 @@ struct gen_layer {
 struct gen_weights {
     struct zt_model_shape s;
     enum zt_dtype dtype;
-    zt_tensor_t wte, wpe, lnfw, lnfb;
+    zt_tensor_t wte, wpe, lnfw, lnfb; /* wte transposed: [C, V] (load_wte_t) */
     void *resident;              /* the buffer of every resident tensor */
     int64_t resident_bytes;
     int nbuf;                    /* layers held in memory: L when resident, else the window */

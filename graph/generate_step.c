@@ -150,19 +150,16 @@ void gen_step_end(struct gen_acts *a) {
         }
 }
 
-/* out block b = inp block b @ w (+ bias): one task, or (a decode step) one per column part and
- * their concatenation */
+/* out block b = inp block b @ w (+ bias), w [C, OC] (the head: wte transposed): one task, or (a
+ * decode step) one per column part and their concatenation */
 static enum zt_status linear(struct gen_acts *a, const struct zt_task_opts *o, zt_tensor_t out,
-                             int b, zt_tensor_t inp, zt_tensor_t w, zt_tensor_t bias, int tied,
-                             int slab) {
-    if (!a->split)
-        return tied ? zt_task_matmul_t_forward(o, out, b, inp, w)
-                    : zt_task_matmul_forward(o, out, b, inp, w, bias);
+                             int b, zt_tensor_t inp, zt_tensor_t w, zt_tensor_t bias, int slab) {
+    if (!a->split) return zt_task_matmul_forward(o, out, b, inp, w, bias);
     int parts = parts_of(a, slab_cols(a, slab));
     for (int q = 0; q < parts; q++) {
         int64_t o0;
         part_cols(slab_cols(a, slab), parts, q, &o0);
-        ZT_CHECK(zt_task_matmul_cols(o, a->slab[slab][q], inp, b, w, bias, tied, o0));
+        ZT_CHECK(zt_task_matmul_cols(o, a->slab[slab][q], inp, b, w, bias, 0, o0));
     }
     return zt_task_concat_cols(o, out, b, a->slab[slab], parts);
 }
@@ -177,16 +174,16 @@ static enum zt_status layer_block(struct gen_acts *a, const struct gen_layer *L,
     zt_tensor_t const *p = L->p;
     ZT_CHECK(zt_task_layernorm_forward(o, t[A_LN], t[A_MEAN], t[A_RSTD], b, t[A_X], p[P_LN1W],
                                        p[P_LN1B]));
-    ZT_CHECK(linear(a, o, t[A_QKV], b, t[A_LN], p[P_QKVW], p[P_QKVB], 0, S_QKV));
+    ZT_CHECK(linear(a, o, t[A_QKV], b, t[A_LN], p[P_QKVW], p[P_QKVB], S_QKV));
     ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], b, bt->rows));
     ZT_CHECK(zt_task_attention_cached(o, t[A_ATTY], b, t[A_QKV], kv, bt->rows, a->s.n_head));
-    ZT_CHECK(linear(a, o, t[A_PROJ], b, t[A_ATTY], p[P_ATTPW], p[P_ATTPB], 0, S_PROJ));
+    ZT_CHECK(linear(a, o, t[A_PROJ], b, t[A_ATTY], p[P_ATTPW], p[P_ATTPB], S_PROJ));
     ZT_CHECK(zt_task_residual_forward(o, t[A_RES2], b, t[A_X], t[A_PROJ]));
     ZT_CHECK(zt_task_layernorm_forward(o, t[A_LN], t[A_MEAN], t[A_RSTD], b, t[A_RES2],
                                        p[P_LN2W], p[P_LN2B]));
-    ZT_CHECK(linear(a, o, t[A_FCH], b, t[A_LN], p[P_FCW], p[P_FCB], 0, S_FCH));
+    ZT_CHECK(linear(a, o, t[A_FCH], b, t[A_LN], p[P_FCW], p[P_FCB], S_FCH));
     ZT_CHECK(zt_task_gelu_forward(o, t[A_FCHG], b, t[A_FCH]));
-    ZT_CHECK(linear(a, o, t[A_PROJ], b, t[A_FCHG], p[P_FCPW], p[P_FCPB], 0, S_PROJ));
+    ZT_CHECK(linear(a, o, t[A_PROJ], b, t[A_FCHG], p[P_FCPW], p[P_FCPB], S_PROJ));
     return zt_task_residual_forward(o, t[A_X], b, t[A_RES2], t[A_PROJ]);
 }
 
@@ -219,7 +216,7 @@ enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_ten
     for (int b = 0; b < zt_tensor_nblk(t[A_XS]); b++) {
         ZT_CHECK(zt_task_layernorm_forward(&o, t[A_LNF], t[A_LNFM], t[A_LNFR], b, t[A_XS],
                                            w->lnfw, w->lnfb));
-        ZT_CHECK(linear(a, &o, t[A_LOGITS], b, t[A_LNF], w->wte, NULL, 1, S_LOGITS));
+        ZT_CHECK(linear(a, &o, t[A_LOGITS], b, t[A_LNF], w->wte, NULL, S_LOGITS));
     }
     *logits = t[A_LOGITS];
     return ZT_OK;

@@ -151,6 +151,27 @@ static enum zt_status load_param(struct gen_weights *w, struct weights_src *r, i
     return ZT_OK;
 }
 
+/* the token table [V, C] as the generator keeps it: transposed, [C, V], in w's type; the tied
+ * head then streams it row after row, like every other weight (each logit's sum is unchanged:
+ * its k order does not depend on the layout), and the embedding gathers a column */
+static enum zt_status load_wte_t(struct gen_weights *w, struct weights_src *r, void *dst,
+                                 float *tmp) {
+    enum { STRIP = 64 }; /* tokens per pass: their rows stay in cache while each column goes */
+    ZT_CHECK(read_param(r, 0, tmp));
+    int64_t V = w->s.vocab_size, C = w->s.n_embd;
+    size_t es = zt_dtype_size(w->dtype);
+    float strip[STRIP];
+    for (int64_t v0 = 0; v0 < V; v0 += STRIP) {
+        int64_t n = V - v0 < STRIP ? V - v0 : STRIP;
+        for (int64_t c = 0; c < C; c++) {
+            for (int64_t v = 0; v < n; v++) strip[v] = tmp[(v0 + v) * C + c];
+            zt_dtype_from_f32(w->dtype, (char *)dst + (size_t)(c * V + v0) * es, strip,
+                              (size_t)n);
+        }
+    }
+    return ZT_OK;
+}
+
 /* where each parameter goes: offsets in a layer's bytes, the resident bytes, the window */
 static enum zt_status layout(struct gen_weights *w) {
     int64_t off = 0;
@@ -197,7 +218,10 @@ static enum zt_status make_tensors(struct gen_weights *w, char *layers) {
     zt_tensor_t *outer[4] = {&w->wte, &w->wpe, &w->lnfw, &w->lnfb};
     char *p = w->resident;
     for (int k = 0; k < 4; k++) {
-        ZT_CHECK(param_tensor(w, outer_index(w, k), p, outer[k]));
+        if (k == 0)
+            ZT_CHECK(zt_tensor_init_dtype(outer[k], "transformer.wte.weight (transposed)", p,
+                                          w->s.n_embd, w->s.vocab_size, w->dtype, 1, NULL));
+        else ZT_CHECK(param_tensor(w, outer_index(w, k), p, outer[k]));
         p += pad4k(param_bytes(w, outer_index(w, k)));
     }
     for (int b = 0; b < w->nbuf; b++)
@@ -211,7 +235,8 @@ static enum zt_status make_tensors(struct gen_weights *w, char *layers) {
 static enum zt_status fill(struct gen_weights *w, struct weights_src *r, char *layers,
                            float *tmp) {
     zt_tensor_t outer[4] = {w->wte, w->wpe, w->lnfw, w->lnfb};
-    for (int k = 0; k < 4; k++)
+    ZT_CHECK(load_wte_t(w, r, zt_tensor_data(outer[0]), tmp));
+    for (int k = 1; k < 4; k++)
         ZT_CHECK(load_param(w, r, outer_index(w, k), zt_tensor_data(outer[k]), tmp));
     for (int l = 0; l < w->s.n_layer; l++) {
         char *dst = w->streamed ? w->window : layers + l * w->layer_bytes;

@@ -89,7 +89,15 @@ static enum zt_status check_rows(const char *fn, zt_tensor_t t, int blk, zt_tens
 }
 
 // ----------------------------------------------------------------------------
-// embedding: out row = wte[token] + wpe[pos], 16-bit tables widened a row at a time
+// embedding: out row = column token of wte_t + wpe[pos], 16-bit tables widened a row at a time
+
+/* column j of t ([rows, cols] of elements of es bytes) into dst, as stored */
+static void gather_col(void *dst, const void *t, int64_t rows, int64_t cols, int64_t j,
+                       size_t es) {
+    const char *p = (const char *)t + (size_t)j * es;
+    for (int64_t r = 0; r < rows; r++)
+        memcpy((char *)dst + (size_t)r * es, p + (size_t)(r * cols) * es, es);
+}
 
 void embed_rows_cpu(void *buffers[], void *cl_arg) {
     const struct zt_rows_args *a = cl_arg;
@@ -97,11 +105,13 @@ void embed_rows_cpu(void *buffers[], void *cl_arg) {
     const void *wte = zt_slot_ptr(buffers, &a->hdr, 1), *wpe = zt_slot_ptr(buffers, &a->hdr, 2);
     enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[1], dp = (enum zt_dtype)a->hdr.dtype[2];
     size_t et = zt_dtype_size(dt), ep = zt_dtype_size(dp);
-    float *w = zt_worker_scratch(ZT_SCRATCH_BODY, 2 * (size_t)a->C), *p = w + a->C;
+    int64_t V = zt_slot_nx(buffers, &a->hdr, 1) / a->C;
+    float *w = zt_worker_scratch(ZT_SCRATCH_BODY, 3 * (size_t)a->C), *p = w + a->C;
+    void *col = p + a->C; /* the token's column as stored */
     const int32_t zero = 0;
     for (int i = 0; i < a->nrows; i++) {
-        zt_dtype_to_f32(dt, w, (const char *)wte + (size_t)a->row[i].token * a->C * et,
-                        (size_t)a->C);
+        gather_col(col, wte, a->C, V, a->row[i].token, et);
+        zt_dtype_to_f32(dt, w, col, (size_t)a->C);
         zt_dtype_to_f32(dp, p, (const char *)wpe + (size_t)a->row[i].pos * a->C * ep,
                         (size_t)a->C);
         zt_kern_encoder_forward(out + (size_t)i * a->C, &zero, w, p, 1, 1, 0, a->C);
@@ -109,20 +119,21 @@ void embed_rows_cpu(void *buffers[], void *cl_arg) {
 }
 
 enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
-                                  zt_tensor_t wte, zt_tensor_t wpe, const int32_t *tokens,
+                                  zt_tensor_t wte_t, zt_tensor_t wpe, const int32_t *tokens,
                                   const struct zt_row_pos *rows) {
     const char *fn = "zt_task_embed_rows";
     ZT_CHECK(check_rows(fn, out, blk, NULL, rows, zt_tensor_rows(wpe)));
     int64_t C = zt_tensor_cols(out), r0 = zt_tensor_blk_row0(out, blk);
-    if (zt_tensor_dtype(out) != ZT_DTYPE_F32 || zt_tensor_cols(wte) != C ||
-        zt_tensor_cols(wpe) != C)
-        return zt_error_set(ZT_ERR_INVALID, "%s: %s must be f32 with the columns of %s and %s",
-                            fn, zt_tensor_name(out), zt_tensor_name(wte), zt_tensor_name(wpe));
+    if (zt_tensor_dtype(out) != ZT_DTYPE_F32 || zt_tensor_rows(wte_t) != C ||
+        zt_tensor_cols(wpe) != C || zt_tensor_nblk(wte_t) != 1)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s must be f32 with the rows of %s (one block) "
+                            "and the columns of %s", fn, zt_tensor_name(out),
+                            zt_tensor_name(wte_t), zt_tensor_name(wpe));
     for (int64_t i = r0; i < r0 + zt_tensor_blk_rows(out, blk); i++)
-        if (tokens[i] < 0 || tokens[i] >= zt_tensor_rows(wte))
+        if (tokens[i] < 0 || tokens[i] >= zt_tensor_cols(wte_t))
             return zt_error_set(ZT_ERR_INVALID, "%s: token %d of row %lld is outside the "
                                                 "vocabulary [0, %lld)", fn, tokens[i],
-                                (long long)i, (long long)zt_tensor_rows(wte));
+                                (long long)i, (long long)zt_tensor_cols(wte_t));
     struct zt_block_ref *refs;
     int nrefs;
     struct zt_rows_args *a = rows_args(out, blk, NULL, rows, tokens, &refs, &nrefs);
@@ -132,7 +143,7 @@ enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out,
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_embed_rows, o, blk);
     zt_builder_add(&tb, out, blk, STARPU_W);
-    zt_builder_add(&tb, wte, -1, STARPU_R);
+    zt_builder_add(&tb, wte_t, -1, STARPU_R);
     zt_builder_add(&tb, wpe, -1, STARPU_R);
     return zt_builder_submit(&tb, a, rows_args_size(a), o ? o->priority : 0);
 }

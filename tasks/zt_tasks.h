@@ -108,10 +108,11 @@ enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tenso
 struct zt_row_pos {
     int32_t slot, pos;
 };
-/* out block blk (f32 [n, C]) row r = wte[tokens[r]] + wpe[rows[r].pos] (16-bit tables are
- * widened a row at a time) */
+/* out block blk (f32 [n, C]) row r = column tokens[r] of wte_t + wpe[rows[r].pos]: the token
+ * table transposed, [C, V], as the generator keeps it (the tied head then reads it as a
+ * [C, V] weight, row after row); 16-bit tables are widened a row at a time */
 enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
-                                  zt_tensor_t wte, zt_tensor_t wpe, const int32_t *tokens,
+                                  zt_tensor_t wte_t, zt_tensor_t wpe, const int32_t *tokens,
                                   const struct zt_row_pos *rows);
 /* the K and V columns of qkv block blk's rows into their slots' caches, at their positions */
 enum zt_status zt_task_kv_append(const struct zt_task_opts *o, zt_tensor_t kv, zt_tensor_t qkv,
