@@ -357,6 +357,7 @@ enum zt_status zt_generator_step(zt_generator_t g, int *busy) {
     /* a failed step leaves caches half written: every later step fails the same way */
     if (g->failed != ZT_OK)
         return zt_error_set(g->failed, "generate: an earlier step failed: %s", g->error);
+    zt_runtime_host_thread(); /* this thread's wake-ups start each step */
     admit(g);
     build_batch(g);
     if (g->b.n > 0) {

@@ -15,6 +15,8 @@
 #include <sys/syscall.h> /* SYS_gettid */
 #include <starpu.h>    /* starpu_init, starpu_conf */
 #include <unistd.h>    /* sysconf */
+#include <stdint.h>    /* uint32_t */
+#include <sched.h>     /* SCHED_OTHER */
 #include "zt_comm.h"   /* zt_comm_init, local rank */
 #include "zt_log.h"    /* ZT_LOG_I */
 #include "zt_sched.h"  /* our prototypes */
@@ -149,6 +151,26 @@ void zt_runtime_io_thread(void) {
     if (g_io_nice != 0 && setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), g_io_nice) != 0)
         ZT_LOG_D("ZT_IO_NICE=%d: not allowed here (%s); the I/O thread keeps its priority",
                  g_io_nice, strerror(errno));
+}
+
+void zt_runtime_host_thread(void) {
+#if defined(__linux__) && defined(SYS_sched_setattr)
+    struct { /* the kernel's struct sched_attr (glibc 2.36 has no wrapper nor type) */
+        uint32_t size, sched_policy;
+        uint64_t sched_flags;
+        int32_t sched_nice;
+        uint32_t sched_priority;
+        uint64_t sched_runtime, sched_deadline, sched_period;
+    } a = {.size = sizeof a, .sched_policy = SCHED_OTHER,
+           .sched_runtime = 100 * 1000}; /* ns: the shortest slice the kernel allows */
+    static _Thread_local int done;
+    if (done) return;
+    done = 1;
+    errno = 0;
+    a.sched_nice = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && syscall(SYS_sched_setattr, 0, &a, 0) != 0)
+        ZT_LOG_D("host thread: short slice refused (%s)", strerror(errno));
+#endif
 }
 
 int zt_runtime_nworkers(void) { return (int)starpu_worker_get_count(); }

@@ -34,6 +34,12 @@ int zt_runtime_pause_if_idle(void);
  * busy, so they go ahead of the compute workers; a negative value needs CAP_SYS_NICE, and
  * without it (or before zt_runtime_init) the thread keeps the process's priority. */
 void zt_runtime_io_thread(void);
+/* Called by a thread that submits tasks and waits for them step after step (the generator's):
+ * asks the kernel for a short time slice (Linux sched_setattr, EEVDF: a waking task with a
+ * shorter slice than the running one preempts it), so that when a step's last task ends this
+ * thread gets a core at once instead of waiting out the slice of a worker polling for work.
+ * Once per thread; where the kernel refuses, the thread keeps its default slice. */
+void zt_runtime_host_thread(void);
 void zt_runtime_resume(void);
 int zt_runtime_nworkers(void);
 /* Name of the scheduling policy in use ("lws", ...). */
