@@ -137,7 +137,7 @@ static int encode_file(const char *dir, const char *in, const char *outp) {
     }
     free(back);
     FILE *f = fopen(outp, "wb");
-    int ok = f && fwrite(ids, sizeof *ids, n, f) == n;
+    int ok = f && (n == 0 || fwrite(ids, sizeof *ids, n, f) == n); /* ids is NULL when n is 0 */
     if (f) fclose(f);
     zt_tokenizer_free(t);
     free(text);
