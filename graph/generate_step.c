@@ -24,7 +24,8 @@ static const struct { const char *name; int cols; } g_acts[A_COUNT] = {
 };
 
 /* decode steps (a few rows): each product's output columns split among the workers, into
- * slabs (zt_task_matmul_cols) then laid side by side (zt_task_concat_cols) */
+ * slabs (zt_task_matmul_cols) then laid side by side (zt_task_concat_cols, or read as they are
+ * by the next product) */
 enum { S_QKV, S_PROJ, S_FCH, S_LOGITS, S_COUNT };
 #define MAX_PARTS 16
 
@@ -150,18 +151,24 @@ void gen_step_end(struct gen_acts *a) {
         }
 }
 
-/* out block b = inp block b @ w (+ bias), w [C, OC] (the head: wte transposed): one task, or (a
- * decode step) one per column part and their concatenation */
-static enum zt_status linear(struct gen_acts *a, const struct zt_task_opts *o, zt_tensor_t out,
-                             int b, zt_tensor_t inp, zt_tensor_t w, zt_tensor_t bias, int slab) {
-    if (!a->split) return zt_task_matmul_forward(o, out, b, inp, w, bias);
-    int parts = parts_of(a, slab_cols(a, slab));
-    for (int q = 0; q < parts; q++) {
+/* a decode step's product split by columns into slab set k, each part reading `in` (a block,
+ * or the slabs of the product before); gelu: GELU on the slabs */
+static enum zt_status parts(struct gen_acts *a, const struct zt_task_opts *o, int k,
+                            const struct zt_cols_input *in, zt_tensor_t w, zt_tensor_t bias,
+                            int gelu) {
+    int n = parts_of(a, slab_cols(a, k));
+    for (int q = 0; q < n; q++) {
         int64_t o0;
-        part_cols(slab_cols(a, slab), parts, q, &o0);
-        ZT_CHECK(zt_task_matmul_cols(o, a->slab[slab][q], inp, b, w, bias, 0, o0));
+        part_cols(slab_cols(a, k), n, q, &o0);
+        ZT_CHECK(zt_task_matmul_cols(o, a->slab[k][q], in, w, bias, 0, o0, gelu));
     }
-    return zt_task_concat_cols(o, out, b, a->slab[slab], parts);
+    return ZT_OK;
+}
+
+/* slab set k side by side into out block 0, added to base (the residual) when not NULL */
+static enum zt_status join(struct gen_acts *a, const struct zt_task_opts *o, int k,
+                           zt_tensor_t out, zt_tensor_t base) {
+    return zt_task_concat_cols(o, out, 0, a->slab[k], parts_of(a, slab_cols(a, k)), base);
 }
 
 enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPW, P_ATTPB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW,
@@ -174,17 +181,41 @@ static enum zt_status layer_block(struct gen_acts *a, const struct gen_layer *L,
     zt_tensor_t const *p = L->p;
     ZT_CHECK(zt_task_layernorm_forward(o, t[A_LN], t[A_MEAN], t[A_RSTD], b, t[A_X], p[P_LN1W],
                                        p[P_LN1B]));
-    ZT_CHECK(linear(a, o, t[A_QKV], b, t[A_LN], p[P_QKVW], p[P_QKVB], S_QKV));
+    ZT_CHECK(zt_task_matmul_forward(o, t[A_QKV], b, t[A_LN], p[P_QKVW], p[P_QKVB]));
     ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], b, bt->rows));
     ZT_CHECK(zt_task_attention_cached(o, t[A_ATTY], b, t[A_QKV], kv, bt->rows, a->s.n_head));
-    ZT_CHECK(linear(a, o, t[A_PROJ], b, t[A_ATTY], p[P_ATTPW], p[P_ATTPB], S_PROJ));
+    ZT_CHECK(zt_task_matmul_forward(o, t[A_PROJ], b, t[A_ATTY], p[P_ATTPW], p[P_ATTPB]));
     ZT_CHECK(zt_task_residual_forward(o, t[A_RES2], b, t[A_X], t[A_PROJ]));
     ZT_CHECK(zt_task_layernorm_forward(o, t[A_LN], t[A_MEAN], t[A_RSTD], b, t[A_RES2],
                                        p[P_LN2W], p[P_LN2B]));
-    ZT_CHECK(linear(a, o, t[A_FCH], b, t[A_LN], p[P_FCW], p[P_FCB], S_FCH));
+    ZT_CHECK(zt_task_matmul_forward(o, t[A_FCH], b, t[A_LN], p[P_FCW], p[P_FCB]));
     ZT_CHECK(zt_task_gelu_forward(o, t[A_FCHG], b, t[A_FCH]));
-    ZT_CHECK(linear(a, o, t[A_PROJ], b, t[A_FCHG], p[P_FCPW], p[P_FCPB], S_PROJ));
+    ZT_CHECK(zt_task_matmul_forward(o, t[A_PROJ], b, t[A_FCHG], p[P_FCPW], p[P_FCPB]));
     return zt_task_residual_forward(o, t[A_X], b, t[A_RES2], t[A_PROJ]);
+}
+
+/* the same layer for a decode step (one block, products split by columns): the layernorms
+ * fold into the parts of the products that read them, the residuals into the concatenations,
+ * GELU into the first MLP product, whose slabs the second reads directly: nine tasks on the
+ * step's serial chain per layer instead of fifteen */
+static enum zt_status layer_split(struct gen_acts *a, const struct gen_layer *L, zt_tensor_t kv,
+                                  const struct gen_batch *bt, const struct zt_task_opts *o) {
+    zt_tensor_t *t = a->t;
+    zt_tensor_t const *p = L->p;
+    const struct zt_cols_input ln1 = {.inp = t[A_X], .ln_w = p[P_LN1W], .ln_b = p[P_LN1B]};
+    const struct zt_cols_input ln2 = {.inp = t[A_RES2], .ln_w = p[P_LN2W], .ln_b = p[P_LN2B]};
+    const struct zt_cols_input atty = {.inp = t[A_ATTY]};
+    const struct zt_cols_input fch = {.slabs = a->slab[S_FCH],
+                                      .nin = parts_of(a, slab_cols(a, S_FCH))};
+    ZT_CHECK(parts(a, o, S_QKV, &ln1, p[P_QKVW], p[P_QKVB], 0));
+    ZT_CHECK(join(a, o, S_QKV, t[A_QKV], NULL));
+    ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], 0, bt->rows));
+    ZT_CHECK(zt_task_attention_cached(o, t[A_ATTY], 0, t[A_QKV], kv, bt->rows, a->s.n_head));
+    ZT_CHECK(parts(a, o, S_PROJ, &atty, p[P_ATTPW], p[P_ATTPB], 0));
+    ZT_CHECK(join(a, o, S_PROJ, t[A_RES2], t[A_X])); /* res2 = x + the attention's output */
+    ZT_CHECK(parts(a, o, S_FCH, &ln2, p[P_FCW], p[P_FCB], 1));
+    ZT_CHECK(parts(a, o, S_PROJ, &fch, p[P_FCPW], p[P_FCPB], 0));
+    return join(a, o, S_PROJ, t[A_X], t[A_RES2]); /* x = res2 + the MLP's output */
 }
 
 enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_tensor_t *kv,
@@ -206,17 +237,23 @@ enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_ten
         struct gen_layer *L;
         ZT_CHECK(gen_weights_layer(w, l, bt->step, &L));
         o.layer = l;
-        for (int b = 0; b < nblk; b++) ZT_CHECK(layer_block(a, L, kv[l], bt, &o, b));
+        if (a->split) ZT_CHECK(layer_split(a, L, kv[l], bt, &o));
+        for (int b = 0; b < nblk && !a->split; b++) ZT_CHECK(layer_block(a, L, kv[l], bt, &o, b));
     }
     ZT_CHECK(gen_weights_pass_end(w));
     o.layer = -1;
     *logits = NULL;
     if (bt->nlogits == 0) return ZT_OK;
     ZT_CHECK(zt_task_gather_rows(&o, t[A_XS], t[A_X], bt->logit_rows));
-    for (int b = 0; b < zt_tensor_nblk(t[A_XS]); b++) {
+    if (a->split) { /* ln_f folded into the head's parts */
+        const struct zt_cols_input lnf = {.inp = t[A_XS], .ln_w = w->lnfw, .ln_b = w->lnfb};
+        ZT_CHECK(parts(a, &o, S_LOGITS, &lnf, w->wte, NULL, 0));
+        ZT_CHECK(join(a, &o, S_LOGITS, t[A_LOGITS], NULL));
+    }
+    for (int b = 0; b < zt_tensor_nblk(t[A_XS]) && !a->split; b++) {
         ZT_CHECK(zt_task_layernorm_forward(&o, t[A_LNF], t[A_LNFM], t[A_LNFR], b, t[A_XS],
                                            w->lnfw, w->lnfb));
-        ZT_CHECK(linear(a, &o, t[A_LOGITS], b, t[A_LNF], w->wte, NULL, S_LOGITS));
+        ZT_CHECK(zt_task_matmul_forward(&o, t[A_LOGITS], b, t[A_LNF], w->wte, NULL));
     }
     *logits = t[A_LOGITS];
     return ZT_OK;

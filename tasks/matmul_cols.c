@@ -10,15 +10,32 @@
  */
 #include <stdlib.h>      /* calloc */
 #include <string.h>      /* memcpy */
-#include "zt_kernels.h"  /* zt_kern_sgemm, zt_kern_sgemm_w16 */
+#include "zt_kernels.h"  /* zt_kern_sgemm(_w16), layernorm, gelu and residual forward */
 #include "tasks_impl.h"  /* builder, slots */
 
 struct zt_cols_args {
     struct zt_task_hdr hdr;
     int C, OC, tied;  /* weight [C, OC] (HF Conv1D), or tied [OC, C] */
     int64_t o0;       /* first output column of the slab */
-    int nslab;        /* concat: slabs */
+    int n;            /* rows */
+    int nslab;        /* matmul: input slabs (0: one input block); concat: slabs */
+    int gelu;         /* matmul: GELU on the slab */
+    int ln;           /* matmul: the input block layer-normed first */
+    int base;         /* concat: out = base + the slabs */
 };
+
+/* the n rows of the `count` slabs of slot s side by side into out (rows ld floats apart) */
+static void side_by_side(float *out, int64_t ld, int n, void *buffers[],
+                         const struct zt_task_hdr *h, int s, int count) {
+    int64_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const float *p = zt_slot_buf_ptr(buffers, h, s, i);
+        int64_t w = zt_slot_buf_nx(buffers, h, s, i) / n;
+        for (int r = 0; r < n; r++)
+            memcpy(out + (size_t)r * ld + at, p + (size_t)r * w, (size_t)w * sizeof *p);
+        at += w;
+    }
+}
 
 /* the weight as fp32 from column (tied: row) o0 on: as stored, or widened into scratch */
 static const float *weight_f32(void *buffers[], const struct zt_cols_args *a) {
@@ -31,13 +48,31 @@ static const float *weight_f32(void *buffers[], const struct zt_cols_args *a) {
     return wide;
 }
 
+/* the input rows: the block as it is, layer-normed, or the slabs side by side (in scratch) */
+static const float *input_rows(void *buffers[], const struct zt_cols_args *a) {
+    size_t nc = (size_t)a->n * (size_t)a->C;
+    if (a->nslab == 0 && !a->ln) return zt_slot_ptr(buffers, &a->hdr, 1);
+    float *in = zt_worker_scratch(ZT_SCRATCH_BODY, nc + 2 * ((size_t)a->n + (size_t)a->C));
+    if (a->nslab) {
+        side_by_side(in, a->C, a->n, buffers, &a->hdr, 1, a->nslab);
+        return in;
+    }
+    float *mean = in + nc, *rstd = mean + a->n, *w = rstd + a->n, *b = w + a->C;
+    zt_dtype_to_f32((enum zt_dtype)a->hdr.dtype[4], w, zt_slot_ptr(buffers, &a->hdr, 4),
+                    (size_t)a->C);
+    zt_dtype_to_f32((enum zt_dtype)a->hdr.dtype[5], b, zt_slot_ptr(buffers, &a->hdr, 5),
+                    (size_t)a->C);
+    zt_kern_layernorm_forward(in, mean, rstd, zt_slot_ptr(buffers, &a->hdr, 1), w, b, a->n,
+                              a->C);
+    return in;
+}
+
 void matmul_cols_cpu(void *buffers[], void *cl_arg) {
     const struct zt_cols_args *a = cl_arg;
     float *slab = zt_slot_ptr(buffers, &a->hdr, 0);
-    const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
+    const float *inp = input_rows(buffers, a);
     const void *w = zt_slot_ptr(buffers, &a->hdr, 2), *bias = zt_slot_ptr(buffers, &a->hdr, 3);
-    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
-    int oc = (int)(zt_slot_nx(buffers, &a->hdr, 0) / N), tb = a->tied;
+    int N = a->n, oc = (int)(zt_slot_nx(buffers, &a->hdr, 0) / N), tb = a->tied;
     enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[2], db = (enum zt_dtype)a->hdr.dtype[3];
     size_t off = tb ? (size_t)a->o0 * a->C : (size_t)a->o0; /* the slab's first weight value */
     int ldb = tb ? a->C : a->OC;
@@ -47,73 +82,100 @@ void matmul_cols_cpu(void *buffers[], void *cl_arg) {
                         (const char *)bias + (size_t)a->o0 * zt_dtype_size(db), (size_t)oc);
         beta = 1.0f;
     }
-    if (zt_dtype_is16(dt) &&
+    if (!zt_dtype_is16(dt) ||
         zt_kern_sgemm_w16(tb, N, oc, a->C, inp, a->C, (const uint16_t *)w + off,
-                          dt == ZT_DTYPE_F16, ldb, beta, slab, oc) == 0)
-        return;
-    zt_kern_sgemm(0, tb, N, oc, a->C, 1.0f, inp, a->C, weight_f32(buffers, a) + off, ldb, beta,
-                  slab, oc);
+                          dt == ZT_DTYPE_F16, ldb, beta, slab, oc) != 0)
+        zt_kern_sgemm(0, tb, N, oc, a->C, 1.0f, inp, a->C, weight_f32(buffers, a) + off, ldb,
+                      beta, slab, oc);
+    if (a->gelu) zt_kern_gelu_forward(slab, slab, (size_t)N * oc);
 }
 
 void concat_cols_cpu(void *buffers[], void *cl_arg) {
     const struct zt_cols_args *a = cl_arg;
     float *out = zt_slot_ptr(buffers, &a->hdr, 0);
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 0) / a->OC);
-    int64_t at = 0;
-    for (int i = 0; i < a->nslab; i++) {
-        const float *s = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
-        int64_t oc = zt_slot_buf_nx(buffers, &a->hdr, 1, i) / N;
-        for (int n = 0; n < N; n++)
-            memcpy(out + (size_t)n * a->OC + at, s + (size_t)n * oc, (size_t)oc * sizeof *s);
-        at += oc;
+    side_by_side(out, a->OC, N, buffers, &a->hdr, 1, a->nslab);
+    if (a->base)
+        zt_kern_residual_forward(out, zt_slot_ptr(buffers, &a->hdr, 2), out, (size_t)N * a->OC);
+}
+
+/* the input's columns and rows (-1 columns: slabs that do not agree) */
+static int64_t input_shape(const struct zt_cols_input *in, int64_t *rows,
+                           struct zt_block_ref *refs) {
+    if (in->inp) {
+        *rows = zt_tensor_blk_rows(in->inp, in->blk);
+        int bad_ln = in->ln_w && (!in->ln_b || zt_tensor_numel(in->ln_w) != zt_tensor_cols(in->inp) ||
+                                  zt_tensor_numel(in->ln_b) != zt_tensor_cols(in->inp));
+        return bad_ln ? -1 : zt_tensor_cols(in->inp);
     }
+    int64_t cols = 0;
+    *rows = in->nin > 0 ? zt_tensor_rows(in->slabs[0]) : 0;
+    for (int i = 0; i < in->nin && i < 16; i++) {
+        cols += zt_tensor_cols(in->slabs[i]);
+        refs[i] = (struct zt_block_ref){.t = in->slabs[i], .blk = 0};
+        if (zt_tensor_rows(in->slabs[i]) != *rows || zt_tensor_nblk(in->slabs[i]) != 1 ||
+            zt_tensor_dtype(in->slabs[i]) != ZT_DTYPE_F32)
+            return -1;
+    }
+    return in->nin >= 1 && in->nin <= 16 && !in->ln_w ? cols : -1;
 }
 
 enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t slab,
-                                   zt_tensor_t inp, int blk, zt_tensor_t w, zt_tensor_t bias,
-                                   int tied, int64_t o0) {
+                                   const struct zt_cols_input *in, zt_tensor_t w,
+                                   zt_tensor_t bias, int tied, int64_t o0, int gelu) {
     const char *fn = "zt_task_matmul_cols";
-    ZT_CHECK(zt_check_blk(fn, inp, blk));
-    int64_t C = zt_tensor_cols(inp), OC = tied ? zt_tensor_rows(w) : zt_tensor_cols(w);
-    int64_t n = zt_tensor_blk_rows(inp, blk), oc = zt_tensor_cols(slab);
-    if ((tied ? zt_tensor_cols(w) : zt_tensor_rows(w)) != C || zt_tensor_rows(slab) != n ||
-        o0 < 0 || o0 + oc > OC || zt_tensor_dtype(slab) != ZT_DTYPE_F32 ||
-        zt_tensor_dtype(inp) != ZT_DTYPE_F32 || zt_tensor_nblk(slab) != 1 || (tied && bias))
+    if (in->inp) ZT_CHECK(zt_check_blk(fn, in->inp, in->blk));
+    struct zt_block_ref refs[16];
+    int64_t n, C = input_shape(in, &n, refs), oc = zt_tensor_cols(slab);
+    int64_t OC = tied ? zt_tensor_rows(w) : zt_tensor_cols(w);
+    if (C < 1 || (tied ? zt_tensor_cols(w) : zt_tensor_rows(w)) != C ||
+        zt_tensor_rows(slab) != n || o0 < 0 || o0 + oc > OC ||
+        zt_tensor_dtype(slab) != ZT_DTYPE_F32 ||
+        (in->inp && zt_tensor_dtype(in->inp) != ZT_DTYPE_F32) || zt_tensor_nblk(slab) != 1 ||
+        (tied && bias))
         return zt_error_set(ZT_ERR_INVALID, "%s: %s [%lld, %lld] (columns %lld..) of %s x %s "
                             "do not agree", fn, zt_tensor_name(slab), (long long)n,
-                            (long long)oc, (long long)o0, zt_tensor_name(inp),
+                            (long long)oc, (long long)o0,
+                            in->inp ? zt_tensor_name(in->inp) : "the input slabs",
                             zt_tensor_name(w));
     ZT_ARGS_NEW(struct zt_cols_args, a);
-    *a = (struct zt_cols_args){.C = (int)C, .OC = (int)OC, .tied = tied, .o0 = o0};
+    *a = (struct zt_cols_args){.C = (int)C, .OC = (int)OC, .tied = tied, .o0 = o0, .n = (int)n,
+                               .nslab = in->inp ? 0 : in->nin, .gelu = gelu,
+                               .ln = in->ln_w != NULL};
     a->hdr.native16 = 1; /* the body reads 16-bit weights as stored, or widens them itself */
     struct zt_builder tb;
-    zt_builder_init(&tb, &a->hdr, ZT_KIND_matmul_cols, o, blk);
+    zt_builder_init(&tb, &a->hdr, ZT_KIND_matmul_cols, o, in->inp ? in->blk : 0);
     zt_builder_add(&tb, slab, -1, STARPU_W);
-    zt_builder_add(&tb, inp, blk, STARPU_R);
+    if (in->inp) zt_builder_add(&tb, in->inp, in->blk, STARPU_R);
+    else zt_builder_add_list(&tb, refs, in->nin, STARPU_R);
     zt_builder_add(&tb, w, -1, STARPU_R);
     zt_builder_add(&tb, bias, -1, STARPU_R);
+    zt_builder_add(&tb, in->ln_w, -1, STARPU_R);
+    zt_builder_add(&tb, in->ln_b, -1, STARPU_R);
     return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 
 enum zt_status zt_task_concat_cols(const struct zt_task_opts *o, zt_tensor_t out, int blk,
-                                   const zt_tensor_t *slabs, int n) {
+                                   const zt_tensor_t *slabs, int n, zt_tensor_t base) {
     ZT_CHECK(zt_check_blk("zt_task_concat_cols", out, blk));
-    int64_t cols = 0, rows = zt_tensor_blk_rows(out, blk);
+    int64_t rows = zt_tensor_blk_rows(out, blk), got;
     struct zt_block_ref refs[16];
-    for (int i = 0; i < n && i < 16; i++) {
-        cols += zt_tensor_cols(slabs[i]);
-        refs[i] = (struct zt_block_ref){.t = slabs[i], .blk = 0};
-        if (zt_tensor_rows(slabs[i]) != rows || zt_tensor_nblk(slabs[i]) != 1) cols = -1;
-    }
-    if (n < 1 || n > 16 || cols != zt_tensor_cols(out) || zt_tensor_dtype(out) != ZT_DTYPE_F32)
-        return zt_error_set(ZT_ERR_INVALID, "zt_task_concat_cols: %d slabs do not make the "
-                            "%lld columns of %s block %d", n, (long long)zt_tensor_cols(out),
-                            zt_tensor_name(out), blk);
+    struct zt_cols_input in = {.slabs = slabs, .nin = n};
+    int64_t cols = input_shape(&in, &got, refs);
+    int bad_base = base && (zt_tensor_cols(base) != cols || zt_tensor_nblk(base) !=
+                            zt_tensor_nblk(out) || zt_tensor_dtype(base) != ZT_DTYPE_F32 ||
+                            zt_tensor_blk_rows(base, blk) != rows);
+    if (cols != zt_tensor_cols(out) || got != rows || bad_base ||
+        zt_tensor_dtype(out) != ZT_DTYPE_F32)
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_concat_cols: %d slabs%s do not make the "
+                            "%lld columns of %s block %d", n, base ? " (and the base)" : "",
+                            (long long)zt_tensor_cols(out), zt_tensor_name(out), blk);
     ZT_ARGS_NEW(struct zt_cols_args, a);
-    *a = (struct zt_cols_args){.OC = (int)cols, .nslab = n};
+    *a = (struct zt_cols_args){.OC = (int)cols, .nslab = n, .base = base != NULL};
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_concat_cols, o, blk);
     zt_builder_add(&tb, out, blk, STARPU_W);
     zt_builder_add_list(&tb, refs, n, STARPU_R);
+    zt_builder_add(&tb, base, blk, STARPU_R);
     return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
