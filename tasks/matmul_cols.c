@@ -2,7 +2,11 @@
  * tasks/matmul_cols.c: decode products split by output columns: with a few rows, one task per
  * matmul would read the whole weight on one worker while the others wait; here each worker's
  * task computes a range of output columns into its own slab tensor (reading its part of the
- * weight), and a concat task lays the slabs side by side in the output.
+ * weight), and a concat task lays the slabs side by side in the output. So that a decode
+ * step's serial chain stays short, a part may layer-norm its input rows first, put its slab
+ * through GELU, or read the slabs of the product before as its input, and the concat may add
+ * the residual: each with the bits of the task it replaces (the same kernels, row by row or
+ * element by element).
  *
  * Layer: tasks/ (an op file), over kernels/cpu/gemm.c. A column range of a product has the bits
  * of the same columns of the whole product (each element's sum depends on K only), so the split
