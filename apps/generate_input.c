@@ -23,10 +23,16 @@ static enum zt_status grow(struct gen_prompt **p, int n, int *cap) {
     return ZT_OK;
 }
 
+/* text's ids into p; a text the tokenizer refuses (invalid UTF-8) is named by where */
 static enum zt_status encode(const struct zt_tokenizer *tok, const char *text,
-                             struct gen_prompt *p) {
+                             struct gen_prompt *p, const char *where) {
     size_t n = 0;
-    ZT_CHECK(zt_tokenizer_encode(tok, text, strlen(text), &p->ids, &n));
+    enum zt_status rc = zt_tokenizer_encode(tok, text, strlen(text), &p->ids, &n);
+    if (rc != ZT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", zt_error_last());
+        return zt_error_set(rc == ZT_ERR_NOMEM ? rc : ZT_ERR_CONFIG, "%s: %s", where, msg);
+    }
     p->nids = (int)n;
     return ZT_OK;
 }
@@ -107,7 +113,7 @@ static enum zt_status parse_line(const char *text, const struct zt_tokenizer *to
         rc = zt_error_set(ZT_ERR_CONFIG, "%s: a \"prompt\" text needs --tokenizer", where);
     if (rc == ZT_OK) rc = line_keys(o, where);
     if (rc == ZT_OK) rc = line_params(o, &p->p, where);
-    if (rc == ZT_OK) rc = pt ? encode(tok, pt->valuestring, p) : line_ids(pi, p, where);
+    if (rc == ZT_OK) rc = pt ? encode(tok, pt->valuestring, p, where) : line_ids(pi, p, where);
     if (rc == ZT_OK && p->nids == 0)
         rc = zt_error_set(ZT_ERR_CONFIG, "%s: the prompt is empty (expected at least one token)",
                           where);
@@ -157,7 +163,7 @@ enum zt_status gen_prompt_text(const char *text, const struct zt_tokenizer *tok,
     *n = *out ? 1 : 0;
     if (!*out) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
     (*out)->p = *defaults;
-    ZT_CHECK(encode(tok, text, *out));
+    ZT_CHECK(encode(tok, text, *out, "--prompt"));
     if ((*out)->nids == 0)
         return zt_error_set(ZT_ERR_CONFIG, "--prompt: empty (expected at least one token)");
     return ZT_OK;
