@@ -10,18 +10,19 @@ Cases (each asserts the exit code and exactly one "zerotask: error:" line naming
     or non-numeric --temperature, --top-p outside (0, 1], a negative --top-k, --max-new-tokens 0
     or negative, --max-batch 0, --repetition-penalty 0, a non-numeric --seed, --prompt-ids that
     are not a list of ids; a model shape file without n_head or missing; a --ds-config dtype
-    that is not fp32/bf16/fp16;
+    that is not fp32/bf16/fp16, a --ds-config with text after its object;
   - exit 2, the prompts: an id >= vocab_size, an empty --prompt-ids or --prompt, a prompt
     longer than the context (ids and text); a prompts file line that is not JSON, not an
-    object, has an empty, non-integer, negative or out-of-vocabulary prompt_ids, a "prompt"
-    without --tokenizer, neither key, a wrong type or value of max_new_tokens, temperature,
-    top_k, top_p or seed (each naming FILE:LINE, blank lines counted), a file with no prompt;
+    object, two objects, has an empty, non-integer, negative or out-of-vocabulary prompt_ids, a
+    "prompt" without --tokenizer, neither key, a wrong type or value of max_new_tokens,
+    temperature, top_k, top_p or seed (seed 1.5 too) (each naming FILE:LINE, blank lines
+    counted), a file with no prompt;
   - exit 1, the files: a tokenizer directory missing, a tokenizer.json that is not JSON or
     lacks model.merges, a vocab.json without merges.txt, a merges.txt with a bad line; weights
     missing, not safetensors, truncated, with an integer dtype, of another n_embd, n_layer or
     vocab_size, without one tensor (named); a checkpoint directory or tag missing, or written
-    for another model (zt-train --save-dir on another width); the prompts file missing;
-    --logits into a directory that does not exist;
+    for another model (zt-train --save-dir on another width); the prompts file missing or a
+    directory; --logits into a directory that does not exist;
   - --logits onto the --weights file: exit 2, the weights untouched;
   - no output is left: --logits OUT names a file that must not exist after any refusal.
 
@@ -107,6 +108,9 @@ def controls():
 
 def command_line():
     ds_bad = F.write_json("ds_fp8.json", {"dtype": "fp8"})
+    ds_more = F.path("ds_more.json")
+    with open(ds_more, "w") as f:
+        f.write('{"dtype": "fp32"} {"dtype": "bf16"}\n')
     no_head = F.write_json("no_head.json", {k: v for k, v in SHAPE.items() if k != "n_head"})
     cases = [
         ("unknown option", cmd(*IDS, "--frobnicate"), ["--frobnicate"]),
@@ -136,6 +140,8 @@ def command_line():
         ("model without n_head", cmd(*IDS, "--model", no_head), ["n_head"]),
         ("model file missing", cmd(*IDS, "--model", F.path("nope.json")), ["nope.json"]),
         ("--ds-config dtype fp8", cmd(*IDS, "--ds-config", ds_bad), ["dtype", "fp8"]),
+        ("--ds-config with text after its object", cmd(*IDS, "--ds-config", ds_more),
+         [ds_more, "one JSON object"]),
     ]
     for label, args, words in cases:
         expect(label, args, 2, words)
@@ -155,6 +161,7 @@ def bad_prompts():
     good = '{"prompt_ids": [1, 2, 3]}'
     lines = [
         ("not JSON", '{"prompt_ids": [1, 2'), ("not an object", "[1, 2, 3]"),
+        ("two objects", '{"prompt_ids": [1]} {"prompt_ids": [2]}'),
         ("a number", "5"), ("empty prompt_ids", '{"prompt_ids": []}'),
         ("prompt_ids not integers", '{"prompt_ids": [1, "a"]}'),
         ("prompt_ids 1.5", '{"prompt_ids": [1.5]}'),
@@ -168,6 +175,7 @@ def bad_prompts():
         ("top_k -2", '{"prompt_ids": [1], "top_k": -2}'),
         ("top_p 1.5", '{"prompt_ids": [1], "top_p": 1.5}'),
         ("seed a string", '{"prompt_ids": [1], "seed": "x"}'),
+        ("seed 1.5", '{"prompt_ids": [1], "seed": 1.5}'),
     ]
     for k, (label, line) in enumerate(lines):
         f = prompts("bad%d.jsonl" % k, good, "", line, good)
@@ -281,6 +289,9 @@ def bad_weights():
 
 def bad_files():
     expect("prompts file missing", cmd("--prompts", F.path("nope.jsonl")), 1, ["nope.jsonl"])
+    os.makedirs(F.path("prompts_dir"))
+    expect("prompts file a directory", cmd("--prompts", F.path("prompts_dir")), 1,
+           ["prompts_dir", "cannot read"])
     out = os.path.join(F.path("no_dir"), "logits.safetensors")
     F.expect("--logits into a missing directory", cmd(*IDS, "--logits", out, logits=False), 1,
              ["--logits", out])
