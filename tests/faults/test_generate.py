@@ -24,7 +24,14 @@ Cases (each asserts the exit code and exactly one "zerotask: error:" line naming
     for another model (zt-train --save-dir on another width); the prompts file missing or a
     directory; --logits into a directory that does not exist;
   - --logits onto the --weights file: exit 2, the weights untouched;
-  - no output is left: --logits OUT names a file that must not exist after any refusal.
+  - no output is left: --logits OUT names a file that must not exist after any refusal;
+  - --trace FILE that cannot be written, checked before any work: FILE in a directory that does
+    not exist, FILE an existing directory, FILE in a read-only directory (skipped where this
+    user may write there anyway: root): exit 1 (a file-system error, as docs/inference.md has
+    it, not 2: the command line itself is well formed), the one line naming --trace, FILE and
+    what was expected (so no stack trace), and no .json or .ztr file written;
+  - --trace run.json (a path relative to the working folder) on a tiny run: exit 0, run.json
+    (JSON) and run.ztr written, and zt-trace summary run.ztr exits 0.
 
 Usage: test_generate.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -304,6 +311,62 @@ def bad_files():
                 hashlib.sha256(f.read()).hexdigest() == before, WEIGHTS)
 
 
+def json_and_ztr():
+    """the .json and .ztr files under WORK (a refused --trace may add none)"""
+    return {os.path.join(r, n) for r, _, files in os.walk(F.WORK) for n in files
+            if n.endswith((".json", ".ztr"))}
+
+
+def bad_trace():
+    """--trace FILE that cannot be written: exit 1 (a file-system error, not a bad command line:
+    docs/inference.md), one line naming FILE and what was expected, nothing written"""
+    ro = F.path("ro_dir")
+    os.makedirs(ro)
+    os.makedirs(F.path("trace_dir"))
+    os.chmod(ro, 0o555)
+    cases = [("--trace into a missing directory", os.path.join(F.path("no_dir"), "run.json"),
+              ["does not exist", "expected an existing, writable directory"]),
+             ("--trace onto a directory", F.path("trace_dir"),
+              ["is a directory", "expected a file"])]
+    # root may write into a read-only directory (CAP_DAC_OVERRIDE), so as root the case would
+    # prove nothing: it runs only where the directory really is read-only to this user
+    if os.access(ro, os.W_OK):
+        print("skip --trace into a read-only directory: %s is writable to this user" % ro)
+    else:
+        cases.append(("--trace into a read-only directory", os.path.join(ro, "run.json"),
+                      ["not writable"]))
+    for label, out, words in cases:
+        before = json_and_ztr()
+        expect(label, cmd(*IDS, "--trace", out), 1, ["--trace", out] + words)
+        left = json_and_ztr() - before
+        F.check(label + ": nothing written", not left, "left %s" % sorted(left))
+    os.chmod(ro, 0o755)
+
+
+def trace_run():
+    """--trace run.json (relative to the working folder) writes run.json and run.ztr, which
+    zt-trace summary reads"""
+    cwd = os.getcwd()
+    os.chdir(F.WORK)
+    try:
+        p = F.run(cmd(*IDS, "--trace", "run.json", logits=False), 120)
+        s = F.run([F.prog("zt-trace"), "summary", "run.ztr"], 60)
+    finally:
+        os.chdir(cwd)
+    F.check("--trace run.json", p is not None and p.returncode == 0,
+            "exit %s %s" % (p.returncode if p else "(hang)", F.error_lines(p)[:1] if p else ""))
+    for name in ("run.json", "run.ztr"):
+        F.check("--trace run.json: %s written" % name, os.path.isfile(F.path(name)), F.path(name))
+    try:
+        with open(F.path("run.json")) as f:
+            json.load(f)
+        F.check("--trace run.json: run.json is JSON", True, F.path("run.json"))
+    except (OSError, ValueError) as e:
+        F.check("--trace run.json: run.json is JSON", False, str(e))
+    F.check("zt-trace summary run.ztr", s is not None and s.returncode == 0,
+            "exit %s %s" % (s.returncode if s else "(hang)", F.error_lines(s)[:1] if s else ""))
+
+
 if not os.access(GEN, os.X_OK):
     F.check("zt-generate", False, "%s is not a program (not built yet?)" % GEN)
     F.finish()
@@ -315,4 +378,6 @@ bad_prompts()
 bad_tokenizers()
 bad_weights()
 bad_files()
+bad_trace()
+trace_run()
 F.finish()
