@@ -5,7 +5,7 @@
  *
  * Layer: apps/ (compiled into zt-generate).
  */
-#include <cjson/cJSON.h>    /* cJSON_Parse */
+#include <cjson/cJSON.h>    /* cJSON_ParseWithLengthOpts */
 #include <errno.h>          /* errno */
 #include <stdint.h>         /* INT32_MIN */
 #include <stdlib.h>         /* calloc, free, strtol */
@@ -23,10 +23,16 @@ static enum zt_status grow(struct gen_prompt **p, int n, int *cap) {
     return ZT_OK;
 }
 
+/* text's ids into p; a text the tokenizer refuses (invalid UTF-8) is named by where */
 static enum zt_status encode(const struct zt_tokenizer *tok, const char *text,
-                             struct gen_prompt *p) {
+                             struct gen_prompt *p, const char *where) {
     size_t n = 0;
-    ZT_CHECK(zt_tokenizer_encode(tok, text, strlen(text), &p->ids, &n));
+    enum zt_status rc = zt_tokenizer_encode(tok, text, strlen(text), &p->ids, &n);
+    if (rc != ZT_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", zt_error_last());
+        return zt_error_set(rc == ZT_ERR_NOMEM ? rc : ZT_ERR_CONFIG, "%s: %s", where, msg);
+    }
     p->nids = (int)n;
     return ZT_OK;
 }
@@ -51,8 +57,8 @@ static enum zt_status line_params(const cJSON *o, struct zt_gen_params *p, const
     ZT_CHECK(number(o, "top_k", 0, 1 << 30, &k, where));
     ZT_CHECK(number(o, "top_p", 1e-30, 1, &tp, where));
     ZT_CHECK(number(o, "seed", 0, 9007199254740992.0, &seed, where));
-    if (mnt != (int)mnt || k != (int)k)
-        return zt_error_set(ZT_ERR_CONFIG, "%s: max_new_tokens and top_k must be integers",
+    if (mnt != (int)mnt || k != (int)k || seed != (double)(uint64_t)seed)
+        return zt_error_set(ZT_ERR_CONFIG, "%s: max_new_tokens, top_k and seed must be integers",
                             where);
     p->max_new_tokens = (int)mnt;
     p->temperature = (float)t;
@@ -92,14 +98,33 @@ static enum zt_status line_ids(const cJSON *a, struct gen_prompt *p, const char 
     return ZT_OK;
 }
 
-static enum zt_status parse_line(const char *text, const struct zt_tokenizer *tok,
+/* s[0, n) holds only spaces, tabs and line ends */
+static int blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return 0;
+    return 1;
+}
+
+/* the JSON value that is the whole of text[0, len), or NULL: cJSON stops after the first value,
+ * and anything but blanks after it (a second object, a NUL byte) would be dropped unread */
+static cJSON *parse_whole(const char *text, size_t len) {
+    const char *end = NULL;
+    cJSON *v = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (v && !blank(end, len - (size_t)(end - text))) {
+        cJSON_Delete(v);
+        v = NULL;
+    }
+    return v;
+}
+
+static enum zt_status parse_line(const char *text, size_t len, const struct zt_tokenizer *tok,
                                  struct gen_prompt *p, const char *where) {
-    cJSON *o = cJSON_Parse(text);
+    cJSON *o = parse_whole(text, len);
     enum zt_status rc = ZT_OK;
     const cJSON *pt = o ? cJSON_GetObjectItemCaseSensitive(o, "prompt") : NULL;
     const cJSON *pi = o ? cJSON_GetObjectItemCaseSensitive(o, "prompt_ids") : NULL;
     if (!cJSON_IsObject(o))
-        rc = zt_error_set(ZT_ERR_CONFIG, "%s: expected a JSON object", where);
+        rc = zt_error_set(ZT_ERR_CONFIG, "%s: expected one JSON object (the whole line)", where);
     else if (!pt == !pi || (pt && !cJSON_IsString(pt)) || (pi && !cJSON_IsArray(pi)))
         rc = zt_error_set(ZT_ERR_CONFIG, "%s: expected either \"prompt\" (a string) or "
                           "\"prompt_ids\" (an array of ids)", where);
@@ -107,18 +132,12 @@ static enum zt_status parse_line(const char *text, const struct zt_tokenizer *to
         rc = zt_error_set(ZT_ERR_CONFIG, "%s: a \"prompt\" text needs --tokenizer", where);
     if (rc == ZT_OK) rc = line_keys(o, where);
     if (rc == ZT_OK) rc = line_params(o, &p->p, where);
-    if (rc == ZT_OK) rc = pt ? encode(tok, pt->valuestring, p) : line_ids(pi, p, where);
+    if (rc == ZT_OK) rc = pt ? encode(tok, pt->valuestring, p, where) : line_ids(pi, p, where);
     if (rc == ZT_OK && p->nids == 0)
         rc = zt_error_set(ZT_ERR_CONFIG, "%s: the prompt is empty (expected at least one token)",
                           where);
     cJSON_Delete(o);
     return rc;
-}
-
-static int blank(const char *s) {
-    for (; *s; s++)
-        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return 0;
-    return 1;
 }
 
 enum zt_status gen_prompts_load(const char *path, const struct zt_tokenizer *tok,
@@ -132,17 +151,21 @@ enum zt_status gen_prompts_load(const char *path, const struct zt_tokenizer *tok
     size_t cap = 0;
     int count = 0, lineno = 0;
     enum zt_status rc = ZT_OK;
-    while (rc == ZT_OK && getline(&line, &cap, f) >= 0) {
+    ssize_t len;
+    while (rc == ZT_OK && (len = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        if (blank(line)) continue;
+        if (blank(line, (size_t)len)) continue;
         snprintf(where, sizeof where, "%s:%d", path, lineno);
         rc = grow(out, *n, &count);
         if (rc != ZT_OK) break;
         struct gen_prompt *p = &(*out)[(*n)++];
         p->p = *defaults;
         p->line = lineno;
-        rc = parse_line(line, tok, p, where);
+        rc = parse_line(line, (size_t)len, tok, p, where);
     }
+    /* a read error (a directory, a failing disk) is not the end of the file */
+    if (rc == ZT_OK && ferror(f))
+        rc = zt_error_set(ZT_ERR_IO, "--prompts %s: cannot read (%s)", path, strerror(errno));
     free(line);
     fclose(f);
     if (rc == ZT_OK && *n == 0)
@@ -157,7 +180,7 @@ enum zt_status gen_prompt_text(const char *text, const struct zt_tokenizer *tok,
     *n = *out ? 1 : 0;
     if (!*out) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
     (*out)->p = *defaults;
-    ZT_CHECK(encode(tok, text, *out));
+    ZT_CHECK(encode(tok, text, *out, "--prompt"));
     if ((*out)->nids == 0)
         return zt_error_set(ZT_ERR_CONFIG, "--prompt: empty (expected at least one token)");
     return ZT_OK;
@@ -251,7 +274,8 @@ void gen_print_json_string(FILE *f, const char *s) {
 static enum zt_status only_keys(const cJSON *o, const char *const *keys, const char *path,
                                 const char *where) {
     if (!cJSON_IsObject(o))
-        return zt_error_set(ZT_ERR_CONFIG, "%s: %s: expected an object", path, where);
+        return zt_error_set(ZT_ERR_CONFIG, "%s: %s%sexpected an object", path, where,
+                            *where ? ": " : "");
     for (const cJSON *x = o->child; x; x = x->next) {
         int known = 0;
         for (int k = 0; keys[k]; k++) known |= !strcmp(x->string, keys[k]);
@@ -342,11 +366,18 @@ enum zt_status gen_ds_config_load(const char *path, struct zt_gen_config *cfg, i
     if (!f) return zt_error_set(ZT_ERR_IO, "--ds-config %s: %s", path, strerror(errno));
     char buf[65536];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
+    int unread = ferror(f) ? errno : 0, more = n == sizeof buf - 1 && fgetc(f) != EOF;
     fclose(f);
+    if (unread)
+        return zt_error_set(ZT_ERR_IO, "--ds-config %s: cannot read (%s)", path,
+                            strerror(unread));
+    if (more)
+        return zt_error_set(ZT_ERR_CONFIG, "%s: expected a config of less than 64 KiB", path);
     buf[n] = '\0';
-    cJSON *root = cJSON_Parse(buf);
+    cJSON *root = parse_whole(buf, n);
     enum zt_status rc = root ? only_keys(root, keys, path, "")
-                             : zt_error_set(ZT_ERR_CONFIG, "%s: not valid JSON", path);
+                             : zt_error_set(ZT_ERR_CONFIG, "%s: not valid JSON (expected one "
+                                            "JSON object)", path);
     if (rc == ZT_OK) rc = dtype_key(root, dtype, path);
     if (rc == ZT_OK) rc = zero_keys(root, cfg, path);
     if (rc == ZT_OK) rc = aio_keys(root, cfg, path);

@@ -10,20 +10,28 @@ Cases (each asserts the exit code and exactly one "zerotask: error:" line naming
     or non-numeric --temperature, --top-p outside (0, 1], a negative --top-k, --max-new-tokens 0
     or negative, --max-batch 0, --repetition-penalty 0, a non-numeric --seed, --prompt-ids that
     are not a list of ids; a model shape file without n_head or missing; a --ds-config dtype
-    that is not fp32/bf16/fp16;
+    that is not fp32/bf16/fp16, a --ds-config with text after its object;
   - exit 2, the prompts: an id >= vocab_size, an empty --prompt-ids or --prompt, a prompt
     longer than the context (ids and text); a prompts file line that is not JSON, not an
-    object, has an empty, non-integer, negative or out-of-vocabulary prompt_ids, a "prompt"
-    without --tokenizer, neither key, a wrong type or value of max_new_tokens, temperature,
-    top_k, top_p or seed (each naming FILE:LINE, blank lines counted), a file with no prompt;
+    object, two objects, has an empty, non-integer, negative or out-of-vocabulary prompt_ids, a
+    "prompt" without --tokenizer, neither key, a wrong type or value of max_new_tokens,
+    temperature, top_k, top_p or seed (seed 1.5 too) (each naming FILE:LINE, blank lines
+    counted), a file with no prompt;
   - exit 1, the files: a tokenizer directory missing, a tokenizer.json that is not JSON or
     lacks model.merges, a vocab.json without merges.txt, a merges.txt with a bad line; weights
     missing, not safetensors, truncated, with an integer dtype, of another n_embd, n_layer or
     vocab_size, without one tensor (named); a checkpoint directory or tag missing, or written
-    for another model (zt-train --save-dir on another width); the prompts file missing;
-    --logits into a directory that does not exist;
+    for another model (zt-train --save-dir on another width); the prompts file missing or a
+    directory; --logits into a directory that does not exist;
   - --logits onto the --weights file: exit 2, the weights untouched;
-  - no output is left: --logits OUT names a file that must not exist after any refusal.
+  - no output is left: --logits OUT names a file that must not exist after any refusal;
+  - --trace FILE that cannot be written, checked before any work: FILE in a directory that does
+    not exist, FILE an existing directory, FILE in a read-only directory (skipped where this
+    user may write there anyway: root): exit 1 (a file-system error, as docs/inference.md has
+    it, not 2: the command line itself is well formed), the one line naming --trace, FILE and
+    what was expected (so no stack trace), and no .json or .ztr file written;
+  - --trace run.json (a path relative to the working folder) on a tiny run: exit 0, run.json
+    (JSON) and run.ztr written, and zt-trace summary run.ztr exits 0.
 
 Usage: test_generate.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -107,6 +115,9 @@ def controls():
 
 def command_line():
     ds_bad = F.write_json("ds_fp8.json", {"dtype": "fp8"})
+    ds_more = F.path("ds_more.json")
+    with open(ds_more, "w") as f:
+        f.write('{"dtype": "fp32"} {"dtype": "bf16"}\n')
     no_head = F.write_json("no_head.json", {k: v for k, v in SHAPE.items() if k != "n_head"})
     cases = [
         ("unknown option", cmd(*IDS, "--frobnicate"), ["--frobnicate"]),
@@ -136,6 +147,8 @@ def command_line():
         ("model without n_head", cmd(*IDS, "--model", no_head), ["n_head"]),
         ("model file missing", cmd(*IDS, "--model", F.path("nope.json")), ["nope.json"]),
         ("--ds-config dtype fp8", cmd(*IDS, "--ds-config", ds_bad), ["dtype", "fp8"]),
+        ("--ds-config with text after its object", cmd(*IDS, "--ds-config", ds_more),
+         [ds_more, "one JSON object"]),
     ]
     for label, args, words in cases:
         expect(label, args, 2, words)
@@ -155,6 +168,7 @@ def bad_prompts():
     good = '{"prompt_ids": [1, 2, 3]}'
     lines = [
         ("not JSON", '{"prompt_ids": [1, 2'), ("not an object", "[1, 2, 3]"),
+        ("two objects", '{"prompt_ids": [1]} {"prompt_ids": [2]}'),
         ("a number", "5"), ("empty prompt_ids", '{"prompt_ids": []}'),
         ("prompt_ids not integers", '{"prompt_ids": [1, "a"]}'),
         ("prompt_ids 1.5", '{"prompt_ids": [1.5]}'),
@@ -168,6 +182,7 @@ def bad_prompts():
         ("top_k -2", '{"prompt_ids": [1], "top_k": -2}'),
         ("top_p 1.5", '{"prompt_ids": [1], "top_p": 1.5}'),
         ("seed a string", '{"prompt_ids": [1], "seed": "x"}'),
+        ("seed 1.5", '{"prompt_ids": [1], "seed": 1.5}'),
     ]
     for k, (label, line) in enumerate(lines):
         f = prompts("bad%d.jsonl" % k, good, "", line, good)
@@ -281,6 +296,9 @@ def bad_weights():
 
 def bad_files():
     expect("prompts file missing", cmd("--prompts", F.path("nope.jsonl")), 1, ["nope.jsonl"])
+    os.makedirs(F.path("prompts_dir"))
+    expect("prompts file a directory", cmd("--prompts", F.path("prompts_dir")), 1,
+           ["prompts_dir", "cannot read"])
     out = os.path.join(F.path("no_dir"), "logits.safetensors")
     F.expect("--logits into a missing directory", cmd(*IDS, "--logits", out, logits=False), 1,
              ["--logits", out])
@@ -291,6 +309,62 @@ def bad_files():
     with open(WEIGHTS, "rb") as f:
         F.check("--logits onto --weights: weights untouched",
                 hashlib.sha256(f.read()).hexdigest() == before, WEIGHTS)
+
+
+def json_and_ztr():
+    """the .json and .ztr files under WORK (a refused --trace may add none)"""
+    return {os.path.join(r, n) for r, _, files in os.walk(F.WORK) for n in files
+            if n.endswith((".json", ".ztr"))}
+
+
+def bad_trace():
+    """--trace FILE that cannot be written: exit 1 (a file-system error, not a bad command line:
+    docs/inference.md), one line naming FILE and what was expected, nothing written"""
+    ro = F.path("ro_dir")
+    os.makedirs(ro)
+    os.makedirs(F.path("trace_dir"))
+    os.chmod(ro, 0o555)
+    cases = [("--trace into a missing directory", os.path.join(F.path("no_dir"), "run.json"),
+              ["does not exist", "expected an existing, writable directory"]),
+             ("--trace onto a directory", F.path("trace_dir"),
+              ["is a directory", "expected a file"])]
+    # root may write into a read-only directory (CAP_DAC_OVERRIDE), so as root the case would
+    # prove nothing: it runs only where the directory really is read-only to this user
+    if os.access(ro, os.W_OK):
+        print("skip --trace into a read-only directory: %s is writable to this user" % ro)
+    else:
+        cases.append(("--trace into a read-only directory", os.path.join(ro, "run.json"),
+                      ["not writable"]))
+    for label, out, words in cases:
+        before = json_and_ztr()
+        expect(label, cmd(*IDS, "--trace", out), 1, ["--trace", out] + words)
+        left = json_and_ztr() - before
+        F.check(label + ": nothing written", not left, "left %s" % sorted(left))
+    os.chmod(ro, 0o755)
+
+
+def trace_run():
+    """--trace run.json (relative to the working folder) writes run.json and run.ztr, which
+    zt-trace summary reads"""
+    cwd = os.getcwd()
+    os.chdir(F.WORK)
+    try:
+        p = F.run(cmd(*IDS, "--trace", "run.json", logits=False), 120)
+        s = F.run([F.prog("zt-trace"), "summary", "run.ztr"], 60)
+    finally:
+        os.chdir(cwd)
+    F.check("--trace run.json", p is not None and p.returncode == 0,
+            "exit %s %s" % (p.returncode if p else "(hang)", F.error_lines(p)[:1] if p else ""))
+    for name in ("run.json", "run.ztr"):
+        F.check("--trace run.json: %s written" % name, os.path.isfile(F.path(name)), F.path(name))
+    try:
+        with open(F.path("run.json")) as f:
+            json.load(f)
+        F.check("--trace run.json: run.json is JSON", True, F.path("run.json"))
+    except (OSError, ValueError) as e:
+        F.check("--trace run.json: run.json is JSON", False, str(e))
+    F.check("zt-trace summary run.ztr", s is not None and s.returncode == 0,
+            "exit %s %s" % (s.returncode if s else "(hang)", F.error_lines(s)[:1] if s else ""))
 
 
 if not os.access(GEN, os.X_OK):
@@ -304,4 +378,6 @@ bad_prompts()
 bad_tokenizers()
 bad_weights()
 bad_files()
+bad_trace()
+trace_run()
 F.finish()

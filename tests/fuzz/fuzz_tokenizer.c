@@ -7,17 +7,8 @@
 #include "fuzz_util.h"
 #include "zt_tokenizer.h"
 
-#ifndef ZT_FUZZ_TOKENIZER_FIXTURE
-#define ZT_FUZZ_TOKENIZER_FIXTURE "tests/data/tokenizer"
-#endif
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static struct zt_tokenizer *tok;
-    if (!tok) {
-        const char *dir = getenv("ZT_FUZZ_TOKENIZER_DIR");
-        if (zt_tokenizer_load(&tok, dir && *dir ? dir : ZT_FUZZ_TOKENIZER_FIXTURE) != ZT_OK)
-            FUZZ_FAIL("cannot load the fixture tokenizer: %s", zt_error_last());
-    }
+    const struct zt_tokenizer *tok = fuzz_fixture_tokenizer();
     int32_t *ids = NULL;
     size_t n = 0;
     enum zt_status rc = zt_tokenizer_encode(tok, (const char *)data, size, &ids, &n);

@@ -19,6 +19,11 @@
 #include <unistd.h>
 
 #include "zt_status.h"
+#include "zt_tokenizer.h" /* zt_tokenizer_load, for fuzz_fixture_tokenizer */
+
+#ifndef ZT_FUZZ_TOKENIZER_FIXTURE
+#define ZT_FUZZ_TOKENIZER_FIXTURE "tests/data/tokenizer"
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -80,6 +85,18 @@ static inline char *fuzz_input_text(const uint8_t *data, size_t size) {
     memcpy(s, data, size);
     s[size] = 0;
     return s;
+}
+
+/* The test fixture's BPE (tests/data/tokenizer, or ZT_FUZZ_TOKENIZER_DIR), loaded on first use
+ * and kept for the process. */
+static inline const struct zt_tokenizer *fuzz_fixture_tokenizer(void) {
+    static struct zt_tokenizer *tok;
+    if (!tok) {
+        const char *dir = getenv("ZT_FUZZ_TOKENIZER_DIR");
+        if (zt_tokenizer_load(&tok, dir && *dir ? dir : ZT_FUZZ_TOKENIZER_FIXTURE) != ZT_OK)
+            FUZZ_FAIL("cannot load the fixture tokenizer: %s", zt_error_last());
+    }
+    return tok;
 }
 
 /* A reader refused the input: its error must be one non-empty line. */

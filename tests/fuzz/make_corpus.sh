@@ -2,7 +2,9 @@
 # tests/fuzz/make_corpus.sh BUILD_DIR: writes the seed corpora of the fuzz targets
 # (tests/fuzz/corpus/<reader>/) from one tiny real run of BUILD_DIR's zt-train: its token file,
 # configs, exported weights, checkpoint (meta.json and a shard) and replay file. Run it again
-# when a format changes; the seeds are small on purpose (libFuzzer mutates them).
+# when a format changes; the seeds are small on purpose (libFuzzer mutates them). The seeds of
+# corpus/tokenizer (texts) and corpus/prompts (prompts files and inference configs) are written
+# by hand and left alone here.
 set -euo pipefail
 build=$(cd "${1:?usage: make_corpus.sh BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +24,7 @@ PY
 STARPU_NCPU=1 STARPU_SILENT=1 "$build/apps/zt-train" --ds-config ds.json --model model.json \
   --data tokens.bin --steps 1 --quiet --export w.safetensors --save-dir ckpt --trace t.json
 c=$here/corpus
-rm -rf "$c"/{safetensors,tokens,config,ckpt_meta,ckpt_shard,replay}  # corpus/tokenizer: by hand
+rm -rf "$c"/{safetensors,tokens,config,ckpt_meta,ckpt_shard,replay}  # not tokenizer, prompts
 mkdir -p "$c"/{safetensors,tokens,config,ckpt_meta,ckpt_shard,replay}
 cp w.safetensors "$c/safetensors/export.safetensors"
 cp tokens.bin "$c/tokens/tokens.bin"
