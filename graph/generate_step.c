@@ -26,7 +26,7 @@ static const struct { const char *name; int cols; } g_acts[A_COUNT] = {
 /* decode steps (a few rows): each product's output columns split among the workers, into
  * slabs (zt_task_matmul_cols) then laid side by side (zt_task_concat_cols, or read as they are
  * by the next product) */
-enum { S_QKV, S_PROJ, S_FCH, S_LOGITS, S_COUNT };
+enum { S_QKV, S_ATT, S_PROJ, S_FCH, S_LOGITS, S_COUNT }; /* S_ATT: attention, by heads */
 #define MAX_PARTS 16
 
 struct gen_acts {
@@ -43,7 +43,8 @@ struct gen_acts {
 /* output columns of each slab type */
 static int64_t slab_cols(const struct gen_acts *a, int k) {
     int64_t C = a->s.n_embd;
-    return k == S_QKV ? 3 * C : k == S_PROJ ? C : k == S_FCH ? 4 * C : a->s.vocab_size;
+    return k == S_QKV ? 3 * C : k == S_ATT || k == S_PROJ ? C : k == S_FCH ? 4 * C
+                                                                          : a->s.vocab_size;
 }
 
 /* the parts a product of oc output columns is split in: at least 16 columns each */
@@ -58,6 +59,28 @@ static int64_t part_cols(int64_t oc, int parts, int p, int64_t *o0) {
     *o0 = w * p < oc ? w * p : oc;
     int64_t end = p == parts - 1 ? oc : (w * (p + 1) < oc ? w * (p + 1) : oc);
     return end - *o0;
+}
+
+/* the parts of slab set k: the attention's in whole heads, a product's by parts_of */
+static int nparts(const struct gen_acts *a, int k) {
+    if (k != S_ATT) return parts_of(a, slab_cols(a, k));
+    return a->parts < a->s.n_head ? a->parts : a->s.n_head;
+}
+
+/* the heads [*h0, *h1) of the attention's part p */
+static void head_range(const struct gen_acts *a, int p, int *h0, int *h1) {
+    int n = nparts(a, S_ATT), NH = a->s.n_head;
+    *h0 = NH * p / n;
+    *h1 = NH * (p + 1) / n;
+}
+
+/* part p of slab set k: its first column *o0, and its width */
+static int64_t slab_part(const struct gen_acts *a, int k, int p, int64_t *o0) {
+    if (k != S_ATT) return part_cols(slab_cols(a, k), nparts(a, k), p, o0);
+    int h0, h1, hs = a->s.n_embd / a->s.n_head;
+    head_range(a, p, &h0, &h1);
+    *o0 = (int64_t)h0 * hs;
+    return (int64_t)(h1 - h0) * hs;
 }
 
 static int64_t cols_of(const struct gen_acts *a, int k) {
@@ -129,8 +152,8 @@ static enum zt_status make_step_tensors(struct gen_acts *a, int n, int nblk, int
 static enum zt_status make_slabs(struct gen_acts *a, int n, int nlogits) {
     float *p = a->slab_arena;
     for (int k = 0; k < S_COUNT; k++)
-        for (int q = 0; q < parts_of(a, slab_cols(a, k)); q++) {
-            int64_t o0, w = part_cols(slab_cols(a, k), parts_of(a, slab_cols(a, k)), q, &o0);
+        for (int q = 0; q < nparts(a, k); q++) {
+            int64_t o0, w = slab_part(a, k, q, &o0);
             int rows = k == S_LOGITS ? nlogits : n;
             if (rows == 0) continue;
             ZT_CHECK(zt_tensor_init(&a->slab[k][q], "slab", p, rows, w, sizeof(float), 1, NULL));
@@ -156,10 +179,9 @@ void gen_step_end(struct gen_acts *a) {
 static enum zt_status parts(struct gen_acts *a, const struct zt_task_opts *o, int k,
                             const struct zt_cols_input *in, zt_tensor_t w, zt_tensor_t bias,
                             int gelu) {
-    int n = parts_of(a, slab_cols(a, k));
-    for (int q = 0; q < n; q++) {
+    for (int q = 0; q < nparts(a, k); q++) {
         int64_t o0;
-        part_cols(slab_cols(a, k), n, q, &o0);
+        slab_part(a, k, q, &o0);
         ZT_CHECK(zt_task_matmul_cols(o, a->slab[k][q], in, w, bias, 0, o0, gelu));
     }
     return ZT_OK;
@@ -168,7 +190,7 @@ static enum zt_status parts(struct gen_acts *a, const struct zt_task_opts *o, in
 /* slab set k side by side into out block 0, added to base (the residual) when not NULL */
 static enum zt_status join(struct gen_acts *a, const struct zt_task_opts *o, int k,
                            zt_tensor_t out, zt_tensor_t base) {
-    return zt_task_concat_cols(o, out, 0, a->slab[k], parts_of(a, slab_cols(a, k)), base);
+    return zt_task_concat_cols(o, out, 0, a->slab[k], nparts(a, k), base);
 }
 
 enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPW, P_ATTPB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW,
@@ -196,7 +218,8 @@ static enum zt_status layer_block(struct gen_acts *a, const struct gen_layer *L,
 
 /* the same layer for a decode step (one block, products split by columns): the layernorms
  * fold into the parts of the products that read them, the residuals into the concatenations,
- * GELU into the first MLP product, whose slabs the second reads directly: nine tasks on the
+ * GELU into the first MLP product, whose slabs the second reads directly, and the attention
+ * is split by heads among the workers, its slabs read by the projection: nine tasks on the
  * step's serial chain per layer instead of fifteen */
 static enum zt_status layer_split(struct gen_acts *a, const struct gen_layer *L, zt_tensor_t kv,
                                   const struct gen_batch *bt, const struct zt_task_opts *o) {
@@ -204,14 +227,18 @@ static enum zt_status layer_split(struct gen_acts *a, const struct gen_layer *L,
     zt_tensor_t const *p = L->p;
     const struct zt_cols_input ln1 = {.inp = t[A_X], .ln_w = p[P_LN1W], .ln_b = p[P_LN1B]};
     const struct zt_cols_input ln2 = {.inp = t[A_RES2], .ln_w = p[P_LN2W], .ln_b = p[P_LN2B]};
-    const struct zt_cols_input atty = {.inp = t[A_ATTY]};
-    const struct zt_cols_input fch = {.slabs = a->slab[S_FCH],
-                                      .nin = parts_of(a, slab_cols(a, S_FCH))};
+    const struct zt_cols_input att = {.slabs = a->slab[S_ATT], .nin = nparts(a, S_ATT)};
+    const struct zt_cols_input fch = {.slabs = a->slab[S_FCH], .nin = nparts(a, S_FCH)};
     ZT_CHECK(parts(a, o, S_QKV, &ln1, p[P_QKVW], p[P_QKVB], 0));
     ZT_CHECK(join(a, o, S_QKV, t[A_QKV], NULL));
     ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], 0, bt->rows));
-    ZT_CHECK(zt_task_attention_cached(o, t[A_ATTY], 0, t[A_QKV], kv, bt->rows, a->s.n_head));
-    ZT_CHECK(parts(a, o, S_PROJ, &atty, p[P_ATTPW], p[P_ATTPB], 0));
+    for (int q = 0; q < nparts(a, S_ATT); q++) { /* a range of heads per worker */
+        int h0, h1;
+        head_range(a, q, &h0, &h1);
+        ZT_CHECK(zt_task_attention_heads(o, a->slab[S_ATT][q], 0, t[A_QKV], kv, bt->rows,
+                                         a->s.n_head, h0, h1));
+    }
+    ZT_CHECK(parts(a, o, S_PROJ, &att, p[P_ATTPW], p[P_ATTPB], 0));
     ZT_CHECK(join(a, o, S_PROJ, t[A_RES2], t[A_X])); /* res2 = x + the attention's output */
     ZT_CHECK(parts(a, o, S_FCH, &ln2, p[P_FCW], p[P_FCB], 1));
     ZT_CHECK(parts(a, o, S_PROJ, &fch, p[P_FCPW], p[P_FCPB], 0));

@@ -136,11 +136,12 @@ size_t zt_kern_attention_scratch_floats(int T);
 /* Inference with a KV cache: attention of m new rows of one sequence, at positions p0..p0+m-1,
  * against kv[p0+m, 2C] (row p = [k_p | v_p], heads as in qkv; the new rows' K/V already in it).
  * q: the new rows' queries (row i at q + i*ldq, head h at column h*hs); out: row i at
- * out + i*ldo. Row i attends to positions 0..p0+i. scratch: at least
- * zt_kern_attention_cached_scratch_floats(p0 + m) floats. With ZT_GEMM_AVX512 each output row has
- * the bits of zt_kern_attention_forward's row for the same position of the same tokens. */
+ * out + i*ldo, heads h0..h1-1 only (of NH), head h at column (h - h0)*hs. Row i attends to
+ * positions 0..p0+i. scratch: at least zt_kern_attention_cached_scratch_floats(p0 + m) floats.
+ * With ZT_GEMM_AVX512 each output row has the bits of zt_kern_attention_forward's row for the
+ * same position of the same tokens (each head is computed alone). */
 void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *q, int ldq,
-                              const float *kv, int p0, int m, int C, int NH);
+                              const float *kv, int p0, int m, int C, int NH, int h0, int h1);
 size_t zt_kern_attention_cached_scratch_floats(int npos);
 
 /* ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ struct zt_row_arg {
 struct zt_rows_args {
     struct zt_task_hdr hdr;
     int C, NH, nrows;
+    int h0, h1; /* attention: the heads it computes */
     struct zt_row_arg row[]; /* the block's rows */
 };
 
@@ -173,10 +174,11 @@ void attention_cached_cpu(void *buffers[], void *cl_arg) {
         int p0 = a->row[i0].pos, m = i1 - i0;
         float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY,
                                            zt_kern_attention_cached_scratch_floats(p0 + m));
-        zt_kern_attention_cached(out + (size_t)i0 * a->C, a->C, scratch,
+        int ldo = (a->h1 - a->h0) * (a->C / a->NH);
+        zt_kern_attention_cached(out + (size_t)i0 * ldo, ldo, scratch,
                                  qkv + (size_t)i0 * 3 * a->C, 3 * a->C,
                                  zt_slot_buf_ptr(buffers, &a->hdr, 2, a->row[i0].kvi), p0, m,
-                                 a->C, a->NH);
+                                 a->C, a->NH, a->h0, a->h1);
         i0 = i1;
     }
 }
@@ -196,13 +198,16 @@ static enum zt_status check_cache(const char *fn, zt_tensor_t x, int blk, zt_ten
 
 static enum zt_status submit_cached(const struct zt_task_opts *o, enum zt_task_kind kind,
                                     zt_tensor_t out, int blk, zt_tensor_t qkv, zt_tensor_t kv,
-                                    const struct zt_row_pos *rows, int C, int NH) {
+                                    const struct zt_row_pos *rows, int C, int NH, int h0,
+                                    int h1) {
     struct zt_block_ref *refs;
     int nrefs;
     struct zt_rows_args *a = rows_args(qkv, blk, kv, rows, NULL, &refs, &nrefs);
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
     a->C = C;
     a->NH = NH;
+    a->h0 = h0;
+    a->h1 = h1;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
     if (kind == ZT_KIND_kv_append) {
@@ -221,19 +226,30 @@ enum zt_status zt_task_kv_append(const struct zt_task_opts *o, zt_tensor_t kv, z
                                  int blk, const struct zt_row_pos *rows) {
     int C = (int)(zt_tensor_cols(qkv) / 3);
     ZT_CHECK(check_cache("zt_task_kv_append", qkv, blk, qkv, kv, rows, C));
-    return submit_cached(o, ZT_KIND_kv_append, NULL, blk, qkv, kv, rows, C, 1);
+    return submit_cached(o, ZT_KIND_kv_append, NULL, blk, qkv, kv, rows, C, 1, 0, 1);
+}
+
+enum zt_status zt_task_attention_heads(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                       zt_tensor_t qkv, zt_tensor_t kv,
+                                       const struct zt_row_pos *rows, int n_head, int h0,
+                                       int h1) {
+    const char *fn = "zt_task_attention_cached";
+    int C = (int)(zt_tensor_cols(qkv) / 3);
+    if (n_head <= 0 || C % n_head != 0 || h0 < 0 || h0 >= h1 || h1 > n_head ||
+        zt_tensor_cols(out) != (int64_t)(h1 - h0) * (C / n_head) ||
+        zt_tensor_dtype(out) != ZT_DTYPE_F32)
+        return zt_error_set(ZT_ERR_INVALID, "%s: heads %d..%d of %d (of %d channels) do not make "
+                            "the %lld f32 columns of %s", fn, h0, h1 - 1, n_head, C,
+                            (long long)zt_tensor_cols(out), zt_tensor_name(out));
+    ZT_CHECK(check_cache(fn, out, blk, qkv, kv, rows, C));
+    return submit_cached(o, ZT_KIND_attention_cached, out, blk, qkv, kv, rows, C, n_head, h0,
+                         h1);
 }
 
 enum zt_status zt_task_attention_cached(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                         zt_tensor_t qkv, zt_tensor_t kv,
                                         const struct zt_row_pos *rows, int n_head) {
-    const char *fn = "zt_task_attention_cached";
-    int C = (int)zt_tensor_cols(out);
-    ZT_CHECK(check_cache(fn, out, blk, qkv, kv, rows, C));
-    if (n_head <= 0 || C % n_head != 0)
-        return zt_error_set(ZT_ERR_INVALID, "%s: %d heads do not divide %d channels", fn, n_head,
-                            C);
-    return submit_cached(o, ZT_KIND_attention_cached, out, blk, qkv, kv, rows, C, n_head);
+    return zt_task_attention_heads(o, out, blk, qkv, kv, rows, n_head, 0, n_head);
 }
 
 // ----------------------------------------------------------------------------

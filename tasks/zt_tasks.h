@@ -122,6 +122,12 @@ enum zt_status zt_task_kv_append(const struct zt_task_opts *o, zt_tensor_t kv, z
 enum zt_status zt_task_attention_cached(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                         zt_tensor_t qkv, zt_tensor_t kv,
                                         const struct zt_row_pos *rows, int n_head);
+/* the same for heads h0..h1-1 only: out block blk holds their (h1 - h0) * (C / n_head)
+ * columns, so that several workers share a decode step's attention, a range of heads each */
+enum zt_status zt_task_attention_heads(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                       zt_tensor_t qkv, zt_tensor_t kv,
+                                       const struct zt_row_pos *rows, int n_head, int h0,
+                                       int h1);
 /* out [k, C] row i = inp row idx[i] (f32, whole tensors) */
 enum zt_status zt_task_gather_rows(const struct zt_task_opts *o, zt_tensor_t out,
                                    zt_tensor_t inp, const int32_t *idx);

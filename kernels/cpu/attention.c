@@ -140,11 +140,11 @@ size_t zt_kern_attention_cached_scratch_floats(int npos) {
 }
 
 void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *q, int ldq,
-                              const float *kv, int p0, int m, int C, int NH) {
-    assert(p0 >= 0 && m > 0 && NH > 0 && C % NH == 0);
+                              const float *kv, int p0, int m, int C, int NH, int h0, int h1) {
+    assert(p0 >= 0 && m > 0 && NH > 0 && C % NH == 0 && 0 <= h0 && h0 < h1 && h1 <= NH);
     const int hs = C / NH, C2 = 2 * C;
     const float scale = 1.0f / sqrtf((float)hs);
-    for (int h = 0; h < NH; h++) {
+    for (int h = h0; h < h1; h++) {
         const float *k = kv + (size_t)h * hs, *v = kv + C + (size_t)h * hs;
         for (int r0 = 0; r0 < m; r0 += ATT_TB) {
             int r1 = blk_end(r0, m), npos = p0 + r1; /* the block's last row sees npos keys */
@@ -158,7 +158,7 @@ void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *
                 memset(row + n, 0, (size_t)(npos - n) * sizeof(float));
             }
             zt_kern_sgemm(0, 0, r1 - r0, hs, npos, 1.0f, P, npos, v, C2, 0.0f,
-                          out + (size_t)r0 * ldo + (size_t)h * hs, ldo);
+                          out + (size_t)r0 * ldo + (size_t)(h - h0) * hs, ldo);
         }
     }
 }
