@@ -5,13 +5,16 @@
  *
  * Layer: graph/. The dense parts are the training forward's tasks (layernorm, matmul, gelu,
  * residual: the same kernels, so a row's values have the training forward's bits); attention
- * goes through the KV cache (kv_append, attention_cached). The step's tensors are made over one
- * arena, sized for the largest step, with exactly the step's rows, and freed after it: a decode
- * step computes its rows only.
+ * goes through the KV cache (kv_append, attention_cached). A decode step (a few rows) splits
+ * its products and its attention among the workers and folds the small tasks into them
+ * (layer_split), with the same kernels and bits. The step's tensors are made over one arena,
+ * sized for the largest step, with exactly the step's rows, and freed after it: a decode step
+ * computes its rows only.
  */
 #include <stdlib.h>         /* calloc, free */
 #include "zt_aio.h"         /* zt_aio_alloc */
 #include "generate_impl.h"  /* struct gen_acts, gen_step_submit */
+#include "generate_split.h" /* gen_split_* */
 
 enum { A_X, A_RES2, A_LN, A_MEAN, A_RSTD, A_QKV, A_ATTY, A_PROJ, A_FCH, A_FCHG, A_ROWS_END,
        A_XS = A_ROWS_END, A_LNF, A_LNFM, A_LNFR, A_LOGITS, A_COUNT };
@@ -47,36 +50,21 @@ static int64_t slab_cols(const struct gen_acts *a, int k) {
                                                                           : a->s.vocab_size;
 }
 
-/* the parts a product of oc output columns is split in: at least 16 columns each */
-static int parts_of(const struct gen_acts *a, int64_t oc) {
-    int64_t most = (oc + 15) / 16;
-    return (int)(a->parts < most ? a->parts : most);
-}
-
-/* part p of a product's oc output columns: [*o0, *o0 + width), widths multiples of 16 */
-static int64_t part_cols(int64_t oc, int parts, int p, int64_t *o0) {
-    int64_t w = (oc / parts + 15) / 16 * 16;
-    *o0 = w * p < oc ? w * p : oc;
-    int64_t end = p == parts - 1 ? oc : (w * (p + 1) < oc ? w * (p + 1) : oc);
-    return end - *o0;
-}
-
-/* the parts of slab set k: the attention's in whole heads, a product's by parts_of */
+/* the parts of slab set k (generate_split.c): the attention's in whole heads, a product's in
+ * columns */
 static int nparts(const struct gen_acts *a, int k) {
-    if (k != S_ATT) return parts_of(a, slab_cols(a, k));
-    return a->parts < a->s.n_head ? a->parts : a->s.n_head;
+    if (k != S_ATT) return gen_split_parts(a->parts, slab_cols(a, k));
+    return gen_split_heads(a->parts, a->s.n_head);
 }
 
 /* the heads [*h0, *h1) of the attention's part p */
 static void head_range(const struct gen_acts *a, int p, int *h0, int *h1) {
-    int n = nparts(a, S_ATT), NH = a->s.n_head;
-    *h0 = NH * p / n;
-    *h1 = NH * (p + 1) / n;
+    gen_split_head_range(a->parts, a->s.n_head, p, h0, h1);
 }
 
 /* part p of slab set k: its first column *o0, and its width */
 static int64_t slab_part(const struct gen_acts *a, int k, int p, int64_t *o0) {
-    if (k != S_ATT) return part_cols(slab_cols(a, k), nparts(a, k), p, o0);
+    if (k != S_ATT) return gen_split_cols(a->parts, slab_cols(a, k), p, o0);
     int h0, h1, hs = a->s.n_embd / a->s.n_head;
     head_range(a, p, &h0, &h1);
     *o0 = (int64_t)h0 * hs;
