@@ -7,8 +7,9 @@
  * product needs. The sums are the blocked path's, element by element (gemm_impl.h): alpha * a
  * rounded once, fmadd in k order from zero within each GEMM_KC block, the block's sum stored or
  * added by tile_mode; a 16-bit value widens exactly, so the bits are those of the product on B
- * widened first. Two shapes of op(B): tb = 0 (B[K,N], rows streamed whole, the sums in an L1
- * buffer) and tb = 1 (B[N,K]: 16 x 16 blocks of its rows transposed in registers).
+ * widened first. Two shapes of op(B): tb = 0 (B[K,N], rows streamed whole, the sums in a
+ * per-thread buffer that stays in L2) and tb = 1 (B[N,K]: 16 x 16 blocks of its rows
+ * transposed in registers).
  */
 #include <stddef.h>     /* size_t */
 #include <string.h>     /* memset */
@@ -72,7 +73,8 @@ static inline __attribute__((always_inline)) TGT void rows_block(
  * flight, and the next ROWS rows are prefetched one pass ahead */
 #define ROWS 4
 
-/* the sums of ROWS rows of B from row (k: the product's row r) into acc, for nc columns */
+/* the sums of ROWS rows of B into acc, for nc columns: row is the element offset of the first
+ * one (row pc + k of B, at column j0), k its index in the block (the A values it takes) */
 static inline __attribute__((always_inline)) TGT void cols_rows(
     int m, int nv, int nc, const float *a, int k, const void *B, size_t row, size_t ldb,
     enum zt_gemm_btype bt, float (*acc)[SKINNY_NC], int prefetch) {

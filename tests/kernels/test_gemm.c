@@ -145,6 +145,23 @@ static void bits(void) {
     }
 }
 
+/* the few-rows path on more columns than one pass takes (4096) and its most rows: the bits of
+ * the blocked path, which computes the same rows when a ninth one comes with them */
+static void bits_wide(void) {
+    const int M = ZT_KERN_FEW_ROWS + 1, N = 4200, K = 803;
+    float *A = randf((size_t)M * K), *B = randf((size_t)K * N);
+    size_t n = (size_t)M * N * sizeof(float);
+    float *blocked = calloc(1, n), *few = calloc(1, n);
+    zt_kern_sgemm(0, 0, M, N, K, 1.0f, A, K, B, N, 0.0f, blocked, N);
+    zt_kern_sgemm(0, 0, M - 1, N, K, 1.0f, A, K, B, N, 0.0f, few, N);
+    ZT_TEST_TRUE(memcmp(blocked, few, (size_t)(M - 1) * N * sizeof(float)) == 0,
+                 "avx512: %d rows x %d columns on the few-rows path change the bits", M - 1, N);
+    free(A);
+    free(B);
+    free(blocked);
+    free(few);
+}
+
 /* 16-bit op(B) read as stored (the few-rows path) = zt_kern_sgemm on B widened, bit for bit */
 static void bits_w16(void) {
     const int N = 70;
@@ -189,6 +206,7 @@ int main(void) {
         engine("avx512 (stack-packed)");
         zt_kern_gemm_test_nobuf(0);
         bits();
+        bits_wide();
         bits_w16();
     } else {
         printf("test_gemm: this CPU has no AVX-512F: only OpenBLAS checked\n");
