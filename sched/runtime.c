@@ -154,21 +154,26 @@ void zt_runtime_io_thread(void) {
 }
 
 void zt_runtime_host_thread(void) {
-#if defined(__linux__) && defined(SYS_sched_setattr)
+#if defined(__linux__) && defined(SYS_sched_setattr) && defined(SYS_sched_getattr)
     struct { /* the kernel's struct sched_attr (glibc 2.36 has no wrapper nor type) */
         uint32_t size, sched_policy;
         uint64_t sched_flags;
         int32_t sched_nice;
         uint32_t sched_priority;
         uint64_t sched_runtime, sched_deadline, sched_period;
-    } a = {.size = sizeof a, .sched_policy = SCHED_OTHER,
-           .sched_runtime = 100 * 1000}; /* ns: the shortest slice the kernel allows */
+        uint32_t util_min, util_max;
+    } a = {0};
     static _Thread_local int done;
     if (done) return;
     done = 1;
-    errno = 0;
-    a.sched_nice = getpriority(PRIO_PROCESS, 0);
-    if (errno == 0 && syscall(SYS_sched_setattr, 0, &a, 0) != 0)
+    /* only a normal thread's slice changes: a caller's real-time or batch policy, its nice
+     * value and flags stay as they are */
+    if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0 || a.sched_policy != SCHED_OTHER)
+        return;
+    a.size = sizeof a;
+    a.sched_flags &= 1; /* SCHED_FLAG_RESET_ON_FORK kept; clamps left alone (not asked) */
+    a.sched_runtime = 100 * 1000; /* ns: the shortest slice the kernel allows */
+    if (syscall(SYS_sched_setattr, 0, &a, 0) != 0)
         ZT_LOG_D("host thread: short slice refused (%s)", strerror(errno));
 #endif
 }

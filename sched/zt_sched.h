@@ -38,7 +38,8 @@ void zt_runtime_io_thread(void);
  * asks the kernel for a short time slice (Linux sched_setattr, EEVDF: a waking task with a
  * shorter slice than the running one preempts it), so that when a step's last task ends this
  * thread gets a core at once instead of waiting out the slice of a worker polling for work.
- * Once per thread; where the kernel refuses, the thread keeps its default slice. */
+ * Once per thread, and only for a thread under the normal policy (SCHED_OTHER; its nice value
+ * kept); where the kernel refuses, the thread keeps its default slice. */
 void zt_runtime_host_thread(void);
 void zt_runtime_resume(void);
 int zt_runtime_nworkers(void);
