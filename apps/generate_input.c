@@ -64,7 +64,8 @@ static enum zt_status line_params(const cJSON *o, struct zt_gen_params *p, const
     p->temperature = (float)t;
     p->top_k = (int)k;
     p->top_p = (float)tp;
-    p->seed = (uint64_t)seed;
+    if (cJSON_GetObjectItemCaseSensitive(o, "seed")) /* else the default, not rounded */
+        p->seed = (uint64_t)seed;
     return ZT_OK;
 }
 

@@ -229,11 +229,11 @@ enum zt_status zt_task_kv_append(const struct zt_task_opts *o, zt_tensor_t kv, z
     return submit_cached(o, ZT_KIND_kv_append, NULL, blk, qkv, kv, rows, C, 1, 0, 1);
 }
 
-enum zt_status zt_task_attention_heads(const struct zt_task_opts *o, zt_tensor_t out, int blk,
-                                       zt_tensor_t qkv, zt_tensor_t kv,
-                                       const struct zt_row_pos *rows, int n_head, int h0,
-                                       int h1) {
-    const char *fn = "zt_task_attention_cached";
+static enum zt_status attention(const char *fn, const struct zt_task_opts *o, zt_tensor_t out,
+                                int blk, zt_tensor_t qkv, zt_tensor_t kv,
+                                const struct zt_row_pos *rows, int n_head, int h0, int h1) {
+    if (!out || !qkv || !kv)
+        return zt_error_set(ZT_ERR_INVALID, "%s: out, qkv and kv are required", fn);
     int C = (int)(zt_tensor_cols(qkv) / 3);
     if (n_head <= 0 || C % n_head != 0 || h0 < 0 || h0 >= h1 || h1 > n_head ||
         zt_tensor_cols(out) != (int64_t)(h1 - h0) * (C / n_head) ||
@@ -246,10 +246,17 @@ enum zt_status zt_task_attention_heads(const struct zt_task_opts *o, zt_tensor_t
                          h1);
 }
 
+enum zt_status zt_task_attention_heads(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                       zt_tensor_t qkv, zt_tensor_t kv,
+                                       const struct zt_row_pos *rows, int n_head, int h0,
+                                       int h1) {
+    return attention("zt_task_attention_heads", o, out, blk, qkv, kv, rows, n_head, h0, h1);
+}
+
 enum zt_status zt_task_attention_cached(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                         zt_tensor_t qkv, zt_tensor_t kv,
                                         const struct zt_row_pos *rows, int n_head) {
-    return zt_task_attention_heads(o, out, blk, qkv, kv, rows, n_head, 0, n_head);
+    return attention("zt_task_attention_cached", o, out, blk, qkv, kv, rows, n_head, 0, n_head);
 }
 
 // ----------------------------------------------------------------------------

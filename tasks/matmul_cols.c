@@ -103,14 +103,16 @@ void concat_cols_cpu(void *buffers[], void *cl_arg) {
         zt_kern_residual_forward(out, zt_slot_ptr(buffers, &a->hdr, 2), out, (size_t)N * a->OC);
 }
 
-/* the input's columns and rows (-1 columns: slabs that do not agree) */
+/* the input's columns and rows (-1 columns: slabs that do not agree, or layernorm weights that
+ * do not match the input or come with slabs) */
 static int64_t input_shape(const struct zt_cols_input *in, int64_t *rows,
                            struct zt_block_ref *refs) {
     if (in->inp) {
         *rows = zt_tensor_blk_rows(in->inp, in->blk);
-        int bad_ln = in->ln_w && (!in->ln_b || zt_tensor_numel(in->ln_w) != zt_tensor_cols(in->inp) ||
-                                  zt_tensor_numel(in->ln_b) != zt_tensor_cols(in->inp));
-        return bad_ln ? -1 : zt_tensor_cols(in->inp);
+        int64_t C = zt_tensor_cols(in->inp);
+        int bad_ln = in->ln_w && (!in->ln_b || zt_tensor_numel(in->ln_w) != C ||
+                                  zt_tensor_numel(in->ln_b) != C);
+        return bad_ln ? -1 : C;
     }
     int64_t cols = 0;
     *rows = in->nin > 0 ? zt_tensor_rows(in->slabs[0]) : 0;
@@ -128,6 +130,9 @@ enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t sla
                                    const struct zt_cols_input *in, zt_tensor_t w,
                                    zt_tensor_t bias, int tied, int64_t o0, int gelu) {
     const char *fn = "zt_task_matmul_cols";
+    if (!in || (in->ln_b && !in->ln_w))
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s", fn, in ? "ln_b without ln_w"
+                                                             : "no input (zt_cols_input NULL)");
     if (in->inp) ZT_CHECK(zt_check_blk(fn, in->inp, in->blk));
     struct zt_block_ref refs[16];
     int64_t n, C = input_shape(in, &n, refs), oc = zt_tensor_cols(slab);
@@ -166,13 +171,17 @@ enum zt_status zt_task_concat_cols(const struct zt_task_opts *o, zt_tensor_t out
     struct zt_block_ref refs[16];
     struct zt_cols_input in = {.slabs = slabs, .nin = n};
     int64_t cols = input_shape(&in, &got, refs);
-    int bad_base = base && (zt_tensor_cols(base) != cols || zt_tensor_nblk(base) !=
+    int bad_base = base && (base == out || zt_tensor_cols(base) != cols ||
+                            zt_tensor_nblk(base) !=
                             zt_tensor_nblk(out) || zt_tensor_dtype(base) != ZT_DTYPE_F32 ||
                             zt_tensor_blk_rows(base, blk) != rows);
     if (cols != zt_tensor_cols(out) || got != rows || bad_base ||
         zt_tensor_dtype(out) != ZT_DTYPE_F32)
         return zt_error_set(ZT_ERR_INVALID, "zt_task_concat_cols: %d slabs%s do not make the "
-                            "%lld columns of %s block %d", n, base ? " (and the base)" : "",
+                            "%lld columns of %s block %d", n,
+                            base == out ? " (and a base that is the output itself)"
+                            : base      ? " (and the base)"
+                                        : "",
                             (long long)zt_tensor_cols(out), zt_tensor_name(out), blk);
     ZT_ARGS_NEW(struct zt_cols_args, a);
     *a = (struct zt_cols_args){.OC = (int)cols, .nslab = n, .base = base != NULL};

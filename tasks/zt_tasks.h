@@ -110,7 +110,7 @@ struct zt_row_pos {
 };
 /* out block blk (f32 [n, C]) row r = column tokens[r] of wte_t + wpe[rows[r].pos]: the token
  * table transposed, [C, V], as the generator keeps it (the tied head then reads it as a
- * [C, V] weight, row after row); 16-bit tables are widened a row at a time */
+ * [C, V] weight, row after row); 16-bit tables are widened one token's column at a time */
 enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                   zt_tensor_t wte_t, zt_tensor_t wpe, const int32_t *tokens,
                                   const struct zt_row_pos *rows);
@@ -135,14 +135,14 @@ enum zt_status zt_task_gather_rows(const struct zt_task_opts *o, zt_tensor_t out
 /* ---- decode products split by output columns ---- (tasks/matmul_cols.c) For a few rows, so
  * that several workers share one product's weight reads: slab (f32 [n, oc], one block) =
  * columns [o0, o0 + oc) of the input rows (n) @ w (+ bias), w in HF layout [C, OC] or (tied)
- * [OC, C] without bias; then zt_task_concat_cols lays n slabs side by side in out block blk.
+ * [OC, C] without bias; then zt_task_concat_cols lays the slabs side by side in out block blk.
  * The bits are those of zt_task_matmul_forward / zt_task_matmul_t_forward (and of
  * zt_task_gelu_forward, zt_task_residual_forward for the fused steps below). */
 #define ZT_TASK_FEW_ROWS 8 /* a few rows: the decode path of the products (kernels' FEW_ROWS) */
 /* the input rows of a column part: block blk of inp, layer-normed first by ln_w, ln_b when
  * ln_w is not NULL (each part then does the layernorm task's work on its rows, with its bits);
- * or (inp NULL) the nin slabs of an earlier split product side by side (so that product needs
- * no concatenation task) */
+ * or (inp NULL) the nin (1 to 16) slabs of an earlier split product side by side, each f32 in
+ * one block (so that product needs no concatenation task) */
 struct zt_cols_input {
     zt_tensor_t inp;
     int blk;
@@ -154,8 +154,8 @@ struct zt_cols_input {
 enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t slab,
                                    const struct zt_cols_input *in, zt_tensor_t w,
                                    zt_tensor_t bias, int tied, int64_t o0, int gelu);
-/* out block blk = the n slabs side by side, added to block blk of base when base is not NULL
- * (the residual: out = base + slabs) */
+/* out block blk = the n (1 to 16) slabs side by side, added to block blk of base when base is
+ * not NULL (the residual: out = base + slabs; base must be another tensor than out) */
 enum zt_status zt_task_concat_cols(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                    const zt_tensor_t *slabs, int n, zt_tensor_t base);
 
