@@ -327,6 +327,14 @@ static enum zt_status offload_keys(const cJSON *op, struct zt_gen_config *cfg, c
                             "expected a directory (device nvme)", path);
     if (cfg->stream_weights) cfg->nvme_path = strdup(np->valuestring);
     int count = 2;
+    const cJSON *bc = cJSON_GetObjectItemCaseSensitive(op, "buffer_count");
+    if (cJSON_IsString(bc) && !strcmp(bc->valuestring, "auto")) { /* sized by the budget */
+        cfg->prefetch = 0;
+        return ZT_OK;
+    }
+    if (cJSON_IsString(bc))
+        return zt_error_set(ZT_ERR_CONFIG, "%s: buffer_count: expected an integer >= 2 or "
+                            "\"auto\"", path);
     ZT_CHECK(int_key(op, "buffer_count", 2, &count, path));
     cfg->prefetch = count - 1;
     return ZT_OK;

@@ -189,6 +189,19 @@ static enum zt_status layout(struct gen_weights *w) {
     return ZT_OK;
 }
 
+/* streamed with prefetch 0 (auto): the window as large as ZT_HOST_MEM_LIMIT leaves room for
+ * beside the resident tensors and the others' bytes, from 2 layers to all of them */
+static enum zt_status auto_window(struct gen_weights *w, int64_t others) {
+    int64_t limit = 0;
+    ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
+    int64_t room = limit - others - w->resident_bytes;
+    int64_t fit = limit > 0 && room > 0 ? room / w->layer_bytes : 0;
+    w->prefetch = limit <= 0 ? 1 : fit >= w->s.n_layer ? w->s.n_layer - 1
+                               : fit >= 2            ? (int)fit - 1
+                                                     : 1;
+    return layout(w);
+}
+
 /* ZT_HOST_MEM_LIMIT (0: none) against the weights in memory and the others' bytes */
 static enum zt_status check_budget(const struct gen_weights *w, int64_t others) {
     int64_t limit = 0, weights = gen_weights_host_bytes(w);
@@ -282,7 +295,7 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
     w->file.fd = -1;
     w->dir.lock_fd = -1;
     w->streamed = cfg->stream_weights;
-    w->prefetch = cfg->prefetch > 0 ? cfg->prefetch : 1;
+    w->prefetch = cfg->prefetch > 0 ? cfg->prefetch : 1; /* 0 (auto): auto_window */
     struct weights_src r = {.s = s};
     enum zt_status rc = src->safetensors ? open_safetensors(&r, src->safetensors)
                                          : open_checkpoint(&r, src->checkpoint);
@@ -293,6 +306,7 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
     w->dtype = rc != ZT_OK ? ZT_DTYPE_F32 : src->dtype == ZT_GEN_DTYPE_STORED ? r.stored
                                                                              : types[src->dtype];
     if (rc == ZT_OK) rc = layout(w);
+    if (rc == ZT_OK && w->streamed && cfg->prefetch == 0) rc = auto_window(w, others);
     if (rc == ZT_OK) rc = check_budget(w, others);
     if (rc == ZT_OK) rc = allocate(w);
     float *tmp = rc == ZT_OK ? malloc((size_t)largest_param(s) * sizeof(float)) : NULL;

@@ -45,7 +45,9 @@ struct zt_gen_config {
     /* ZeRO-Inference: the layers' weights stay in a file and are read ahead of their use */
     int stream_weights;  /* 0: resident in host memory; 1: streamed from nvme_path */
     const char *nvme_path;
-    int prefetch;        /* layers read ahead (>= 1; buffers: prefetch + 1 layers) */
+    int prefetch;        /* layers read ahead (>= 1; buffers: prefetch + 1 layers); 0: as
+                          * many buffers as ZT_HOST_MEM_LIMIT leaves room for (all the layers:
+                          * read once, kept), at least 2; without a limit, 1 ahead */
     int aio_queue_depth, aio_threads, aio_block_size; /* the training config's aio keys */
 };
 

@@ -13,7 +13,9 @@ A small GPT-2 (4 layers, 64 wide, context 48, vocabulary 96) trained a few steps
     plan says so, and a ZT_HOST_MEM_LIMIT that the resident weights exceed stops the run (exit 1,
     one line naming the knob) while the streamed run fits under it;
   - peak resident memory (VmHWM) of a model whose layers dwarf the rest: streaming them saves
-    most of the bytes outside the window;
+    most of the bytes outside the window; with buffer_count "auto" the window is as large as
+    ZT_HOST_MEM_LIMIT leaves room for (every layer under 1G, 3 to 7 of 8 under 40M, 2 without a
+    limit), the plan within the limit, the ids unchanged;
   - --checkpoint: a checkpoint written by 2 ranks at ZeRO stage 3 (and by 1 rank) gives the
     logits of the weights that run exported (consolidated from the shards);
   - the step loop under several schedulers and worker counts gives the same ids as above.
@@ -157,6 +159,24 @@ R.check(peak["resident"] - peak["streamed"] >= 0.7 * (layers - 2 * layers / 8) a
         "peak RSS resident %.1f MiB, streamed %.1f MiB: streaming saves at least 0.7 x the %.1f "
         "MiB of layers outside the window, same ids" % (peak["resident"], peak["streamed"],
                                                        layers - 2 * layers / 8))
+
+# buffer_count "auto": the window as large as ZT_HOST_MEM_LIMIT leaves room for (all 8 layers
+# under a large limit, some under a smaller one, 2 without one), the plan within the limit
+auto = R.write("nvme_auto.json", {"zero_optimization": {"stage": 3, "offload_param": {
+    "device": "nvme", "nvme_path": nvme, "buffer_count": "auto"}}})
+for lim, lo, hi in (("1G", 8, 8), ("40M", 3, 7), (None, 2, 2)):
+    recs, p = generate("auto " + str(lim), ["--model", big, "--weights", bigw, "--prompt-ids",
+                                            "1,2,3", "--max-new-tokens", "4", "--max-batch", "1",
+                                            "--ds-config", auto],
+                       {"ZT_HOST_MEM_LIMIT": lim} if lim else None)
+    win = re.search(r"through a window of (\d+) layers", p.stderr)
+    tot = re.search(r"host total ([0-9.]+) MiB", p.stderr)
+    cap = {"1G": 1024.0, "40M": 40.0}.get(lim, float("inf"))
+    R.check(win is not None and lo <= int(win.group(1)) <= hi and tot is not None and
+            float(tot.group(1)) <= cap and recs and recs[0]["ids"] == peak["resident ids"],
+            "buffer_count auto, ZT_HOST_MEM_LIMIT=%s: a window of %s layers (expected %d to %d), "
+            "plan %s MiB, the resident ids" % (lim, win and win.group(1), lo, hi,
+                                               tot and tot.group(1)))
 
 # checkpoints of 1 and 2 ranks (stage 3) give their exported weights' logits
 for ck, w in (("ck1", weights), ("ck3", weights3)):
