@@ -22,8 +22,10 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.join(HERE, "..", "..", "tests", "ref"))
 import gpt2_shape  # noqa: E402
 import safetensors_io as st  # noqa: E402
+from gpt2_bytes import bytes_to_unicode  # noqa: E402
 
 ST_DTYPE = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 TORCH_DTYPE = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
@@ -33,19 +35,6 @@ EOS = "<|endoftext|>"
 
 class Bad(Exception):
     """an input that cannot make a directory: the message names the file and what was expected"""
-
-
-def bytes_to_unicode():
-    """GPT-2's byte -> printable character map (the alphabet of byte-level BPE vocabularies)"""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
-        list(range(ord("\xae"), ord("\xff") + 1))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, (chr(c) for c in cs)))
 
 
 def convert(t, dtype):

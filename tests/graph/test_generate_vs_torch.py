@@ -47,6 +47,7 @@ import numpy as np
 APPS, REF, WORK, MPIEXEC = sys.argv[1:5]
 sys.path.insert(0, REF)
 import gpt2_generate_ref as R  # noqa: E402  (the oracle: greedy loops, random weights)
+from gpt2_bytes import bytes_to_unicode  # noqa: E402
 from gpt2_torch import st_read, st_write, write_tokens  # noqa: E402
 
 ZT_TRAIN, ZT_GEN = os.path.join(APPS, "zt-train"), os.path.join(APPS, "zt-generate")
@@ -470,19 +471,6 @@ def sixteen_bit(weights, fp32_logits):
 
 # ---------------------------------------------------------------------------------------------
 # (g) text, stops, streaming, the stderr lines
-
-def bytes_to_unicode():
-    """GPT-2's byte -> printable character map (the byte-level alphabet of tokenizer.json)"""
-    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) +
-          list(range(ord("®"), ord("ÿ") + 1)))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, map(chr, cs)))
-
 
 def byte_tokenizer(name, eos_id=None):
     """a tokenizer.json in WORK/name whose ids are the bytes (no merges), with <|endoftext|> as
