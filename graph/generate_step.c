@@ -19,11 +19,13 @@
 enum { A_X, A_RES2, A_LN, A_MEAN, A_RSTD, A_QKV, A_ATTY, A_PROJ, A_FCH, A_FCHG, A_ROWS_END,
        A_XS = A_ROWS_END, A_LNF, A_LNFM, A_LNFR, A_LOGITS, A_COUNT };
 
-/* columns of each step tensor (in units of C, except: 0 = one column, -1 = vocabulary) */
-static const struct { const char *name; int cols; } g_acts[A_COUNT] = {
-    {"x", 1}, {"res2", 1}, {"ln", 1}, {"ln_mean", 0}, {"ln_rstd", 0}, {"qkv", 3}, {"atty", 1},
-    {"proj", 1}, {"fch", 4}, {"fch_gelu", 4}, {"xs", 1}, {"lnf", 1}, {"lnf_mean", 0},
-    {"lnf_rstd", 0}, {"logits", -1},
+/* columns of each step tensor (in units of C, except: 0 = one column, -1 = vocabulary), and
+ * whether a decode step (layer_split: the small tasks folded into the parts) uses it */
+static const struct { const char *name; int cols, split; } g_acts[A_COUNT] = {
+    {"x", 1, 1},       {"res2", 1, 1},     {"ln", 1, 0},      {"ln_mean", 0, 0},
+    {"ln_rstd", 0, 0}, {"qkv", 3, 1},      {"atty", 1, 0},    {"proj", 1, 0},
+    {"fch", 4, 0},     {"fch_gelu", 4, 0}, {"xs", 1, 1},      {"lnf", 1, 0},
+    {"lnf_mean", 0, 0}, {"lnf_rstd", 0, 0}, {"logits", -1, 1},
 };
 
 /* decode steps (a few rows): each product's output columns split among the workers, into
@@ -124,13 +126,14 @@ void gen_acts_free(struct gen_acts *a) {
 }
 
 /* the step's tensors: rows n (nblk blocks) for the layers, k for the logits (none when k is 0:
- * a step of prompt chunks that end no prompt) */
+ * a step of prompt chunks that end no prompt); a decode step registers only those it uses */
 static enum zt_status make_step_tensors(struct gen_acts *a, int n, int nblk, int k) {
     float *p = a->arena;
     for (int i = 0; i < (k > 0 ? A_COUNT : A_ROWS_END); i++) {
         int rows = i < A_ROWS_END ? n : k, nb = i < A_ROWS_END ? nblk : (k < nblk ? k : nblk);
-        ZT_CHECK(zt_tensor_init(&a->t[i], g_acts[i].name, p, rows, cols_of(a, i), sizeof(float),
-                                nb, NULL));
+        if (!a->split || g_acts[i].split)
+            ZT_CHECK(zt_tensor_init(&a->t[i], g_acts[i].name, p, rows, cols_of(a, i),
+                                    sizeof(float), nb, NULL));
         p += cols_of(a, i) * a->max_rows + 16;
     }
     return ZT_OK;
@@ -170,7 +173,7 @@ static enum zt_status parts(struct gen_acts *a, const struct zt_task_opts *o, in
     for (int q = 0; q < nparts(a, k); q++) {
         int64_t o0;
         slab_part(a, k, q, &o0);
-        ZT_CHECK(zt_task_matmul_cols(o, a->slab[k][q], in, w, bias, 0, o0, gelu));
+        ZT_CHECK(zt_task_matmul_cols(o, a->slab[k][q], in, w, bias, o0, gelu));
     }
     return ZT_OK;
 }
