@@ -19,7 +19,7 @@
 
 struct zt_cols_args {
     struct zt_task_hdr hdr;
-    int C, OC, tied;  /* weight [C, OC] (HF Conv1D), or tied [OC, C] */
+    int C, OC;        /* weight [C, OC] (HF Conv1D layout) */
     int64_t o0;       /* first output column of the slab */
     int n;            /* rows */
     int nslab;        /* matmul: input slabs (0: one input block); concat: slabs */
@@ -41,7 +41,7 @@ static void side_by_side(float *out, int64_t ld, int n, void *buffers[],
     }
 }
 
-/* the weight as fp32 from column (tied: row) o0 on: as stored, or widened into scratch */
+/* the weight as fp32 from column o0 on: as stored, or widened into scratch */
 static const float *weight_f32(void *buffers[], const struct zt_cols_args *a) {
     const void *w = zt_slot_ptr(buffers, &a->hdr, 2);
     enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[2];
@@ -76,10 +76,9 @@ void matmul_cols_cpu(void *buffers[], void *cl_arg) {
     float *slab = zt_slot_ptr(buffers, &a->hdr, 0);
     const float *inp = input_rows(buffers, a);
     const void *w = zt_slot_ptr(buffers, &a->hdr, 2), *bias = zt_slot_ptr(buffers, &a->hdr, 3);
-    int N = a->n, oc = (int)(zt_slot_nx(buffers, &a->hdr, 0) / N), tb = a->tied;
+    int N = a->n, oc = (int)(zt_slot_nx(buffers, &a->hdr, 0) / N);
     enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[2], db = (enum zt_dtype)a->hdr.dtype[3];
-    size_t off = tb ? (size_t)a->o0 * a->C : (size_t)a->o0; /* the slab's first weight value */
-    int ldb = tb ? a->C : a->OC;
+    size_t off = (size_t)a->o0; /* the slab's first weight value */
     float beta = 0.0f;
     for (int n = 0; bias && n < N; n++) { /* seed each row with its bias columns */
         zt_dtype_to_f32(db, slab + (size_t)n * oc,
@@ -87,9 +86,9 @@ void matmul_cols_cpu(void *buffers[], void *cl_arg) {
         beta = 1.0f;
     }
     if (!zt_dtype_is16(dt) ||
-        zt_kern_sgemm_w16(tb, N, oc, a->C, inp, a->C, (const uint16_t *)w + off,
-                          dt == ZT_DTYPE_F16, ldb, beta, slab, oc) != 0)
-        zt_kern_sgemm(0, tb, N, oc, a->C, 1.0f, inp, a->C, weight_f32(buffers, a) + off, ldb,
+        zt_kern_sgemm_w16(0, N, oc, a->C, inp, a->C, (const uint16_t *)w + off,
+                          dt == ZT_DTYPE_F16, a->OC, beta, slab, oc) != 0)
+        zt_kern_sgemm(0, 0, N, oc, a->C, 1.0f, inp, a->C, weight_f32(buffers, a) + off, a->OC,
                       beta, slab, oc);
     if (a->gelu) zt_kern_gelu_forward(slab, slab, (size_t)N * oc);
 }
@@ -128,7 +127,7 @@ static int64_t input_shape(const struct zt_cols_input *in, int64_t *rows,
 
 enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t slab,
                                    const struct zt_cols_input *in, zt_tensor_t w,
-                                   zt_tensor_t bias, int tied, int64_t o0, int gelu) {
+                                   zt_tensor_t bias, int64_t o0, int gelu) {
     const char *fn = "zt_task_matmul_cols";
     if (!in || (in->ln_b && !in->ln_w))
         return zt_error_set(ZT_ERR_INVALID, "%s: %s", fn, in ? "ln_b without ln_w"
@@ -136,19 +135,18 @@ enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t sla
     if (in->inp) ZT_CHECK(zt_check_blk(fn, in->inp, in->blk));
     struct zt_block_ref refs[16];
     int64_t n, C = input_shape(in, &n, refs), oc = zt_tensor_cols(slab);
-    int64_t OC = tied ? zt_tensor_rows(w) : zt_tensor_cols(w);
-    if (C < 1 || (tied ? zt_tensor_cols(w) : zt_tensor_rows(w)) != C ||
+    int64_t OC = zt_tensor_cols(w);
+    if (C < 1 || zt_tensor_rows(w) != C ||
         zt_tensor_rows(slab) != n || o0 < 0 || o0 + oc > OC ||
         zt_tensor_dtype(slab) != ZT_DTYPE_F32 ||
-        (in->inp && zt_tensor_dtype(in->inp) != ZT_DTYPE_F32) || zt_tensor_nblk(slab) != 1 ||
-        (tied && bias))
+        (in->inp && zt_tensor_dtype(in->inp) != ZT_DTYPE_F32) || zt_tensor_nblk(slab) != 1)
         return zt_error_set(ZT_ERR_INVALID, "%s: %s [%lld, %lld] (columns %lld..) of %s x %s "
                             "do not agree", fn, zt_tensor_name(slab), (long long)n,
                             (long long)oc, (long long)o0,
                             in->inp ? zt_tensor_name(in->inp) : "the input slabs",
                             zt_tensor_name(w));
     ZT_ARGS_NEW(struct zt_cols_args, a);
-    *a = (struct zt_cols_args){.C = (int)C, .OC = (int)OC, .tied = tied, .o0 = o0, .n = (int)n,
+    *a = (struct zt_cols_args){.C = (int)C, .OC = (int)OC, .o0 = o0, .n = (int)n,
                                .nslab = in->inp ? 0 : in->nin, .gelu = gelu,
                                .ln = in->ln_w != NULL};
     a->hdr.native16 = 1; /* the body reads 16-bit weights as stored, or widens them itself */

@@ -134,10 +134,11 @@ enum zt_status zt_task_gather_rows(const struct zt_task_opts *o, zt_tensor_t out
 
 /* ---- decode products split by output columns ---- (tasks/matmul_cols.c) For a few rows, so
  * that several workers share one product's weight reads: slab (f32 [n, oc], one block) =
- * columns [o0, o0 + oc) of the input rows (n) @ w (+ bias), w in HF layout [C, OC] or (tied)
- * [OC, C] without bias; then zt_task_concat_cols lays the slabs side by side in out block blk.
- * The bits are those of zt_task_matmul_forward / zt_task_matmul_t_forward (and of
- * zt_task_gelu_forward, zt_task_residual_forward for the fused steps below). */
+ * columns [o0, o0 + oc) of the input rows (n) @ w (+ bias), w in HF layout [C, OC] (a tied
+ * head as its transpose, as the generator keeps it); then zt_task_concat_cols lays the slabs
+ * side by side in out block blk. The bits are those of zt_task_matmul_forward (and of
+ * zt_task_layernorm_forward, zt_task_gelu_forward, zt_task_residual_forward for the folded
+ * steps below). */
 #define ZT_TASK_FEW_ROWS 8 /* a few rows: the decode path of the products (kernels' FEW_ROWS) */
 /* the input rows of a column part: block blk of inp, layer-normed first by ln_w, ln_b when
  * ln_w is not NULL (each part then does the layernorm task's work on its rows, with its bits);
@@ -153,7 +154,7 @@ struct zt_cols_input {
 /* gelu: the slab goes through GELU (the MLP's first product, so no GELU task follows) */
 enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t slab,
                                    const struct zt_cols_input *in, zt_tensor_t w,
-                                   zt_tensor_t bias, int tied, int64_t o0, int gelu);
+                                   zt_tensor_t bias, int64_t o0, int gelu);
 /* out block blk = the n (1 to 16) slabs side by side, added to block blk of base when base is
  * not NULL (the residual: out = base + slabs; base must be another tensor than out) */
 enum zt_status zt_task_concat_cols(const struct zt_task_opts *o, zt_tensor_t out, int blk,
