@@ -195,7 +195,7 @@ static enum zt_status layer_block(struct gen_acts *a, const struct gen_layer *L,
     ZT_CHECK(zt_task_layernorm_forward(o, t[A_LN], t[A_MEAN], t[A_RSTD], b, t[A_X], p[P_LN1W],
                                        p[P_LN1B]));
     ZT_CHECK(zt_task_matmul_forward(o, t[A_QKV], b, t[A_LN], p[P_QKVW], p[P_QKVB]));
-    ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], b, bt->rows));
+    ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], b, bt->rows, a->s.n_head));
     ZT_CHECK(zt_task_attention_cached(o, t[A_ATTY], b, t[A_QKV], kv, bt->rows, a->s.n_head));
     ZT_CHECK(zt_task_matmul_forward(o, t[A_PROJ], b, t[A_ATTY], p[P_ATTPW], p[P_ATTPB]));
     ZT_CHECK(zt_task_residual_forward(o, t[A_RES2], b, t[A_X], t[A_PROJ]));
@@ -222,7 +222,7 @@ static enum zt_status layer_split(struct gen_acts *a, const struct gen_layer *L,
     const struct zt_cols_input fch = {.slabs = a->slab[S_FCH], .nin = nparts(a, S_FCH)};
     ZT_CHECK(parts(a, o, S_QKV, &ln1, p[P_QKVW], p[P_QKVB], 0));
     ZT_CHECK(join(a, o, S_QKV, t[A_QKV], NULL));
-    ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], 0, bt->rows));
+    ZT_CHECK(zt_task_kv_append(o, kv, t[A_QKV], 0, bt->rows, a->s.n_head));
     for (int q = 0; q < nparts(a, S_ATT); q++) { /* a range of heads per worker */
         int h0, h1;
         head_range(a, q, &h0, &h1);

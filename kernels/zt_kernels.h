@@ -133,15 +133,22 @@ void zt_kern_attention_backward(float *dqkv, float *scratch, const float *dout, 
                                 const float *att, int B, int T, int C, int NH);
 size_t zt_kern_attention_scratch_floats(int T);
 
-/* Inference with a KV cache: attention of m new rows of one sequence, at positions p0..p0+m-1,
- * against kv[p0+m, 2C] (row p = [k_p | v_p], heads as in qkv; the new rows' K/V already in it).
- * q: the new rows' queries (row i at q + i*ldq, head h at column h*hs); out: row i at
- * out + i*ldo, heads h0..h1-1 only (of NH), head h at column (h - h0)*hs. Row i attends to
- * positions 0..p0+i. scratch: at least zt_kern_attention_cached_scratch_floats(p0 + m) floats.
+/* Inference with a KV cache. A sequence's cache holds ctx positions, head-major: the K of head h
+ * at position p is kv[(h * ctx + p) * hs ..][0, hs), its V kv[((NH + h) * ctx + p) * hs ..]
+ * (2 * C * ctx floats), so that a head's keys and values are each one contiguous run (a
+ * [ctx, 2C] row layout made a head read a few lines every 2C floats: slower from memory). */
+/* position pos's K and V (k, v: C floats each, heads as in qkv) into the cache */
+void zt_kern_kv_store(float *kv, int ctx, int pos, const float *k, const float *v, int C, int NH);
+/* attention of m new rows of one sequence, at positions p0..p0+m-1 < ctx, against its cache
+ * (the new rows' K/V already in it). q: the new rows' queries (row i at q + i*ldq, head h at
+ * column h*hs); out: row i at out + i*ldo, heads h0..h1-1 only (of NH), head h at column
+ * (h - h0)*hs. Row i attends to positions 0..p0+i. scratch: at least
+ * zt_kern_attention_cached_scratch_floats(p0 + m) floats.
  * With ZT_GEMM_AVX512 each output row has the bits of zt_kern_attention_forward's row for the
  * same position of the same tokens (each head is computed alone). */
 void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *q, int ldq,
-                              const float *kv, int p0, int m, int C, int NH, int h0, int h1);
+                              const float *kv, int ctx, int p0, int m, int C, int NH, int h0,
+                              int h1);
 size_t zt_kern_attention_cached_scratch_floats(int npos);
 
 /* ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ struct zt_row_arg {
 struct zt_rows_args {
     struct zt_task_hdr hdr;
     int C, NH, nrows;
+    int ctx;    /* positions per cache slot */
     int h0, h1; /* attention: the heads it computes */
     struct zt_row_arg row[]; /* the block's rows */
 };
@@ -156,9 +157,9 @@ void kv_append_cpu(void *buffers[], void *cl_arg) {
     const struct zt_rows_args *a = cl_arg;
     const float *qkv = zt_slot_ptr(buffers, &a->hdr, 1);
     for (int i = 0; i < a->nrows; i++) {
-        float *kv = zt_slot_buf_ptr(buffers, &a->hdr, 0, a->row[i].kvi);
-        memcpy(kv + (size_t)a->row[i].pos * 2 * a->C, qkv + (size_t)i * 3 * a->C + a->C,
-               2 * (size_t)a->C * sizeof(float));
+        const float *k = qkv + (size_t)i * 3 * a->C + a->C;
+        zt_kern_kv_store(zt_slot_buf_ptr(buffers, &a->hdr, 0, a->row[i].kvi), a->ctx,
+                         a->row[i].pos, k, k + a->C, a->C, a->NH);
     }
 }
 
@@ -177,8 +178,8 @@ void attention_cached_cpu(void *buffers[], void *cl_arg) {
         int ldo = (a->h1 - a->h0) * (a->C / a->NH);
         zt_kern_attention_cached(out + (size_t)i0 * ldo, ldo, scratch,
                                  qkv + (size_t)i0 * 3 * a->C, 3 * a->C,
-                                 zt_slot_buf_ptr(buffers, &a->hdr, 2, a->row[i0].kvi), p0, m,
-                                 a->C, a->NH, a->h0, a->h1);
+                                 zt_slot_buf_ptr(buffers, &a->hdr, 2, a->row[i0].kvi), a->ctx,
+                                 p0, m, a->C, a->NH, a->h0, a->h1);
         i0 = i1;
     }
 }
@@ -206,6 +207,7 @@ static enum zt_status submit_cached(const struct zt_task_opts *o, enum zt_task_k
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
     a->C = C;
     a->NH = NH;
+    a->ctx = (int)(zt_tensor_rows(kv) / zt_tensor_nblk(kv));
     a->h0 = h0;
     a->h1 = h1;
     struct zt_builder tb;
@@ -223,10 +225,13 @@ static enum zt_status submit_cached(const struct zt_task_opts *o, enum zt_task_k
 }
 
 enum zt_status zt_task_kv_append(const struct zt_task_opts *o, zt_tensor_t kv, zt_tensor_t qkv,
-                                 int blk, const struct zt_row_pos *rows) {
+                                 int blk, const struct zt_row_pos *rows, int n_head) {
     int C = (int)(zt_tensor_cols(qkv) / 3);
+    if (n_head <= 0 || C % n_head != 0)
+        return zt_error_set(ZT_ERR_INVALID, "zt_task_kv_append: %d heads do not divide the %d "
+                                            "channels of %s", n_head, C, zt_tensor_name(qkv));
     ZT_CHECK(check_cache("zt_task_kv_append", qkv, blk, qkv, kv, rows, C));
-    return submit_cached(o, ZT_KIND_kv_append, NULL, blk, qkv, kv, rows, C, 1, 0, 1);
+    return submit_cached(o, ZT_KIND_kv_append, NULL, blk, qkv, kv, rows, C, n_head, 0, 1);
 }
 
 static enum zt_status attention(const char *fn, const struct zt_task_opts *o, zt_tensor_t out,

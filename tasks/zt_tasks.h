@@ -114,9 +114,11 @@ struct zt_row_pos {
 enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                   zt_tensor_t wte_t, zt_tensor_t wpe, const int32_t *tokens,
                                   const struct zt_row_pos *rows);
-/* the K and V columns of qkv block blk's rows into their slots' caches, at their positions */
+/* the K and V columns of qkv block blk's rows into their slots' caches, at their positions.
+ * kv: f32 [S * ctx, 2C] in S blocks, one per slot; inside a slot the cache is head-major
+ * (kernels/zt_kernels.h: zt_kern_kv_store), hence n_head */
 enum zt_status zt_task_kv_append(const struct zt_task_opts *o, zt_tensor_t kv, zt_tensor_t qkv,
-                                 int blk, const struct zt_row_pos *rows);
+                                 int blk, const struct zt_row_pos *rows, int n_head);
 /* out block blk = causal attention of its rows (queries from qkv) against their slots' caches,
  * which must hold every position up to theirs (kernels/zt_kernels.h: zt_kern_attention_cached) */
 enum zt_status zt_task_attention_cached(const struct zt_task_opts *o, zt_tensor_t out, int blk,

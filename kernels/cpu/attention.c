@@ -127,37 +127,50 @@ void zt_kern_attention_forward(float *out, float *att, const float *qkv, int B, 
 }
 
 // ----------------------------------------------------------------------------
-// inference: m new rows of one sequence (positions p0..p0+m-1) against its KV cache
-// kv[p, 0:C] = k of position p, kv[p, C:2C] = v (all heads), rows 0..p0+m-1 present.
-// Row i attends to positions 0..p0+i. The products are the forward's, cut the same way: the
-// scores of a row block come from one product with K = hs, softmax_row over the row's own
-// positions, and out = P @ V with the masked entries zero, so (with the AVX-512 engine, whose
-// element order depends on K's 384-blocks only and ignores zero terms past the last) every
-// output has the bits that zt_kern_attention_forward gives the same position.
+// inference: m new rows of one sequence (positions p0..p0+m-1) against its KV cache, head-major
+// (zt_kernels.h): head h's keys are the [ctx, hs] matrix at kv + h*ctx*hs, its values the one
+// at kv + (NH + h)*ctx*hs, positions 0..p0+m-1 present. Row i attends to positions 0..p0+i.
+// The products are the forward's, cut the same way: the scores of a row block come from one
+// product with K = hs, softmax_row over the row's own positions, and out = P @ V with the
+// masked entries zero, so (with the AVX-512 engine, whose element order depends on K's
+// 384-blocks only and ignores zero terms past the last) every output has the bits that
+// zt_kern_attention_forward gives the same position.
+void zt_kern_kv_store(float *kv, int ctx, int pos, const float *k, const float *v, int C,
+                      int NH) {
+    assert(0 <= pos && pos < ctx && NH > 0 && C % NH == 0);
+    const size_t hs = (size_t)(C / NH);
+    for (int h = 0; h < NH; h++) {
+        memcpy(kv + ((size_t)h * ctx + pos) * hs, k + h * hs, hs * sizeof(float));
+        memcpy(kv + ((size_t)(NH + h) * ctx + pos) * hs, v + h * hs, hs * sizeof(float));
+    }
+}
+
 size_t zt_kern_attention_cached_scratch_floats(int npos) {
     assert(npos > 0);
     return (size_t)ATT_TB * (size_t)npos;
 }
 
 void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *q, int ldq,
-                              const float *kv, int p0, int m, int C, int NH, int h0, int h1) {
-    assert(p0 >= 0 && m > 0 && NH > 0 && C % NH == 0 && 0 <= h0 && h0 < h1 && h1 <= NH);
-    const int hs = C / NH, C2 = 2 * C;
+                              const float *kv, int ctx, int p0, int m, int C, int NH, int h0,
+                              int h1) {
+    assert(p0 >= 0 && m > 0 && p0 + m <= ctx && NH > 0 && C % NH == 0 && 0 <= h0 && h0 < h1 &&
+           h1 <= NH);
+    const int hs = C / NH;
     const float scale = 1.0f / sqrtf((float)hs);
     for (int h = h0; h < h1; h++) {
-        const float *k = kv + (size_t)h * hs, *v = kv + C + (size_t)h * hs;
+        const float *k = kv + (size_t)h * ctx * hs, *v = kv + (size_t)(NH + h) * ctx * hs;
         for (int r0 = 0; r0 < m; r0 += ATT_TB) {
             int r1 = blk_end(r0, m), npos = p0 + r1; /* the block's last row sees npos keys */
             float *P = scratch;                       /* [r1 - r0, npos] */
             zt_kern_sgemm(0, 1, r1 - r0, npos, hs, scale, q + (size_t)r0 * ldq + (size_t)h * hs,
-                          ldq, k, C2, 0.0f, P, npos);
+                          ldq, k, hs, 0.0f, P, npos);
             for (int i = r0; i < r1; i++) {
                 float *row = P + (size_t)(i - r0) * npos;
                 int n = p0 + i + 1;
                 softmax_row(row, n);
                 memset(row + n, 0, (size_t)(npos - n) * sizeof(float));
             }
-            zt_kern_sgemm(0, 0, r1 - r0, hs, npos, 1.0f, P, npos, v, C2, 0.0f,
+            zt_kern_sgemm(0, 0, r1 - r0, hs, npos, 1.0f, P, npos, v, hs, 0.0f,
                           out + (size_t)r0 * ldo + (size_t)(h - h0) * hs, ldo);
         }
     }
