@@ -7,31 +7,46 @@
  * its prompt, decode rows first within the step's row budget); generate_step.c submits the
  * step's task graph; the logits come back and each request whose rows reached its last id
  * samples its next one (kernels/cpu/sample.c) with the random number of (seed, position).
+ * Decoding, the next step goes ahead (ZT_DECODE_AHEAD): submitted before the host waits for
+ * this one, its rows embedding the tokens that this step's sampling task writes, so the host's
+ * wake-up, bookkeeping and submission overlap the workers' compute instead of separating two
+ * steps. It goes ahead only when every request of the step is sure to want one more token
+ * (none ends by length, none samples with a repetition penalty, which needs the token) and no
+ * waiting request could take a free slot; a request that ends otherwise (eos, a stop) leaves
+ * its row of the step ahead unused. The ids are the same either way.
  */
 #include <math.h>           /* isinf */
 #include <pthread.h>        /* pthread_mutex_t */
 #include <stdio.h>          /* snprintf */
 #include <stdlib.h>         /* calloc, free */
 #include <string.h>         /* memcpy */
-#include "zt_sched.h"       /* zt_runtime_nworkers */
+#include "zt_sched.h"       /* zt_runtime_nworkers, zt_knob_int */
 #include "generate_impl.h"  /* gen_* */
+
+/* a step submitted and not yet consumed: its rows, where its logits rows go, its results */
+struct gen_flight {
+    struct gen_batch b;           /* arrays of the flight's rows */
+    int32_t *logit_slot;          /* the slot of each logits row */
+    int32_t *picked;              /* the tokens its sample task picks */
+    struct gen_acts *acts;        /* its step tensors */
+    zt_tensor_t logits, tokens;   /* tokens: NULL when no row samples */
+    int want_logits;              /* a row goes to a request's prompt_logits */
+};
 
 struct zt_generator {
     struct zt_model_shape s;
     struct zt_gen_config cfg;
     struct gen_weights w;
-    struct gen_acts *acts;
     int tasks_up, max_rows, nworkers;
+    struct gen_flight fl[2];       /* a step built from the requests is fl[0]; a step ahead
+                                    * takes the other one (fl[1] holds max_batch rows) */
+    int cur, inflight, ahead_on;   /* fl[cur] is submitted and not consumed when inflight */
     zt_tensor_t *kv;               /* [L] */
     struct gen_request **slot;     /* [max_batch] */
     struct gen_request *wait_head, *wait_tail;
     pthread_mutex_t mu;            /* the waiting queue and next_id */
     int64_t next_id;
-    struct gen_batch b;            /* arrays of max_rows */
-    int32_t *logit_slot;           /* [max_rows] the slot of each logits row, -1: prompt only */
     struct zt_sample_params *sp;   /* [max_rows] the sampling of each logits row */
-    int32_t *picked;               /* [max_rows] the tokens the sample task picked */
-    int want_logits;               /* a row of this step goes to a request's prompt_logits */
     struct zt_gen_stats stats;
     pthread_cond_t work;           /* signalled on submit and stop (the stepping thread waits) */
     pthread_t thread;              /* zt_generator_start's stepping thread */
@@ -46,23 +61,52 @@ const char *zt_finish_name(enum zt_finish f) {
                                             : f == ZT_FINISH_EOS  ? "eos" : "";
 }
 
+static enum zt_status flight_init(struct gen_flight *f, const struct zt_model_shape *s, int R,
+                                  int parts) {
+    f->b.tokens = calloc((size_t)R, sizeof *f->b.tokens);
+    f->b.rows = calloc((size_t)R, sizeof *f->b.rows);
+    f->b.logit_rows = calloc((size_t)R, sizeof *f->b.logit_rows);
+    f->logit_slot = calloc((size_t)R, sizeof *f->logit_slot);
+    f->picked = calloc((size_t)R, sizeof *f->picked);
+    if (!f->b.tokens || !f->b.rows || !f->b.logit_rows || !f->logit_slot || !f->picked)
+        return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
+    return gen_acts_create(&f->acts, s, R, parts);
+}
+
+/* the flight's tensors unregistered (which waits for the tasks that use them) */
+static void flight_end(struct gen_flight *f) {
+    if (f->tokens) zt_tensor_free(f->tokens);
+    f->tokens = f->logits = NULL; /* the logits are a step tensor of f->acts */
+    if (f->acts) gen_step_end(f->acts);
+}
+
+static void flight_free(struct gen_flight *f) {
+    flight_end(f);
+    gen_acts_free(f->acts);
+    free(f->b.tokens);
+    free(f->b.rows);
+    free(f->b.logit_rows);
+    free(f->logit_slot);
+    free(f->picked);
+}
+
 static enum zt_status make_state(zt_generator_t g) {
     int S = g->cfg.max_batch, R = g->max_rows, L = g->s.n_layer;
     g->kv = calloc((size_t)L, sizeof *g->kv);
     g->slot = calloc((size_t)S, sizeof *g->slot);
-    g->b.tokens = calloc((size_t)R, sizeof *g->b.tokens);
-    g->b.rows = calloc((size_t)R, sizeof *g->b.rows);
-    g->b.logit_rows = calloc((size_t)R, sizeof *g->b.logit_rows);
-    g->logit_slot = calloc((size_t)R, sizeof *g->logit_slot);
     g->sp = calloc((size_t)R, sizeof *g->sp);
-    g->picked = calloc((size_t)R, sizeof *g->picked);
-    if (!g->kv || !g->slot || !g->b.tokens || !g->b.rows || !g->b.logit_rows ||
-        !g->logit_slot || !g->sp || !g->picked)
-        return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
+    if (!g->kv || !g->slot || !g->sp) return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
     for (int l = 0; l < L; l++)
         ZT_CHECK(zt_tensor_init(&g->kv[l], "kv_cache", NULL, (int64_t)S * g->s.seq_len,
                                 2 * (int64_t)g->s.n_embd, sizeof(float), S, NULL));
-    return gen_acts_create(&g->acts, &g->s, R, g->nworkers);
+    ZT_CHECK(flight_init(&g->fl[0], &g->s, R, g->nworkers));
+    return g->ahead_on ? flight_init(&g->fl[1], &g->s, S, g->nworkers) : ZT_OK;
+}
+
+/* the activations of both flights */
+static int64_t acts_bytes(const zt_generator_t g) {
+    int64_t ahead = g->ahead_on ? gen_acts_bytes(&g->s, g->cfg.max_batch, g->nworkers) : 0;
+    return gen_acts_bytes(&g->s, g->max_rows, g->nworkers) + ahead;
 }
 
 static int64_t kv_bytes(const zt_generator_t g) {
@@ -106,8 +150,11 @@ enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_sh
     ZT_CHECK(zt_tasks_init());
     g->tasks_up = 1;
     g->nworkers = zt_runtime_nworkers() > 0 ? zt_runtime_nworkers() : 1;
-    int64_t others = kv_bytes(g) + gen_acts_bytes(s, g->max_rows, g->nworkers);
-    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, others));
+    int64_t ahead;
+    ZT_CHECK(zt_knob_int("ZT_DECODE_AHEAD", &ahead));
+    g->ahead_on = (int)ahead;
+    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, kv_bytes(g) + acts_bytes(g)));
+    if (g->w.streamed) g->ahead_on = 0; /* a pass ahead would need a second window of layers */
     return make_state(g);
 }
 
@@ -120,7 +167,8 @@ static void free_request(struct gen_request *r) {
 void zt_generator_free(zt_generator_t g) {
     if (!g) return;
     zt_generator_stop(g);
-    gen_acts_free(g->acts);
+    if (g->inflight) zt_runtime_wait_all(); /* a failed step's flights: their tasks first */
+    for (int i = 0; i < 2; i++) flight_free(&g->fl[i]);
     for (int l = 0; g->kv && l < g->s.n_layer; l++)
         if (g->kv[l]) zt_tensor_free(g->kv[l]);
     gen_weights_free(&g->w);
@@ -132,12 +180,7 @@ void zt_generator_free(zt_generator_t g) {
     }
     free(g->kv);
     free(g->slot);
-    free(g->b.tokens);
-    free(g->b.rows);
-    free(g->b.logit_rows);
-    free(g->logit_slot);
     free(g->sp);
-    free(g->picked);
     if (g->tasks_up) zt_tasks_free();
     pthread_cond_destroy(&g->work);
     pthread_cond_destroy(&g->idled);
@@ -211,18 +254,18 @@ static void admit(zt_generator_t g) {
 // ----------------------------------------------------------------------------
 // one step
 
-/* rows [fed, fed + m) of slot s's request into the batch; logits for its last id, and for
+/* rows [fed, fed + m) of slot s's request into flight f; logits for its last id, and for
  * prompt positions when asked */
-static void add_rows(zt_generator_t g, int s, int m) {
+static void add_rows(zt_generator_t g, struct gen_flight *f, int s, int m) {
     struct gen_request *r = g->slot[s];
-    struct gen_batch *b = &g->b;
+    struct gen_batch *b = &f->b;
     for (int i = 0; i < m; i++) {
         int pos = r->fed + i, last = pos == r->n - 1;
         b->tokens[b->n] = r->ids[pos];
         b->rows[b->n] = (struct zt_row_pos){.slot = s, .pos = pos};
-        if (r->prompt_logits && pos < r->nprompt) g->want_logits = 1;
+        if (r->prompt_logits && pos < r->nprompt) f->want_logits = 1;
         if (last || (r->prompt_logits && pos < r->nprompt)) {
-            g->logit_slot[b->nlogits] = s;
+            f->logit_slot[b->nlogits] = s;
             b->logit_rows[b->nlogits++] = b->n;
         }
         b->n++;
@@ -232,16 +275,17 @@ static void add_rows(zt_generator_t g, int s, int m) {
 }
 
 /* decode rows first (one each), then prompt chunks within the row budget */
-static void build_batch(zt_generator_t g) {
-    g->b.n = g->b.nlogits = g->want_logits = 0;
+static void build_batch(zt_generator_t g, struct gen_flight *f) {
+    f->b.n = f->b.nlogits = f->want_logits = 0;
+    f->b.fed = NULL;
     for (int s = 0; s < g->cfg.max_batch; s++)
-        if (g->slot[s] && g->slot[s]->n - g->slot[s]->fed == 1) add_rows(g, s, 1);
+        if (g->slot[s] && g->slot[s]->n - g->slot[s]->fed == 1) add_rows(g, f, s, 1);
     for (int s = 0; s < g->cfg.max_batch; s++) {
         struct gen_request *r = g->slot[s];
-        int left = g->max_rows - g->b.n, todo = r ? r->n - r->fed : 0;
+        int left = g->max_rows - f->b.n, todo = r ? r->n - r->fed : 0;
         if (todo < 1 || left < 1) continue;
         int m = todo < g->cfg.prefill_chunk ? todo : g->cfg.prefill_chunk;
-        add_rows(g, s, m < left ? m : left);
+        add_rows(g, f, s, m < left ? m : left);
     }
 }
 
@@ -266,19 +310,25 @@ static void finish(zt_generator_t g, int s, enum zt_finish why) {
     g->slot[s] = NULL;
 }
 
-/* the sampling of logits row i: its request's, for the row of its last id; else greedy */
-static void sample_params(zt_generator_t g, int i) {
-    struct gen_request *r = g->slot[g->logit_slot[i]];
-    const struct zt_row_pos *rp = &g->b.rows[g->b.logit_rows[i]];
+/* the sampling of request r's token number n (its history: its first nhist ids) */
+static struct zt_sample_params request_params(const struct gen_request *r, int n, int nhist) {
     const struct zt_gen_params *p = &r->p;
+    return (struct zt_sample_params){.temperature = p->temperature, .top_p = p->top_p,
+                                     .penalty = p->repetition_penalty, .top_k = p->top_k,
+                                     .u = uniform(p->seed, n), .history = r->ids,
+                                     .nhist = nhist};
+}
+
+/* the sampling of flight f's logits row i: its request's, for the row of its last id; else
+ * greedy */
+static void sample_params(zt_generator_t g, const struct gen_flight *f, int i) {
+    struct gen_request *r = g->slot[f->logit_slot[i]];
+    const struct zt_row_pos *rp = &f->b.rows[f->b.logit_rows[i]];
     if (rp->pos != r->n - 1) {
         g->sp[i] = (struct zt_sample_params){.temperature = 0, .top_p = 1, .penalty = 1};
         return;
     }
-    g->sp[i] = (struct zt_sample_params){.temperature = p->temperature, .top_p = p->top_p,
-                                         .penalty = p->repetition_penalty, .top_k = p->top_k,
-                                         .u = uniform(p->seed, r->n), .history = r->ids,
-                                         .nhist = r->n};
+    g->sp[i] = request_params(r, r->n, r->n);
 }
 
 /* a request takes the token picked for it */
@@ -297,51 +347,133 @@ static void take(zt_generator_t g, int s, int32_t tok) {
         finish(g, s, ZT_FINISH_LENGTH);
 }
 
-/* the step's results: prompt logits copied out (logits NULL when none is wanted), picked
- * tokens taken */
-static void use_results(zt_generator_t g, const float *logits) {
+/* flight f's results: prompt logits copied out (logits NULL when none is wanted), picked
+ * tokens taken; rows of a request that ended meanwhile (a flight ahead) are left */
+static void use_results(zt_generator_t g, const struct gen_flight *f, const float *logits) {
     int V = g->s.vocab_size;
-    for (int i = 0; i < g->b.nlogits; i++) {
-        int s = g->logit_slot[i];
+    for (int i = 0; i < f->b.nlogits; i++) {
+        int s = f->logit_slot[i];
         struct gen_request *r = g->slot[s];
-        const struct zt_row_pos *rp = &g->b.rows[g->b.logit_rows[i]];
+        const struct zt_row_pos *rp = &f->b.rows[f->b.logit_rows[i]];
+        if (!r) continue;
         if (logits && r->prompt_logits && rp->pos < r->nprompt)
             memcpy(r->prompt_logits + (size_t)rp->pos * V, logits + (size_t)i * V,
                    (size_t)V * sizeof *logits);
-        if (rp->pos == r->n - 1 && r->fed == r->n) take(g, s, g->picked[i]);
+        if (rp->pos == r->n - 1 && r->fed == r->n) take(g, s, f->picked[i]);
     }
 }
 
-/* the step's sampling task (none when no row ends a prompt or decodes); *tokens: its output */
-static enum zt_status submit_sampling(zt_generator_t g, zt_tensor_t logits, zt_tensor_t *tokens) {
-    struct zt_task_opts o = {.layer = -1, .mb = -1, .step = g->b.step, .priority = 0};
-    if (g->b.nlogits == 0) return ZT_OK;
-    for (int i = 0; i < g->b.nlogits; i++) sample_params(g, i);
-    ZT_CHECK(zt_tensor_init(tokens, "picked", g->picked, g->b.nlogits, 1, sizeof(int32_t), 1,
-                            NULL));
-    return zt_task_sample(&o, *tokens, logits, g->sp);
+/* flight f's sampling task (none when no row ends a prompt or decodes); f->tokens: its output */
+static enum zt_status submit_sampling(zt_generator_t g, struct gen_flight *f) {
+    struct zt_task_opts o = {.layer = -1, .mb = -1, .step = f->b.step, .priority = 0};
+    if (f->b.nlogits == 0) return ZT_OK;
+    ZT_CHECK(zt_tensor_init(&f->tokens, "picked", f->picked, f->b.nlogits, 1, sizeof(int32_t),
+                            1, NULL));
+    return zt_task_sample(&o, f->tokens, f->logits, g->sp);
 }
 
-/* submit the step and its sampling, wait, read the results */
-static enum zt_status run_step(zt_generator_t g) {
-    zt_tensor_t logits = NULL, tokens = NULL;
-    g->b.step = g->stats.steps + 1;
-    enum zt_status rc = gen_step_submit(g->acts, &g->w, g->kv, &g->b, g->nworkers, &logits);
-    if (rc == ZT_OK) rc = submit_sampling(g, logits, &tokens);
-    enum zt_status wrc = zt_runtime_wait_all(); /* even after a failed submission */
-    if (rc == ZT_OK) rc = wrc;
+/* flight f's step graph and sampling (a flight ahead: build_ahead set g->sp) */
+static enum zt_status submit_flight(zt_generator_t g, struct gen_flight *f, int64_t step) {
+    f->b.step = step;
+    for (int i = 0; !f->b.fed && i < f->b.nlogits; i++) sample_params(g, f, i);
+    ZT_CHECK(gen_step_submit(f->acts, &g->w, g->kv, &f->b, g->nworkers, &f->logits));
+    return submit_sampling(g, f);
+}
+
+/* every request of flight f wants a token after the one f samples for it, and knows how to
+ * sample it without that one; no waiting request could take a free slot meanwhile */
+static int can_go_ahead(zt_generator_t g, const struct gen_flight *f) {
+    if (!g->ahead_on || f->b.n != f->b.nlogits || f->b.n == 0) return 0;
+    int running = 0;
+    for (int s = 0; s < g->cfg.max_batch; s++) running += g->slot[s] != NULL;
+    if (running != f->b.n) return 0; /* a request not in f (its prompt waits for room) */
+    for (int i = 0; i < f->b.n; i++) {
+        const struct gen_request *r = g->slot[f->logit_slot[i]];
+        if (!r || f->b.logit_rows[i] != i || f->b.rows[i].pos != r->n - 1 || r->fed != r->n ||
+            r->p.repetition_penalty != 1.0f || r->generated + 1 >= r->p.max_new_tokens ||
+            r->n + 1 >= g->s.seq_len)
+            return 0;
+    }
+    pthread_mutex_lock(&g->mu);
+    int waiting = g->wait_head != NULL;
+    pthread_mutex_unlock(&g->mu);
+    return !waiting || running == g->cfg.max_batch;
+}
+
+/* flight nx: the step after f, each row the next position of f's row, its token the one f's
+ * sampling picks (read from f->tokens when it runs) */
+static void build_ahead(zt_generator_t g, const struct gen_flight *f, struct gen_flight *nx) {
+    nx->b.n = nx->b.nlogits = f->b.n;
+    nx->want_logits = 0;
+    nx->b.fed = f->tokens;
+    for (int i = 0; i < f->b.n; i++) {
+        int s = f->logit_slot[i];
+        const struct gen_request *r = g->slot[s];
+        nx->b.rows[i] = (struct zt_row_pos){.slot = s, .pos = r->n};
+        nx->b.logit_rows[i] = i;
+        nx->logit_slot[i] = s;
+        g->sp[i] = request_params(r, r->n + 1, r->n); /* no penalty: the history is unread */
+        g->stats.decode_rows++;
+    }
+}
+
+/* wait for flight f (its sampling task when a flight ahead reads its tokens, else every task),
+ * use its results, unregister its tensors */
+static enum zt_status consume(zt_generator_t g, struct gen_flight *f, int ahead) {
+    enum zt_status rc = ahead ? ZT_OK : zt_runtime_wait_all();
     if (rc == ZT_OK && g->w.streamed) rc = zt_io_service_status();
-    int have = rc == ZT_OK && tokens, with_logits = have && g->want_logits;
-    if (have) rc = zt_tensor_acquire(tokens, 0);
-    if (rc == ZT_OK && with_logits) rc = zt_tensor_acquire(logits, 0);
+    int have = rc == ZT_OK && f->tokens, with_logits = have && f->want_logits;
+    if (have) rc = zt_tensor_acquire(f->tokens, 0);
+    if (rc == ZT_OK && with_logits) rc = zt_tensor_acquire(f->logits, 0);
     if (rc == ZT_OK && have) {
-        use_results(g, with_logits ? zt_tensor_data(logits) : NULL);
-        if (with_logits) zt_tensor_release(logits);
-        zt_tensor_release(tokens);
+        use_results(g, f, with_logits ? zt_tensor_data(f->logits) : NULL);
+        if (with_logits) zt_tensor_release(f->logits);
+        zt_tensor_release(f->tokens);
     }
-    if (tokens) zt_tensor_free(tokens);
-    gen_step_end(g->acts);
+    flight_end(f); /* the flight ahead reads f->tokens: this waits for its embedding task */
+    g->stats.steps++;
     return rc;
+}
+
+/* the flight ahead, nx, is the one in flight now: its rows' K/V are fed; with no request left
+ * in it, it is waited for and dropped */
+static enum zt_status adopt(zt_generator_t g, struct gen_flight *nx) {
+    g->cur ^= 1;
+    int live = 0;
+    for (int i = 0; i < nx->b.n; i++) {
+        struct gen_request *r = g->slot[nx->logit_slot[i]];
+        if (r) r->fed = r->n;
+        live |= r != NULL;
+    }
+    if (live) return ZT_OK;
+    g->inflight = 0;
+    return consume(g, nx, 0);
+}
+
+/* submit the step (unless it is in flight already) and the one ahead when it may, consume it */
+static enum zt_status run_step(zt_generator_t g) {
+    struct gen_flight *f = &g->fl[g->cur], *nx = &g->fl[g->cur ^ 1];
+    enum zt_status rc = ZT_OK;
+    if (!g->inflight) rc = submit_flight(g, f, g->stats.steps + 1);
+    g->inflight = 1;
+    int ahead = rc == ZT_OK && can_go_ahead(g, f);
+    if (ahead) {
+        build_ahead(g, f, nx);
+        rc = submit_flight(g, nx, g->stats.steps + 2);
+    }
+    if (rc == ZT_OK) rc = consume(g, f, ahead);
+    if (rc != ZT_OK) { /* every task first, even after a failed submission */
+        zt_runtime_wait_all();
+        flight_end(f);
+        flight_end(nx);
+        g->inflight = 0;
+        return rc;
+    }
+    if (!ahead) {
+        g->inflight = 0;
+        return ZT_OK;
+    }
+    return adopt(g, nx);
 }
 
 /* every request running or waiting (under the queue's lock: submit may run meanwhile) */
@@ -358,16 +490,18 @@ enum zt_status zt_generator_step(zt_generator_t g, int *busy) {
     if (g->failed != ZT_OK)
         return zt_error_set(g->failed, "generate: an earlier step failed: %s", g->error);
     zt_runtime_host_thread(); /* this thread's wake-ups start each step */
-    admit(g);
-    build_batch(g);
-    if (g->b.n > 0) {
+    if (!g->inflight) { /* a step built from the requests (none is ahead) */
+        g->cur = 0;
+        admit(g);
+        build_batch(g, &g->fl[0]);
+    }
+    if (g->inflight || g->fl[0].b.n > 0) {
         enum zt_status rc = run_step(g);
         if (rc != ZT_OK) {
             g->failed = rc;
             snprintf(g->error, sizeof g->error, "%s", zt_error_last());
             return rc;
         }
-        g->stats.steps++;
     }
     *busy = busy_now(g);
     return ZT_OK;
@@ -440,7 +574,7 @@ enum zt_status zt_generator_run(zt_generator_t g) {
 void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
     const double mib = 1048576.0;
     const struct gen_weights *w = &g->w;
-    int64_t kv = kv_bytes(g), acts = gen_acts_bytes(&g->s, g->max_rows, g->nworkers);
+    int64_t kv = kv_bytes(g), acts = acts_bytes(g);
     int64_t layers = w->layer_bytes * g->s.n_layer, outer = w->resident_bytes;
     if (!w->streamed) outer -= layers;
     int at = snprintf(line, n, "memory (inference): weights %s: embeddings+ln_f %.1f MiB "

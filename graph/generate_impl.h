@@ -83,6 +83,8 @@ struct gen_batch {
     struct zt_row_pos *rows;   /* [n] */
     int nlogits;
     int32_t *logit_rows;       /* [nlogits] rows whose logits are wanted */
+    zt_tensor_t fed;           /* not NULL: row r's token is fed[r] (tokens unused), picked by
+                                * the step before while this one was submitted */
 };
 
 /* The activation buffers of steps of up to max_rows rows (generate_step.c); decode steps split

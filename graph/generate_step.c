@@ -250,7 +250,9 @@ enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_ten
     zt_tensor_t *t = a->t;
     struct zt_task_opts o = {.layer = -1, .mb = -1, .step = bt->step, .priority = 0};
     for (int b = 0; b < nblk; b++)
-        ZT_CHECK(zt_task_embed_rows(&o, t[A_X], b, w->wte, w->wpe, bt->tokens, bt->rows));
+        ZT_CHECK(bt->fed ? zt_task_embed_fed(&o, t[A_X], b, w->wte, w->wpe, bt->fed, bt->rows)
+                         : zt_task_embed_rows(&o, t[A_X], b, w->wte, w->wpe, bt->tokens,
+                                              bt->rows));
     for (int l = 0; l < a->s.n_layer; l++) {
         struct gen_layer *L;
         ZT_CHECK(gen_weights_layer(w, l, bt->step, &L));

@@ -69,6 +69,12 @@ static const struct zt_knob g_knobs[] = {
      "training goes on; --export then writes non-finite weights with a warning, where stop "
      "refuses them). fp16 skips such steps (loss scaling) either way",
      0, 0, "stop|warn"},
+    {"ZT_DECODE_AHEAD", ZT_KNOB_BOOL, "1",
+     "generation: submit each decode step before the host waits for the one it follows (its "
+     "tokens read from that step's sampling task), so the host's work between steps overlaps "
+     "the workers' (docs/inference.md says when a step may go ahead); 0: one step at a time. "
+     "The same ids either way",
+     0, 1, NULL},
     {"ZT_TEST_SKIP_COLLECTIVE", ZT_KNOB_STR, "",
      "test only: RANK:SEQ makes that rank skip its collective number SEQ, RANK:SEQ:stop makes "
      "it stop itself (SIGSTOP) inside it (both prove the ZT_COMM_TIMEOUT report)",

@@ -23,6 +23,7 @@ struct zt_rows_args {
     struct zt_task_hdr hdr;
     int C, NH, nrows;
     int ctx;    /* positions per cache slot */
+    int fed;    /* embed_rows: the tokens are in the int32 buffer 3 (row.token: their index) */
     int h0, h1; /* attention: the heads it computes */
     struct zt_row_arg row[]; /* the block's rows */
 };
@@ -110,9 +111,12 @@ void embed_rows_cpu(void *buffers[], void *cl_arg) {
     int64_t V = zt_slot_nx(buffers, &a->hdr, 1) / a->C;
     float *w = zt_worker_scratch(ZT_SCRATCH_BODY, 3 * (size_t)a->C), *p = w + a->C;
     void *col = p + a->C; /* the token's column as stored */
-    const int32_t zero = 0;
+    const int32_t zero = 0, *fed = a->fed ? zt_slot_ptr(buffers, &a->hdr, 3) : NULL;
     for (int i = 0; i < a->nrows; i++) {
-        gather_col(col, wte, a->C, V, a->row[i].token, et);
+        int32_t token = fed ? fed[a->row[i].token] : a->row[i].token;
+        ZT_ASSERT_MSG(token >= 0 && token < V, "embed_rows: token %d outside [0, %lld)", token,
+                      (long long)V); /* checked at submission, or picked by the sampler */
+        gather_col(col, wte, a->C, V, token, et);
         zt_dtype_to_f32(dt, w, col, (size_t)a->C);
         zt_dtype_to_f32(dp, p, (const char *)wpe + (size_t)a->row[i].pos * a->C * ep,
                         (size_t)a->C);
@@ -120,34 +124,65 @@ void embed_rows_cpu(void *buffers[], void *cl_arg) {
     }
 }
 
-enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
-                                  zt_tensor_t wte_t, zt_tensor_t wpe, const int32_t *tokens,
-                                  const struct zt_row_pos *rows) {
-    const char *fn = "zt_task_embed_rows";
+static enum zt_status check_embed(const char *fn, zt_tensor_t out, int blk, zt_tensor_t wte_t,
+                                  zt_tensor_t wpe, const struct zt_row_pos *rows) {
     ZT_CHECK(check_rows(fn, out, blk, NULL, rows, zt_tensor_rows(wpe)));
-    int64_t C = zt_tensor_cols(out), r0 = zt_tensor_blk_row0(out, blk);
+    int64_t C = zt_tensor_cols(out);
     if (zt_tensor_dtype(out) != ZT_DTYPE_F32 || zt_tensor_rows(wte_t) != C ||
         zt_tensor_cols(wpe) != C || zt_tensor_nblk(wte_t) != 1)
         return zt_error_set(ZT_ERR_INVALID, "%s: %s must be f32 with the rows of %s (one block) "
                             "and the columns of %s", fn, zt_tensor_name(out),
                             zt_tensor_name(wte_t), zt_tensor_name(wpe));
-    for (int64_t i = r0; i < r0 + zt_tensor_blk_rows(out, blk); i++)
-        if (tokens[i] < 0 || tokens[i] >= zt_tensor_cols(wte_t))
-            return zt_error_set(ZT_ERR_INVALID, "%s: token %d of row %lld is outside the "
-                                                "vocabulary [0, %lld)", fn, tokens[i],
-                                (long long)i, (long long)zt_tensor_cols(wte_t));
+    return ZT_OK;
+}
+
+/* the embedding task of out block blk; fed: the tokens come from that int32 tensor */
+static enum zt_status submit_embed(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                   zt_tensor_t wte_t, zt_tensor_t wpe, const int32_t *tokens,
+                                   zt_tensor_t fed, const struct zt_row_pos *rows) {
     struct zt_block_ref *refs;
     int nrefs;
     struct zt_rows_args *a = rows_args(out, blk, NULL, rows, tokens, &refs, &nrefs);
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
-    a->C = (int)C;
+    a->C = (int)zt_tensor_cols(out);
     a->hdr.native16 = 1; /* the body widens the rows it reads, not the whole tables */
+    a->fed = fed != NULL;
+    for (int i = 0; fed && i < a->nrows; i++)
+        a->row[i].token = (int32_t)zt_tensor_blk_row0(out, blk) + i;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_embed_rows, o, blk);
     zt_builder_add(&tb, out, blk, STARPU_W);
     zt_builder_add(&tb, wte_t, -1, STARPU_R);
     zt_builder_add(&tb, wpe, -1, STARPU_R);
+    if (fed) zt_builder_add(&tb, fed, -1, STARPU_R);
     return zt_builder_submit(&tb, a, rows_args_size(a), o ? o->priority : 0);
+}
+
+enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                  zt_tensor_t wte_t, zt_tensor_t wpe, const int32_t *tokens,
+                                  const struct zt_row_pos *rows) {
+    const char *fn = "zt_task_embed_rows";
+    ZT_CHECK(check_embed(fn, out, blk, wte_t, wpe, rows));
+    int64_t r0 = zt_tensor_blk_row0(out, blk);
+    for (int64_t i = r0; i < r0 + zt_tensor_blk_rows(out, blk); i++)
+        if (tokens[i] < 0 || tokens[i] >= zt_tensor_cols(wte_t))
+            return zt_error_set(ZT_ERR_INVALID, "%s: token %d of row %lld is outside the "
+                                                "vocabulary [0, %lld)", fn, tokens[i],
+                                (long long)i, (long long)zt_tensor_cols(wte_t));
+    return submit_embed(o, out, blk, wte_t, wpe, tokens, NULL, rows);
+}
+
+enum zt_status zt_task_embed_fed(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                 zt_tensor_t wte_t, zt_tensor_t wpe, zt_tensor_t ids,
+                                 const struct zt_row_pos *rows) {
+    const char *fn = "zt_task_embed_fed";
+    ZT_CHECK(check_embed(fn, out, blk, wte_t, wpe, rows));
+    if (!ids || zt_tensor_elemsize(ids) != sizeof(int32_t) || zt_tensor_nblk(ids) != 1 ||
+        zt_tensor_numel(ids) < zt_tensor_rows(out))
+        return zt_error_set(ZT_ERR_INVALID, "%s: the ids must be one block of int32, one per "
+                            "row of %s (%lld)", fn, zt_tensor_name(out),
+                            (long long)zt_tensor_rows(out));
+    return submit_embed(o, out, blk, wte_t, wpe, NULL, ids, rows);
 }
 
 // ----------------------------------------------------------------------------

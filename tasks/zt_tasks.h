@@ -114,6 +114,12 @@ struct zt_row_pos {
 enum zt_status zt_task_embed_rows(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                   zt_tensor_t wte_t, zt_tensor_t wpe, const int32_t *tokens,
                                   const struct zt_row_pos *rows);
+/* the same with row r's token read from ids[r] (one block of int32, at least a token per row
+ * of out) when the task runs: a task before it writes them (the decode step ahead of the one
+ * whose sampling picks them) */
+enum zt_status zt_task_embed_fed(const struct zt_task_opts *o, zt_tensor_t out, int blk,
+                                 zt_tensor_t wte_t, zt_tensor_t wpe, zt_tensor_t ids,
+                                 const struct zt_row_pos *rows);
 /* the K and V columns of qkv block blk's rows into their slots' caches, at their positions.
  * kv: f32 [S * ctx, 2C] in S blocks, one per slot; inside a slot the cache is head-major
  * (kernels/zt_kernels.h: zt_kern_kv_store), hence n_head */

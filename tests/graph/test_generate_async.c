@@ -2,12 +2,15 @@
  * tests/graph/test_generate_async.c: the generator's stepping thread (zt_generator_start):
  * requests submitted from several threads while it runs complete on their own, with the ids a
  * synchronous zt_generator_run gives them; drain waits for them; stop and free end the thread.
+ * Decode steps submitted ahead (ZT_DECODE_AHEAD) give the ids of one step at a time, also when
+ * requests stop (their token callback says so) while the step ahead already has their row.
  *
  * The demo shape with the engine's seeded initial weights (exported here). Usage:
  * test_generate_async DS_CONFIG MODEL WORKDIR
  */
 #include <pthread.h>    /* pthread_create */
 #include <stdio.h>      /* snprintf */
+#include <stdlib.h>     /* setenv */
 #include <string.h>     /* memcmp */
 #include "zerotask.h"   /* the public API */
 #include "zt_test.h"    /* ZT_TEST_* */
@@ -30,6 +33,16 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
     return 0;
 }
 
+/* the tokens after which request r stops itself (0: it runs to max_new_tokens) */
+static int stop_at(int r) { return r % 3 == 0 ? 3 + r % 4 : 0; }
+
+static int on_token_stopping(void *user, int64_t id, int32_t token, enum zt_finish finish) {
+    struct outcome *o = user;
+    on_token(user, id, token, finish);
+    int r = (int)(id - o->first_id);
+    return finish == ZT_FINISH_NONE && o->n[r] == stop_at(r);
+}
+
 static struct zt_gen_params params(int r) {
     struct zt_gen_params p = {.max_new_tokens = NEW, .temperature = r % 2 ? 0.9f : 0.0f,
                               .top_k = 20, .top_p = 0.95f, .repetition_penalty = 1.0f,
@@ -47,6 +60,7 @@ struct submitter {
     struct outcome *o;
     int r0, r1;
     enum zt_status rc;
+    zt_gen_token_fn fn; /* NULL: on_token */
 };
 
 static void *submit_range(void *arg) {
@@ -56,21 +70,50 @@ static void *submit_range(void *arg) {
         int n;
         prompt(r, ids, &n);
         struct zt_gen_params p = params(r);
-        s->rc = zt_generator_submit(s->g, ids, n, &p, on_token, s->o, NULL, NULL);
+        s->rc = zt_generator_submit(s->g, ids, n, &p, s->fn ? s->fn : on_token, s->o, NULL,
+                                    NULL);
     }
     return NULL;
 }
 
+/* every request at once, stepped here; st: the generator's counts at the end (may be NULL) */
 static enum zt_status run_sync(const struct zt_model_shape *s, const struct zt_gen_weights *w,
-                               struct outcome *o) {
+                               struct outcome *o, zt_gen_token_fn fn, struct zt_gen_stats *st) {
     zt_generator_t g;
     struct zt_gen_config cfg = {.max_batch = 3};
     ZT_CHECK(zt_generator_create(&g, s, w, &cfg));
-    struct submitter all = {g, o, 0, NREQ, ZT_OK};
+    struct submitter all = {g, o, 0, NREQ, ZT_OK, fn};
     submit_range(&all);
     enum zt_status rc = all.rc == ZT_OK ? zt_generator_run(g) : all.rc;
+    if (st) zt_generator_stats(g, st);
     zt_generator_free(g);
     return rc;
+}
+
+/* one step at a time and steps ahead, with requests stopping themselves: the same tokens; the
+ * rows ahead of a stop are computed and dropped */
+static void check_ahead(const struct zt_model_shape *s, const struct zt_gen_weights *w) {
+    static struct outcome one, ahead;
+    struct zt_gen_stats st_one, st_ahead;
+    setenv("ZT_DECODE_AHEAD", "0", 1);
+    ZT_TEST_TRUE(run_sync(s, w, &one, on_token_stopping, &st_one) == ZT_OK,
+                 "ZT_DECODE_AHEAD=0: %s", zt_error_last());
+    setenv("ZT_DECODE_AHEAD", "1", 1);
+    ZT_TEST_TRUE(run_sync(s, w, &ahead, on_token_stopping, &st_ahead) == ZT_OK,
+                 "ZT_DECODE_AHEAD=1: %s", zt_error_last());
+    for (int r = 0; r < NREQ; r++) {
+        int want = stop_at(r) ? stop_at(r) : NEW;
+        ZT_TEST_TRUE(one.n[r] == want && ahead.n[r] == want &&
+                     !memcmp(one.ids[r], ahead.ids[r], sizeof one.ids[r]) &&
+                     one.finish[r] == ahead.finish[r] &&
+                     one.finish[r] == (stop_at(r) ? ZT_FINISH_STOP : ZT_FINISH_LENGTH),
+                     "request %d: %d and %d tokens (expected %d), or other ids, with steps "
+                     "ahead", r, one.n[r], ahead.n[r], want);
+    }
+    ZT_TEST_TRUE(st_ahead.decode_rows > st_one.decode_rows &&
+                 st_ahead.prefill_rows == st_one.prefill_rows,
+                 "decode rows: %lld ahead, %lld one step at a time: expected rows ahead of the "
+                 "stops", (long long)st_ahead.decode_rows, (long long)st_one.decode_rows);
 }
 
 /* two threads submit while the stepping thread runs: half, drain, then the rest at once */
@@ -80,7 +123,8 @@ static enum zt_status run_async(const struct zt_model_shape *s, const struct zt_
     struct zt_gen_config cfg = {.max_batch = 3};
     ZT_CHECK(zt_generator_create(&g, s, w, &cfg));
     ZT_CHECK(zt_generator_start(g));
-    struct submitter a = {g, o, 0, NREQ / 2, ZT_OK}, b = {g, o, NREQ / 2, NREQ, ZT_OK};
+    struct submitter a = {g, o, 0, NREQ / 2, ZT_OK, NULL};
+    struct submitter b = {g, o, NREQ / 2, NREQ, ZT_OK, NULL};
     submit_range(&a);
     enum zt_status rc = zt_generator_drain(g);
     ZT_TEST_TRUE(rc == ZT_OK && o->n[0] == NEW, "drain returned before the first half ended");
@@ -109,7 +153,8 @@ int main(int argc, char **argv) {
     zt_engine_free(e);
     struct zt_gen_weights w = {.safetensors = weights};
     static struct outcome sync, async;
-    ZT_TEST_TRUE(run_sync(&s, &w, &sync) == ZT_OK, "synchronous run: %s", zt_error_last());
+    ZT_TEST_TRUE(run_sync(&s, &w, &sync, NULL, NULL) == ZT_OK, "synchronous run: %s",
+                 zt_error_last());
     ZT_TEST_TRUE(run_async(&s, &w, &async) == ZT_OK, "stepping thread: %s", zt_error_last());
     for (int r = 0; r < NREQ; r++)
         ZT_TEST_TRUE(sync.n[r] == NEW && async.n[r] == NEW &&
@@ -117,6 +162,7 @@ int main(int argc, char **argv) {
                      async.finish[r] == ZT_FINISH_LENGTH,
                      "request %d: the stepping thread's ids differ from the synchronous run's",
                      r);
+    check_ahead(&s, &w);
     zt_tasks_free();
     return zt_test_finish("test_generate_async");
 }

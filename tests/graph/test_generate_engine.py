@@ -18,7 +18,9 @@ A small GPT-2 (4 layers, 64 wide, context 48, vocabulary 96) trained a few steps
     limit), the plan within the limit, the ids unchanged;
   - --checkpoint: a checkpoint written by 2 ranks at ZeRO stage 3 (and by 1 rank) gives the
     logits of the weights that run exported (consolidated from the shards);
-  - the step loop under several schedulers and worker counts gives the same ids as above.
+  - the step loop under several schedulers and worker counts gives the same ids as above, and
+    so does one decode step at a time (ZT_DECODE_AHEAD=0), with and without a repetition
+    penalty.
 
 Usage: test_generate_engine.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -192,5 +194,15 @@ for sched in ("lws", "eager", "dmda"):
                           {"STARPU_SCHED": sched, "STARPU_NCPU": ncpu})
         R.check(ids is not None and [r["ids"] for r in ids] == [r["ids"] for r in ref_ids],
                 "STARPU_SCHED=%s STARPU_NCPU=%s --max-batch 2: the same ids" % (sched, ncpu))
+
+# one step at a time (no decode step submitted ahead), plain and with a repetition penalty
+# (which keeps steps from going ahead): the ids of steps ahead
+for extra in ([], ["--repetition-penalty", "1.3"]):
+    runs = [generate("ahead=%s" % a, gen + ["--weights", weights, "--prompts", prompts,
+                                            "--max-batch", "3"] + extra, {"ZT_DECODE_AHEAD": a})[0]
+            for a in ("0", "1")]
+    R.check(None not in runs and [r["ids"] for r in runs[0]] == [r["ids"] for r in runs[1]] and
+            (extra or [r["ids"] for r in runs[0]] == [r["ids"] for r in ref_ids]),
+            "ZT_DECODE_AHEAD=0 and 1 %s: the same ids" % " ".join(extra))
 
 sys.exit(R.finish("test_generate_engine"))
