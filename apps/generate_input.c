@@ -212,7 +212,7 @@ void gen_prompts_free(struct gen_prompt *p, int n) {
     for (int i = 0; p && i < n; i++) {
         free(p[i].ids);
         free(p[i].out);
-        free(p[i].text);
+        gen_text_free(&p[i].text);
     }
     free(p);
 }

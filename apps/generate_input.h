@@ -9,6 +9,7 @@
 #define ZT_APPS_GENERATE_INPUT_H
 
 #include <stdio.h>     /* FILE */
+#include "gen_text.h"  /* struct gen_text */
 #include "zerotask.h"  /* struct zt_gen_params, struct zt_tokenizer */
 
 /* a prompt and what became of it */
@@ -18,8 +19,7 @@ struct gen_prompt {
     struct zt_gen_params p;
     int32_t *out;            /* generated ids (room for the context) */
     int nout;
-    char *text;              /* their text (with a tokenizer) */
-    int stopped;             /* the text reached the stop string */
+    struct gen_text text;    /* their text (with a tokenizer), up to the stop string */
     int shown;               /* bytes (or ids) already streamed */
     enum zt_finish finish;   /* NONE while running */
     double ms_first, ms_done;

@@ -238,36 +238,10 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* the text of prompt i's generated ids (with a tokenizer), cut before a stop string */
-static void update_text(struct run *r, struct gen_prompt *p) {
-    free(p->text);
-    p->text = NULL;
-    size_t len = 0;
-    if (zt_tokenizer_decode(r->tok, p->out, (size_t)p->nout, &p->text, &len) != ZT_OK) return;
-    char *at = r->o->stop ? strstr(p->text, r->o->stop) : NULL;
-    if (at) {
-        *at = '\0';
-        p->stopped = 1;
-    }
-}
-
-/* bytes of s[0..n) up to the last whole UTF-8 character */
-static size_t whole_utf8(const char *s, size_t n) {
-    size_t k = n;
-    while (k > 0 && ((unsigned char)s[k - 1] & 0xC0) == 0x80) k--;
-    if (k == 0) return n;
-    unsigned char c = (unsigned char)s[k - 1];
-    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return n - (k - 1) >= need ? n : k - 1;
-}
-
-/* text[0..n) less its longest end that could be the start of the stop string (shown only
- * once it is known not to be one) */
-static size_t before_stop(const char *text, size_t n, const char *stop) {
-    size_t ls = stop ? strlen(stop) : 0, k = ls > 0 ? ls - 1 : 0;
-    for (k = k < n ? k : n; k > 0; k--)
-        if (!memcmp(text + n - k, stop, k)) return n - k;
-    return n;
+/* the stop strings of the run: --stop, or none */
+static int stops(const struct run *r, const char *const **list) {
+    *list = (const char *const *)&r->o->stop;
+    return r->o->stop ? 1 : 0;
 }
 
 /* what prompt p has generated and not yet shown: its ids, or its text up to the last whole
@@ -277,15 +251,16 @@ static void stream_out(struct run *r, struct gen_prompt *p, int ended) {
     if (!r->tok) {
         for (; p->shown < p->nout; p->shown++)
             printf("%s%d", p->shown ? " " : "", p->out[p->shown]);
-    } else if (p->text) {
-        size_t n = strlen(p->text), shown = (size_t)p->shown;
-        if (!ended) n = whole_utf8(p->text, before_stop(p->text, n, r->o->stop));
+    } else if (p->text.text) {
+        const char *const *stop;
+        int nstops = stops(r, &stop);
+        size_t n = gen_text_showable(&p->text, stop, nstops, ended), shown = (size_t)p->shown;
         if (n > shown && ended) {
-            char *rest = gen_utf8_lossy(p->text + shown);
+            char *rest = gen_utf8_lossy(p->text.text + shown);
             fputs(rest ? rest : "", stdout);
             free(rest);
         } else if (n > shown) {
-            fwrite(p->text + shown, 1, n - shown, stdout);
+            fwrite(p->text.text + shown, 1, n - shown, stdout);
         }
         if (n > shown) p->shown = (int)n;
     }
@@ -299,7 +274,7 @@ static void print_json(struct run *r, const struct gen_prompt *p) {
     for (int i = 0; i < p->nout; i++) printf("%s%d", i ? ", " : "", p->out[i]);
     printf("]");
     if (r->tok) {
-        char *text = gen_utf8_lossy(p->text ? p->text : "");
+        char *text = gen_utf8_lossy(p->text.text ? p->text.text : "");
         printf(", \"text\": ");
         gen_print_json_string(stdout, text ? text : "");
         free(text);
@@ -328,7 +303,7 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
     struct gen_prompt *p = &r->pr[id];
     double t = now_ms();
     if (finish != ZT_FINISH_NONE) {
-        p->finish = p->stopped ? ZT_FINISH_STOP : finish;
+        p->finish = p->text.stopped ? ZT_FINISH_STOP : finish;
         p->ms_done = t;
         if (!p->nout) p->ms_first = t;
         flush_done(r);
@@ -336,9 +311,13 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
     }
     if (!p->nout) p->ms_first = t;
     p->out[p->nout++] = token;
-    if (r->tok) update_text(r, p);
+    if (r->tok) {
+        const char *const *stop;
+        int nstops = stops(r, &stop);
+        gen_text_update(&p->text, r->tok, p->out, p->nout, stop, nstops);
+    }
     if (r->next_out == (int)id) stream_out(r, p, 0);
-    return p->stopped;
+    return p->text.stopped;
 }
 
 // ----------------------------------------------------------------------------

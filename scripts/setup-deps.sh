@@ -9,6 +9,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config
   libstarpu-dev libopenblas-dev libcjson-dev libhwloc-dev liburing-dev libpcre2-dev
+  libmicrohttpd-dev
   libopenmpi-dev openmpi-bin
   fortunes fortunes-min
   fio gnuplot-nox

@@ -1,0 +1,362 @@
+/*
+ * apps/zt_serve/completion.c: a completion's prompts from submission to the last byte sent
+ * (completion.h).
+ *
+ * The generator's thread calls on_token for each token and once more when a prompt ends; it
+ * appends the token, updates the prompt's text (stop strings cut it, gen_text.c) and wakes the
+ * connection's thread. That thread either waits for the end and writes one JSON body, or turns
+ * what is new into Server-Sent Events: a chunk per prompt with new text (held back while it
+ * ends inside a UTF-8 character or may be the start of a stop string), a chunk with its
+ * finish_reason when it ends, the usage chunk when asked, then "data: [DONE]". Waiting a
+ * second with nothing new sends an SSE comment, which also notices a client that left.
+ */
+#include <errno.h>       /* ETIMEDOUT */
+#include <microhttpd.h>  /* MHD_CONTENT_READER_END_OF_STREAM */
+#include <pthread.h>
+#include <stdio.h>       /* snprintf */
+#include <stdlib.h>      /* calloc, free, realloc */
+#include <string.h>      /* memcpy */
+#include <time.h>        /* clock_gettime, time */
+#include <cjson/cJSON.h>
+#include "completion.h"
+#include "gen_text.h"
+#include "generate_input.h" /* gen_utf8_lossy */
+
+struct cmpl_prompt {
+    struct completion *c;
+    int index;
+    int32_t *ids, *out;    /* the prompt; the generated ids (room for the context) */
+    int nids, nout;
+    struct gen_text text;  /* of out, cut before a stop string */
+    size_t sent;           /* stream: bytes of text sent */
+    enum zt_finish finish; /* NONE while it runs */
+    int final_sent;        /* stream: its finish_reason chunk is queued */
+    int cancel_seen;       /* counted as cancelled */
+    double t_last;         /* its last token (or its arrival) */
+};
+
+struct completion {
+    struct serve *s;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int refs, running, cancelled;
+    int stream, include_usage;
+    char *stops[API_MAX_STOPS];
+    int nstops;
+    int n;
+    struct cmpl_prompt *pr;
+    char id[48];
+    int64_t created;
+    double t0;
+    char *pend;            /* stream bytes not handed to libmicrohttpd yet */
+    size_t plen, poff, pcap;
+    int done;              /* "data: [DONE]" queued */
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void drop(struct completion *c) {
+    pthread_mutex_lock(&c->mu);
+    int last = --c->refs == 0;
+    pthread_mutex_unlock(&c->mu);
+    if (!last) return;
+    for (int i = 0; i < c->n; i++) {
+        free(c->pr[i].ids);
+        free(c->pr[i].out);
+        gen_text_free(&c->pr[i].text);
+    }
+    for (int i = 0; i < c->nstops; i++) free(c->stops[i]);
+    free(c->pr);
+    free(c->pend);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+// ----------------------------------------------------------------------------
+// the generator's side
+
+static void ended(struct cmpl_prompt *p, enum zt_finish why, double t) {
+    struct completion *c = p->c;
+    struct serve_metrics *m = &c->s->metrics;
+    p->finish = p->text.stopped ? ZT_FINISH_STOP : why;
+    c->running--;
+    serve_metrics_e2e(m, t - c->t0);
+    serve_metrics_tokens(m, p->nids, p->nout);
+}
+
+static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish) {
+    (void)id;
+    struct cmpl_prompt *p = user;
+    struct completion *c = p->c;
+    struct serve_metrics *m = &c->s->metrics;
+    double t = now_s();
+    pthread_mutex_lock(&c->mu);
+    if (finish != ZT_FINISH_NONE) {
+        ended(p, finish, t);
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        serve_release(c->s, 1);
+        drop(c);
+        return 0;
+    }
+    if (p->nout == 0) serve_metrics_ttft(m, t - c->t0);
+    else serve_metrics_itl(m, t - p->t_last);
+    p->t_last = t;
+    p->out[p->nout++] = token;
+    gen_text_update(&p->text, c->s->tok, p->out, p->nout, (const char *const *)c->stops,
+                    c->nstops);
+    int stop = p->text.stopped || c->cancelled;
+    if (c->cancelled && !p->cancel_seen) {
+        p->cancel_seen = 1;
+        serve_metrics_cancelled(m);
+    }
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return stop;
+}
+
+// ----------------------------------------------------------------------------
+// start
+
+static struct completion *create(struct serve *s, struct api_completion *req) {
+    struct completion *c = calloc(1, sizeof *c);
+    if (!c || !(c->pr = calloc((size_t)req->nprompts, sizeof *c->pr))) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->s = s;
+    c->n = req->nprompts;
+    c->refs = 1;
+    c->stream = req->stream;
+    c->include_usage = req->include_usage;
+    c->nstops = req->nstops;
+    memcpy(c->stops, req->stops, sizeof c->stops);
+    memset(req->stops, 0, sizeof req->stops);
+    req->nstops = 0;
+    c->t0 = now_s();
+    c->created = (int64_t)time(NULL);
+    pthread_mutex_lock(&s->mu);
+    snprintf(c->id, sizeof c->id, "cmpl-%llx%06llx", (unsigned long long)s->started,
+             (unsigned long long)s->next_cmpl++);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < c->n; i++) {
+        struct cmpl_prompt *p = &c->pr[i];
+        *p = (struct cmpl_prompt){.c = c, .index = i, .ids = req->ids[i], .nids = req->nids[i],
+                                  .t_last = c->t0};
+        req->ids[i] = NULL;
+        p->out = calloc((size_t)s->shape.seq_len, sizeof *p->out);
+        if (!p->out) {
+            c->refs = 1;
+            drop(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* prompts [0, n) to the generator; on a failure, the rest are released and those submitted
+ * cancelled */
+static int submit(struct completion *c, const struct zt_gen_params *params,
+                  struct api_error *err) {
+    for (int i = 0; i < c->n; i++) {
+        pthread_mutex_lock(&c->mu);
+        c->refs++;
+        c->running++;
+        pthread_mutex_unlock(&c->mu);
+        struct cmpl_prompt *p = &c->pr[i];
+        if (zt_generator_submit(c->s->gen, p->ids, p->nids, params, on_token, p, NULL, NULL) ==
+            ZT_OK)
+            continue;
+        pthread_mutex_lock(&c->mu);
+        c->refs--;
+        c->running -= c->n - i;
+        c->cancelled = 1;
+        for (int j = i; j < c->n; j++) c->pr[j].finish = ZT_FINISH_STOP;
+        pthread_mutex_unlock(&c->mu);
+        serve_release(c->s, c->n - i);
+        return api_fail(err, 500, "server_error", NULL, "%s", zt_error_last());
+    }
+    return 0;
+}
+
+struct completion *completion_start(struct serve *s, struct api_completion *req,
+                                    struct api_error *err) {
+    int status;
+    if (!serve_admit(s, req->nprompts, &status)) {
+        api_fail(err, status, status == 429 ? "rate_limit_error" : "service_unavailable", NULL,
+                 status == 429 ? "the server is at capacity (--max-batch running and "
+                                 "--max-queue waiting); retry later"
+                               : "the server is shutting down");
+        return NULL;
+    }
+    struct completion *c = create(s, req);
+    if (!c) {
+        serve_release(s, req->nprompts);
+        api_fail(err, 500, "server_error", NULL, "out of memory");
+        return NULL;
+    }
+    if (submit(c, &req->p, err)) {
+        drop(c);
+        return NULL;
+    }
+    return c;
+}
+
+int completion_streams(const struct completion *c) { return c->stream; }
+
+void completion_release(void *cls) {
+    struct completion *c = cls;
+    pthread_mutex_lock(&c->mu);
+    if (c->running > 0) c->cancelled = 1; /* each prompt stops at its next token */
+    pthread_mutex_unlock(&c->mu);
+    drop(c);
+}
+
+// ----------------------------------------------------------------------------
+// what the client receives
+
+static const char *finish_reason(enum zt_finish f) {
+    return f == ZT_FINISH_LENGTH ? "length" : "stop";
+}
+
+/* the fields every completion object starts with; choices added by the caller */
+static cJSON *object(const struct completion *c) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", c->id);
+    cJSON_AddStringToObject(o, "object", "text_completion");
+    cJSON_AddNumberToObject(o, "created", (double)c->created);
+    cJSON_AddStringToObject(o, "model", c->s->model_name);
+    return o;
+}
+
+/* text[0..n) as a JSON choice (invalid UTF-8 as U+FFFD); reason NULL: null */
+static void add_choice(cJSON *choices, int index, const char *text, size_t n,
+                       const char *reason) {
+    char *raw = malloc(n + 1), *clean = NULL;
+    if (raw) {
+        memcpy(raw, text, n);
+        raw[n] = '\0';
+        clean = gen_utf8_lossy(raw);
+    }
+    cJSON *ch = cJSON_CreateObject();
+    cJSON_AddStringToObject(ch, "text", clean ? clean : "");
+    cJSON_AddNumberToObject(ch, "index", index);
+    cJSON_AddNullToObject(ch, "logprobs");
+    if (reason) cJSON_AddStringToObject(ch, "finish_reason", reason);
+    else cJSON_AddNullToObject(ch, "finish_reason");
+    cJSON_AddItemToArray(choices, ch);
+    free(raw);
+    free(clean);
+}
+
+static void add_usage(cJSON *o, const struct completion *c) {
+    int prompt = 0, gen = 0;
+    for (int i = 0; i < c->n; i++) {
+        prompt += c->pr[i].nids;
+        gen += c->pr[i].nout;
+    }
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", gen);
+    cJSON_AddNumberToObject(u, "total_tokens", prompt + gen);
+}
+
+char *completion_wait_json(struct completion *c) {
+    pthread_mutex_lock(&c->mu);
+    while (c->running > 0) pthread_cond_wait(&c->cv, &c->mu);
+    cJSON *o = object(c), *choices = cJSON_AddArrayToObject(o, "choices");
+    for (int i = 0; i < c->n; i++) {
+        const struct cmpl_prompt *p = &c->pr[i];
+        add_choice(choices, i, p->text.text ? p->text.text : "", p->text.len,
+                   finish_reason(p->finish));
+    }
+    add_usage(o, c);
+    pthread_mutex_unlock(&c->mu);
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}
+
+// ---- the event stream
+
+static void queue(struct completion *c, const char *a, size_t n) {
+    if (c->plen + n > c->pcap) {
+        size_t cap = (c->plen + n) * 2;
+        char *p = realloc(c->pend, cap);
+        if (!p) return; /* out of memory: the event is lost, the stream goes on */
+        c->pend = p;
+        c->pcap = cap;
+    }
+    memcpy(c->pend + c->plen, a, n);
+    c->plen += n;
+}
+
+static void queue_event(struct completion *c, cJSON *o) {
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!s) return;
+    queue(c, "data: ", 6);
+    queue(c, s, strlen(s));
+    queue(c, "\n\n", 2);
+    free(s);
+}
+
+/* events for what the prompts have that the client has not: new text, ends, then [DONE] */
+static void queue_news(struct completion *c) {
+    int all = 1;
+    for (int i = 0; i < c->n; i++) {
+        struct cmpl_prompt *p = &c->pr[i];
+        int over = p->finish != ZT_FINISH_NONE;
+        size_t n = gen_text_showable(&p->text, (const char *const *)c->stops, c->nstops, over);
+        if (n > p->sent || (over && !p->final_sent)) {
+            cJSON *o = object(c), *choices = cJSON_AddArrayToObject(o, "choices");
+            add_choice(choices, i, p->text.text ? p->text.text + p->sent : "",
+                       n > p->sent ? n - p->sent : 0, over ? finish_reason(p->finish) : NULL);
+            queue_event(c, o);
+            p->sent = n > p->sent ? n : p->sent;
+            p->final_sent = over;
+        }
+        all &= p->final_sent;
+    }
+    if (!all || c->done) return;
+    if (c->include_usage) {
+        cJSON *o = object(c);
+        cJSON_AddArrayToObject(o, "choices");
+        add_usage(o, c);
+        queue_event(c, o);
+    }
+    queue(c, "data: [DONE]\n\n", 14);
+    c->done = 1;
+}
+
+ssize_t completion_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct completion *c = cls;
+    pthread_mutex_lock(&c->mu);
+    while (c->poff == c->plen) {
+        c->plen = c->poff = 0;
+        if (c->done) {
+            pthread_mutex_unlock(&c->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        queue_news(c);
+        if (c->plen) break;
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT)
+            queue(c, ": waiting\n\n", 11); /* an SSE comment: clients skip it */
+    }
+    size_t k = c->plen - c->poff < max ? c->plen - c->poff : max;
+    memcpy(buf, c->pend + c->poff, k);
+    c->poff += k;
+    pthread_mutex_unlock(&c->mu);
+    return (ssize_t)k;
+}

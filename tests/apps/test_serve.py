@@ -1,0 +1,361 @@
+#!/usr/bin/env python3
+"""tests/apps/test_serve.py: zt-serve end to end, over HTTP on a loopback port.
+
+A small GPT-2 (2 layers, 64 wide, context 64) trained a few steps, the tokenizer of
+tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
+  - /health, /v1/models, /v1/tokenize and /v1/detokenize (the ids zt-generate encodes);
+  - greedy completions (a string, token ids, a list of strings) have zt-generate's text and
+    token counts, with usage; a stop string cuts the text and says "stop";
+  - a streamed completion is Server-Sent Events whose text is the non-streamed one, ending with
+    a finish_reason chunk, the usage chunk when asked for, then data: [DONE];
+  - 32 concurrent streaming clients each get exactly their own greedy text;
+  - bad requests get a JSON error with the right status and field: malformed JSON, wrong
+    types, unsupported fields, another model, empty or too long prompts, max_tokens beyond
+    the context, token ids outside the vocabulary, a body over --max-body (413), unknown
+    paths (404) and methods (405); unknown fields are ignored;
+  - a client that sends part of its headers and stalls is cut off after --timeout;
+  - beyond --max-batch + --max-queue a request gets 429 with Retry-After, never a wait;
+  - many streaming clients that drop mid-stream leave no running or waiting prompt in
+    /metrics, the resident memory near where it was, and the server answering as before;
+  - /metrics is Prometheus text with the counters and histograms;
+  - SIGTERM drains: a running stream ends normally, new requests get 503, exit status 0.
+
+Usage: test_serve.py ZT_TRAIN ZT_GENERATE ZT_SERVE MPIEXEC TOKENIZER_DIR WORKDIR
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "graph"))
+from servelib import Server, served_model, stream_text  # noqa: E402
+from trainlib import Runner  # noqa: E402
+
+TRAIN, GEN, SERVE, MPIEXEC, TOK, WORK = sys.argv[1:7]
+R = Runner(TRAIN, MPIEXEC, WORK)
+CTX = 64
+
+base = served_model(R, TOK, CTX)
+PROMPTS = ["Hello world", "The quick brown fox", "Once upon a time there was",
+           "Numbers: 1 2 3", "zerotask serves", "A", "What is the answer to",
+           "  spaces   and\ttabs"]
+
+
+def reference(prompts, max_new, stop=None):
+    """zt-generate's records (greedy) for the prompts"""
+    path = R.path("prompts.jsonl")
+    with open(path, "w") as f:
+        for p in prompts:
+            f.write(json.dumps({"prompt": p}) + "\n")
+    extra = ["--stop", stop] if stop else []
+    p = subprocess.run([GEN] + base + ["--prompts", path, "--max-new-tokens", str(max_new),
+                                       "--temperature", "0", "--json"] + extra,
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        print("FAIL zt-generate: exit %d\n%s" % (p.returncode, p.stderr[-2000:]))
+        sys.exit(1)
+    return [json.loads(l) for l in p.stdout.splitlines() if l.strip()]
+
+
+ref = reference(PROMPTS, 12)
+ref_stop = reference(PROMPTS[:3], 20, stop="e")
+
+
+def greedy(prompt, n=12, **kw):
+    return dict({"model": "model", "prompt": prompt, "max_tokens": n, "temperature": 0}, **kw)
+
+
+def basics(s):
+    status, _, body = s.request("GET", "/health")
+    R.check(status == 200 and json.loads(body) == {"status": "ok"}, "GET /health: 200 ok")
+    status, _, body = s.request("GET", "/v1/models")
+    m = json.loads(body)
+    R.check(status == 200 and m["object"] == "list" and m["data"][0]["id"] == "model" and
+            m["data"][0]["max_model_len"] == CTX, "GET /v1/models: the model, its context")
+    for r, text in zip(ref, PROMPTS):
+        st, tk = s.post_json("/v1/tokenize", {"prompt": text})
+        st2, dt = s.post_json("/v1/detokenize", {"tokens": r["prompt_ids"]})
+        R.check(st == 200 and tk["tokens"] == r["prompt_ids"] and tk["count"] ==
+                len(r["prompt_ids"]) and st2 == 200 and dt["prompt"] == text,
+                "tokenize/detokenize %r: zt-generate's ids, and back" % text)
+
+
+def completions(s):
+    for r, text in zip(ref, PROMPTS):
+        st, o = s.post_json("/v1/completions", greedy(text))
+        ok = st == 200 and o["object"] == "text_completion" and len(o["choices"]) == 1
+        ch = o["choices"][0] if ok else {}
+        R.check(ok and ch["text"] == r["text"] and ch["finish_reason"] ==
+                ("length" if r["finish_reason"] == "length" else "stop") and
+                o["usage"] == {"prompt_tokens": len(r["prompt_ids"]),
+                               "completion_tokens": len(r["ids"]),
+                               "total_tokens": len(r["prompt_ids"]) + len(r["ids"])},
+                "greedy completion of %r: zt-generate's text, finish_reason and usage" % text)
+    st, o = s.post_json("/v1/completions", greedy(ref[2]["prompt_ids"]))
+    R.check(st == 200 and o["choices"][0]["text"] == ref[2]["text"],
+            "a prompt of token ids: the text of the same prompt as a string")
+    st, o = s.post_json("/v1/completions", greedy(PROMPTS[:4]))
+    R.check(st == 200 and [c["text"] for c in o["choices"]] == [r["text"] for r in ref[:4]] and
+            [c["index"] for c in o["choices"]] == [0, 1, 2, 3],
+            "a list of 4 prompts: 4 choices in order, each its own text")
+    for r, text in zip(ref_stop, PROMPTS[:3]):
+        st, o = s.post_json("/v1/completions", greedy(text, 20, stop=["zzz", "e"]))
+        R.check(st == 200 and o["choices"][0]["text"] == r["text"] and
+                o["choices"][0]["finish_reason"] == ("stop" if r["finish_reason"] != "length"
+                                                     else "length"),
+                "stop [\"zzz\", \"e\"] on %r: zt-generate --stop's text (%r)" % (text, r["text"]))
+
+
+def streaming(s):
+    for r, text in list(zip(ref, PROMPTS))[:4]:
+        st, ctype, ev = s.stream(greedy(text, stream_options={"include_usage": True}))
+        got, reason, done, usage = stream_text(ev)
+        R.check(st == 200 and ctype.startswith("text/event-stream") and got == r["text"] and
+                done and reason == "length" and usage and usage["completion_tokens"] ==
+                len(r["ids"]) and len(ev) >= 3,
+                "stream of %r: %d events, the text, finish_reason, usage, [DONE]" %
+                (text, len(ev)))
+    results = [None] * 32
+
+    def client(i):
+        results[i] = s.stream(greedy(PROMPTS[i % len(PROMPTS)]))
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(32)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    good = sum(1 for i, res in enumerate(results) if res and res[0] == 200 and
+               stream_text(res[2])[0] == ref[i % len(PROMPTS)]["text"] and stream_text(res[2])[2])
+    R.check(good == 32, "32 concurrent streams: %d of 32 got exactly their greedy text" % good)
+
+
+def bad_requests(s):
+    def err(status, path, body, param, what, method="POST"):
+        st, hdr, raw = s.request(method, path, body)
+        try:
+            e = json.loads(raw)["error"]
+        except (ValueError, KeyError, TypeError):
+            e = None
+        R.check(st == status and e is not None and e["message"] and e["type"] and
+                (param is None or e["param"] == param),
+                "%s: %d with a JSON error%s (got %d %s)" % (
+                    what, status, " naming %s" % param if param else "", st, raw[:200]))
+
+    err(400, "/v1/completions", b"{\"prompt\": \"x\",", None, "malformed JSON")
+    err(400, "/v1/completions", b"[1, 2]", None, "a body that is not an object")
+    err(400, "/v1/completions", greedy("x", max_tokens="5"), "max_tokens", "max_tokens a string")
+    err(400, "/v1/completions", greedy("x", temperature=-1), "temperature", "temperature -1")
+    err(400, "/v1/completions", greedy("x", top_p=0), "top_p", "top_p 0")
+    err(400, "/v1/completions", greedy("x", stream="yes"), "stream", "stream a string")
+    err(400, "/v1/completions", greedy("x", stop=["a", "b", "c", "d", "e"]), "stop", "5 stops")
+    err(400, "/v1/completions", dict(greedy("x"), n=2), "n", "n 2")
+    err(400, "/v1/completions", greedy("x", echo=True), "echo", "echo true")
+    err(400, "/v1/completions", greedy("x", logprobs=3), "logprobs", "logprobs 3")
+    err(404, "/v1/completions", greedy("x", model="gpt-4"), "model", "another model")
+    err(400, "/v1/completions", greedy(""), "prompt", "an empty prompt")
+    err(400, "/v1/completions", greedy([5, 2000]), "prompt", "a token id >= vocab_size")
+    err(400, "/v1/completions", {"model": "model"}, "prompt", "no prompt")
+    err(400, "/v1/completions", greedy(list(range(CTX))), "prompt",
+        "a prompt as long as the context")
+    err(400, "/v1/completions", greedy([1, 2, 3], CTX - 2), "max_tokens",
+        "prompt + max_tokens beyond the context")
+    err(400, "/v1/completions", greedy("x", CTX + 1), "max_tokens", "max_tokens > context")
+    err(404, "/v1/chat/completions", greedy("x"), None, "an unknown path")
+    err(405, "/v1/completions", None, None, "GET on /v1/completions", method="GET")
+    err(400, "/v1/tokenize", {"prompt": 5}, "prompt", "tokenize a number")
+    err(400, "/v1/detokenize", {"tokens": [1, -1]}, "tokens", "detokenize a negative id")
+    st, o = s.post_json("/v1/completions", greedy(PROMPTS[0], frobnicate={"x": 1}, user="me"))
+    R.check(st == 200 and o["choices"][0]["text"] == ref[0]["text"],
+            "unknown fields are ignored (as OpenAI's and vLLM's servers do)")
+
+
+def too_large(s):
+    """a body declared larger than --max-body: 413 before it is sent"""
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=30)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                 b"\r\nContent-Length: 2000000\r\n\r\n")
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+            head, _, body = data.partition(b"\r\n\r\n")
+            if b"\r\n\r\n" in data and body.rstrip().endswith(b"}}"):
+                break
+    except OSError:
+        pass
+    sock.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    try:
+        e = json.loads(body)["error"]
+    except (ValueError, KeyError):
+        e = None
+    R.check(head.startswith(b"HTTP/1.1 413") and e is not None and "--max-body" in e["message"],
+            "a body over --max-body: 413 with a JSON error before the body is read (%r)" %
+            data[:120])
+
+
+def slow_client(s, timeout):
+    sock = socket.create_connection(("127.0.0.1", s.port))
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
+    sock.settimeout(timeout + 20)
+    t0 = time.time()
+    try:
+        closed = sock.recv(1024) == b""
+    except (socket.timeout, ConnectionResetError):
+        closed = False
+    waited = time.time() - t0
+    sock.close()
+    R.check(closed and waited < timeout + 10, "a client stalling inside its headers is cut off "
+            "after --timeout %d s (after %.1f s)" % (timeout, waited))
+    status, _, _ = s.request("GET", "/health")
+    R.check(status == 200, "the server answers after the stalled client")
+
+
+def storm(s):
+    """clients drop mid-stream: no slot stays taken, memory settles, answers unchanged"""
+    for i in range(3):  # warm-up: the allocator's arenas and the connection threads
+        s.stream(greedy(PROMPTS[i], 30), stop_after=2)
+    time.sleep(1.0)
+    before = s.rss_kib()
+    threads = [threading.Thread(target=s.stream, args=(greedy(PROMPTS[i % 8], 40),),
+                                kwargs={"stop_after": 1 + i % 3}) for i in range(24)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    m = {}
+    for _ in range(200):
+        m = s.metrics()
+        if m.get("zt_serve_requests_running") == 0 and m.get("zt_serve_requests_waiting") == 0:
+            break
+        time.sleep(0.1)
+    R.check(m.get("zt_serve_requests_running") == 0 and m.get("zt_serve_requests_waiting") == 0
+            and m.get("zt_serve_cancelled_total", 0) >= 1,
+            "24 clients gone mid-stream: no prompt running or waiting (%s), %d cancelled" % (
+                {k: v for k, v in m.items() if "running" in k or "waiting" in k},
+                m.get("zt_serve_cancelled_total", -1)))
+    after = s.rss_kib()
+    R.check(after - before < 16 * 1024, "resident memory after the storm: %d KiB, before: %d "
+            "KiB (less than 16 MiB more)" % (after, before))
+    st, o = s.post_json("/v1/completions", greedy(PROMPTS[1]))
+    R.check(st == 200 and o["choices"][0]["text"] == ref[1]["text"],
+            "after the storm: the same greedy text")
+
+
+def metrics_text(s):
+    status, hdr, body = s.request("GET", "/metrics")
+    text = body.decode()
+    names = ["zt_serve_requests_total", "zt_serve_prompt_tokens_total",
+             "zt_serve_generation_tokens_total", "zt_serve_requests_running",
+             "zt_serve_requests_waiting", "zt_serve_batch_occupancy",
+             "zt_serve_time_to_first_token_seconds_bucket",
+             "zt_serve_inter_token_latency_seconds_count"]
+    m = s.metrics()
+    R.check(status == 200 and hdr["content-type"].startswith("text/plain") and
+            all(n in text for n in names) and "# TYPE zt_serve_time_to_first_token_seconds "
+            "histogram" in text and m['zt_serve_requests_total{endpoint="/v1/completions",'
+                                      'status="200"}'] > 40 and
+            m["zt_serve_generation_tokens_total"] > 300,
+            "/metrics: Prometheus text with the request counters, token counts, gauges and "
+            "latency histograms")
+
+
+def overload():
+    """--max-batch 1 --max-queue 1: of 8 prompts sent at once, those beyond the 2 the server
+    holds get 429 at once (with Retry-After and a JSON error), the others their text"""
+    s = Server(SERVE, base + ["--max-batch", "1", "--max-queue", "1"])
+    out, go = [], threading.Barrier(8)
+
+    def one():
+        go.wait()
+        t0 = time.time()
+        st, hdr, body = s.request("POST", "/v1/completions", greedy(PROMPTS[2], 50))
+        out.append((st, time.time() - t0, hdr.get("retry-after"), json.loads(body)))
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    busy = [o for o in out if o[0] == 429]
+    done = [o for o in out if o[0] == 200]
+    R.check(len(out) == 8 and busy and len(busy) + len(done) == 8 and
+            all(o[2] == "1" and o[3]["error"]["type"] == "rate_limit_error" and o[1] < 2.0
+                for o in busy) and all("choices" in o[3] for o in done),
+            "8 prompts at once, --max-batch 1 + --max-queue 1: %d got 429 with Retry-After "
+            "(in at most %.2f s), %d their text" % (len(busy), max([o[1] for o in busy] or [0]),
+                                                    len(done)))
+    R.check(s.stop() == 0, "SIGTERM after the overload: exit 0")
+
+
+def drain(s):
+    """SIGTERM while prompts run and wait: they all end normally; new requests get 503 (or,
+    once the daemon stops accepting, no connection); exit status 0"""
+    res = [None] * 20
+    first = threading.Event()
+
+    def client(i):
+        try:
+            res[i] = s.stream(greedy(PROMPTS[i % 8], 40))
+        except OSError:  # sent once the daemon had stopped accepting
+            res[i] = ("refused", "", [])
+        first.set()
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    while serve_busy(s) < 8 and not first.is_set():
+        time.sleep(0.005)
+    s.p.send_signal(signal.SIGTERM)
+    time.sleep(0.05)
+    try:
+        late, _, _ = s.request("POST", "/v1/completions", greedy(PROMPTS[0]), timeout=10)
+    except OSError:
+        late = "refused"
+    for t in threads:
+        t.join(120)
+    rc = s.stop()
+    ended = sum(1 for r in res if r and r[0] == 200 and stream_text(r[2])[2] and
+                stream_text(r[2])[1])
+    later = sum(1 for r in res if r and r[0] in (503, "refused"))
+    m = re.search(r"draining (\d+) prompt", s.stderr())
+    R.check(rc == 0 and m and ended == int(m.group(1)) > 0 and ended + later == 20 and
+            late in (503, "refused"),
+            "SIGTERM with %s of 20 streaming prompts in the server: those %d end with a "
+            "finish_reason and [DONE], the %d sent after it and one more get 503 or no "
+            "connection (%s), exit %d (statuses %s)" % (m and m.group(1), ended, later, late, rc,
+                                                        [r and r[0] for r in res]))
+
+
+def serve_busy(s):
+    m = s.metrics()
+    return m.get("zt_serve_requests_running", 0) + m.get("zt_serve_requests_waiting", 0)
+
+
+s = Server(SERVE, base + ["--max-batch", "4", "--max-queue", "40", "--timeout", "3"])
+try:
+    basics(s)
+    completions(s)
+    streaming(s)
+    bad_requests(s)
+    too_large(s)
+    slow_client(s, 3)
+    storm(s)
+    metrics_text(s)
+    drain(s)
+finally:
+    if s.p.poll() is None:
+        s.stop(signal.SIGKILL)
+    if R.bad:
+        print(s.stderr()[-3000:])
+overload()
+sys.exit(R.finish("test_serve"))
