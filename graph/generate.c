@@ -510,18 +510,22 @@ enum zt_status zt_generator_step(zt_generator_t g, int *busy) {
 // ----------------------------------------------------------------------------
 // the stepping thread
 
-/* steps while there is work; waits (idle) when there is none; ends on stop or a failed step */
+/* steps while there is work; waits (idle) when there is none, the workers parked meanwhile
+ * (they would poll for tasks on every core: a server waiting for requests would keep the
+ * machine busy); ends on stop or a failed step */
 static void *stepping(void *arg) {
     zt_generator_t g = arg;
     for (;;) {
         pthread_mutex_lock(&g->mu);
-        int running = 0;
+        int running = 0, parked = 0;
         for (int s = 0; s < g->cfg.max_batch; s++) running |= g->slot[s] != NULL;
         while (!g->stopping && !running && !g->wait_head) {
             g->idle = 1;
             pthread_cond_broadcast(&g->idled);
+            if (!parked) parked = zt_runtime_pause_if_idle();
             pthread_cond_wait(&g->work, &g->mu);
         }
+        if (parked) zt_runtime_resume();
         g->idle = 0;
         int stop = g->stopping;
         pthread_mutex_unlock(&g->mu);

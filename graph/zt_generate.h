@@ -95,9 +95,10 @@ enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int 
 enum zt_status zt_generator_step(zt_generator_t g, int *busy);
 /* Step until no request is left (on the calling thread). */
 enum zt_status zt_generator_run(zt_generator_t g);
-/* Or let a thread of the generator step while there is work (it sleeps when there is none):
- * requests submitted from any thread then complete on their own, their callbacks running on
- * that thread. _drain waits until nothing runs or waits (or a step failed: its status); _stop
+/* Or let a thread of the generator step while there is work (it sleeps when there is none,
+ * and parks the StarPU workers meanwhile, as zt_runtime_pause_if_idle: an idle generator leaves
+ * the cores free): requests submitted from any thread then complete on their own, their
+ * callbacks running on that thread. _drain waits until nothing runs or waits (or a step failed: its status); _stop
  * ends the thread after its current step (zt_generator_free stops it too). Between _start and
  * _stop, do not call zt_generator_step or _run. */
 enum zt_status zt_generator_start(zt_generator_t g);

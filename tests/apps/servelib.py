@@ -60,6 +60,12 @@ class Server:
                     return int(line.split()[1])
         return -1
 
+    def cpu_seconds(self):
+        """user + system CPU time the server has used"""
+        with open("/proc/%d/stat" % self.p.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def conn(self, timeout=120):
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
 

@@ -18,6 +18,7 @@ tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
   - many streaming clients that drop mid-stream leave no running or waiting prompt in
     /metrics, the resident memory near where it was, and the server answering as before;
   - /metrics is Prometheus text with the counters and histograms;
+  - an idle server (before and after all that) uses almost no CPU: its workers are parked;
   - SIGTERM drains: a running stream ends normally, new requests get 503, exit status 0.
 
 Usage: test_serve.py ZT_TRAIN ZT_GENERATE ZT_SERVE MPIEXEC TOKENIZER_DIR WORKDIR
@@ -68,6 +69,15 @@ ref_stop = reference(PROMPTS[:3], 20, stop="e")
 
 def greedy(prompt, n=12, **kw):
     return dict({"model": "model", "prompt": prompt, "max_tokens": n, "temperature": 0}, **kw)
+
+
+def idle_cpu(s):
+    """between requests the StarPU workers are parked, not polling"""
+    time.sleep(0.5)
+    c0 = s.cpu_seconds()
+    time.sleep(2.0)
+    used = s.cpu_seconds() - c0
+    R.check(used < 0.2, "an idle server uses %.2f s of CPU in 2 s (less than 0.2)" % used)
 
 
 def basics(s):
@@ -343,6 +353,7 @@ def serve_busy(s):
 
 s = Server(SERVE, base + ["--max-batch", "4", "--max-queue", "40", "--timeout", "3"])
 try:
+    idle_cpu(s)
     basics(s)
     completions(s)
     streaming(s)
@@ -351,6 +362,7 @@ try:
     slow_client(s, 3)
     storm(s)
     metrics_text(s)
+    idle_cpu(s)
     drain(s)
 finally:
     if s.p.poll() is None:
