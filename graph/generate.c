@@ -238,6 +238,25 @@ enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int 
 }
 
 /* free slots take waiting requests, in order */
+int zt_generator_cancel(zt_generator_t g, int64_t id) {
+    pthread_mutex_lock(&g->mu);
+    struct gen_request *r = g->wait_head, *prev = NULL;
+    while (r && r->id != id) {
+        prev = r;
+        r = r->next;
+    }
+    if (r) {
+        *(prev ? &prev->next : &g->wait_head) = r->next;
+        if (g->wait_tail == r) g->wait_tail = prev;
+    }
+    pthread_mutex_unlock(&g->mu);
+    if (!r) return 0;
+    r->finish = ZT_FINISH_STOP;
+    if (r->fn) r->fn(r->user, r->id, -1, ZT_FINISH_STOP);
+    free_request(r);
+    return 1;
+}
+
 static void admit(zt_generator_t g) {
     pthread_mutex_lock(&g->mu);
     for (int s = 0; s < g->cfg.max_batch && g->wait_head; s++) {

@@ -90,6 +90,11 @@ enum zt_status zt_generator_check_request(const struct zt_model_shape *shape,
 enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int n,
                                    const struct zt_gen_params *p, zt_gen_token_fn fn,
                                    void *user, float *prompt_logits, int64_t *id);
+/* Withdraw request id while it still waits for a slot (thread-safe): it leaves the queue and
+ * ends at once, its callback called on this thread with ZT_FINISH_STOP (and nothing generated);
+ * returns 1. 0 when it is not waiting (running: it ends when its callback returns nonzero;
+ * ended; unknown). */
+int zt_generator_cancel(zt_generator_t g, int64_t id);
 /* Run one step: admit waiting requests, run every running one a step. *busy: 1 while any
  * request is running or waiting. */
 enum zt_status zt_generator_step(zt_generator_t g, int *busy);
@@ -98,9 +103,9 @@ enum zt_status zt_generator_run(zt_generator_t g);
 /* Or let a thread of the generator step while there is work (it sleeps when there is none,
  * and parks the StarPU workers meanwhile, as zt_runtime_pause_if_idle: an idle generator leaves
  * the cores free): requests submitted from any thread then complete on their own, their
- * callbacks running on that thread. _drain waits until nothing runs or waits (or a step failed: its status); _stop
- * ends the thread after its current step (zt_generator_free stops it too). Between _start and
- * _stop, do not call zt_generator_step or _run. */
+ * callbacks running on that thread. _drain waits until nothing runs or waits (or a step
+ * failed: its status); _stop ends the thread after its current step (zt_generator_free stops
+ * it too). Between _start and _stop, do not call zt_generator_step or _run. */
 enum zt_status zt_generator_start(zt_generator_t g);
 enum zt_status zt_generator_drain(zt_generator_t g);
 void zt_generator_stop(zt_generator_t g);

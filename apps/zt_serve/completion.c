@@ -10,8 +10,10 @@
  * finish_reason when it ends, the usage chunk when asked, then "data: [DONE]". Waiting a
  * second with nothing new sends an SSE comment, which also notices a client that left.
  */
+#define _GNU_SOURCE      /* POLLRDHUP */
 #include <errno.h>       /* ETIMEDOUT */
 #include <microhttpd.h>  /* MHD_CONTENT_READER_END_OF_STREAM */
+#include <poll.h>        /* poll, POLLRDHUP */
 #include <pthread.h>
 #include <stdio.h>       /* snprintf */
 #include <stdlib.h>      /* calloc, free, realloc */
@@ -25,6 +27,7 @@
 struct cmpl_prompt {
     struct completion *c;
     int index;
+    int64_t id;            /* the generator's */
     int32_t *ids, *out;    /* the prompt; the generated ids (room for the context) */
     int nids, nout;
     struct gen_text text;  /* of out, cut before a stop string */
@@ -48,9 +51,11 @@ struct completion {
     char id[48];
     int64_t created;
     double t0;
+    int fd;                /* the client's socket (-1: not watched) */
     char *pend;            /* stream bytes not handed to libmicrohttpd yet */
     size_t plen, poff, pcap;
     int done;              /* "data: [DONE]" queued */
+    int idle_waits;        /* 100 ms waits with nothing new (a comment every 10) */
 };
 
 static double now_s(void) {
@@ -132,6 +137,7 @@ static struct completion *create(struct serve *s, struct api_completion *req) {
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->s = s;
+    c->fd = -1;
     c->n = req->nprompts;
     c->refs = 1;
     c->stream = req->stream;
@@ -171,7 +177,7 @@ static int submit(struct completion *c, const struct zt_gen_params *params,
         c->running++;
         pthread_mutex_unlock(&c->mu);
         struct cmpl_prompt *p = &c->pr[i];
-        if (zt_generator_submit(c->s->gen, p->ids, p->nids, params, on_token, p, NULL, NULL) ==
+        if (zt_generator_submit(c->s->gen, p->ids, p->nids, params, on_token, p, NULL, &p->id) ==
             ZT_OK)
             continue;
         pthread_mutex_lock(&c->mu);
@@ -211,11 +217,43 @@ struct completion *completion_start(struct serve *s, struct api_completion *req,
 
 int completion_streams(const struct completion *c) { return c->stream; }
 
+void completion_watch(struct completion *c, int fd) { c->fd = fd; }
+
+/* the client has closed its side (or the socket failed) */
+static int client_gone(const struct completion *c) {
+    struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
+    return c->fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* wait on c->cv for at most ms (c->mu held); 1 on a timeout */
+static int wait_ms(struct completion *c, long ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += ms * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    return pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT;
+}
+
+/* a running prompt stops at its next token; a waiting one leaves the queue now (its call-back
+ * runs here, outside the lock; the caller's reference keeps c alive meanwhile) */
+static void cancel_prompts(struct completion *c) {
+    pthread_mutex_lock(&c->mu);
+    int cancel = c->running > 0;
+    if (cancel) c->cancelled = 1;
+    pthread_mutex_unlock(&c->mu);
+    for (int i = 0; cancel && i < c->n; i++) {
+        pthread_mutex_lock(&c->mu);
+        int waiting = c->pr[i].finish == ZT_FINISH_NONE && c->pr[i].nout == 0;
+        pthread_mutex_unlock(&c->mu);
+        if (waiting && zt_generator_cancel(c->s->gen, c->pr[i].id))
+            serve_metrics_cancelled(&c->s->metrics);
+    }
+}
+
 void completion_release(void *cls) {
     struct completion *c = cls;
-    pthread_mutex_lock(&c->mu);
-    if (c->running > 0) c->cancelled = 1; /* each prompt stops at its next token */
-    pthread_mutex_unlock(&c->mu);
+    cancel_prompts(c);
     drop(c);
 }
 
@@ -270,7 +308,12 @@ static void add_usage(cJSON *o, const struct completion *c) {
 
 char *completion_wait_json(struct completion *c) {
     pthread_mutex_lock(&c->mu);
-    while (c->running > 0) pthread_cond_wait(&c->cv, &c->mu);
+    while (c->running > 0)
+        if (wait_ms(c, 100) && !c->cancelled && client_gone(c)) {
+            pthread_mutex_unlock(&c->mu);
+            cancel_prompts(c);
+            pthread_mutex_lock(&c->mu);
+        }
     cJSON *o = object(c), *choices = cJSON_AddArrayToObject(o, "choices");
     for (int i = 0; i < c->n; i++) {
         const struct cmpl_prompt *p = &c->pr[i];
@@ -348,11 +391,12 @@ ssize_t completion_read(void *cls, uint64_t pos, char *buf, size_t max) {
         }
         queue_news(c);
         if (c->plen) break;
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += 1;
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT)
-            queue(c, ": waiting\n\n", 11); /* an SSE comment: clients skip it */
+        if (!wait_ms(c, 100)) continue;
+        if (client_gone(c)) { /* libmicrohttpd closes it and calls completion_release */
+            pthread_mutex_unlock(&c->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (++c->idle_waits % 10 == 0) queue(c, ": waiting\n\n", 11); /* an SSE comment */
     }
     size_t k = c->plen - c->poff < max ? c->plen - c->poff : max;
     memcpy(buf, c->pend + c->poff, k);

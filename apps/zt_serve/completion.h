@@ -24,6 +24,9 @@ struct completion *completion_start(struct serve *s, struct api_completion *req,
 /* wait until every prompt has ended; the OpenAI response body (malloc'd; NULL: out of memory) */
 char *completion_wait_json(struct completion *c);
 int completion_streams(const struct completion *c);
+/* the client's socket: while waiting for tokens, its hang-up is looked for every 100 ms (and
+ * the completion cancelled), so that a client that left frees its slots at once */
+void completion_watch(struct completion *c, int fd);
 /* libmicrohttpd's content reader for a streaming completion: the next bytes of its event
  * stream (blocks until there are some; -1 at its end: MHD_CONTENT_READER_END_OF_STREAM) */
 ssize_t completion_read(void *c, uint64_t pos, char *buf, size_t max);

@@ -78,6 +78,9 @@ static enum MHD_Result completions(struct serve *s, struct MHD_Connection *conn,
         c = completion_start(s, &req, &err);
     api_completion_free(&req);
     if (!c) return reply_error(s, conn, EP_COMPLETIONS, &err);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci) completion_watch(c, ci->connect_fd);
     if (!completion_streams(c)) {
         char *json = completion_wait_json(c);
         completion_release(c);

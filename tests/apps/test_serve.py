@@ -17,6 +17,7 @@ tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
   - beyond --max-batch + --max-queue a request gets 429 with Retry-After, never a wait;
   - many streaming clients that drop mid-stream leave no running or waiting prompt in
     /metrics, the resident memory near where it was, and the server answering as before;
+    clients that leave while their prompts are queued take them out of the queue unfed;
   - /metrics is Prometheus text with the counters and histograms;
   - an idle server (before and after all that) uses almost no CPU: its workers are parked;
   - SIGTERM drains: a running stream ends normally, new requests get 503, exit status 0.
@@ -307,6 +308,39 @@ def overload():
     R.check(s.stop() == 0, "SIGTERM after the overload: exit 0")
 
 
+def queued_cancel():
+    """clients that leave while their prompts wait for a slot: the prompts leave the queue
+    without being prefilled (--max-batch 1: 8 long prompts ahead of them)"""
+    s = Server(SERVE, base + ["--max-batch", "1", "--max-queue", "16"])
+    lens = [len(s.post_json("/v1/tokenize", {"prompt": p})[1]["tokens"]) for p in PROMPTS]
+    rows0 = s.metrics()['zt_serve_rows_total{kind="prefill"}']
+    ahead = [threading.Thread(target=s.stream, args=(greedy(PROMPTS[2 + i % 4], 50),))
+             for i in range(8)]
+    for t in ahead:
+        t.start()
+    while serve_busy(s) < 8:
+        time.sleep(0.005)
+    for _ in range(3):  # send, then hang up at once
+        sock = socket.create_connection(("127.0.0.1", s.port))
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                     b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+                         len(json.dumps(greedy(PROMPTS[0], 50, stream=True))),
+                         json.dumps(greedy(PROMPTS[0], 50, stream=True)).encode()))
+        time.sleep(0.02)
+        sock.close()
+    for t in ahead:
+        t.join(120)
+    while serve_busy(s) > 0:
+        time.sleep(0.01)
+    m = s.metrics()
+    rows = m['zt_serve_rows_total{kind="prefill"}'] - rows0
+    want = sum(lens[2 + i % 4] for i in range(8))
+    R.check(m["zt_serve_cancelled_total"] == 3 and rows == want,
+            "3 clients gone while queued: 3 cancelled (%d), prefill rows %d = the 8 others' "
+            "prompts %d (theirs never fed)" % (m["zt_serve_cancelled_total"], rows, want))
+    R.check(s.stop() == 0, "SIGTERM: exit 0")
+
+
 def drain(s):
     """SIGTERM while prompts run and wait: they all end normally; new requests get 503 (or,
     once the daemon stops accepting, no connection); exit status 0"""
@@ -370,4 +404,5 @@ finally:
     if R.bad:
         print(s.stderr()[-3000:])
 overload()
+queued_cancel()
 sys.exit(R.finish("test_serve"))
