@@ -4,6 +4,7 @@
  * synchronous zt_generator_run gives them; drain waits for them; stop and free end the thread.
  * Decode steps submitted ahead (ZT_DECODE_AHEAD) give the ids of one step at a time, also when
  * requests stop (their token callback says so) while the step ahead already has their row.
+ * A request withdrawn while it waits (zt_generator_cancel) ends at once, unfed.
  *
  * The demo shape with the engine's seeded initial weights (exported here). Usage:
  * test_generate_async DS_CONFIG MODEL WORKDIR
@@ -90,6 +91,28 @@ static enum zt_status run_sync(const struct zt_model_shape *s, const struct zt_g
     return rc;
 }
 
+/* a waiting request withdrawn: it ends at once with STOP and nothing generated; the others
+ * run as before; a request that is not waiting (ended, unknown) is not withdrawn */
+static void check_cancel(const struct zt_model_shape *s, const struct zt_gen_weights *w,
+                         const struct outcome *ref) {
+    static struct outcome o;
+    zt_generator_t g;
+    struct zt_gen_config cfg = {.max_batch = 3};
+    ZT_TEST_TRUE(zt_generator_create(&g, s, w, &cfg) == ZT_OK, "create: %s", zt_error_last());
+    struct submitter all = {g, &o, 0, NREQ, ZT_OK, NULL};
+    submit_range(&all);
+    int withdrawn = zt_generator_cancel(g, 5), again = zt_generator_cancel(g, 5);
+    ZT_TEST_TRUE(all.rc == ZT_OK && zt_generator_run(g) == ZT_OK, "run: %s", zt_error_last());
+    ZT_TEST_TRUE(withdrawn == 1 && again == 0 && zt_generator_cancel(g, 0) == 0 &&
+                 zt_generator_cancel(g, 99) == 0, "cancel: %d then %d for a waiting request "
+                 "(expected 1, 0), and 0 for an ended or unknown one", withdrawn, again);
+    for (int r = 0; r < NREQ; r++)
+        ZT_TEST_TRUE(r == 5 ? o.n[r] == 0 && o.finish[r] == ZT_FINISH_STOP
+                            : o.n[r] == NEW && !memcmp(o.ids[r], ref->ids[r], sizeof o.ids[r]),
+                     "request %d after request 5 was withdrawn: %d tokens", r, o.n[r]);
+    zt_generator_free(g);
+}
+
 /* one step at a time and steps ahead, with requests stopping themselves: the same tokens; the
  * rows ahead of a stop are computed and dropped */
 static void check_ahead(const struct zt_model_shape *s, const struct zt_gen_weights *w) {
@@ -163,6 +186,7 @@ int main(int argc, char **argv) {
                      "request %d: the stepping thread's ids differ from the synchronous run's",
                      r);
     check_ahead(&s, &w);
+    check_cancel(&s, &w, &sync);
     zt_tasks_free();
     return zt_test_finish("test_generate_async");
 }
