@@ -5,15 +5,51 @@
  * through the UTF-8 sequences it completes, so decoding the whole list keeps the text exactly
  * what the tokenizer gives for the ids, at a cost (a few KB per token) far below a decode step.
  */
-#include <stdlib.h>   /* free */
+#include <stdlib.h>   /* free, malloc */
 #include <string.h>   /* strstr, memcmp, strlen */
 #include "gen_text.h"
+
+/* text[0..*len) with each NUL byte as U+FFFD (a new string; text freed) */
+static char *without_nul(char *text, size_t *len) {
+    size_t nul = 0;
+    for (size_t i = 0; i < *len; i++) nul += text[i] == '\0';
+    if (!nul) return text;
+    char *out = malloc(*len + 2 * nul + 1), *o = out;
+    for (size_t i = 0; out && i < *len; i++) {
+        if (text[i]) {
+            *o++ = text[i];
+        } else {
+            memcpy(o, "\xEF\xBF\xBD", 3);
+            o += 3;
+        }
+    }
+    free(text);
+    if (!out) return NULL;
+    *o = '\0';
+    *len = (size_t)(o - out);
+    return out;
+}
+
+enum zt_status gen_text_decode(const struct zt_tokenizer *tok, const int32_t *ids, int n,
+                               char **text, size_t *len) {
+    int32_t *known = malloc(((size_t)n + 1) * sizeof *known);
+    if (!known) return zt_error_set(ZT_ERR_NOMEM, "out of memory for a text");
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (zt_tokenizer_known(tok, ids[i])) known[k++] = ids[i];
+    enum zt_status rc = zt_tokenizer_decode(tok, known, (size_t)k, text, len);
+    free(known);
+    if (rc != ZT_OK) return rc;
+    if (!(*text = without_nul(*text, len)))
+        return zt_error_set(ZT_ERR_NOMEM, "out of memory for a text");
+    return ZT_OK;
+}
 
 enum zt_status gen_text_update(struct gen_text *t, const struct zt_tokenizer *tok,
                                const int32_t *ids, int n, const char *const *stops, int nstops) {
     char *text = NULL;
     size_t len = 0;
-    ZT_CHECK(zt_tokenizer_decode(tok, ids, (size_t)n, &text, &len));
+    ZT_CHECK(gen_text_decode(tok, ids, n, &text, &len));
     char *cut = NULL;
     for (int i = 0; i < nstops; i++) {
         char *at = stops[i][0] ? strstr(text, stops[i]) : NULL;

@@ -19,8 +19,13 @@ struct gen_text {
     int stopped; /* a stop string was reached: text ends before it */
 };
 
-/* t := the text of ids[0..n), cut before the earliest of stops[0..nstops) (empty strings are
- * never matched); ZT_ERR_NOMEM or the tokenizer's error leave t as it was */
+/* ids[0..n) as text for people and JSON: ids the tokenizer does not know (a model's padded
+ * vocabulary) are left out, as Hugging Face's decode does, and a NUL byte (the byte-level token
+ * of 0x00) becomes U+FFFD, so that the text is a C string (*len bytes, malloc'd) */
+enum zt_status gen_text_decode(const struct zt_tokenizer *tok, const int32_t *ids, int n,
+                               char **text, size_t *len);
+/* t := gen_text_decode of ids[0..n), cut before the earliest of stops[0..nstops) (empty
+ * strings are never matched); ZT_ERR_NOMEM leaves t as it was */
 enum zt_status gen_text_update(struct gen_text *t, const struct zt_tokenizer *tok,
                                const int32_t *ids, int n, const char *const *stops, int nstops);
 /* bytes of t->text that may be shown: all of it once the request has ended; before that, up

@@ -20,6 +20,7 @@
 #include <stdio.h>          /* snprintf */
 #include <stdlib.h>         /* calloc, free */
 #include <string.h>         /* memcpy */
+#include <time.h>           /* clock_gettime */
 #include "zt_sched.h"       /* zt_runtime_nworkers, zt_knob_int */
 #include "generate_impl.h"  /* gen_* */
 
@@ -48,17 +49,22 @@ struct zt_generator {
     int64_t next_id;
     struct zt_sample_params *sp;   /* [max_rows] the sampling of each logits row */
     struct zt_gen_stats stats;
+    struct zt_gen_stats stats_seen; /* stats at the end of the last step, under mu (other
+                                     * threads read it while the stepping thread steps) */
     pthread_cond_t work;           /* signalled on submit and stop (the stepping thread waits) */
     pthread_t thread;              /* zt_generator_start's stepping thread */
     int thread_up, stopping, idle; /* idle: the thread waits with nothing to do */
     pthread_cond_t idled;          /* signalled when the thread becomes idle or stops */
-    enum zt_status failed;         /* a step failed: every later one returns it */
+    enum zt_status failed;         /* a step failed: every later one returns it (under mu) */
     char error[512];               /* its message */
 };
 
 const char *zt_finish_name(enum zt_finish f) {
-    return f == ZT_FINISH_LENGTH ? "length" : f == ZT_FINISH_STOP ? "stop"
-                                            : f == ZT_FINISH_EOS  ? "eos" : "";
+    return f == ZT_FINISH_LENGTH  ? "length"
+           : f == ZT_FINISH_STOP  ? "stop"
+           : f == ZT_FINISH_EOS   ? "eos"
+           : f == ZT_FINISH_ERROR ? "error"
+                                  : "";
 }
 
 static enum zt_status flight_init(struct gen_flight *f, const struct zt_model_shape *s, int R,
@@ -227,6 +233,12 @@ enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int 
     *r = (struct gen_request){.ids = ids, .nprompt = n, .n = n, .p = *p, .fn = fn,
                               .user = user, .prompt_logits = prompt_logits};
     pthread_mutex_lock(&g->mu);
+    if (g->failed != ZT_OK) {
+        enum zt_status why = g->failed;
+        pthread_mutex_unlock(&g->mu);
+        free_request(r);
+        return zt_error_set(why, "generate: a step failed, no request is taken: %s", g->error);
+    }
     r->id = g->next_id++;
     if (g->wait_tail) g->wait_tail->next = r;
     else g->wait_head = r;
@@ -504,10 +516,37 @@ static int busy_now(zt_generator_t g) {
     return busy;
 }
 
+/* a step failed (rc): it is recorded, and every request running or waiting ends with ERROR */
+static void fail_all(zt_generator_t g, enum zt_status rc) {
+    pthread_mutex_lock(&g->mu);
+    g->failed = rc;
+    snprintf(g->error, sizeof g->error, "%s", zt_error_last());
+    struct gen_request *wait = g->wait_head;
+    g->wait_head = g->wait_tail = NULL;
+    pthread_mutex_unlock(&g->mu);
+    for (int s = 0; s < g->cfg.max_batch; s++)
+        if (g->slot[s]) finish(g, s, ZT_FINISH_ERROR);
+    while (wait) {
+        struct gen_request *r = wait;
+        wait = r->next;
+        r->finish = ZT_FINISH_ERROR;
+        if (r->fn) r->fn(r->user, r->id, -1, ZT_FINISH_ERROR);
+        free_request(r);
+    }
+}
+
+enum zt_status zt_generator_status(zt_generator_t g) {
+    pthread_mutex_lock(&g->mu);
+    enum zt_status rc = g->failed;
+    if (rc != ZT_OK) zt_error_set(rc, "generate: a step failed: %s", g->error);
+    pthread_mutex_unlock(&g->mu);
+    return rc;
+}
+
 enum zt_status zt_generator_step(zt_generator_t g, int *busy) {
     /* a failed step leaves caches half written: every later step fails the same way */
-    if (g->failed != ZT_OK)
-        return zt_error_set(g->failed, "generate: an earlier step failed: %s", g->error);
+    enum zt_status failed = zt_generator_status(g);
+    if (failed != ZT_OK) return failed;
     zt_runtime_host_thread(); /* this thread's wake-ups start each step */
     if (!g->inflight) { /* a step built from the requests (none is ahead) */
         g->cur = 0;
@@ -517,17 +556,30 @@ enum zt_status zt_generator_step(zt_generator_t g, int *busy) {
     if (g->inflight || g->fl[0].b.n > 0) {
         enum zt_status rc = run_step(g);
         if (rc != ZT_OK) {
-            g->failed = rc;
-            snprintf(g->error, sizeof g->error, "%s", zt_error_last());
-            return rc;
+            fail_all(g, rc);
+            return zt_error_set(rc, "%s", g->error);
         }
     }
+    pthread_mutex_lock(&g->mu);
+    g->stats_seen = g->stats;
+    g->stats_seen.weight_bytes_read = g->w.bytes_read;
+    pthread_mutex_unlock(&g->mu);
     *busy = busy_now(g);
     return ZT_OK;
 }
 
 // ----------------------------------------------------------------------------
 // the stepping thread
+
+/* wait on g->work for at most 20 ms (g->mu held) */
+static void wait_a_little(zt_generator_t g) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 20 * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(&g->work, &g->mu, &until);
+}
 
 /* steps while there is work; waits (idle) when there is none, the workers parked meanwhile
  * (they would poll for tasks on every core: a server waiting for requests would keep the
@@ -541,13 +593,21 @@ static void *stepping(void *arg) {
         while (!g->stopping && !running && !g->wait_head) {
             g->idle = 1;
             pthread_cond_broadcast(&g->idled);
-            if (!parked) parked = zt_runtime_pause_if_idle();
-            pthread_cond_wait(&g->work, &g->mu);
+            if (parked) {
+                pthread_cond_wait(&g->work, &g->mu);
+                continue;
+            }
+            /* outside the lock (submit and cancel never wait for it); tasks still finishing
+             * (the last step's) keep the workers up: look again a little later */
+            pthread_mutex_unlock(&g->mu);
+            parked = zt_runtime_pause_if_idle();
+            pthread_mutex_lock(&g->mu);
+            if (!parked && !g->stopping && !g->wait_head) wait_a_little(g);
         }
-        if (parked) zt_runtime_resume();
         g->idle = 0;
         int stop = g->stopping;
         pthread_mutex_unlock(&g->mu);
+        if (parked) zt_runtime_resume();
         int busy;
         if (stop || zt_generator_step(g, &busy) != ZT_OK) break;
     }
@@ -615,6 +675,7 @@ void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
 }
 
 void zt_generator_stats(zt_generator_t g, struct zt_gen_stats *s) {
-    *s = g->stats;
-    s->weight_bytes_read = g->w.bytes_read;
+    pthread_mutex_lock(&g->mu);
+    *s = g->stats_seen;
+    pthread_mutex_unlock(&g->mu);
 }

@@ -64,8 +64,12 @@ struct zt_gen_params {
                                * struct means id 0) */
 };
 
-enum zt_finish { ZT_FINISH_NONE = 0, ZT_FINISH_LENGTH, ZT_FINISH_STOP, ZT_FINISH_EOS };
-const char *zt_finish_name(enum zt_finish f); /* "length", "stop", "eos" ("" for NONE) */
+/* ERROR: a step failed (zt_generator_status says why); every running and waiting request ends
+ * with it, and the generator takes no more */
+enum zt_finish {
+    ZT_FINISH_NONE = 0, ZT_FINISH_LENGTH, ZT_FINISH_STOP, ZT_FINISH_EOS, ZT_FINISH_ERROR
+};
+const char *zt_finish_name(enum zt_finish f); /* "length", "stop", "eos", "error" ("": NONE) */
 
 /* Called on the stepping thread for each token a request generates (finish NONE), and once
  * when it ends (token -1, its reason). Return nonzero to end the request now (reason STOP:
@@ -95,6 +99,9 @@ enum zt_status zt_generator_submit(zt_generator_t g, const int32_t *prompt, int 
  * returns 1. 0 when it is not waiting (running: it ends when its callback returns nonzero;
  * ended; unknown). */
 int zt_generator_cancel(zt_generator_t g, int64_t id);
+/* ZT_OK, or the status of the step that failed (its message recorded as the last error);
+ * thread-safe */
+enum zt_status zt_generator_status(zt_generator_t g);
 /* Run one step: admit waiting requests, run every running one a step. *busy: 1 while any
  * request is running or waiting. */
 enum zt_status zt_generator_step(zt_generator_t g, int *busy);

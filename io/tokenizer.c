@@ -500,6 +500,10 @@ void zt_tokenizer_free(struct zt_tokenizer *t) {
 
 int zt_tokenizer_vocab_size(const struct zt_tokenizer *t) { return t->nvocab; }
 
+int zt_tokenizer_known(const struct zt_tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->nvocab && t->tok[id] != NULL;
+}
+
 int zt_tokenizer_special_id(const struct zt_tokenizer *t, const char *content) {
     for (int a = 0; a < t->nadded; a++)
         if (strcmp(t->added[a].content, content) == 0) return t->added[a].id;

@@ -38,6 +38,9 @@ void zt_tokenizer_free(struct zt_tokenizer *t);
 /* One past the largest id (the size of an embedding table that holds every token). */
 int zt_tokenizer_vocab_size(const struct zt_tokenizer *t);
 
+/* Whether id is one of the tokenizer's (a model's vocabulary may be padded past it). */
+int zt_tokenizer_known(const struct zt_tokenizer *t, int32_t id);
+
 /* The id of an added token such as "<|endoftext|>", or -1. */
 int zt_tokenizer_special_id(const struct zt_tokenizer *t, const char *content);
 

@@ -15,6 +15,7 @@
 #include <string.h>   /* strcmp, strdup */
 #include <cjson/cJSON.h>
 #include "api.h"
+#include "gen_text.h"       /* gen_text_decode */
 #include "generate_input.h" /* gen_utf8_lossy */
 
 int api_fail(struct api_error *err, int status, const char *type, const char *param,
@@ -233,17 +234,17 @@ static int parse_sampling(struct serve *s, const cJSON *root, struct api_complet
         get_number(root, "repetition_penalty", 0, 1e6, 1, &penalty, err) ||
         get_int(root, "seed", -9007199254740991.0, 9007199254740991.0, &seed, err))
         return -1;
-    int64_t id = 0;
-    pthread_mutex_lock(&s->mu);
-    id = s->next_cmpl;
-    pthread_mutex_unlock(&s->mu);
+    /* values a double holds and a float does not (1e-50 > 0, but 0.0f) */
+    if (!((float)top_p > 0)) return bad(err, "top_p", "a number in (0, 1]");
+    if (!((float)penalty > 0)) return bad(err, "repetition_penalty", "a number in (0, 1e+06]");
     c->p = (struct zt_gen_params){.max_new_tokens = (int)max_tokens,
                                   .temperature = (float)temperature, .top_p = (float)top_p,
                                   .top_k = top_k < 0 ? 0 : (int)top_k,
                                   .repetition_penalty = (float)penalty, .eos_id = s->eos_id};
-    /* no seed: a different one per request (OpenAI's sampling is not reproducible then) */
-    c->p.seed = !isnan(seed) ? (uint64_t)(int64_t)seed
-                             : (uint64_t)s->started * 0x9E3779B97F4A7C15ull + (uint64_t)id;
+    /* no seed: completion.c gives each prompt its own (OpenAI's sampling is not reproducible
+     * then) */
+    c->seeded = !isnan(seed);
+    c->p.seed = c->seeded ? (uint64_t)(int64_t)seed : 0;
     return 0;
 }
 
@@ -340,7 +341,7 @@ char *api_detokenize(struct serve *s, const char *body, size_t n, struct api_err
     size_t len = 0;
     if (!cJSON_IsArray(v)) bad(err, "tokens", "a list of token ids");
     else if (!ids_of(s, v, "tokens", &ids, &k, err)) {
-        if (zt_tokenizer_decode(s->tok, ids, (size_t)k, &text, &len) != ZT_OK) {
+        if (gen_text_decode(s->tok, ids, k, &text, &len) != ZT_OK) {
             api_fail(err, 400, "invalid_request_error", "tokens", "tokens: %s", zt_error_last());
         } else {
             char *clean = gen_utf8_lossy(text);

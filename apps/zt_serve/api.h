@@ -31,6 +31,7 @@ struct api_completion {
     char *stops[API_MAX_STOPS];
     int nstops;
     int stream, include_usage;
+    int seeded;         /* the request gave a seed (else each prompt gets its own) */
 };
 
 /* body[0..n) of a POST /v1/completions into *out (freed with api_completion_free, also on

@@ -49,9 +49,12 @@ struct completion {
     int n;
     struct cmpl_prompt *pr;
     char id[48];
+    uint64_t serial;       /* the server's count of completions */
     int64_t created;
     double t0;
     int fd;                /* the client's socket (-1: not watched) */
+    int gone;              /* the client was seen to leave: no answer is sent */
+    double checked;        /* when the socket was last looked at */
     char *pend;            /* stream bytes not handed to libmicrohttpd yet */
     size_t plen, poff, pcap;
     int done;              /* "data: [DONE]" queued */
@@ -149,8 +152,9 @@ static struct completion *create(struct serve *s, struct api_completion *req) {
     c->t0 = now_s();
     c->created = (int64_t)time(NULL);
     pthread_mutex_lock(&s->mu);
+    c->serial = (uint64_t)s->next_cmpl++ ^ (uint64_t)s->started << 20;
     snprintf(c->id, sizeof c->id, "cmpl-%llx%06llx", (unsigned long long)s->started,
-             (unsigned long long)s->next_cmpl++);
+             (unsigned long long)(s->next_cmpl - 1));
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < c->n; i++) {
         struct cmpl_prompt *p = &c->pr[i];
@@ -167,27 +171,38 @@ static struct completion *create(struct serve *s, struct api_completion *req) {
     return c;
 }
 
-/* prompts [0, n) to the generator; on a failure, the rest are released and those submitted
+static uint64_t mix64(uint64_t x) { /* splitmix64's finalizer */
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+/* prompts [0, n) to the generator (without a seed in the request, each prompt its own seed,
+ * new for every completion); on a failure, the rest are released and those submitted
  * cancelled */
-static int submit(struct completion *c, const struct zt_gen_params *params,
+static int submit(struct completion *c, const struct api_completion *req,
                   struct api_error *err) {
     for (int i = 0; i < c->n; i++) {
+        struct zt_gen_params params = req->p;
+        if (!req->seeded) params.seed = mix64(c->serial * 0x9E3779B97F4A7C15ull + (uint64_t)i);
         pthread_mutex_lock(&c->mu);
         c->refs++;
         c->running++;
         pthread_mutex_unlock(&c->mu);
         struct cmpl_prompt *p = &c->pr[i];
-        if (zt_generator_submit(c->s->gen, p->ids, p->nids, params, on_token, p, NULL, &p->id) ==
-            ZT_OK)
+        if (zt_generator_submit(c->s->gen, p->ids, p->nids, &params, on_token, p, NULL,
+                                &p->id) == ZT_OK)
             continue;
+        int invalid = zt_error_last_code() == ZT_ERR_INVALID;
         pthread_mutex_lock(&c->mu);
         c->refs--;
-        c->running -= c->n - i;
+        c->running--;
         c->cancelled = 1;
         for (int j = i; j < c->n; j++) c->pr[j].finish = ZT_FINISH_STOP;
         pthread_mutex_unlock(&c->mu);
         serve_release(c->s, c->n - i);
-        return api_fail(err, 500, "server_error", NULL, "%s", zt_error_last());
+        return api_fail(err, invalid ? 400 : 500, invalid ? "invalid_request_error"
+                        : "server_error", NULL, "%s", zt_error_last());
     }
     return 0;
 }
@@ -196,10 +211,14 @@ struct completion *completion_start(struct serve *s, struct api_completion *req,
                                     struct api_error *err) {
     int status;
     if (!serve_admit(s, req->nprompts, &status)) {
-        api_fail(err, status, status == 429 ? "rate_limit_error" : "service_unavailable", NULL,
-                 status == 429 ? "the server is at capacity (--max-batch running and "
-                                 "--max-queue waiting); retry later"
-                               : "the server is shutting down");
+        if (status == 429)
+            api_fail(err, 429, "rate_limit_error", NULL, "the server is at capacity "
+                     "(--max-batch running and --max-queue waiting); retry later");
+        else if (zt_generator_status(s->gen) != ZT_OK)
+            api_fail(err, 503, "service_unavailable", NULL, "the generation engine failed: %s",
+                     zt_error_last());
+        else
+            api_fail(err, 503, "service_unavailable", NULL, "the server is shutting down");
         return NULL;
     }
     struct completion *c = create(s, req);
@@ -208,7 +227,7 @@ struct completion *completion_start(struct serve *s, struct api_completion *req,
         api_fail(err, 500, "server_error", NULL, "out of memory");
         return NULL;
     }
-    if (submit(c, &req->p, err)) {
+    if (submit(c, req, err)) {
         drop(c);
         return NULL;
     }
@@ -219,10 +238,15 @@ int completion_streams(const struct completion *c) { return c->stream; }
 
 void completion_watch(struct completion *c, int fd) { c->fd = fd; }
 
-/* the client has closed its side (or the socket failed) */
-static int client_gone(const struct completion *c) {
+/* the client has closed its side or the socket failed (looked at once per 100 ms at most;
+ * c->mu held). A client that shuts down only its sending side counts as gone. */
+static int client_gone(struct completion *c) {
+    double t = now_s();
+    if (c->gone || c->fd < 0 || t - c->checked < 0.1) return c->gone;
+    c->checked = t;
     struct pollfd p = {.fd = c->fd, .events = POLLRDHUP};
-    return c->fd >= 0 && poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    c->gone = poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+    return c->gone;
 }
 
 /* wait on c->cv for at most ms (c->mu held); 1 on a timeout */
@@ -306,14 +330,39 @@ static void add_usage(cJSON *o, const struct completion *c) {
     cJSON_AddNumberToObject(u, "total_tokens", prompt + gen);
 }
 
-char *completion_wait_json(struct completion *c) {
+/* a prompt ended because the generator failed */
+static int failed(const struct completion *c) {
+    for (int i = 0; i < c->n; i++)
+        if (c->pr[i].finish == ZT_FINISH_ERROR) return 1;
+    return 0;
+}
+
+/* the generator's failure as the client's error */
+static void engine_error(struct completion *c, struct api_error *err) {
+    zt_generator_status(c->s->gen);
+    api_fail(err, 500, "server_error", NULL, "the generation engine failed: %s",
+             zt_error_last());
+}
+
+int completion_wait_json(struct completion *c, char **json) {
     pthread_mutex_lock(&c->mu);
-    while (c->running > 0)
-        if (wait_ms(c, 100) && !c->cancelled && client_gone(c)) {
+    while (c->running > 0) {
+        wait_ms(c, 100);
+        if (!c->cancelled && client_gone(c)) {
             pthread_mutex_unlock(&c->mu);
             cancel_prompts(c);
             pthread_mutex_lock(&c->mu);
         }
+    }
+    if (c->gone || failed(c)) {
+        int gone = c->gone;
+        pthread_mutex_unlock(&c->mu);
+        struct api_error err;
+        if (gone) return *json = NULL, 0;
+        engine_error(c, &err);
+        *json = api_error_json(&err);
+        return 500;
+    }
     cJSON *o = object(c), *choices = cJSON_AddArrayToObject(o, "choices");
     for (int i = 0; i < c->n; i++) {
         const struct cmpl_prompt *p = &c->pr[i];
@@ -322,9 +371,9 @@ char *completion_wait_json(struct completion *c) {
     }
     add_usage(o, c);
     pthread_mutex_unlock(&c->mu);
-    char *s = cJSON_PrintUnformatted(o);
+    *json = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    return s;
+    return 200;
 }
 
 // ---- the event stream
@@ -351,8 +400,23 @@ static void queue_event(struct completion *c, cJSON *o) {
     free(s);
 }
 
-/* events for what the prompts have that the client has not: new text, ends, then [DONE] */
+/* events for what the prompts have that the client has not: new text, ends, then [DONE]; a
+ * failed generator: an error event, then [DONE] */
 static void queue_news(struct completion *c) {
+    if (failed(c) && !c->done) {
+        struct api_error err;
+        engine_error(c, &err);
+        char *e = api_error_json(&err);
+        if (e) {
+            queue(c, "data: ", 6);
+            queue(c, e, strlen(e));
+            queue(c, "\n\n", 2);
+            free(e);
+        }
+        queue(c, "data: [DONE]\n\n", 14);
+        c->done = 1;
+        return;
+    }
     int all = 1;
     for (int i = 0; i < c->n; i++) {
         struct cmpl_prompt *p = &c->pr[i];

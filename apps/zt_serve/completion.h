@@ -21,8 +21,10 @@ struct completion;
  * the completion): a completion holding a reference for the caller, or NULL with *err */
 struct completion *completion_start(struct serve *s, struct api_completion *req,
                                     struct api_error *err);
-/* wait until every prompt has ended; the OpenAI response body (malloc'd; NULL: out of memory) */
-char *completion_wait_json(struct completion *c);
+/* wait until every prompt has ended (cancelling them when the client leaves meanwhile): 200
+ * and the OpenAI response body in *json (malloc'd; NULL: out of memory), 500 and an error body
+ * when the generator failed, or 0 (no body) when the client has gone */
+int completion_wait_json(struct completion *c, char **json);
 int completion_streams(const struct completion *c);
 /* the client's socket: while waiting for tokens, its hang-up is looked for every 100 ms (and
  * the completion cancelled), so that a client that left frees its slots at once */

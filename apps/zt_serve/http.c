@@ -13,6 +13,7 @@
 #include <netinet/in.h>  /* struct sockaddr_in */
 #include <stdlib.h>      /* calloc, free, realloc, strtoull */
 #include <string.h>      /* strcmp, memcpy */
+#include <unistd.h>      /* close */
 #include "api.h"
 #include "completion.h"
 #include "serve.h"
@@ -22,7 +23,7 @@
 struct body {
     char *data;
     size_t len;
-    int refused; /* a response (413) is already queued */
+    int refused; /* 413: 1 answered from the headers, 2 to answer once the body has ended */
 };
 
 static const char *const EP_COMPLETIONS = "/v1/completions", *const EP_TOKENIZE = "/v1/tokenize",
@@ -82,9 +83,11 @@ static enum MHD_Result completions(struct serve *s, struct MHD_Connection *conn,
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (ci) completion_watch(c, ci->connect_fd);
     if (!completion_streams(c)) {
-        char *json = completion_wait_json(c);
+        char *json;
+        int status = completion_wait_json(c, &json);
         completion_release(c);
-        return reply_json(s, conn, EP_COMPLETIONS, 200, json);
+        if (!status) return MHD_NO; /* the client left: close, do not pretend it finished */
+        return reply_json(s, conn, EP_COMPLETIONS, status, json);
     }
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
                                                                completion_read, c,
@@ -118,8 +121,11 @@ static enum MHD_Result health(struct serve *s, struct MHD_Connection *conn) {
     pthread_mutex_lock(&s->mu);
     int draining = s->draining;
     pthread_mutex_unlock(&s->mu);
-    return reply_json(s, conn, EP_HEALTH, draining ? 503 : 200,
-                      strdup(draining ? "{\"status\": \"draining\"}" : "{\"status\": \"ok\"}"));
+    const char *state = zt_generator_status(s->gen) != ZT_OK ? "{\"status\": \"failed\"}"
+                        : draining                            ? "{\"status\": \"draining\"}"
+                                                              : NULL;
+    return reply_json(s, conn, EP_HEALTH, state ? 503 : 200,
+                      strdup(state ? state : "{\"status\": \"ok\"}"));
 }
 
 /* the route of (url, method): its endpoint name, or EP_OTHER; *allowed: the method it takes */
@@ -165,6 +171,7 @@ static enum MHD_Result dispatch(struct serve *s, struct MHD_Connection *conn, co
 // ----------------------------------------------------------------------------
 // the daemon
 
+/* the 413 answer; the body read so far is dropped */
 static enum MHD_Result too_large(struct serve *s, struct MHD_Connection *conn, const char *url,
                                  struct body *b) {
     const char *allowed;
@@ -194,12 +201,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (cl && strtoull(cl, NULL, 10) > s->o->max_body) return too_large(s, conn, url, b);
         return MHD_YES;
     }
-    if (b->refused) { /* the rest of a refused body is dropped */
+    if (b->refused == 1) { /* answered from its Content-Length: the rest is dropped */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (b->refused == 2 && *upload_size == 0) return too_large(s, conn, url, b);
+    if (*upload_size > 0 && (b->refused || b->len + *upload_size > s->o->max_body)) {
+        /* a body without a length (chunked) that grew too large: read to its end, dropped,
+         * then answered (libmicrohttpd 0.9.75 takes no response in the middle of a body) */
+        free(b->data);
+        b->data = NULL;
+        b->len = 0;
+        b->refused = 2;
         *upload_size = 0;
         return MHD_YES;
     }
     if (*upload_size > 0) {
-        if (b->len + *upload_size > s->o->max_body) return too_large(s, conn, url, b);
         char *d = realloc(b->data, b->len + *upload_size + 1);
         if (!d) return MHD_NO;
         memcpy(d + b->len, upload, *upload_size);
@@ -251,7 +268,10 @@ struct MHD_Daemon *serve_http_start(struct serve *s, int *port) {
     return d;
 }
 
-void serve_http_quiesce(struct MHD_Daemon *d) { MHD_quiesce_daemon(d); }
+void serve_http_quiesce(struct MHD_Daemon *d) {
+    MHD_socket fd = MHD_quiesce_daemon(d); /* ours to close: new clients are refused at once */
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
 
 int serve_http_connections(struct MHD_Daemon *d) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);

@@ -60,6 +60,7 @@ static const char *usage_text =
 // admission
 
 int serve_admit(struct serve *s, int n, int *status) {
+    if (zt_generator_status(s->gen) != ZT_OK) return *status = 503, 0;
     pthread_mutex_lock(&s->mu);
     int room = s->o->max_batch + s->o->max_queue - s->inflight;
     *status = s->draining ? 503 : n > room ? 429 : 200;
@@ -213,7 +214,9 @@ static int serve(struct serve *s) {
     sigaddset(&set, SIGINT);
     int sig = 0;
     sigwait(&set, &sig);
-    fprintf(stderr, "zt-serve: %s\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    fprintf(stderr, "zt-serve: %s (again to stop at once)\n", sig == SIGTERM ? "SIGTERM"
+                                                                            : "SIGINT");
+    pthread_sigmask(SIG_UNBLOCK, &set, NULL); /* a second one ends the process */
     drain(s, d);
     fprintf(stderr, "zt-serve: stopped\n");
     return 0;

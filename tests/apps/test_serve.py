@@ -7,7 +7,7 @@ tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
   - greedy completions (a string, token ids, a list of strings) have zt-generate's text and
     token counts, with usage; a stop string cuts the text and says "stop";
   - a streamed completion is Server-Sent Events whose text is the non-streamed one, ending with
-    a finish_reason chunk, the usage chunk when asked for, then data: [DONE];
+    a finish_reason chunk, the usage chunk when asked for, then data: [DONE]; so with curl;
   - 32 concurrent streaming clients each get exactly their own greedy text;
   - bad requests get a JSON error with the right status and field: malformed JSON, wrong
     types, unsupported fields, another model, empty or too long prompts, max_tokens beyond
@@ -20,7 +20,9 @@ tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
     clients that leave while their prompts are queued take them out of the queue unfed;
   - /metrics is Prometheus text with the counters and histograms;
   - an idle server (before and after all that) uses almost no CPU: its workers are parked;
-  - SIGTERM drains: a running stream ends normally, new requests get 503, exit status 0.
+  - SIGTERM drains: a running stream ends normally, new requests get 503, exit status 0;
+  - the engine failing under the server (its NVMe weights cut short): 500 for the request in
+    flight, 503 afterwards, /health "failed", and SIGTERM still exits 0.
 
 Usage: test_serve.py ZT_TRAIN ZT_GENERATE ZT_SERVE MPIEXEC TOKENIZER_DIR WORKDIR
 """
@@ -122,6 +124,24 @@ def completions(s):
                 "stop [\"zzz\", \"e\"] on %r: zt-generate --stop's text (%r)" % (text, r["text"]))
 
 
+def with_curl(s):
+    """curl, as a user would call it: a completion and a stream (-N) of the same prompt"""
+    url = "http://127.0.0.1:%d/v1/completions" % s.port
+    body = json.dumps(greedy(PROMPTS[2]))
+    p = subprocess.run(["curl", "-s", "-S", url, "-H", "Content-Type: application/json",
+                        "-d", body], capture_output=True, text=True, timeout=120)
+    o = json.loads(p.stdout) if p.returncode == 0 else {}
+    R.check(o.get("choices", [{}])[0].get("text") == ref[2]["text"],
+            "curl: the completion's text is zt-generate's")
+    p = subprocess.run(["curl", "-s", "-S", "-N", url, "-d", json.dumps(greedy(PROMPTS[2],
+                                                                               stream=True))],
+                       capture_output=True, text=True, timeout=120)
+    events = [l[6:] for l in p.stdout.split("\n") if l.startswith("data: ")]
+    text, reason, done, _ = stream_text(events)
+    R.check(p.returncode == 0 and text == ref[2]["text"] and done and reason == "length",
+            "curl -N: the event stream's text is the same, then data: [DONE]")
+
+
 def streaming(s):
     for r, text in list(zip(ref, PROMPTS))[:4]:
         st, ctype, ev = s.stream(greedy(text, stream_options={"include_usage": True}))
@@ -181,6 +201,18 @@ def bad_requests(s):
     err(405, "/v1/completions", None, None, "GET on /v1/completions", method="GET")
     err(400, "/v1/tokenize", {"prompt": 5}, "prompt", "tokenize a number")
     err(400, "/v1/detokenize", {"tokens": [1, -1]}, "tokens", "detokenize a negative id")
+    err(400, "/v1/completions", greedy("x", repetition_penalty=1e-50), "repetition_penalty",
+        "repetition_penalty 1e-50 (0 as a float)")
+    st, o = s.post_json("/v1/detokenize", {"tokens": [65, 189, 66]})
+    R.check(st == 200 and o["prompt"] == "a\ufffdb",
+            "detokenize of the NUL byte's token: U+FFFD in its place (%r)" % (o and o["prompt"]))
+    st, o = s.post_json("/v1/completions", dict(greedy(["Hi there"] * 3), temperature=1.0))
+    texts = [c["text"] for c in o["choices"]] if st == 200 else []
+    R.check(len(set(texts)) == 3, "3 equal prompts sampled without a seed: 3 different texts")
+    st, o2 = s.post_json("/v1/completions", dict(greedy(["Hi there"] * 2), temperature=1.0,
+                                                   seed=7))
+    R.check(st == 200 and o2["choices"][0]["text"] == o2["choices"][1]["text"],
+            "with a seed, equal prompts sample the same text")
     st, o = s.post_json("/v1/completions", greedy(PROMPTS[0], frobnicate={"x": 1}, user="me"))
     R.check(st == 200 and o["choices"][0]["text"] == ref[0]["text"],
             "unknown fields are ignored (as OpenAI's and vLLM's servers do)")
@@ -212,6 +244,29 @@ def too_large(s):
     R.check(head.startswith(b"HTTP/1.1 413") and e is not None and "--max-body" in e["message"],
             "a body over --max-body: 413 with a JSON error before the body is read (%r)" %
             data[:120])
+
+
+def too_large_chunked(s):
+    """a chunked body (no Content-Length) that grows past --max-body: 413 once it has ended"""
+    sock = socket.create_connection(("127.0.0.1", s.port), timeout=60)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                 b"Content-Type: application/json\r\n\r\n")
+    piece = b"x" * 65536
+    for _ in range(20):  # 1.25 MiB
+        sock.sendall(b"%x\r\n%s\r\n" % (len(piece), piece))
+    sock.sendall(b"0\r\n\r\n")
+    data = b""
+    try:
+        while b"}}" not in data:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    sock.close()
+    R.check(data.startswith(b"HTTP/1.1 413") and b"--max-body" in data,
+            "a chunked body over --max-body: 413 with a JSON error (%r)" % data[:60])
 
 
 def slow_client(s, timeout):
@@ -320,12 +375,11 @@ def queued_cancel():
         t.start()
     while serve_busy(s) < 8:
         time.sleep(0.005)
-    for _ in range(3):  # send, then hang up at once
+    for stream in (True, True, False):  # send, then hang up at once
+        body = json.dumps(greedy(PROMPTS[0], 50, stream=stream)).encode()
         sock = socket.create_connection(("127.0.0.1", s.port))
         sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                     b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-                         len(json.dumps(greedy(PROMPTS[0], 50, stream=True))),
-                         json.dumps(greedy(PROMPTS[0], 50, stream=True)).encode()))
+                     b"application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         time.sleep(0.02)
         sock.close()
     for t in ahead:
@@ -336,9 +390,32 @@ def queued_cancel():
     rows = m['zt_serve_rows_total{kind="prefill"}'] - rows0
     want = sum(lens[2 + i % 4] for i in range(8))
     R.check(m["zt_serve_cancelled_total"] == 3 and rows == want,
-            "3 clients gone while queued: 3 cancelled (%d), prefill rows %d = the 8 others' "
-            "prompts %d (theirs never fed)" % (m["zt_serve_cancelled_total"], rows, want))
+            "3 clients gone while queued (2 streamed, 1 plain): 3 cancelled (%d), prefill rows "
+            "%d = the 8 others' prompts %d (theirs never fed)" % (
+                m["zt_serve_cancelled_total"], rows, want))
     R.check(s.stop() == 0, "SIGTERM: exit 0")
+
+
+def engine_failure():
+    """the engine fails (its weights on NVMe cut short under it): the request in flight gets a
+    500 naming the failure, later ones 503, /health says failed, SIGTERM still exits 0"""
+    nvme = R.path("nvme")
+    os.makedirs(nvme, exist_ok=True)
+    cfg = R.write("nvme.json", {"zero_optimization": {"stage": 3, "offload_param": {
+        "device": "nvme", "nvme_path": nvme, "buffer_count": 2}}})
+    s = Server(SERVE, base + ["--ds-config", cfg])
+    for d, _, files in os.walk(nvme):
+        for f in files:
+            os.truncate(os.path.join(d, f), 0)
+    st, o = s.post_json("/v1/completions", greedy(PROMPTS[0]))
+    msg = o["error"]["message"] if o and "error" in o else ""
+    st2, _ = s.post_json("/v1/completions", greedy(PROMPTS[1]))
+    st3, _, body = s.request("GET", "/health")
+    R.check(st == 500 and "generation engine failed" in msg and st2 == 503 and st3 == 503 and
+            json.loads(body)["status"] == "failed",
+            "weights on NVMe truncated under the server: 500 (%s), then 503 (%d), /health 503 "
+            "failed (%d)" % (msg[:120], st2, st3))
+    R.check(s.stop() == 0, "SIGTERM after the failure: exit 0")
 
 
 def drain(s):
@@ -367,7 +444,10 @@ def drain(s):
         late = "refused"
     for t in threads:
         t.join(120)
-    rc = s.stop()
+    try:
+        rc = s.p.wait(120)  # on its own: a second SIGTERM would stop it at once
+    except subprocess.TimeoutExpired:
+        rc = s.stop(signal.SIGKILL)
     ended = sum(1 for r in res if r and r[0] == 200 and stream_text(r[2])[2] and
                 stream_text(r[2])[1])
     later = sum(1 for r in res if r and r[0] in (503, "refused"))
@@ -390,9 +470,11 @@ try:
     idle_cpu(s)
     basics(s)
     completions(s)
+    with_curl(s)
     streaming(s)
     bad_requests(s)
     too_large(s)
+    too_large_chunked(s)
     slow_client(s, 3)
     storm(s)
     metrics_text(s)
@@ -405,4 +487,5 @@ finally:
         print(s.stderr()[-3000:])
 overload()
 queued_cancel()
+engine_failure()
 sys.exit(R.finish("test_serve"))
