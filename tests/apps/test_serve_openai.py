@@ -3,8 +3,9 @@
 zt-serve: completions (plain and streamed) with zt-generate's greedy text, the model list, and
 its exception classes for a bad request and for an overloaded server.
 
-The client comes from PyPI into a virtualenv under WORKDIR's parent, made once and kept
-between runs; where it cannot be installed (no network), the test says so and is skipped (77).
+The client comes from PyPI into a virtualenv made once and kept (ZT_OPENAI_VENV, default
+~/.cache/zerotask/venv-openai: shared by the build trees); where it cannot be installed (no
+network), the test says so and is skipped (77).
 
 Usage: test_serve_openai.py ZT_TRAIN ZT_GENERATE ZT_SERVE MPIEXEC TOKENIZER_DIR WORKDIR
 """
@@ -18,16 +19,18 @@ from servelib import Server, served_model  # noqa: E402
 from trainlib import Runner  # noqa: E402
 
 TRAIN, GEN, SERVE, MPIEXEC, TOK, WORK = sys.argv[1:7]
-VENV = os.path.join(os.path.dirname(os.path.abspath(WORK)), "venv-openai")
+VENV = os.environ.get("ZT_OPENAI_VENV") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                        "zerotask", "venv-openai")
 PY = os.path.join(VENV, "bin", "python")
 
 
 def client_python():
     """the virtualenv's python with `openai` importable, or None (why printed)"""
-    if subprocess.run([PY, "-c", "import openai"], capture_output=True).returncode == 0 \
-            if os.path.exists(PY) else False:
+    if os.path.exists(PY) and subprocess.run([PY, "-c", "import openai"],
+                                             capture_output=True).returncode == 0:
         return PY
-    steps = [["/usr/bin/python3", "-m", "venv", VENV],
+    os.makedirs(os.path.dirname(VENV), exist_ok=True)
+    steps = [["/usr/bin/python3", "-m", "venv", "--clear", VENV],
              [PY, "-m", "pip", "install", "-q", "--disable-pip-version-check", "openai>=1.0"]]
     for cmd in steps:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
