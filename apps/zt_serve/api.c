@@ -18,6 +18,23 @@
 #include "gen_text.h"       /* gen_text_decode */
 #include "generate_input.h" /* gen_utf8_lossy */
 
+/* msg as one line of valid UTF-8 that fits its buffer (it may quote the client's bytes):
+ * control characters as spaces, invalid sequences as U+FFFD, cut at a character's end */
+static void clean_message(char *msg, size_t cap) {
+    for (char *c = msg; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7F) *c = ' ';
+    char *clean = gen_utf8_lossy(msg);
+    if (!clean) return;
+    size_t n = strlen(clean);
+    if (n >= cap) {
+        n = cap - 1;
+        while (n > 0 && ((unsigned char)clean[n] & 0xC0) == 0x80) n--; /* not inside one */
+    }
+    memcpy(msg, clean, n);
+    msg[n] = '\0';
+    free(clean);
+}
+
 int api_fail(struct api_error *err, int status, const char *type, const char *param,
              const char *fmt, ...) {
     err->status = status;
@@ -27,6 +44,7 @@ int api_fail(struct api_error *err, int status, const char *type, const char *pa
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    clean_message(err->message, sizeof err->message);
     return -1;
 }
 
@@ -261,7 +279,7 @@ static int check_model(struct serve *s, const cJSON *root, struct api_error *err
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsString(v)) return bad(err, "model", "a string");
     if (strcmp(v->valuestring, s->model_name) != 0)
-        return api_fail(err, 404, "not_found_error", "model", "The model `%s` does not exist "
+        return api_fail(err, 404, "not_found_error", "model", "The model `%.64s` does not exist "
                         "(this server serves `%s`)", v->valuestring, s->model_name);
     return 0;
 }
