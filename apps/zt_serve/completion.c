@@ -31,6 +31,8 @@ struct cmpl_prompt {
     int32_t *ids, *out;    /* the prompt; the generated ids (room for the context) */
     int nids, nout;
     struct gen_text text;  /* of out, cut before a stop string */
+    size_t *shown_at;      /* [k]: bytes of text that may be shown after k tokens */
+    int tokens_sent;       /* stream: tokens whose text has been sent */
     size_t sent;           /* stream: bytes of text sent */
     enum zt_finish finish; /* NONE while it runs */
     int final_sent;        /* stream: its finish_reason chunk is queued */
@@ -75,6 +77,7 @@ static void drop(struct completion *c) {
     for (int i = 0; i < c->n; i++) {
         free(c->pr[i].ids);
         free(c->pr[i].out);
+        free(c->pr[i].shown_at);
         gen_text_free(&c->pr[i].text);
     }
     for (int i = 0; i < c->nstops; i++) free(c->stops[i]);
@@ -118,6 +121,8 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
     p->out[p->nout++] = token;
     gen_text_update(&p->text, c->s->tok, p->out, p->nout, (const char *const *)c->stops,
                     c->nstops);
+    p->shown_at[p->nout] = gen_text_showable(&p->text, (const char *const *)c->stops, c->nstops,
+                                             0);
     int stop = p->text.stopped || c->cancelled;
     if (c->cancelled && !p->cancel_seen) {
         p->cancel_seen = 1;
@@ -162,7 +167,8 @@ static struct completion *create(struct serve *s, struct api_completion *req) {
                                   .t_last = c->t0};
         req->ids[i] = NULL;
         p->out = calloc((size_t)s->shape.seq_len, sizeof *p->out);
-        if (!p->out) {
+        p->shown_at = calloc((size_t)s->shape.seq_len + 1, sizeof *p->shown_at);
+        if (!p->out || !p->shown_at) {
             c->refs = 1;
             drop(c);
             return NULL;
@@ -400,6 +406,17 @@ static void queue_event(struct completion *c, cJSON *o) {
     free(s);
 }
 
+/* prompt i's text up to byte upto as an event, when there is some (or it ends: reason) */
+static void queue_text(struct completion *c, int i, size_t upto, const char *reason) {
+    struct cmpl_prompt *p = &c->pr[i];
+    if (upto <= p->sent && !reason) return;
+    cJSON *o = object(c), *choices = cJSON_AddArrayToObject(o, "choices");
+    add_choice(choices, i, p->text.text ? p->text.text + p->sent : "",
+               upto > p->sent ? upto - p->sent : 0, reason);
+    queue_event(c, o);
+    if (upto > p->sent) p->sent = upto;
+}
+
 /* events for what the prompts have that the client has not: new text, ends, then [DONE]; a
  * failed generator: an error event, then [DONE] */
 static void queue_news(struct completion *c) {
@@ -420,15 +437,12 @@ static void queue_news(struct completion *c) {
     int all = 1;
     for (int i = 0; i < c->n; i++) {
         struct cmpl_prompt *p = &c->pr[i];
-        int over = p->finish != ZT_FINISH_NONE;
-        size_t n = gen_text_showable(&p->text, (const char *const *)c->stops, c->nstops, over);
-        if (n > p->sent || (over && !p->final_sent)) {
-            cJSON *o = object(c), *choices = cJSON_AddArrayToObject(o, "choices");
-            add_choice(choices, i, p->text.text ? p->text.text + p->sent : "",
-                       n > p->sent ? n - p->sent : 0, over ? finish_reason(p->finish) : NULL);
-            queue_event(c, o);
-            p->sent = n > p->sent ? n : p->sent;
-            p->final_sent = over;
+        while (p->tokens_sent < p->nout) /* an event per token that shows text */
+            queue_text(c, i, p->shown_at[++p->tokens_sent], NULL);
+        if (p->finish != ZT_FINISH_NONE && !p->final_sent) {
+            size_t n = gen_text_showable(&p->text, (const char *const *)c->stops, c->nstops, 1);
+            queue_text(c, i, n, finish_reason(p->finish));
+            p->final_sent = 1;
         }
         all &= p->final_sent;
     }

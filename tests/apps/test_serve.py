@@ -37,6 +37,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "graph"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+from gpt2_bytes import bytes_to_unicode  # noqa: E402
 from servelib import Server, served_model, stream_text  # noqa: E402
 from trainlib import Runner  # noqa: E402
 
@@ -142,15 +144,50 @@ def with_curl(s):
             "curl -N: the event stream's text is the same, then data: [DONE]")
 
 
+def token_bytes():
+    """the tokenizer's id -> bytes (byte-level BPE: each character of a token stands for a byte)"""
+    u2b = {c: b for b, c in bytes_to_unicode().items()}
+    with open(os.path.join(TOK, "vocab.json"), encoding="utf-8") as f:
+        vocab = json.load(f)
+    return {i: bytes(u2b[ch] for ch in tok) for tok, i in vocab.items()
+            if all(ch in u2b for ch in tok)}
+
+
+def whole_chars(b):
+    """len of b up to its last whole UTF-8 character"""
+    k = len(b)
+    while k > 0 and (b[k - 1] & 0xC0) == 0x80:
+        k -= 1
+    if k == 0:
+        return len(b)
+    c = b[k - 1]
+    need = 4 if c >= 0xF0 else 3 if c >= 0xE0 else 2 if c >= 0xC0 else 1
+    return len(b) if len(b) - (k - 1) >= need else k - 1
+
+
+def text_events(ids, tb):
+    """how many tokens of ids bring new whole characters: one event each"""
+    n, shown, out = 0, 0, b""
+    for i in ids:
+        out += tb.get(i, b"")
+        w = whole_chars(out)
+        n += w > shown
+        shown = max(shown, w)
+    return n
+
+
 def streaming(s):
+    tb = token_bytes()
     for r, text in list(zip(ref, PROMPTS))[:4]:
         st, ctype, ev = s.stream(greedy(text, stream_options={"include_usage": True}))
         got, reason, done, usage = stream_text(ev)
+        texts = [json.loads(e)["choices"] for e in ev[:-1]]
+        per_token = sum(1 for ch in texts if ch and ch[0]["text"] and not ch[0]["finish_reason"])
         R.check(st == 200 and ctype.startswith("text/event-stream") and got == r["text"] and
                 done and reason == "length" and usage and usage["completion_tokens"] ==
-                len(r["ids"]) and len(ev) >= 3,
-                "stream of %r: %d events, the text, finish_reason, usage, [DONE]" %
-                (text, len(ev)))
+                len(r["ids"]) and per_token == text_events(r["ids"], tb),
+                "stream of %r: an event per token that shows text (%d, expected %d), the text, "
+                "finish_reason, usage, [DONE]" % (text, per_token, text_events(r["ids"], tb)))
     results = [None] * 32
 
     def client(i):
