@@ -297,6 +297,14 @@ static enum zt_status int_key(const cJSON *o, const char *key, int lo, int *v, c
     return ZT_OK;
 }
 
+/* a key taken for DeepSpeed's sake and not used here: it must still have DeepSpeed's type */
+static enum zt_status bool_key(const cJSON *o, const char *key, const char *path) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (x && !cJSON_IsBool(x))
+        return zt_error_set(ZT_ERR_CONFIG, "%s: %s: expected true or false", path, key);
+    return ZT_OK;
+}
+
 static enum zt_status dtype_key(const cJSON *root, int *dtype, const char *path) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(root, "dtype");
     if (!x) return ZT_OK;
@@ -325,8 +333,12 @@ static enum zt_status offload_keys(const cJSON *op, struct zt_gen_config *cfg, c
     if (cfg->stream_weights && !cJSON_IsString(np))
         return zt_error_set(ZT_ERR_CONFIG, "%s: zero_optimization.offload_param.nvme_path: "
                             "expected a directory (device nvme)", path);
-    if (cfg->stream_weights) cfg->nvme_path = strdup(np->valuestring);
-    int count = 2;
+    if (cfg->stream_weights && !(cfg->nvme_path = strdup(np->valuestring)))
+        return zt_error_set(ZT_ERR_NOMEM, "%s: out of memory", path);
+    int count = 2, unused = 0; /* pin_memory, buffer_size, max_in_cpu: DeepSpeed's, unused */
+    ZT_CHECK(bool_key(op, "pin_memory", path));
+    ZT_CHECK(int_key(op, "buffer_size", 0, &unused, path));
+    ZT_CHECK(int_key(op, "max_in_cpu", 0, &unused, path));
     const cJSON *bc = cJSON_GetObjectItemCaseSensitive(op, "buffer_count");
     if (cJSON_IsString(bc) && !strcmp(bc->valuestring, "auto")) { /* sized by the budget */
         cfg->prefetch = 0;
@@ -366,6 +378,8 @@ static enum zt_status aio_keys(const cJSON *root, struct zt_gen_config *cfg, con
     ZT_CHECK(only_keys(a, keys, path, "aio"));
     ZT_CHECK(int_key(a, "block_size", 4096, &cfg->aio_block_size, path));
     ZT_CHECK(int_key(a, "queue_depth", 1, &cfg->aio_queue_depth, path));
+    ZT_CHECK(bool_key(a, "single_submit", path)); /* DeepSpeed's; the engine decides */
+    ZT_CHECK(bool_key(a, "overlap_events", path));
     return int_key(a, "thread_count", 1, &cfg->aio_threads, path);
 }
 

@@ -10,7 +10,8 @@ Cases (each asserts the exit code and exactly one "zerotask: error:" line naming
     or non-numeric --temperature, --top-p outside (0, 1], a negative --top-k, --max-new-tokens 0
     or negative, --max-batch 0, --repetition-penalty 0, a non-numeric --seed, --prompt-ids that
     are not a list of ids; a model shape file without n_head or missing; a --ds-config dtype
-    that is not fp32/bf16/fp16, a --ds-config with text after its object;
+    that is not fp32/bf16/fp16, a --ds-config with text after its object, DeepSpeed keys
+    taken but unused with the wrong type (pin_memory "yes", buffer_size -5, aio.single_submit 1);
   - exit 2, the prompts: an id >= vocab_size, an empty --prompt-ids or --prompt, a prompt
     longer than the context (ids and text); a prompts file line that is not JSON, not an
     object, two objects, has an empty, non-integer, negative or out-of-vocabulary prompt_ids, a
@@ -115,6 +116,11 @@ def controls():
 
 def command_line():
     ds_bad = F.write_json("ds_fp8.json", {"dtype": "fp8"})
+    ds_pin = F.write_json("ds_pin.json", {"zero_optimization": {"stage": 3, "offload_param": {
+        "device": "cpu", "pin_memory": "yes"}}})
+    ds_size = F.write_json("ds_size.json", {"zero_optimization": {"stage": 3, "offload_param": {
+        "device": "cpu", "buffer_size": -5}}})
+    ds_aio = F.write_json("ds_aio.json", {"aio": {"single_submit": 1}})
     ds_more = F.path("ds_more.json")
     with open(ds_more, "w") as f:
         f.write('{"dtype": "fp32"} {"dtype": "bf16"}\n')
@@ -147,6 +153,11 @@ def command_line():
         ("model without n_head", cmd(*IDS, "--model", no_head), ["n_head"]),
         ("model file missing", cmd(*IDS, "--model", F.path("nope.json")), ["nope.json"]),
         ("--ds-config dtype fp8", cmd(*IDS, "--ds-config", ds_bad), ["dtype", "fp8"]),
+        ("--ds-config pin_memory \"yes\"", cmd(*IDS, "--ds-config", ds_pin),
+         ["pin_memory", "true or false"]),
+        ("--ds-config buffer_size -5", cmd(*IDS, "--ds-config", ds_size), ["buffer_size"]),
+        ("--ds-config aio.single_submit 1", cmd(*IDS, "--ds-config", ds_aio),
+         ["single_submit", "true or false"]),
         ("--ds-config with text after its object", cmd(*IDS, "--ds-config", ds_more),
          [ds_more, "one JSON object"]),
     ]
