@@ -108,6 +108,16 @@ static int blank(const char *s, size_t n) {
 
 /* the JSON value that is the whole of text[0, len), or NULL: cJSON stops after the first value,
  * and anything but blanks after it (a second object, a NUL byte) would be dropped unread */
+int gen_json_has_nul(const char *text, size_t len) {
+    for (size_t i = 0; i + 6 <= len; i++) {
+        if (text[i] != '\\') continue;
+        if (!memcmp(text + i + 1, "u0000", 5)) return 1; /* an escape: the backslashes before
+                                                          * it were consumed in pairs */
+        i++; /* the escaped character */
+    }
+    return 0;
+}
+
 static cJSON *parse_whole(const char *text, size_t len) {
     const char *end = NULL;
     cJSON *v = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -126,6 +136,9 @@ static enum zt_status parse_line(const char *text, size_t len, const struct zt_t
     const cJSON *pi = o ? cJSON_GetObjectItemCaseSensitive(o, "prompt_ids") : NULL;
     if (!cJSON_IsObject(o))
         rc = zt_error_set(ZT_ERR_CONFIG, "%s: expected one JSON object (the whole line)", where);
+    else if (gen_json_has_nul(text, len))
+        rc = zt_error_set(ZT_ERR_CONFIG, "%s: a string holds \\u0000 (a NUL character): not "
+                          "supported", where);
     else if (!pt == !pi || (pt && !cJSON_IsString(pt)) || (pi && !cJSON_IsArray(pi)))
         rc = zt_error_set(ZT_ERR_CONFIG, "%s: expected either \"prompt\" (a string) or "
                           "\"prompt_ids\" (an array of ids)", where);

@@ -37,6 +37,10 @@ enum zt_status gen_prompt_ids(const char *list, const struct zt_gen_params *defa
                               struct gen_prompt **out, int *n);
 void gen_prompts_free(struct gen_prompt *p, int n);
 
+/* JSON text[0..len) holds the escape \u0000 in a string: cJSON would cut that string there, so
+ * the readers refuse it instead of reading less than was sent */
+int gen_json_has_nul(const char *text, size_t len);
+
 /* text with each invalid UTF-8 sequence replaced by U+FFFD, as Hugging Face's byte-level
  * decoder does (Rust's String::from_utf8_lossy); malloc'd, NULL when out of memory */
 char *gen_utf8_lossy(const char *text);

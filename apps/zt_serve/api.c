@@ -66,6 +66,11 @@ char *api_error_json(const struct api_error *err) {
 }
 
 static cJSON *parse_body(const char *body, size_t n, struct api_error *err) {
+    if (gen_json_has_nul(body, n)) {
+        api_fail(err, 400, "invalid_request_error", NULL, "a string of the body holds \\u0000 "
+                 "(a NUL character): not supported");
+        return NULL;
+    }
     cJSON *root = cJSON_ParseWithLength(body, n);
     if (!root) {
         api_fail(err, 400, "invalid_request_error", NULL, "the body is not valid JSON");

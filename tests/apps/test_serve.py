@@ -237,6 +237,8 @@ def bad_requests(s):
     err(404, "/v1/chat/completions", greedy("x"), None, "an unknown path")
     err(405, "/v1/completions", None, None, "GET on /v1/completions", method="GET")
     err(400, "/v1/tokenize", {"prompt": 5}, "prompt", "tokenize a number")
+    err(400, "/v1/completions", greedy("a\u0000b"), None,
+        "a prompt holding \\u0000 (refused, not cut short)")
     err(400, "/v1/detokenize", {"tokens": [1, -1]}, "tokens", "detokenize a negative id")
     err(400, "/v1/completions", greedy("x", repetition_penalty=1e-50), "repetition_penalty",
         "repetition_penalty 1e-50 (0 as a float)")

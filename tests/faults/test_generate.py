@@ -208,6 +208,9 @@ def bad_prompts():
            ["%s:2" % f])
     f = prompts("no_prompts.jsonl", "", "")
     expect("prompts file without a prompt", cmd("--prompts", f), 2, [f])
+    f = prompts("nul.jsonl", good, '{"prompt": "before\\u0000after"}')
+    expect("prompts line: a text holding \\u0000 (cJSON would cut it there)",
+           cmd("--prompts", f, "--tokenizer", TOKENIZER), 2, ["%s:2" % f, "u0000"])
 
 
 def bad_tokenizers():
