@@ -285,9 +285,11 @@ static void print_json(struct run *r, const struct gen_prompt *p) {
            p->nout > 1 && gen_ms > 0 ? (p->nout - 1) * 1000.0 / gen_ms : 0.0);
 }
 
-/* print every finished prompt that is next in input order */
+/* print every finished prompt that is next in input order (one the engine's failure ended is
+ * not printed, nor any after it: the run fails with its error) */
 static void flush_done(struct run *r) {
-    while (r->next_out < r->n && r->pr[r->next_out].finish != ZT_FINISH_NONE) {
+    while (r->next_out < r->n && r->pr[r->next_out].finish != ZT_FINISH_NONE &&
+           r->pr[r->next_out].finish != ZT_FINISH_ERROR) {
         struct gen_prompt *p = &r->pr[r->next_out++];
         if (r->o->json) print_json(r, p);
         else {
