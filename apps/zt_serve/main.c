@@ -5,6 +5,7 @@
  *
  * Layer: apps/. The admission counts (how many prompts the server holds) live here too.
  */
+#include <arpa/inet.h> /* inet_pton */
 #include <limits.h>   /* INT_MAX */
 #include <signal.h>   /* sigwait */
 #include <stdio.h>    /* fprintf */
@@ -138,6 +139,10 @@ static int parse(struct serve_options *o, int argc, char **argv) {
     if (!o->weights == !o->checkpoint)
         return cli_usage_error(&g_cli, "give exactly one of --weights and --checkpoint");
     if (!o->tokenizer) return cli_usage_error(&g_cli, "--tokenizer is required");
+    unsigned char addr[16];
+    if (inet_pton(AF_INET, o->host, addr) != 1 && inet_pton(AF_INET6, o->host, addr) != 1)
+        return cli_usage_error(&g_cli, "--host %s: expected an IPv4 or IPv6 address "
+                               "(127.0.0.1, 0.0.0.0, ::1)", o->host);
     return 0;
 }
 
@@ -173,9 +178,6 @@ static int load(struct serve *s, struct zt_gen_config *cfg, struct zt_gen_weight
     if (zt_generator_create(&s->gen, &s->shape, w, cfg) != ZT_OK)
         return cli_fail(&g_cli, zt_error_last_code() == ZT_ERR_CONFIG ? CLI_EXIT_USAGE
                                                                      : CLI_EXIT_FAILURE);
-    char line[512];
-    zt_generator_plan(s->gen, line, sizeof line);
-    fprintf(stderr, "%s\n", line);
     if (zt_generator_start(s->gen) != ZT_OK) return cli_fail(&g_cli, CLI_EXIT_FAILURE);
     return 0;
 }
@@ -206,6 +208,9 @@ static int serve(struct serve *s) {
     struct MHD_Daemon *d = serve_http_start(s, &port);
     if (!d) return cli_fail(&g_cli, zt_error_last_code() == ZT_ERR_CONFIG ? CLI_EXIT_USAGE
                                                                          : CLI_EXIT_FAILURE);
+    char plan[512]; /* after the bind: a refused start is one line */
+    zt_generator_plan(s->gen, plan, sizeof plan);
+    fprintf(stderr, "%s\n", plan);
     fprintf(stderr, "zt-serve: listening on http://%s:%d (model %s, %d slots, queue %d)\n",
             s->o->host, port, s->model_name, s->o->max_batch, s->o->max_queue);
     sigset_t set;

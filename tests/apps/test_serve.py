@@ -3,6 +3,8 @@
 
 A small GPT-2 (2 layers, 64 wide, context 64) trained a few steps, the tokenizer of
 tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
+  - bad command lines (missing or conflicting options, out-of-range numbers, a bad --host,
+    missing files, a port in use): one error line, exit 2 (1 for files and the port);
   - /health, /v1/models, /v1/tokenize and /v1/detokenize (the ids zt-generate encodes);
   - greedy completions (a string, token ids, a list of strings) have zt-generate's text and
     token counts, with usage; a stop string cuts the text and says "stop";
@@ -74,6 +76,35 @@ ref_stop = reference(PROMPTS[:3], 20, stop="e")
 
 def greedy(prompt, n=12, **kw):
     return dict({"model": "model", "prompt": prompt, "max_tokens": n, "temperature": 0}, **kw)
+
+
+def command_line(s):
+    """bad command lines: one error line, exit 2 (1 for what is not the command line: a
+    missing tokenizer, a port in use), before any serving"""
+    def expect(label, args, code, words):
+        p = subprocess.run([SERVE] + args, capture_output=True, text=True, timeout=120)
+        lines = p.stderr.strip().splitlines()
+        R.check(p.returncode == code and len(lines) == 1 and "error" in lines[0] and
+                all(w in lines[0] for w in words),
+                "zt-serve %s: exit %d and one line naming %s (got %d: %s)" % (
+                    label, code, words, p.returncode, p.stderr.strip()[-300:]))
+
+    m, w, t = base[1], base[3], base[5]
+    expect("without --model", ["--weights", w, "--tokenizer", t], 2, ["--model"])
+    expect("--weights and --checkpoint", base + ["--checkpoint", WORK], 2, ["--checkpoint"])
+    expect("without --tokenizer", ["--model", m, "--weights", w], 2, ["--tokenizer"])
+    expect("--port 70000", base + ["--port", "70000"], 2, ["--port", "70000"])
+    expect("--max-batch 0", base + ["--max-batch", "0"], 2, ["--max-batch"])
+    expect("--max-body 10", base + ["--max-body", "10"], 2, ["--max-body"])
+    expect("--host bogus", base + ["--host", "bogus"], 2, ["--host", "bogus"])
+    expect("unknown option", base + ["--frobnicate"], 2, ["--frobnicate"])
+    expect("missing model file", ["--model", R.path("nope.json"), "--weights", w,
+                                  "--tokenizer", t], 2, ["nope.json"])
+    expect("missing tokenizer", ["--model", m, "--weights", w, "--tokenizer",
+                                 R.path("no-tokenizer")], 1, ["no-tokenizer"])
+    expect("missing weights", ["--model", m, "--weights", R.path("no.safetensors"),
+                               "--tokenizer", t], 1, ["no.safetensors"])
+    expect("a port in use", base + ["--port", str(s.port)], 1, [str(s.port)])
 
 
 def idle_cpu(s):
@@ -507,6 +538,7 @@ def serve_busy(s):
 s = Server(SERVE, base + ["--max-batch", "4", "--max-queue", "40", "--timeout", "3"])
 try:
     idle_cpu(s)
+    command_line(s)
     basics(s)
     completions(s)
     with_curl(s)
