@@ -43,8 +43,8 @@ static enum zt_status number(const cJSON *o, const char *key, double lo, double 
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!x) return ZT_OK;
     if (!cJSON_IsNumber(x) || x->valuedouble < lo || x->valuedouble > hi)
-        return zt_error_set(ZT_ERR_CONFIG, "%s: \"%s\": expected a number in [%g, %g]", where,
-                            key, lo, hi);
+        return zt_error_set(ZT_ERR_CONFIG, "%s: \"%s\": expected a number in [%.16g, %.16g]",
+                            where, key, lo, hi); /* 2^53 as 9007199254740992, not 9.0072e+15 */
     *v = x->valuedouble;
     return ZT_OK;
 }
