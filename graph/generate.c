@@ -170,6 +170,13 @@ static void free_request(struct gen_request *r) {
     free(r);
 }
 
+/* request r ends (why), its callback told, its memory freed */
+static void end_request(struct gen_request *r, enum zt_finish why) {
+    r->finish = why;
+    if (r->fn) r->fn(r->user, r->id, -1, why);
+    free_request(r);
+}
+
 void zt_generator_free(zt_generator_t g) {
     if (!g) return;
     zt_generator_stop(g);
@@ -263,9 +270,7 @@ int zt_generator_cancel(zt_generator_t g, int64_t id) {
     }
     pthread_mutex_unlock(&g->mu);
     if (!r) return 0;
-    r->finish = ZT_FINISH_STOP;
-    if (r->fn) r->fn(r->user, r->id, -1, ZT_FINISH_STOP);
-    free_request(r);
+    end_request(r, ZT_FINISH_STOP);
     return 1;
 }
 
@@ -334,10 +339,7 @@ static double uniform(uint64_t seed, int pos) {
 }
 
 static void finish(zt_generator_t g, int s, enum zt_finish why) {
-    struct gen_request *r = g->slot[s];
-    r->finish = why;
-    if (r->fn) r->fn(r->user, r->id, -1, why);
-    free_request(r);
+    end_request(g->slot[s], why);
     g->slot[s] = NULL;
 }
 
@@ -529,9 +531,7 @@ static void fail_all(zt_generator_t g, enum zt_status rc) {
     while (wait) {
         struct gen_request *r = wait;
         wait = r->next;
-        r->finish = ZT_FINISH_ERROR;
-        if (r->fn) r->fn(r->user, r->id, -1, ZT_FINISH_ERROR);
-        free_request(r);
+        end_request(r, ZT_FINISH_ERROR);
     }
 }
 

@@ -396,14 +396,19 @@ static void queue(struct completion *c, const char *a, size_t n) {
     c->plen += n;
 }
 
+/* json (taken over; NULL: out of memory, nothing sent) as one event */
+static void queue_data(struct completion *c, char *json) {
+    if (!json) return;
+    queue(c, "data: ", 6);
+    queue(c, json, strlen(json));
+    queue(c, "\n\n", 2);
+    free(json);
+}
+
 static void queue_event(struct completion *c, cJSON *o) {
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
-    if (!s) return;
-    queue(c, "data: ", 6);
-    queue(c, s, strlen(s));
-    queue(c, "\n\n", 2);
-    free(s);
+    queue_data(c, s);
 }
 
 /* prompt i's text up to byte upto as an event, when there is some (or it ends: reason) */
@@ -423,13 +428,7 @@ static void queue_news(struct completion *c) {
     if (failed(c) && !c->done) {
         struct api_error err;
         engine_error(c, &err);
-        char *e = api_error_json(&err);
-        if (e) {
-            queue(c, "data: ", 6);
-            queue(c, e, strlen(e));
-            queue(c, "\n\n", 2);
-            free(e);
-        }
+        queue_data(c, api_error_json(&err));
         queue(c, "data: [DONE]\n\n", 14);
         c->done = 1;
         return;

@@ -128,8 +128,8 @@ static enum MHD_Result health(struct serve *s, struct MHD_Connection *conn) {
                       strdup(state ? state : "{\"status\": \"ok\"}"));
 }
 
-/* the route of (url, method): its endpoint name, or EP_OTHER; *allowed: the method it takes */
-static const char *route(const char *url, const char *method, const char **allowed) {
+/* the route of url: its endpoint name, or EP_OTHER; *allowed: the method it takes */
+static const char *route(const char *url, const char **allowed) {
     static const struct {
         const char *const *ep;
         const char *method;
@@ -141,13 +141,12 @@ static const char *route(const char *url, const char *method, const char **allow
             return *routes[i].ep;
         }
     *allowed = NULL;
-    (void)method;
     return EP_OTHER;
 }
 
 static enum MHD_Result dispatch(struct serve *s, struct MHD_Connection *conn, const char *url,
                                 const char *method, const struct body *b) {
-    const char *allowed, *ep = route(url, method, &allowed);
+    const char *allowed, *ep = route(url, &allowed);
     struct api_error err = {0};
     if (ep == EP_OTHER) {
         api_fail(&err, 404, "not_found_error", NULL, "no route %s %s (see GET /v1/models, POST "
@@ -182,7 +181,7 @@ static enum MHD_Result too_large(struct serve *s, struct MHD_Connection *conn, c
     free(b->data);
     b->data = NULL;
     b->len = 0;
-    return reply_error(s, conn, route(url, "", &allowed), &err);
+    return reply_error(s, conn, route(url, &allowed), &err);
 }
 
 /* libmicrohttpd's access handler: called with the headers, for each piece of the body, then

@@ -203,6 +203,13 @@ static void drain(struct serve *s, struct MHD_Daemon *d) {
     serve_http_stop(d);
 }
 
+/* the signals that drain the server */
+static void stop_signals(sigset_t *set) {
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+}
+
 static int serve(struct serve *s) {
     int port;
     struct MHD_Daemon *d = serve_http_start(s, &port);
@@ -214,9 +221,7 @@ static int serve(struct serve *s) {
     fprintf(stderr, "zt-serve: listening on http://%s:%d (model %s, %d slots, queue %d)\n",
             s->o->host, port, s->model_name, s->o->max_batch, s->o->max_queue);
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
+    stop_signals(&set);
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "zt-serve: %s (again to stop at once)\n", sig == SIGTERM ? "SIGTERM"
@@ -235,10 +240,8 @@ int main(int argc, char **argv) {
     if (rc) return rc;
     /* every thread started from here on leaves SIGTERM/SIGINT to sigwait */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGPIPE);
+    stop_signals(&set);
+    sigaddset(&set, SIGPIPE); /* a client gone mid-write: an error, not the end of the server */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     struct serve s = {.o = &o, .eos_id = -1, .started = (int64_t)time(NULL)};
     pthread_mutex_init(&s.mu, NULL);

@@ -28,7 +28,7 @@ struct serve_metrics {
         int64_t n;
     } req[SERVE_MAX_SERIES];
     int nreq;
-    int64_t prompt_tokens, generation_tokens, cancelled, steps_seen;
+    int64_t prompt_tokens, generation_tokens, cancelled;
     struct serve_hist ttft, itl, e2e;
 };
 
