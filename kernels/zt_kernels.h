@@ -65,8 +65,26 @@ void zt_kern_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float
 #define ZT_KERN_FEW_ROWS 8
 int zt_kern_sgemm_w16(int tb, int M, int N, int K, const float *A, int lda, const uint16_t *B,
                       int is_f16, int ldb, float beta, float *C, int ldc);
-/* test only: 1 makes the AVX-512 engine pack on its stack, as when its buffers cannot be had */
+/* test only: 1 makes the AVX-512 and bf16 engines pack on their stacks, as when their buffers
+ * cannot be had */
 void zt_kern_gemm_test_nobuf(int on);
+
+/* ---------------------------------------------------------------------------------------------
+ * bf16 product (kernels/cpu/gemm_bf16.c): C[M,N] (fp32) = op(A) op(B) + beta C with A and B
+ * bf16, products exact and summed in fp32, on the CPU's bf16 instructions. Engine, per process,
+ * set before any kernel runs: ZT_GEMM16_AMX (AMX-BF16 tiles), ZT_GEMM16_AVX512BF16 (VDPBF16PS)
+ * or ZT_GEMM16_WIDEN (none: zt_kern_gemm_bf16 returns -1 and the caller widens its operands
+ * for zt_kern_sgemm). The default is the first the CPU has. Each element's sum depends on K
+ * only (the file comment); the engines round differently. bf16 subnormal inputs and fp32
+ * subnormal results are flushed to zero on the bf16 engines. */
+enum zt_gemm16_engine { ZT_GEMM16_WIDEN = 0, ZT_GEMM16_AVX512BF16 = 1, ZT_GEMM16_AMX = 2 };
+int zt_kern_gemm16_available(enum zt_gemm16_engine e);
+enum zt_gemm16_engine zt_kern_gemm16_get(void);
+/* -1 (and no change) for an engine the CPU (or the OS, for AMX) does not give */
+int zt_kern_gemm16_set(enum zt_gemm16_engine e);
+/* 0, or -1 (nothing done) under ZT_GEMM16_WIDEN */
+int zt_kern_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                      const uint16_t *B, int ldb, float beta, float *C, int ldc);
 
 /* ---------------------------------------------------------------------------------------------
  * encoder: token + position embedding

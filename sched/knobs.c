@@ -38,11 +38,13 @@ static const struct zt_knob g_knobs[] = {
      "bits); ignored otherwise",
      0, 1, NULL},
     {"ZT_GEMM", ZT_KNOB_STR, "auto",
-     "CPU matrix products: auto (zerotask's AVX-512 GEMM where the CPU has AVX-512F, OpenBLAS "
-     "otherwise), avx512 (an error without AVX-512F) or openblas. Ours ignores "
-     "OPENBLAS_CORETYPE, which can force OpenBLAS's slower AVX2 kernels on an AVX-512 CPU; "
-     "each engine gives its own (deterministic) bits",
-     0, 0, "auto|avx512|openblas"},
+     "CPU matrix products: avx512 (zerotask's fp32 GEMM; an error without AVX-512F; bf16 "
+     "operands widened to fp32), openblas (OpenBLAS sgemm; bf16 widened), avx512bf16 (fp32 on "
+     "avx512, bf16 products on VDPBF16PS) or amx (fp32 on avx512, bf16 on AMX tiles); auto: "
+     "avx512 where the CPU has AVX-512F, else openblas, with the best bf16 engine it has. Ours "
+     "ignores OPENBLAS_CORETYPE, which can force OpenBLAS's slower AVX2 kernels on an AVX-512 "
+     "CPU; each engine gives its own (deterministic) bits",
+     0, 0, "auto|avx512|openblas|avx512bf16|amx"},
     {"ZT_AIO_ENGINE", ZT_KNOB_STR, "auto",
      "NVMe swap engine: auto (io_uring, or pread/pwrite threads when the kernel refuses "
      "io_uring), io_uring, or threads",

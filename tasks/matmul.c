@@ -14,8 +14,18 @@ struct zt_matmul_args {
     int C, OC;
     int accumulate;
     int w16; /* forward with fp32 rows and a 16-bit weight read as stored (hdr.native16) */
+    int bf16; /* bf16 operands on the CPU's bf16 engine (hdr.native16; matmul_bf16.c) */
     int64_t r0, r1; /* weight rows of this block (weight-gradient tasks) */
 };
+
+/* a task of bf16 operands: its body in matmul_bf16.c; 0 when the task is not one */
+static int ran_bf16(void *buffers[], const struct zt_matmul_args *a) {
+    if (!a->bf16) return 0;
+    struct zt_mm16 m = {.C = a->C, .OC = a->OC, .accumulate = a->accumulate, .r0 = a->r0,
+                        .r1 = a->r1};
+    zt_matmul_bf16_body(buffers, &a->hdr, &m);
+    return 1;
+}
 
 /* a 16-bit weight (and bias) widened into the worker's scratch: the fallback of the w16 path */
 static const float *widened(void *buffers[], const struct zt_matmul_args *a, int s, float *dst) {
@@ -47,6 +57,7 @@ static void forward_w16(void *buffers[], const struct zt_matmul_args *a, int tie
 
 void matmul_forward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (ran_bf16(buffers, a)) return;
     if (a->w16) {
         forward_w16(buffers, a, 0);
         return;
@@ -60,6 +71,7 @@ void matmul_forward_cpu(void *buffers[], void *cl_arg) {
 
 void matmul_backward_inp_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (ran_bf16(buffers, a)) return;
     float *dinp = zt_slot_ptr(buffers, &a->hdr, 0);
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 0) / a->C);
     zt_kern_matmul_backward_inp(dinp, zt_slot_ptr(buffers, &a->hdr, 1),
@@ -68,6 +80,7 @@ void matmul_backward_inp_cpu(void *buffers[], void *cl_arg) {
 
 void matmul_backward_weight_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (ran_bf16(buffers, a)) return;
     float *dw = zt_slot_ptr(buffers, &a->hdr, 0);
     const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
@@ -84,6 +97,7 @@ void matmul_backward_bias_cpu(void *buffers[], void *cl_arg) {
 
 void matmul_t_forward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (ran_bf16(buffers, a)) return;
     if (a->w16) {
         forward_w16(buffers, a, 1);
         return;
@@ -95,6 +109,7 @@ void matmul_t_forward_cpu(void *buffers[], void *cl_arg) {
 
 void matmul_t_backward_inp_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (ran_bf16(buffers, a)) return;
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 0) / a->C);
     zt_kern_matmul_t_backward_inp(zt_slot_ptr(buffers, &a->hdr, 0),
                                   zt_slot_ptr(buffers, &a->hdr, 1),
@@ -104,6 +119,7 @@ void matmul_t_backward_inp_cpu(void *buffers[], void *cl_arg) {
 
 void matmul_t_backward_weight_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (ran_bf16(buffers, a)) return;
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 2) / a->C);
     zt_kern_matmul_t_backward_weight(zt_slot_ptr(buffers, &a->hdr, 0),
                                      zt_slot_ptr(buffers, &a->hdr, 1),
@@ -204,7 +220,8 @@ static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const stru
     a->w16 = forward && zt_dtype_is16(zt_tensor_dtype(w)) &&
              zt_tensor_dtype(dst) == ZT_DTYPE_F32 && zt_tensor_dtype(src) == ZT_DTYPE_F32 &&
              zt_tensor_blk_rows(dst, blk) <= ZT_KERN_FEW_ROWS;
-    a->hdr.native16 = (unsigned char)a->w16;
+    a->bf16 = zt_matmul_bf16_native(dst, src, w);
+    a->hdr.native16 = (unsigned char)(a->w16 || a->bf16);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
     zt_builder_add(&tb, dst, blk, dmode);
@@ -252,6 +269,8 @@ static enum zt_status weightwise(enum zt_task_kind kind, const char *fn,
     a->OC = OC;
     a->r0 = wblk < 0 ? 0 : zt_tensor_blk_row0(dw, wblk);
     a->r1 = wblk < 0 ? zt_tensor_rows(dw) : a->r0 + zt_tensor_blk_rows(dw, wblk);
+    a->bf16 = zt_matmul_bf16_native(dw, a0, a1);
+    a->hdr.native16 = (unsigned char)a->bf16;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, wblk);
     zt_builder_add(&tb, dw, wblk, STARPU_RW);

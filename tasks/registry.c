@@ -96,17 +96,40 @@ static void blas_init_worker(void *arg) {
     zt_kern_blas_init();
 }
 
-/* ZT_GEMM: the engine of every CPU product (kernels/cpu/gemm.c), before any task runs */
+/* ZT_GEMM: the engines of the CPU products (kernels/cpu/gemm.c, gemm_bf16.c), before any task
+ * runs: fp32 products on ours or OpenBLAS; bf16 products on AMX, AVX512-BF16 or widened to fp32 */
+static const struct {
+    const char *name;
+    int fp32_own;                  /* the fp32 engine: 1 ours, 0 OpenBLAS */
+    enum zt_gemm16_engine bf16;    /* the bf16 engine */
+    const char *needs;             /* what the CPU must have */
+} GEMM_CHOICES[] = {
+    {"avx512", 1, ZT_GEMM16_WIDEN, "AVX-512F"},
+    {"openblas", 0, ZT_GEMM16_WIDEN, ""},
+    {"avx512bf16", 1, ZT_GEMM16_AVX512BF16, "AVX512-BF16"},
+    {"amx", 1, ZT_GEMM16_AMX, "AMX-BF16 (granted by the kernel)"},
+};
+
 static enum zt_status gemm_engine(void) {
     const char *eng = "auto";
     ZT_CHECK(zt_knob_str("ZT_GEMM", &eng));
-    int own = strcmp(eng, "avx512") == 0 ||
-              (strcmp(eng, "auto") == 0 && zt_kern_gemm_avx512_available());
-    if (zt_kern_gemm_set(own ? ZT_GEMM_AVX512 : ZT_GEMM_OPENBLAS) != 0)
-        return zt_error_set(ZT_ERR_CONFIG, "ZT_GEMM=avx512: this CPU has no AVX-512F; expected "
-                                           "auto or openblas");
-    ZT_LOG_D("CPU products: %s", own ? "zerotask AVX-512 GEMM" : "OpenBLAS sgemm");
-    return ZT_OK;
+    if (strcmp(eng, "auto") == 0) {
+        int own = zt_kern_gemm_avx512_available();
+        zt_kern_gemm_set(own ? ZT_GEMM_AVX512 : ZT_GEMM_OPENBLAS);
+        for (int e = ZT_GEMM16_AMX; e >= ZT_GEMM16_WIDEN; e--)
+            if (zt_kern_gemm16_set((enum zt_gemm16_engine)e) == 0) break;
+        return ZT_OK;
+    }
+    for (size_t i = 0; i < sizeof GEMM_CHOICES / sizeof *GEMM_CHOICES; i++) {
+        if (strcmp(eng, GEMM_CHOICES[i].name) != 0) continue;
+        if (zt_kern_gemm_set(GEMM_CHOICES[i].fp32_own ? ZT_GEMM_AVX512 : ZT_GEMM_OPENBLAS) != 0 ||
+            zt_kern_gemm16_set(GEMM_CHOICES[i].bf16) != 0)
+            return zt_error_set(ZT_ERR_CONFIG, "ZT_GEMM=%s: this CPU has no %s; expected auto or "
+                                               "an engine it has", eng, GEMM_CHOICES[i].needs);
+        return ZT_OK;
+    }
+    return zt_error_set(ZT_ERR_CONFIG, "ZT_GEMM='%s': expected auto, avx512, openblas, avx512bf16 "
+                                       "or amx", eng);
 }
 
 enum zt_status zt_tasks_init(void) {

@@ -73,6 +73,19 @@ enum zt_scratch_area { ZT_SCRATCH_WIDENING, ZT_SCRATCH_BODY, ZT_SCRATCH_COUNT };
 float *zt_worker_scratch(enum zt_scratch_area area, size_t n);
 
 // ----------------------------------------------------------------------------
+// matmul_bf16.c: matmul bodies on bf16 slots with the CPU's bf16 engine
+
+/* the shape of a matmul task: weight [C,OC] (tied: [OC,C]), += or =, weight-gradient rows */
+struct zt_mm16 {
+    int C, OC, accumulate;
+    int64_t r0, r1;
+};
+/* 1 when a matmul task on these tensors runs native (bf16 operands and a bf16 engine) */
+int zt_matmul_bf16_native(zt_tensor_t dst, zt_tensor_t src, zt_tensor_t w);
+/* the body of a native matmul task of kind h->kind (slots as matmul.c builds them) */
+void zt_matmul_bf16_body(void *buffers[], const struct zt_task_hdr *h, const struct zt_mm16 *m);
+
+// ----------------------------------------------------------------------------
 // registry.c
 
 /* The codelet of a kind. */

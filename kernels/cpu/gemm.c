@@ -35,6 +35,7 @@ static enum zt_gemm_engine g_engine = ZT_GEMM_OPENBLAS;
 static int g_test_nobuf; /* tests/kernels/test_gemm.c: take the stack-packed path */
 
 void zt_kern_gemm_test_nobuf(int on) { g_test_nobuf = on; }
+int zt_gemm_test_nobuf(void) { return g_test_nobuf; }
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 int zt_kern_gemm_avx512_available(void) {

@@ -28,6 +28,9 @@ static inline int tile_mode(int pc, float beta) {
     return pc > 0 ? 1 : beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
 }
 
+/* 1 while tests/kernels/test_gemm.c asks both engines to pack on their stacks */
+int zt_gemm_test_nobuf(void);
+
 /* the element type of op(B) on the few-rows path */
 enum zt_gemm_btype { ZT_GEMM_B_F32 = 0, ZT_GEMM_B_BF16, ZT_GEMM_B_F16 };
 

@@ -41,6 +41,7 @@ Learning-rate convention (DeepSpeed deepspeed/runtime/lr_schedules.py + runtime/
   cos_min_ratio 1e-4; total_num_steps is required by WarmupDecayLR and WarmupCosineLR.
 """
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -427,14 +428,20 @@ def gpt2_logits(P, m, idx, mask, fast=False):
 # trainer
 
 class Trainer:
-    def __init__(self, m, cfg, weights, dtype, lr_convention, fast=False, device="cpu"):
+    def __init__(self, m, cfg, weights, dtype, lr_convention, fast=False, device="cpu",
+                 autocast=None):
+        """autocast (benchmark only): a torch dtype (torch.bfloat16) the forward and the loss
+        run under torch.autocast in (mixed precision: fp32 parameters, gradients and optimizer,
+        matmuls in that dtype); None: no autocast (the oracle's exact path)"""
         self.m, self.cfg, self.conv, self.fast = m, cfg, lr_convention, fast
+        self.autocast = autocast
         self.names = [n for n, _ in weights]
         self.params = [t.detach().to(device=device, dtype=dtype).clone().requires_grad_(True)
                        for _, t in weights]
         self.P = dict(zip(self.names, self.params))
         self.mask = torch.ones(m["seq_len"], m["seq_len"], dtype=torch.bool,
                                device=device).tril()
+        self.device_type = torch.device(device).type
         kw = dict(lr=cfg["lr"], betas=cfg["betas"], eps=cfg["eps"],
                   weight_decay=cfg["weight_decay"], foreach=None if fast else False)
         if cfg["adam_w_mode"]:
@@ -452,13 +459,20 @@ class Trainer:
         for j in range(accum):
             rows = slice(j * mb, (j + 1) * mb)
             if backward:
-                l = gpt2_loss(self.P, self.m, idx[rows], tgt[rows], self.mask, self.fast)
-                (l / accum).backward()
+                with self.amp():
+                    l = gpt2_loss(self.P, self.m, idx[rows], tgt[rows], self.mask, self.fast)
+                (l / accum).backward()  # outside autocast, as torch's AMP recipe has it
             else:
-                with torch.no_grad():
+                with torch.no_grad(), self.amp():
                     l = gpt2_loss(self.P, self.m, idx[rows], tgt[rows], self.mask)
             loss += l.item() / accum
         return loss
+
+    def amp(self):
+        """the autocast context of the forward (a no-op one without autocast)"""
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device_type, dtype=self.autocast)
 
     def grad_norm_and_clip(self):
         clip = self.cfg["gradient_clipping"]
@@ -509,6 +523,10 @@ def main(argv):
     ap.add_argument("--bench", action="store_true",
                     help="time each step; print the median ms/step of the steps after 2 warm-up "
                          "(PyTorch at its best: foreach AdamW, fused attention in torch >= 2)")
+    ap.add_argument("--autocast", choices=("bf16",),
+                    help="run forward and loss under torch.autocast(device, bfloat16): "
+                         "mixed precision with fp32 parameters and optimizer (benchmark peer "
+                         "of zt-train's bf16; needs --dtype float32; default: off)")
     ap.add_argument("--lr-convention", choices=("deepspeed", "shifted"), default="deepspeed",
                     help="deepspeed: step s uses last_batch_iteration s-2 (step 1: the "
                          "constructor's value); shifted: s-1")
@@ -541,12 +559,20 @@ def main(argv):
     cfg = load_ds_config(a.ds_config)
     tok = load_tokens(a.data, m["vocab_size"])
     dtype = torch.float32 if a.dtype == "float32" else torch.float64
+    amp = None
+    if a.autocast:
+        if a.dtype != "float32":
+            raise UsageError("--autocast %s needs --dtype float32 (autocast casts down from "
+                             "float32)" % a.autocast)
+        if not hasattr(torch, "autocast"):
+            raise UsageError("--autocast: torch %s has no torch.autocast" % torch.__version__)
+        amp = torch.bfloat16
     # --bench: PyTorch at its best (multi-tensor AdamW, fused attention where torch has it)
     dev = torch.device(a.device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageError("--device %s: torch.cuda.is_available() is False" % a.device)
     tr = Trainer(m, cfg, load_weights(a.init, m), dtype, a.lr_convention, fast=a.bench,
-                 device=dev)
+                 device=dev, autocast=amp)
     B, T = cfg["train_batch_size"], m["seq_len"]
 
     out = {"losses": [], "lrs": [], "grad_norms": []}
@@ -588,8 +614,9 @@ def main(argv):
             med = float(np.median(times[2:]))
             print("ms/step %.3f (median of %d steps after 2 warm-up; %.0f tokens/s; torch %s; "
                   "%d threads; %s; %s)" % (med, len(times) - 2, B * T / (med / 1e3),
-                                           torch.__version__, torch.get_num_threads(), a.dtype,
-                                           dev))
+                                           torch.__version__, torch.get_num_threads(),
+                                           a.dtype + (" autocast " + a.autocast
+                                                      if a.autocast else ""), dev))
     if a.params_out:
         st_write(a.params_out, tr.weights(), {"steps": 0 if a.eval_only else a.steps,
                                               "dtype": a.dtype})

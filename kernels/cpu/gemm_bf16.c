@@ -1,0 +1,421 @@
+/*
+ * kernels/cpu/gemm_bf16.c: the bf16 product, bf16 A and B with fp32 accumulation and fp32 C, on
+ * the CPU's own bf16 instructions (bottom layer, pure compute).
+ *
+ * Two engines (zt_kern_gemm16_set; the tasks layer reads ZT_GEMM), both compiled with target
+ * attributes and run only where cpuid says the CPU has them:
+ *   - ZT_GEMM16_AMX: AMX-BF16 tiles (TDPBF16PS: a 16x16 fp32 tile += a 16x32 bf16 tile times a
+ *     32x16 one); Linux hands a process the tile state only after
+ *     arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA), asked once here;
+ *   - ZT_GEMM16_AVX512BF16: VDPBF16PS (per fp32 lane, the two products of a pair of bf16 k's
+ *     added into the accumulator), a 16 x 16 register tile.
+ * Without either (ZT_GEMM16_WIDEN) zt_kern_gemm_bf16 returns -1 and the caller widens its
+ * operands to fp32 for zt_kern_sgemm (the products are the same: a product of two bf16 values
+ * is exact in fp32; the sums are rounded in another order).
+ *
+ * Both engines read the same packed operands (Goto/BLIS blocking as in gemm.c): op(A) in
+ * 16-row panels and op(B) in 16-column panels, each a run of 1 KiB tiles, one per 32 k:
+ *   A tile: row i, k-offset kk at [i * 32 + kk] (an AMX A tile: 16 rows of 64 bytes);
+ *   B tile: the k pair p, column j at [(p * 16 + j) * 2 + e] = op(B)[2p + e, j] (AMX's "VNNI"
+ *   B layout, which is also what VDPBF16PS reads: a zmm holds one k pair of 16 columns).
+ * k past K is packed as zeros, rows and columns past M and N too (their results are dropped).
+ *
+ * Determinism: C's running value is the accumulator: each element starts from 0, C or beta C
+ * (the first block of GEMM16_KC k, by beta) and the products are added in k order, 32 k at a
+ * time (AMX) or 2 at a time (AVX512-BF16), by the same instruction sequence wherever the element
+ * lies: its bits depend on K only, not on M, N, the caller's row chunks or the thread. The two
+ * engines round differently from each other and from the widening path. Both flush bf16
+ * subnormal inputs and fp32 subnormal results to zero (the instructions' DAZ/FTZ).
+ * References: Intel SDM vol. 2 (TDPBF16PS, VDPBF16PS), Intel's AMX programming reference
+ * (ldtilecfg palette 1), the Linux kernel's Documentation/arch/x86/xstate.rst.
+ */
+#include <pthread.h> /* pthread_key_t, pthread_once */
+#include <stddef.h>  /* size_t */
+#include <stdint.h>  /* uint16_t */
+#include <stdlib.h>  /* aligned_alloc, free */
+#include <string.h>  /* memset */
+
+#include "zt_kernels.h" /* prototypes */
+#include "gemm_impl.h"  /* ZT_GEMM_HAVE_AVX512, lanes, tr16 */
+
+#if ZT_GEMM_HAVE_AVX512
+#include <cpuid.h>       /* __get_cpuid_count */
+#include <sys/syscall.h> /* SYS_arch_prctl */
+#include <unistd.h>      /* syscall */
+#endif
+
+#define GEMM16_KC 1024 /* k per block: a 32-row A strip is 64 KiB, a B block 512 KiB */
+#define GEMM16_MC 1024 /* rows of op(A) packed at once (2 MiB) */
+#define GEMM16_NC 256  /* columns of op(B) packed at once */
+#define GEMM16_TILE 512 /* uint16 per packed 1 KiB tile */
+
+static enum zt_gemm16_engine g_engine16 = ZT_GEMM16_WIDEN;
+static pthread_once_t g_once16 = PTHREAD_ONCE_INIT;
+
+#if ZT_GEMM_HAVE_AVX512
+/* AMX-BF16 and AMX-TILE in cpuid, the tile state enabled by the OS (XCR0 bits 17-18) and
+ * granted to this process */
+static int amx_usable(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if (!(d & (1u << 22)) || !(d & (1u << 24))) return 0;
+    if (!__get_cpuid_count(1, 0, &a, &b, &c, &d) || !(c & (1u << 27))) return 0; /* OSXSAVE */
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo & (3u << 17)) != (3u << 17)) return 0;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+}
+#endif
+
+static int g_have[3];
+
+static void probe(void) {
+    g_have[ZT_GEMM16_WIDEN] = 1;
+#if ZT_GEMM_HAVE_AVX512
+    __builtin_cpu_init();
+    int bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    g_have[ZT_GEMM16_AVX512BF16] = bw && __builtin_cpu_supports("avx512bf16");
+    g_have[ZT_GEMM16_AMX] = bw && amx_usable();
+#endif
+    g_engine16 = g_have[ZT_GEMM16_AMX]          ? ZT_GEMM16_AMX
+                 : g_have[ZT_GEMM16_AVX512BF16] ? ZT_GEMM16_AVX512BF16
+                                                : ZT_GEMM16_WIDEN;
+}
+
+int zt_kern_gemm16_available(enum zt_gemm16_engine e) {
+    pthread_once(&g_once16, probe);
+    return (unsigned)e < 3 ? g_have[e] : 0;
+}
+
+enum zt_gemm16_engine zt_kern_gemm16_get(void) {
+    pthread_once(&g_once16, probe);
+    return g_engine16;
+}
+
+int zt_kern_gemm16_set(enum zt_gemm16_engine e) {
+    if (!zt_kern_gemm16_available(e)) return -1;
+    g_engine16 = e;
+    return 0;
+}
+
+#if ZT_GEMM_HAVE_AVX512
+#define T16 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+/* per-thread packing buffers (as gemm.c's: StarPU workers live for the whole run) */
+static pthread_key_t g_key16;
+static pthread_once_t g_key16_once = PTHREAD_ONCE_INIT;
+static int g_key16_ok;
+
+static void bufs_free(void *p) {
+    uint16_t **b = p;
+    free(b[0]);
+    free(b[1]);
+    free(b);
+}
+
+static void key16_init(void) { g_key16_ok = pthread_key_create(&g_key16, bufs_free) == 0; }
+
+/* this thread's A and B buffers (b[0], b[1]); NULL when memory is short */
+static uint16_t **thread_bufs(void) {
+    pthread_once(&g_key16_once, key16_init);
+    if (!g_key16_ok) return NULL;
+    uint16_t **b = pthread_getspecific(g_key16);
+    if (b) return b;
+    b = calloc(2, sizeof *b);
+    if (!b) return NULL;
+    b[0] = aligned_alloc(64, (size_t)GEMM16_MC * GEMM16_KC * 2);
+    b[1] = aligned_alloc(64, (size_t)GEMM16_NC * GEMM16_KC * 2);
+    if (!b[0] || !b[1] || pthread_setspecific(g_key16, b) != 0) {
+        bufs_free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static inline T16 __mmask32 lanes32(int n) {
+    return n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1u);
+}
+
+/* the 16 bf16 of row r (cols c0.., n valid) and of row r + 1 (when 2p + 1 < kc) interleaved:
+ * lane j = (x[r][j], x[r+1][j]) */
+static inline T16 __m512i pair_rows(const uint16_t *r0, const uint16_t *r1, int n) {
+    __mmask16 m = lanes(n);
+    __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0));
+    if (!r1) return lo;
+    __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1));
+    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+}
+
+/* 16 k pairs (k = k0 .. k0+31, kc valid) of 16 rows/columns from a k-major matrix (x[k][c]
+ * at x + k ld + c, n valid c): out lane c of zmm p = (x[k0+2p][c], x[k0+2p+1][c]) */
+static inline T16 void pairs_kmajor(__m512i r[16], const uint16_t *x, size_t ld, int k0, int kc,
+                                    int n) {
+    for (int p = 0; p < 16; p++) {
+        int k = k0 + 2 * p;
+        r[p] = k < kc ? pair_rows(x + (size_t)k * ld, k + 1 < kc ? x + (size_t)(k + 1) * ld
+                                                                  : NULL, n)
+                      : _mm512_setzero_si512();
+    }
+}
+
+/* 16 rows/columns of 32 k each from a k-contiguous matrix (x[c][k] at x + c ld + k, n valid
+ * c): zmm c holds k = k0 .. k0+31 (kc valid) as 16 k pairs */
+static inline T16 void rows_kcontig(__m512i r[16], const uint16_t *x, size_t ld, int k0, int kc,
+                                    int n) {
+    __mmask32 km = lanes32(kc - k0);
+    for (int c = 0; c < 16; c++)
+        r[c] = c < n ? _mm512_maskz_loadu_epi16(km, x + (size_t)c * ld + k0)
+                     : _mm512_setzero_si512();
+}
+
+static inline T16 void transpose_pairs(__m512i r[16]) {
+    __m512 f[16];
+    for (int i = 0; i < 16; i++) f[i] = _mm512_castsi512_ps(r[i]);
+    tr16(f);
+    for (int i = 0; i < 16; i++) r[i] = _mm512_castps_si512(f[i]);
+}
+
+static inline T16 void store_tile(uint16_t *t, const __m512i r[16]) {
+    for (int i = 0; i < 16; i++) _mm512_store_si512((void *)(t + i * 32), r[i]);
+}
+
+/* 16-wide panels of an operand: rows of op(A) (as A tiles) or columns of op(B) (as B tiles),
+ * kq = ceil(kc / 32) tiles each, lines past n zero up to npad. kmajor: X[k][c] at X + k ld + c,
+ * else X[c][k] at X + c ld + k. A tile wants a line's k pairs along a zmm, a B tile a k pair's
+ * lines: op(A) is transposed when k-major, op(B) when k-contiguous. */
+static T16 void pack(int kmajor, int transpose, int n, int npad, int kc, const uint16_t *X,
+                     size_t ld, uint16_t *out) {
+    int kq = (kc + 31) / 32;
+    for (int c0 = 0; c0 < npad; c0 += 16) {
+        int nc = n - c0 < 16 ? n - c0 : 16;
+        const uint16_t *x = nc <= 0 ? X : kmajor ? X + c0 : X + (size_t)c0 * ld;
+        for (int q = 0; q < kq; q++) {
+            __m512i r[16];
+            if (kmajor) pairs_kmajor(r, x, ld, 32 * q, kc, nc);
+            else rows_kcontig(r, x, ld, 32 * q, kc, nc);
+            if (transpose) transpose_pairs(r);
+            store_tile(out + ((size_t)(c0 / 16) * kq + q) * GEMM16_TILE, r);
+        }
+    }
+}
+
+/* a 16 x 16 block of C to and from a dense tile t (16 floats a row): the accumulator's start
+ * (0, C or beta C by mode, as gemm_impl.h's tile_mode) and its end */
+static T16 void c_load(float *t, const float *c, size_t ldc, int mr, int nr, int mode,
+                       float beta) {
+    __mmask16 m = lanes(nr);
+    __m512 vb = _mm512_set1_ps(beta);
+    for (int i = 0; i < 16; i++) {
+        __m512 x = mode && i < mr ? _mm512_maskz_loadu_ps(m, c + (size_t)i * ldc)
+                                  : _mm512_setzero_ps();
+        _mm512_store_ps(t + i * 16, mode == 2 ? _mm512_mul_ps(vb, x) : x);
+    }
+}
+
+static T16 void c_store(float *c, size_t ldc, const float *t, int mr, int nr) {
+    __mmask16 m = lanes(nr);
+    for (int i = 0; i < mr && i < 16; i++)
+        _mm512_mask_storeu_ps(c + (size_t)i * ldc, m, _mm512_load_ps(t + i * 16));
+}
+
+// ----------------------------------------------------------------------------
+// AVX512-BF16: a 16 x 16 tile of C in 16 zmm, a k pair per VDPBF16PS
+
+static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void dp_tile(
+    int kq, const uint16_t *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, int mode,
+    float beta) {
+    _Alignas(64) float t[256];
+    c_load(t, c, ldc, mr, nr, mode, beta);
+    __m512 acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(t + i * 16);
+    for (int q = 0; q < kq; q++) {
+        const uint32_t *aq = (const uint32_t *)(a + (size_t)q * GEMM16_TILE);
+        const uint16_t *bq = b + (size_t)q * GEMM16_TILE;
+        for (int p = 0; p < 16; p++) {
+            __m512bh bp = (__m512bh)_mm512_load_si512((const void *)(bq + p * 32));
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++)
+                acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32((int)aq[i * 16 + p]),
+                                          bp);
+        }
+    }
+    for (int i = 0; i < 16; i++) _mm512_store_ps(t + i * 16, acc[i]);
+    c_store(c, ldc, t, mr, nr);
+}
+
+// ----------------------------------------------------------------------------
+// AMX-BF16: a 32 x 32 block of C in tiles 0-3, A in tiles 4-5, B in tiles 6-7
+
+struct tilecfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+static __attribute__((target("amx-tile"))) void amx_begin(void) {
+    struct tilecfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+static __attribute__((target("amx-tile"))) void amx_end(void) { _tile_release(); }
+
+/* the products of kq tiles of panels a0, a1 (rows 0-15, 16-31) and b0, b1 into tiles 0-3 */
+static __attribute__((target("amx-tile,amx-bf16"))) void amx_products(int kq, const uint16_t *a0,
+                                                                    const uint16_t *a1,
+                                                                    const uint16_t *b0,
+                                                                    const uint16_t *b1) {
+    for (int q = 0; q < kq; q++) {
+        size_t o = (size_t)q * GEMM16_TILE;
+        _tile_loadd(4, a0 + o, 64);
+        _tile_loadd(6, b0 + o, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, b1 + o, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, a1 + o, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+}
+
+/* C[0:mr, 0:nr] (mr, nr <= 32) from panels a0, a1 and b0, b1: a whole block with C read as it
+ * is (mode 0 or 1) goes straight between C and the tiles, any other through dense copies */
+static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) void amx_block(
+    int kq, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
+    float *c, size_t ldc, int mr, int nr, int mode, float beta) {
+    size_t ldb = ldc * sizeof(float);
+    if (mr == 32 && nr == 32 && mode < 2) {
+        if (mode == 0) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+        } else {
+            _tile_loadd(0, c, ldb);
+            _tile_loadd(1, c + 16, ldb);
+            _tile_loadd(2, c + 16 * ldc, ldb);
+            _tile_loadd(3, c + 16 * ldc + 16, ldb);
+        }
+        amx_products(kq, a0, a1, b0, b1);
+        _tile_stored(0, c, ldb);
+        _tile_stored(1, c + 16, ldb);
+        _tile_stored(2, c + 16 * ldc, ldb);
+        _tile_stored(3, c + 16 * ldc + 16, ldb);
+        return;
+    }
+    _Alignas(64) float t[4][256];
+    for (int s = 0; s < 4; s++)
+        c_load(t[s], c + (size_t)(s / 2) * 16 * ldc + (s % 2) * 16, ldc, mr - (s / 2) * 16,
+               nr - (s % 2) * 16, mode, beta);
+    _tile_loadd(0, t[0], 64);
+    _tile_loadd(1, t[1], 64);
+    _tile_loadd(2, t[2], 64);
+    _tile_loadd(3, t[3], 64);
+    amx_products(kq, a0, a1, b0, b1);
+    _tile_stored(0, t[0], 64);
+    _tile_stored(1, t[1], 64);
+    _tile_stored(2, t[2], 64);
+    _tile_stored(3, t[3], 64);
+    for (int s = 0; s < 4; s++)
+        if (mr > (s / 2) * 16 && nr > (s % 2) * 16)
+            c_store(c + (size_t)(s / 2) * 16 * ldc + (s % 2) * 16, ldc, t[s], mr - (s / 2) * 16,
+                    nr - (s % 2) * 16);
+}
+
+/* one 32 x 32 block of C (mr x nr valid) by the engine: panels a (two 16-row) and b (two
+ * 16-column), kq tiles each */
+static void block(enum zt_gemm16_engine e, int kq, const uint16_t *a, const uint16_t *b,
+                  float *c, size_t ldc, int mr, int nr, int mode, float beta) {
+    size_t pan = (size_t)kq * GEMM16_TILE;
+    if (e == ZT_GEMM16_AMX) {
+        amx_block(kq, a, a + pan, b, b + pan, c, ldc, mr, nr, mode, beta);
+        return;
+    }
+    for (int s = 0; s < 4; s++) {
+        int ri = (s / 2) * 16, cj = (s % 2) * 16;
+        if (mr > ri && nr > cj)
+            dp_tile(kq, a + (s / 2) * pan, b + (s % 2) * pan, c + (size_t)ri * ldc + cj, ldc,
+                    mr - ri, nr - cj, mode, beta);
+    }
+}
+
+/* the blocked product with buffers for mcap rows and ncap columns (multiples of 32) */
+static void blocked16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int K,
+                      const uint16_t *A, size_t lda, const uint16_t *B, size_t ldb, float beta,
+                      float *C, size_t ldc, uint16_t *abuf, int mcap, uint16_t *bbuf, int ncap) {
+    for (int pc = 0; pc < K; pc += GEMM16_KC) {
+        int kc = K - pc < GEMM16_KC ? K - pc : GEMM16_KC, kq = (kc + 31) / 32;
+        int mode = tile_mode(pc, beta);
+        size_t pan = (size_t)kq * GEMM16_TILE;
+        for (int ic = 0; ic < M; ic += mcap) {
+            int mc = M - ic < mcap ? M - ic : mcap;
+            pack(ta, ta, mc, (mc + 31) / 32 * 32, kc,
+                 ta ? A + (size_t)pc * lda + ic : A + (size_t)ic * lda + pc, lda, abuf);
+            for (int jc = 0; jc < N; jc += ncap) {
+                int nc = N - jc < ncap ? N - jc : ncap;
+                pack(!tb, tb, nc, (nc + 31) / 32 * 32, kc,
+                     tb ? B + (size_t)jc * ldb + pc : B + (size_t)pc * ldb + jc, ldb, bbuf);
+                for (int i0 = 0; i0 < mc; i0 += 32)
+                    for (int j0 = 0; j0 < nc; j0 += 32)
+                        block(e, kq, abuf + (size_t)(i0 / 16) * pan,
+                              bbuf + (size_t)(j0 / 16) * pan,
+                              C + (size_t)(ic + i0) * ldc + jc + j0, ldc,
+                              mc - i0 < 32 ? mc - i0 : 32, nc - j0 < 32 ? nc - j0 : 32, mode,
+                              beta);
+            }
+        }
+    }
+}
+
+/* without the thread's buffers: one 32-row strip and one 32-column strip on the stack (the
+ * same blocks in the same k order, so the same bits) */
+static __attribute__((noinline)) void blocked16_stack(enum zt_gemm16_engine e, int ta, int tb,
+                                                      int M, int N, int K, const uint16_t *A,
+                                                      size_t lda, const uint16_t *B, size_t ldb,
+                                                      float beta, float *C, size_t ldc) {
+    _Alignas(64) uint16_t ap[32 * GEMM16_KC];
+    _Alignas(64) uint16_t bp[32 * GEMM16_KC];
+    blocked16(e, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, ap, 32, bp, 32);
+}
+#endif /* ZT_GEMM_HAVE_AVX512 */
+
+/* C = beta C (K = 0: an empty product, as BLAS) */
+static void scale_c(int M, int N, float beta, float *C, int ldc) {
+    for (int i = 0; i < M; i++) {
+        float *ci = C + (size_t)i * ldc;
+        if (beta == 0.0f) memset(ci, 0, (size_t)N * sizeof(float));
+        else if (beta != 1.0f)
+            for (int j = 0; j < N; j++) ci[j] *= beta;
+    }
+}
+
+int zt_kern_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                      const uint16_t *B, int ldb, float beta, float *C, int ldc) {
+    enum zt_gemm16_engine e = zt_kern_gemm16_get();
+    if (e == ZT_GEMM16_WIDEN) return -1;
+    if (M <= 0 || N <= 0) return 0;
+    if (K <= 0) {
+        scale_c(M, N, beta, C, ldc);
+        return 0;
+    }
+#if ZT_GEMM_HAVE_AVX512
+    if (e == ZT_GEMM16_AMX) amx_begin();
+    uint16_t **g = zt_gemm_test_nobuf() ? NULL : thread_bufs();
+    if (!g)
+        blocked16_stack(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, beta, C,
+                        (size_t)ldc);
+    else
+        blocked16(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, beta, C, (size_t)ldc,
+                  g[0], GEMM16_MC, g[1], GEMM16_NC);
+    if (e == ZT_GEMM16_AMX) amx_end();
+    return 0;
+#else
+    (void)ta, (void)tb, (void)A, (void)lda, (void)B, (void)ldb, (void)C;
+    return -1;
+#endif
+}
