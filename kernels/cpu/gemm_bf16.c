@@ -199,33 +199,68 @@ static T16 void pack(int kmajor, int transpose, int n, int npad, int kc, const u
     }
 }
 
-/* a 16 x 16 block of C to and from a dense tile t (16 floats a row): the accumulator's start
- * (0, C or beta C by mode, as gemm_impl.h's tile_mode) and its end */
-static T16 void c_load(float *t, const float *c, size_t ldc, int mr, int nr, int mode,
-                       float beta) {
+/* Where a product's C lives and where each element's sum starts: fp32 C (f), from 0, C or
+ * beta C by mode (gemm_impl.h's tile_mode); or bf16 C (h, a product of one k block), from the
+ * bias row (bias), C widened (mode 1) or 0, the sum rounded once into it */
+struct cdst {
+    float *f;
+    uint16_t *h;
+    const float *bias;
+    size_t ld;
+    int mode;
+    float beta;
+};
+
+/* 16 fp32 to bf16 as zt_kern_f32_to_bf16 rounds them (nearest even on the dropped 16 bits;
+ * NaN -> 0x7FC0), so a fused store has the bits of a store then a conversion */
+static inline T16 __m256i round16(__m512 x) {
+    __m512i u = _mm512_castps_si512(x);
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
+    __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)),
+                                            _mm512_set1_epi32(0x7F800000));
+    r = _mm512_mask_mov_epi32(_mm512_srli_epi32(r, 16), nan, _mm512_set1_epi32(0x7FC0));
+    return _mm512_cvtepi32_epi16(r);
+}
+
+/* the start of C[i0.., j0..] (mr x nr valid) into a dense 16 x 16 tile t */
+static T16 void c_load(float *t, const struct cdst *cd, int i0, int j0, int mr, int nr) {
     __mmask16 m = lanes(nr);
-    __m512 vb = _mm512_set1_ps(beta);
+    __m512 vb = _mm512_set1_ps(cd->beta), x0 = _mm512_setzero_ps();
+    if (cd->bias) x0 = _mm512_maskz_loadu_ps(m, cd->bias + j0);
     for (int i = 0; i < 16; i++) {
-        __m512 x = mode && i < mr ? _mm512_maskz_loadu_ps(m, c + (size_t)i * ldc)
-                                  : _mm512_setzero_ps();
-        _mm512_store_ps(t + i * 16, mode == 2 ? _mm512_mul_ps(vb, x) : x);
+        __m512 x = i < mr ? x0 : _mm512_setzero_ps();
+        size_t at = (size_t)(i0 + i) * cd->ld + j0;
+        if (i < mr && cd->mode && cd->h) {
+            __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, cd->h + at));
+            x = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+        } else if (i < mr && cd->mode) {
+            x = _mm512_maskz_loadu_ps(m, cd->f + at);
+            if (cd->mode == 2) x = _mm512_mul_ps(vb, x);
+        }
+        _mm512_store_ps(t + i * 16, x);
     }
 }
 
-static T16 void c_store(float *c, size_t ldc, const float *t, int mr, int nr) {
+/* the tile's sums into C[i0.., j0..] (mr x nr valid) */
+static T16 void c_store(const struct cdst *cd, int i0, int j0, const float *t, int mr, int nr) {
     __mmask16 m = lanes(nr);
-    for (int i = 0; i < mr && i < 16; i++)
-        _mm512_mask_storeu_ps(c + (size_t)i * ldc, m, _mm512_load_ps(t + i * 16));
+    for (int i = 0; i < mr && i < 16; i++) {
+        size_t at = (size_t)(i0 + i) * cd->ld + j0;
+        __m512 x = _mm512_load_ps(t + i * 16);
+        if (cd->h) _mm256_mask_storeu_epi16(cd->h + at, m, round16(x));
+        else _mm512_mask_storeu_ps(cd->f + at, m, x);
+    }
 }
 
 // ----------------------------------------------------------------------------
 // AVX512-BF16: a 16 x 16 tile of C in 16 zmm, a k pair per VDPBF16PS
 
 static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void dp_tile(
-    int kq, const uint16_t *a, const uint16_t *b, float *c, size_t ldc, int mr, int nr, int mode,
-    float beta) {
+    int kq, const uint16_t *a, const uint16_t *b, const struct cdst *cd, int i0, int j0, int mr,
+    int nr) {
     _Alignas(64) float t[256];
-    c_load(t, c, ldc, mr, nr, mode, beta);
+    c_load(t, cd, i0, j0, mr, nr);
     __m512 acc[16];
     for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(t + i * 16);
     for (int q = 0; q < kq; q++) {
@@ -240,7 +275,7 @@ static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void dp_t
         }
     }
     for (int i = 0; i < 16; i++) _mm512_store_ps(t + i * 16, acc[i]);
-    c_store(c, ldc, t, mr, nr);
+    c_store(cd, i0, j0, t, mr, nr);
 }
 
 // ----------------------------------------------------------------------------
@@ -283,14 +318,15 @@ static __attribute__((target("amx-tile,amx-bf16"))) void amx_products(int kq, co
     }
 }
 
-/* C[0:mr, 0:nr] (mr, nr <= 32) from panels a0, a1 and b0, b1: a whole block with C read as it
- * is (mode 0 or 1) goes straight between C and the tiles, any other through dense copies */
+/* C[i0:i0+mr, j0:j0+nr] (mr, nr <= 32) from panels a0, a1 and b0, b1: a whole fp32 block read
+ * as it is (mode 0 or 1) goes straight between C and the tiles, any other through dense tiles */
 static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) void amx_block(
     int kq, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
-    float *c, size_t ldc, int mr, int nr, int mode, float beta) {
-    size_t ldb = ldc * sizeof(float);
-    if (mr == 32 && nr == 32 && mode < 2) {
-        if (mode == 0) {
+    const struct cdst *cd, int i0, int j0, int mr, int nr) {
+    if (!cd->h && mr == 32 && nr == 32 && cd->mode < 2) {
+        float *c = cd->f + (size_t)i0 * cd->ld + j0;
+        size_t ldc = cd->ld, ldb = ldc * sizeof(float);
+        if (cd->mode == 0) {
             _tile_zero(0);
             _tile_zero(1);
             _tile_zero(2);
@@ -310,8 +346,8 @@ static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) vo
     }
     _Alignas(64) float t[4][256];
     for (int s = 0; s < 4; s++)
-        c_load(t[s], c + (size_t)(s / 2) * 16 * ldc + (s % 2) * 16, ldc, mr - (s / 2) * 16,
-               nr - (s % 2) * 16, mode, beta);
+        c_load(t[s], cd, i0 + (s / 2) * 16, j0 + (s % 2) * 16, mr - (s / 2) * 16,
+               nr - (s % 2) * 16);
     _tile_loadd(0, t[0], 64);
     _tile_loadd(1, t[1], 64);
     _tile_loadd(2, t[2], 64);
@@ -322,35 +358,36 @@ static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) vo
     _tile_stored(2, t[2], 64);
     _tile_stored(3, t[3], 64);
     for (int s = 0; s < 4; s++)
-        if (mr > (s / 2) * 16 && nr > (s % 2) * 16)
-            c_store(c + (size_t)(s / 2) * 16 * ldc + (s % 2) * 16, ldc, t[s], mr - (s / 2) * 16,
-                    nr - (s % 2) * 16);
+        c_store(cd, i0 + (s / 2) * 16, j0 + (s % 2) * 16, t[s], mr - (s / 2) * 16,
+                nr - (s % 2) * 16);
 }
 
-/* one 32 x 32 block of C (mr x nr valid) by the engine: panels a (two 16-row) and b (two
- * 16-column), kq tiles each */
+/* one 32 x 32 block of C at (i0, j0) (mr x nr valid) by the engine: panels a (two 16-row)
+ * and b (two 16-column), kq tiles each */
 static void block(enum zt_gemm16_engine e, int kq, const uint16_t *a, const uint16_t *b,
-                  float *c, size_t ldc, int mr, int nr, int mode, float beta) {
+                  const struct cdst *cd, int i0, int j0, int mr, int nr) {
     size_t pan = (size_t)kq * GEMM16_TILE;
     if (e == ZT_GEMM16_AMX) {
-        amx_block(kq, a, a + pan, b, b + pan, c, ldc, mr, nr, mode, beta);
+        amx_block(kq, a, a + pan, b, b + pan, cd, i0, j0, mr, nr);
         return;
     }
     for (int s = 0; s < 4; s++) {
         int ri = (s / 2) * 16, cj = (s % 2) * 16;
         if (mr > ri && nr > cj)
-            dp_tile(kq, a + (s / 2) * pan, b + (s % 2) * pan, c + (size_t)ri * ldc + cj, ldc,
-                    mr - ri, nr - cj, mode, beta);
+            dp_tile(kq, a + (s / 2) * pan, b + (s % 2) * pan, cd, i0 + ri, j0 + cj, mr - ri,
+                    nr - cj);
     }
 }
 
-/* the blocked product with buffers for mcap rows and ncap columns (multiples of 32) */
+/* the blocked product with buffers for mcap rows and ncap columns (multiples of 32); the
+ * blocks after the first k block add to C */
 static void blocked16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int K,
-                      const uint16_t *A, size_t lda, const uint16_t *B, size_t ldb, float beta,
-                      float *C, size_t ldc, uint16_t *abuf, int mcap, uint16_t *bbuf, int ncap) {
+                      const uint16_t *A, size_t lda, const uint16_t *B, size_t ldb,
+                      const struct cdst *c0, uint16_t *abuf, int mcap, uint16_t *bbuf, int ncap) {
     for (int pc = 0; pc < K; pc += GEMM16_KC) {
         int kc = K - pc < GEMM16_KC ? K - pc : GEMM16_KC, kq = (kc + 31) / 32;
-        int mode = tile_mode(pc, beta);
+        struct cdst cd = *c0;
+        if (pc > 0) cd.mode = 1;
         size_t pan = (size_t)kq * GEMM16_TILE;
         for (int ic = 0; ic < M; ic += mcap) {
             int mc = M - ic < mcap ? M - ic : mcap;
@@ -363,10 +400,8 @@ static void blocked16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int
                 for (int i0 = 0; i0 < mc; i0 += 32)
                     for (int j0 = 0; j0 < nc; j0 += 32)
                         block(e, kq, abuf + (size_t)(i0 / 16) * pan,
-                              bbuf + (size_t)(j0 / 16) * pan,
-                              C + (size_t)(ic + i0) * ldc + jc + j0, ldc,
-                              mc - i0 < 32 ? mc - i0 : 32, nc - j0 < 32 ? nc - j0 : 32, mode,
-                              beta);
+                              bbuf + (size_t)(j0 / 16) * pan, &cd, ic + i0, jc + j0,
+                              mc - i0 < 32 ? mc - i0 : 32, nc - j0 < 32 ? nc - j0 : 32);
             }
         }
     }
@@ -377,10 +412,21 @@ static void blocked16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int
 static __attribute__((noinline)) void blocked16_stack(enum zt_gemm16_engine e, int ta, int tb,
                                                       int M, int N, int K, const uint16_t *A,
                                                       size_t lda, const uint16_t *B, size_t ldb,
-                                                      float beta, float *C, size_t ldc) {
+                                                      const struct cdst *cd) {
     _Alignas(64) uint16_t ap[32 * GEMM16_KC];
     _Alignas(64) uint16_t bp[32 * GEMM16_KC];
-    blocked16(e, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc, ap, 32, bp, 32);
+    blocked16(e, ta, tb, M, N, K, A, lda, B, ldb, cd, ap, 32, bp, 32);
+}
+
+static void run16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int K,
+                  const uint16_t *A, int lda, const uint16_t *B, int ldb, const struct cdst *cd) {
+    if (e == ZT_GEMM16_AMX) amx_begin();
+    uint16_t **g = zt_gemm_test_nobuf() ? NULL : thread_bufs();
+    if (!g) blocked16_stack(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, cd);
+    else
+        blocked16(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, cd, g[0], GEMM16_MC, g[1],
+                  GEMM16_NC);
+    if (e == ZT_GEMM16_AMX) amx_end();
 }
 #endif /* ZT_GEMM_HAVE_AVX512 */
 
@@ -404,18 +450,42 @@ int zt_kern_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, in
         return 0;
     }
 #if ZT_GEMM_HAVE_AVX512
-    if (e == ZT_GEMM16_AMX) amx_begin();
-    uint16_t **g = zt_gemm_test_nobuf() ? NULL : thread_bufs();
-    if (!g)
-        blocked16_stack(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, beta, C,
-                        (size_t)ldc);
-    else
-        blocked16(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, beta, C, (size_t)ldc,
-                  g[0], GEMM16_MC, g[1], GEMM16_NC);
-    if (e == ZT_GEMM16_AMX) amx_end();
+    struct cdst cd = {.f = C, .ld = (size_t)ldc, .mode = tile_mode(0, beta), .beta = beta};
+    run16(e, ta, tb, M, N, K, A, lda, B, ldb, &cd);
     return 0;
 #else
     (void)ta, (void)tb, (void)A, (void)lda, (void)B, (void)ldb, (void)C;
     return -1;
 #endif
+}
+
+/* the start of each element of C16 into the fp32 scratch (rows N apart) */
+static void c16_start(int M, int N, const float *bias, int accumulate, const uint16_t *C,
+                      int ldc, float *scratch) {
+    for (int i = 0; i < M; i++) {
+        float *s = scratch + (size_t)i * N;
+        if (bias) memcpy(s, bias, (size_t)N * sizeof *s);
+        else if (accumulate) zt_kern_bf16_to_f32(s, C + (size_t)i * ldc, (size_t)N);
+        else memset(s, 0, (size_t)N * sizeof *s);
+    }
+}
+
+int zt_kern_gemm_bf16_c16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
+                          const uint16_t *B, int ldb, const float *bias, int accumulate,
+                          uint16_t *C, int ldc, float *scratch) {
+    enum zt_gemm16_engine e = zt_kern_gemm16_get();
+    if (e == ZT_GEMM16_WIDEN) return -1;
+    if (M <= 0 || N <= 0) return 0;
+#if ZT_GEMM_HAVE_AVX512
+    if (K > 0 && K <= GEMM16_KC) {
+        struct cdst cd = {.h = C, .bias = bias, .ld = (size_t)ldc, .mode = accumulate && !bias};
+        run16(e, ta, tb, M, N, K, A, lda, B, ldb, &cd);
+        return 0;
+    }
+#endif
+    c16_start(M, N, bias, accumulate, C, ldc, scratch);
+    zt_kern_gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, 1.0f, scratch, N);
+    for (int i = 0; i < M; i++)
+        zt_kern_f32_to_bf16(C + (size_t)i * ldc, scratch + (size_t)i * N, (size_t)N);
+    return 0;
 }

@@ -7,7 +7,8 @@
  * (K + 1) u (sum_k |a_ik b_kj| + |beta c_ij|) with u = 2^-24 (Higham, "Accuracy and Stability
  * of Numerical Algorithms", 3.1), plus one rounding of beta c. Every transposition case, edge
  * shapes around the 16/32 tiles and the 1024-deep k blocks, padded leading dimensions; then the
- * bits: row chunks, column chunks, the stack-packed path and a second call give the same C.
+ * bits: row chunks, column chunks, the stack-packed path and a second call give the same C, and
+ * the bf16-C product (its fused rounding store) equals the fp32-C one rounded afterwards.
  * Under ZT_GEMM16_WIDEN the kernel declines (-1, C untouched); an engine the CPU lacks cannot be
  * selected.
  */
@@ -130,6 +131,36 @@ static void bits(const char *name) {
     }
 }
 
+/* the bf16-C product (bias, accumulate or neither; shallow and deep k) against the fp32-C one
+ * started the same way and rounded by zt_kern_f32_to_bf16: the same bits */
+static void bits_c16(const char *name) {
+    static const int S[][3] = {{40, 70, 96}, {33, 50, 1500}, {1, 3, 5}};
+    for (size_t s = 0; s < sizeof S / sizeof *S; s++)
+        for (int v = 0; v < 12; v++) {
+            int ta = v & 1, tb = (v >> 1) & 1, start = v >> 2; /* 0 none, 1 bias, 2 accumulate */
+            int M = S[s][0], N = S[s][1], K = S[s][2];
+            uint16_t *A = rand_bf16((size_t)M * K), *B = rand_bf16((size_t)N * K);
+            uint16_t *C = rand_bf16((size_t)M * N), *want = malloc((size_t)M * N * 2);
+            float *f = malloc((size_t)M * N * sizeof *f), *bias = malloc((size_t)N * sizeof *f);
+            float *scratch = malloc((size_t)M * N * sizeof *f);
+            for (int j = 0; j < N; j++) bias[j] = (float)j * 0.125f - 2.0f;
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++)
+                    f[(size_t)i * N + j] = start == 1 ? bias[j]
+                                           : start == 2 ? (float)wide(C[(size_t)i * N + j])
+                                                        : 0.0f;
+            zt_kern_gemm_bf16(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N, start ? 1.0f : 0.0f,
+                              f, N);
+            zt_kern_f32_to_bf16(want, f, (size_t)M * N);
+            zt_kern_gemm_bf16_c16(ta, tb, M, N, K, A, ta ? M : K, B, tb ? K : N,
+                                  start == 1 ? bias : NULL, start == 2, C, N, scratch);
+            ZT_TEST_TRUE(memcmp(C, want, (size_t)M * N * 2) == 0,
+                         "%s ta=%d tb=%d %dx%dx%d start %d: the bf16-C product differs from "
+                         "the fp32-C one rounded", name, ta, tb, M, N, K, start);
+            free(A), free(B), free(C), free(want), free(f), free(bias), free(scratch);
+        }
+}
+
 static void widen_declines(void) {
     ZT_TEST_TRUE(zt_kern_gemm16_set(ZT_GEMM16_WIDEN) == 0, "cannot select widening");
     uint16_t a = 0x3F80, b = 0x4000;
@@ -152,6 +183,7 @@ int main(void) {
         printf("engine %s\n", NAMES[e]);
         accuracy(NAMES[e]);
         bits(NAMES[e]);
+        bits_c16(NAMES[e]);
     }
     ZT_TEST_TRUE(best == ZT_GEMM16_WIDEN || zt_kern_gemm16_available(best),
                  "the default engine is one the CPU lacks");
