@@ -19,9 +19,10 @@
  *     carries d(residual) through the whole backward pass.
  * Every kernel is deterministic: a fixed summation order that depends only on its arguments.
  *
- * Mixed precision (bf16/fp16 storage) never reaches these kernels: tasks/ widens 16-bit tensors
- * to fp32 with the converters below, runs the fp32 kernel and narrows the results (round to
- * nearest even), so every kernel computes in fp32 whatever the storage.
+ * Mixed precision (bf16/fp16 storage): tasks/ widens 16-bit tensors to fp32 with the converters
+ * below, runs the fp32 kernel and narrows the results (round to nearest even), except where a
+ * kernel says it reads bf16 itself: the bf16 products (zt_kern_gemm_bf16*), the bf16 attention
+ * and the few-rows products with 16-bit weights.
  */
 #ifndef ZT_KERNELS_H
 #define ZT_KERNELS_H
@@ -158,6 +159,17 @@ void zt_kern_attention_forward(float *out, float *att, const float *qkv, int B, 
 void zt_kern_attention_backward(float *dqkv, float *scratch, const float *dout, const float *qkv,
                                 const float *att, int B, int T, int C, int NH);
 size_t zt_kern_attention_scratch_floats(int T);
+/* The same in bf16 (qkv, att, out, dout, dqkv), the products on the bf16 engine
+ * (zt_kern_gemm_bf16): scores, softmax and its backward in fp32; the probabilities are rounded
+ * to bf16 once (att, which att @ v and the backward read) and so is the softmax backward's
+ * result before the dq and dk products. scratch: zt_kern_attention_bf16_scratch_floats(T, hs)
+ * floats. 0, or -1 (nothing done) under ZT_GEMM16_WIDEN. */
+int zt_kern_attention_forward_bf16(uint16_t *out, uint16_t *att, const uint16_t *qkv,
+                                   float *scratch, int B, int T, int C, int NH);
+int zt_kern_attention_backward_bf16(uint16_t *dqkv, float *scratch, const uint16_t *dout,
+                                    const uint16_t *qkv, const uint16_t *att, int B, int T, int C,
+                                    int NH);
+size_t zt_kern_attention_bf16_scratch_floats(int T, int hs);
 
 /* Inference with a KV cache. A sequence's cache holds ctx positions, head-major: the K of head h
  * at position p is kv[(h * ctx + p) * hs ..][0, hs), its V kv[((NH + h) * ctx + p) * hs ..]

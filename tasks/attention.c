@@ -4,7 +4,8 @@
  *
  * Layer: tasks/ (an op file). The backward body works in a [T, T] scratch of its worker
  * (zt_worker_scratch: owned by the worker thread, reused by its next task, freed when it exits),
- * so the task carries no scratch buffer and nothing here outlives the runtime.
+ * so the task carries no scratch buffer and nothing here outlives the runtime. With bf16 blocks
+ * and a bf16 engine the bf16 kernels read and write them as stored (zt_kern_attention_*_bf16).
  */
 #include <stdlib.h>      /* calloc */
 #include "zt_kernels.h"  /* zt_kern_attention_* */
@@ -13,7 +14,19 @@
 struct zt_attention_args {
     struct zt_task_hdr hdr;
     int C, NH;
+    int bf16; /* every slot bf16 and the CPU has a bf16 engine: the bf16 kernels (native16) */
 };
+
+/* the bf16 kernels run on the task's blocks as stored */
+static int bf16_native(zt_tensor_t a, zt_tensor_t b, zt_tensor_t c) {
+    return zt_kern_gemm16_get() != ZT_GEMM16_WIDEN && zt_tensor_dtype(a) == ZT_DTYPE_BF16 &&
+           zt_tensor_dtype(b) == ZT_DTYPE_BF16 && zt_tensor_dtype(c) == ZT_DTYPE_BF16;
+}
+
+static float *bf16_scratch(const struct zt_attention_args *a, int T) {
+    size_t n = zt_kern_attention_bf16_scratch_floats(T, a->C / a->NH);
+    return zt_worker_scratch(ZT_SCRATCH_BODY, n);
+}
 
 void attention_forward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_attention_args *a = cl_arg;
@@ -23,6 +36,11 @@ void attention_forward_cpu(void *buffers[], void *cl_arg) {
     int64_t N = zt_slot_nx(buffers, &a->hdr, 0) / a->C;
     int64_t natt = zt_slot_nx(buffers, &a->hdr, 1);
     int T = (int)((natt / a->NH) / N); /* att = B*NH*T*T, N = B*T */
+    if (a->bf16) {
+        zt_kern_attention_forward_bf16((uint16_t *)out, (uint16_t *)att, (const uint16_t *)qkv,
+                                       bf16_scratch(a, T), (int)(N / T), T, a->C, a->NH);
+        return;
+    }
     zt_kern_attention_forward(out, att, qkv, (int)(N / T), T, a->C, a->NH);
 }
 
@@ -34,6 +52,12 @@ void attention_backward_cpu(void *buffers[], void *cl_arg) {
     const float *att = zt_slot_ptr(buffers, &a->hdr, 3);
     int64_t N = zt_slot_nx(buffers, &a->hdr, 1) / a->C;
     int T = (int)((zt_slot_nx(buffers, &a->hdr, 3) / a->NH) / N);
+    if (a->bf16) {
+        zt_kern_attention_backward_bf16((uint16_t *)dqkv, bf16_scratch(a, T),
+                                        (const uint16_t *)dout, (const uint16_t *)qkv,
+                                        (const uint16_t *)att, (int)(N / T), T, a->C, a->NH);
+        return;
+    }
     float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY, zt_kern_attention_scratch_floats(T));
     zt_kern_attention_backward(dqkv, scratch, dout, qkv, att, (int)(N / T), T, a->C, a->NH);
 }
@@ -58,6 +82,8 @@ enum zt_status zt_task_attention_forward(const struct zt_task_opts *o, zt_tensor
     ZT_ARGS_NEW(struct zt_attention_args, a);
     a->C = (int)zt_tensor_cols(out);
     a->NH = n_head;
+    a->bf16 = bf16_native(out, att, qkv);
+    a->hdr.native16 = (unsigned char)a->bf16;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_attention_forward, o, blk);
     zt_builder_add(&tb, out, blk, STARPU_W);
@@ -74,6 +100,8 @@ enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tenso
     ZT_ARGS_NEW(struct zt_attention_args, a);
     a->C = (int)zt_tensor_cols(dout);
     a->NH = n_head;
+    a->bf16 = bf16_native(dout, qkv, att) && zt_tensor_dtype(dqkv) == ZT_DTYPE_BF16;
+    a->hdr.native16 = (unsigned char)a->bf16;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_attention_backward, o, blk);
     zt_builder_add(&tb, dqkv, blk, STARPU_W);

@@ -227,3 +227,127 @@ void zt_kern_attention_backward(float *dqkv, float *scratch, const float *dout, 
         }
     }
 }
+
+// ----------------------------------------------------------------------------
+// bf16: qkv, att, out (and their gradients) in bf16, the products on the bf16 engine
+// (zt_kern_gemm_bf16; products of bf16 values summed in fp32), scores, softmax and its backward
+// in fp32. The probabilities are rounded to bf16 once: the saved att, which both the forward's
+// att @ v and the backward read; the softmax backward's result is rounded to bf16 for the dq
+// and dk products, as autocast's bf16 matmuls round their operands.
+
+size_t zt_kern_attention_bf16_scratch_floats(int T, int hs) {
+    assert(T > 0 && hs > 0);
+    return (size_t)T * T + ((size_t)T * T + 1) / 2 + (size_t)ATT_TB * hs;
+}
+
+/* O[i0:i1] = P[i0:i1, 0:i1] @ Y[0:i1], bf16 (P is 0 above the diagonal) */
+static void causal_py16(uint16_t *O, int ldo, const uint16_t *P, int T, const uint16_t *Y,
+                        int ldy, int hs, float *scratch) {
+    for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+        int i1 = blk_end(i0, T);
+        zt_kern_gemm_bf16_c16(0, 0, i1 - i0, hs, i1, P + (size_t)i0 * T, T, Y, ldy, NULL, 0,
+                              O + (size_t)i0 * ldo, ldo, scratch);
+    }
+}
+
+/* O[j0:j1] = P[j0:T, j0:j1]^T @ Y[j0:T], bf16 (P is 0 above the diagonal) */
+static void causal_pty16(uint16_t *O, int ldo, const uint16_t *P, int T, const uint16_t *Y,
+                         int ldy, int hs, float *scratch) {
+    for (int j0 = 0; j0 < T; j0 += ATT_TB) {
+        int j1 = blk_end(j0, T);
+        zt_kern_gemm_bf16_c16(1, 0, j1 - j0, hs, T - j0, P + (size_t)j0 * T + j0, T,
+                              Y + (size_t)j0 * ldy, ldy, NULL, 0, O + (size_t)j0 * ldo, ldo,
+                              scratch);
+    }
+}
+
+/* S[i0:i1, 0:i1] = X[i0:i1] @ Y[0:i1]^T in fp32 */
+static void causal_xyt16(float *S, const uint16_t *X, int ldx, const uint16_t *Y, int ldy, int T,
+                         int hs) {
+    for (int i0 = 0; i0 < T; i0 += ATT_TB) {
+        int i1 = blk_end(i0, T);
+        zt_kern_gemm_bf16(0, 1, i1 - i0, i1, hs, X + (size_t)i0 * ldx, ldx, Y, ldy, 0.0f,
+                          S + (size_t)i0 * T, T);
+    }
+}
+
+int zt_kern_attention_forward_bf16(uint16_t *out, uint16_t *att, const uint16_t *qkv,
+                                   float *scratch, int B, int T, int C, int NH) {
+    assert(B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    if (zt_kern_gemm16_get() == ZT_GEMM16_WIDEN) return -1;
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *S = scratch, *tail = scratch + (size_t)T * T + ((size_t)T * T + 1) / 2;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const uint16_t *q = qkv + (size_t)b * T * C3 + (size_t)h * hs;
+            uint16_t *a = att + ((size_t)b * NH + h) * T * T;
+            causal_xyt16(S, q, C3, q + C, C3, T, hs);
+            for (int i = 0; i < T; i++) {
+                float *row = S + (size_t)i * T;
+                for (int j = 0; j <= i; j++) row[j] *= scale;
+                softmax_row(row, i + 1);
+                memset(row + i + 1, 0, (size_t)(T - i - 1) * sizeof(float));
+                zt_kern_f32_to_bf16(a + (size_t)i * T, row, (size_t)T);
+            }
+            causal_py16(out + (size_t)b * T * C + (size_t)h * hs, C, a, T, q + 2 * C, C3, hs,
+                        tail);
+        }
+    return 0;
+}
+
+#define ATT_CHUNK 512 /* bf16 probabilities widened this many at a time (a multiple of 8) */
+
+/* the softmax backward of row i of one (b, h) from datt (row, fp32) and the bf16 probabilities
+ * a: ds[j] = round(scale a[j] (datt[j] - sum_k a[k] datt[k])), j <= i, and 0 after it to the end
+ * of the row's block; the dot product in the fp32 kernel's lane order */
+static void softmax_backward_row16(uint16_t *ds, const float *row, const uint16_t *a, int i,
+                                   int T, float scale) {
+    float ar[ATT_CHUNK], acc[ATT_LANES] = {0}, tail = 0;
+    const int n = i + 1;
+    for (int j0 = 0; j0 < n; j0 += ATT_CHUNK) {
+        int m = n - j0 < ATT_CHUNK ? n - j0 : ATT_CHUNK, j = 0;
+        zt_kern_bf16_to_f32(ar, a + j0, (size_t)m);
+        for (; j + ATT_LANES <= m; j += ATT_LANES)
+            for (int l = 0; l < ATT_LANES; l++) acc[l] += ar[j + l] * row[j0 + j + l];
+        for (; j < m; j++) tail += ar[j] * row[j0 + j];
+    }
+    const float dot = lanes_sum(acc) + tail;
+    for (int j0 = 0; j0 < n; j0 += ATT_CHUNK) {
+        int m = n - j0 < ATT_CHUNK ? n - j0 : ATT_CHUNK;
+        zt_kern_bf16_to_f32(ar, a + j0, (size_t)m);
+        for (int j = 0; j < m; j++) ar[j] = scale * (ar[j] * (row[j0 + j] - dot));
+        zt_kern_f32_to_bf16(ds + j0, ar, (size_t)m);
+    }
+    int bend = blk_end(i - i % ATT_TB, T);
+    if (bend > n) memset(ds + n, 0, (size_t)(bend - n) * sizeof *ds);
+}
+
+int zt_kern_attention_backward_bf16(uint16_t *dqkv, float *scratch, const uint16_t *dout,
+                                    const uint16_t *qkv, const uint16_t *att, int B, int T, int C,
+                                    int NH) {
+    assert(B >= 0 && T > 0 && NH > 0 && C % NH == 0);
+    if (zt_kern_gemm16_get() == ZT_GEMM16_WIDEN) return -1;
+    const int hs = C / NH, C3 = 3 * C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    float *dp = scratch, *tail = scratch + (size_t)T * T + ((size_t)T * T + 1) / 2;
+    uint16_t *ds = (uint16_t *)(scratch + (size_t)T * T);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const size_t qoff = (size_t)b * T * C3 + (size_t)h * hs;
+            const uint16_t *q = qkv + qoff, *k = q + C, *v = q + 2 * C;
+            const uint16_t *a = att + ((size_t)b * NH + h) * T * T;
+            const uint16_t *d = dout + (size_t)b * T * C + (size_t)h * hs;
+            uint16_t *dq = dqkv + qoff;
+            // datt = dout @ v^T (lower triangle); dv = att^T @ dout
+            causal_xyt16(dp, d, C, v, C3, T, hs);
+            causal_pty16(dq + 2 * C, C3, a, T, d, C, hs, tail);
+            for (int i = 0; i < T; i++)
+                softmax_backward_row16(ds + (size_t)i * T, dp + (size_t)i * T, a + (size_t)i * T,
+                                       i, T, scale);
+            // dq = dpreatt @ k; dk = dpreatt^T @ q
+            causal_py16(dq, C3, ds, T, k, C3, hs, tail);
+            causal_pty16(dq + C, C3, ds, T, q, C3, hs, tail);
+        }
+    return 0;
+}

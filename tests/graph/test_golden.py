@@ -11,7 +11,9 @@ so a refactoring that changes one bit of one loss or weight fails here, naming t
 
 The sums of our AVX-512 GEMM depend on K only and every other kernel is written in ISO C11 with
 a fixed summation order, so the bits are the same on every AVX-512F CPU; without AVX-512F the
-products go through OpenBLAS (other bits) and the test skips (77).
+products go through OpenBLAS (other bits) and the test skips (77). The runs use ZT_GEMM=avx512:
+the bf16 engines (AMX, AVX512-BF16) that ZT_GEMM=auto picks for bf16 products differ between
+CPUs, and test_precision and test_gemm_bf16 prove them.
 
 Usage: test_golden.py ZT_TRAIN MPIEXEC WORKDIR GOLDEN_JSON [--record]
 """
@@ -38,6 +40,7 @@ def cpu_has_avx512f():
 if not cpu_has_avx512f():
     print("test_golden: skipped: the CPU has no AVX-512F (products go through OpenBLAS)")
     sys.exit(77)
+os.environ["ZT_GEMM"] = "avx512"
 
 R = Runner(ZT, MPIEXEC, WORK)
 MODEL = R.write("model.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 32, "n_layer": 2,

@@ -12,8 +12,9 @@ PyTorch, loss scaling, determinism, exact resume and ZeRO on 2 ranks.
      (within 1.4 ulp) differ, which here changes no bf16 gradient at all and the masters by
      ~2e-7); fp16, whose rounding is 8x finer, sees that fp32 noise flip a few roundings, which
      then spread, and bf16 on the CPU's bf16 engine (ZT_GEMM=auto on a CPU with AMX or
-     AVX512-BF16: the same exact products summed in the engine's order) are held to the
-     float64 tolerances below, against both references;
+     AVX512-BF16: the same exact products summed in the engine's order, and the attention's
+     products on 16-bit operands, which the reference then rounds too: --bf16-products) are
+     held to the float64 tolerances below, against both references;
    - against its float64-compute run (the exact reference): losses to 1e-4, gradients to 2e-3
      per tensor (a few percent of 16-bit values land on the other side of a rounding boundary,
      each one 2^-8 (bf16) or 2^-11 (fp16) relative), masters to 2e-2 per tensor, except the key
@@ -156,14 +157,15 @@ def numerics():
                               ["--ds-config", ds, "--model", model, "--data", data,
                                "--init-from", init, "--steps", "4", "--dump-grads", grads],
                               env={"ZT_GEMM": gemm})
+        # the bf16 engines' attention products read 16-bit operands: the reference's too
+        p16 = ["--bf16-products"] if gemm == "auto" and prec == "bf16" else []
         for comp in ("float32", "float64"):
-            rj, rp, rg = (R.path("ref_%s_%s.%s" % (prec, comp, x))
+            rj, rp, rg = (R.path("ref_%s_%s%s.%s" % (prec, comp, "_p16" if p16 else "", x))
                           for x in ("json", "params.safetensors", "grads.safetensors"))
-            if not os.path.exists(rj):
-                sh([PY, os.path.join(REFDIR, "gpt2_mp_torch.py"), "--model", model,
-                    "--ds-config", ds, "--data", data, "--init", init, "--steps", "4",
-                    "--precision", prec, "--compute", comp, "--out-json", rj, "--params-out",
-                    rp, "--grads-out", rg], "reference %s %s" % (prec, comp))
+            sh([PY, os.path.join(REFDIR, "gpt2_mp_torch.py"), "--model", model, "--ds-config",
+                ds, "--data", data, "--init", init, "--steps", "4", "--precision", prec,
+                "--compute", comp, "--out-json", rj, "--params-out", rp, "--grads-out", rg] + p16,
+               "reference %s %s" % (prec, comp))
             with open(rj) as f:
                 ref = json.load(f)
             # widened bf16 against the float32-compute reference: the same roundings from the

@@ -7,11 +7,18 @@
  * are bit-identical; and dqkv against central finite differences of the float forward (every
  * input for T=5, every 7th for T=130).
  * Tolerances vs PyTorch: 1e-5 * max(1,|ref|) (float sgemm with K <= T, float softmax).
+ * Where the CPU has a bf16 engine, the bf16 kernels on bf16-rounded qkv and dout against the fp32
+ * kernels on the same values: att within 4e-3 (one bf16 rounding, 2^-9 relative, of values <= 1),
+ * out within 1e-2 and dqkv within 2e-2 * max(1,|ref|) (the rounded probabilities and softmax
+ * gradients enter K <= T products, and the results are rounded once more); and one sequence at a
+ * time gives the bits of the batch.
  * Finite differences: step 1e-2; softmax curvature gives truncation ~1e-5, float rounding of
  * L = sum dout*out (~1e-6 for T=5, ~1e-5 for T=130) over 2e-2 gives <= 5e-4: tol 2e-3.
  */
 #include <math.h>   /* NAN */
+#include <stdio.h>  /* printf, snprintf */
 #include <stdlib.h> /* EXIT_FAILURE */
+#include <string.h> /* memcmp */
 
 #include "kernels_ref.h" /* reference readers, checks */
 #include "zt_kernels.h"  /* kernels under test */
@@ -74,11 +81,72 @@ static void run_case(const char *cs, size_t fd_stride) {
     KREF_CHECK_FD(dqkv, qkv, nqkv, fd_stride, 1e-2, 2e-3, att_loss, &ctx, lbl);
 }
 
+/* n values rounded to bf16, and their widened copy */
+static uint16_t *to_bf16(const float *x, size_t n, float **wide) {
+    uint16_t *h = (uint16_t *)kref_alloc(n * sizeof *h);
+    zt_kern_f32_to_bf16(h, x, n);
+    *wide = kref_floats(n, 0);
+    zt_kern_bf16_to_f32(*wide, h, n);
+    return h;
+}
+
+/* the bf16 kernels against the fp32 ones on the same (bf16-rounded) inputs; each sequence on its
+ * own gives the bits of the batch */
+static void run_case_bf16(const char *cs) {
+    const int B = kref_meta(cs, "B"), T = kref_meta(cs, "T"), C = kref_meta(cs, "C"),
+              NH = kref_meta(cs, "NH");
+    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C,
+                 natt = (size_t)B * NH * T * T;
+    float *qkvw, *doutw;
+    uint16_t *qkv = to_bf16(kref_f32(cs, "qkv", nqkv), nqkv, &qkvw);
+    uint16_t *dout = to_bf16(kref_f32(cs, "dout", nout), nout, &doutw);
+    float *out = kref_floats(nout, NAN), *att = kref_floats(natt, NAN);
+    float *dqkv = kref_floats(nqkv, NAN);
+    zt_kern_attention_forward(out, att, qkvw, B, T, C, NH);
+    zt_kern_attention_backward(dqkv, kref_floats(zt_kern_attention_scratch_floats(T), 0), doutw,
+                               qkvw, att, B, T, C, NH);
+
+    float *scr = kref_floats(zt_kern_attention_bf16_scratch_floats(T, C / NH), NAN);
+    uint16_t *o16 = (uint16_t *)kref_alloc(nout * 2), *a16 = (uint16_t *)kref_alloc(natt * 2);
+    uint16_t *d16 = (uint16_t *)kref_alloc(nqkv * 2);
+    ZT_TEST_TRUE(zt_kern_attention_forward_bf16(o16, a16, qkv, scr, B, T, C, NH) == 0 &&
+                 zt_kern_attention_backward_bf16(d16, scr, dout, qkv, a16, B, T, C, NH) == 0,
+                 "%s: the bf16 kernels declined", cs);
+    float *o = kref_floats(nout, 0), *a = kref_floats(natt, 0), *d = kref_floats(nqkv, 0);
+    zt_kern_bf16_to_f32(o, o16, nout);
+    zt_kern_bf16_to_f32(a, a16, natt);
+    zt_kern_bf16_to_f32(d, d16, nqkv);
+    char lbl[128];
+    snprintf(lbl, sizeof lbl, "%s bf16 att against fp32", cs);
+    KREF_CHECK(a, kref_widen(att, natt), natt, 4e-3, lbl);
+    snprintf(lbl, sizeof lbl, "%s bf16 out against fp32", cs);
+    KREF_CHECK(o, kref_widen(out, nout), nout, 1e-2, lbl);
+    snprintf(lbl, sizeof lbl, "%s bf16 dqkv against fp32", cs);
+    KREF_CHECK(d, kref_widen(dqkv, nqkv), nqkv, 2e-2, lbl);
+
+    uint16_t *o1 = (uint16_t *)kref_alloc(nout * 2), *a1 = (uint16_t *)kref_alloc(natt * 2);
+    uint16_t *d1 = (uint16_t *)kref_alloc(nqkv * 2);
+    for (int b = 0; b < B; b++) {
+        size_t q0 = (size_t)b * T * 3 * C, o0 = (size_t)b * T * C, a0 = (size_t)b * NH * T * T;
+        zt_kern_attention_forward_bf16(o1 + o0, a1 + a0, qkv + q0, scr, 1, T, C, NH);
+        zt_kern_attention_backward_bf16(d1 + q0, scr, dout + o0, qkv + q0, a1 + a0, 1, T, C, NH);
+    }
+    ZT_TEST_TRUE(memcmp(o1, o16, nout * 2) == 0 && memcmp(a1, a16, natt * 2) == 0 &&
+                 memcmp(d1, d16, nqkv * 2) == 0,
+                 "%s bf16: one sequence at a time changes the bits", cs);
+}
+
 int main(void) {
     zt_kern_blas_init();
     kref_init();
     run_case("attention", 1);
     run_case("attention_t130", 7);
+    if (zt_kern_gemm16_get() != ZT_GEMM16_WIDEN) {
+        run_case_bf16("attention");
+        run_case_bf16("attention_t130");
+    } else {
+        printf("bf16 attention: no bf16 engine on this CPU\n");
+    }
     kref_free_all();
     return zt_test_finish("test_attention");
 }

@@ -10,7 +10,9 @@ torch's own .to() (round to nearest even) at the point zerotask stores it:
     the projections, residuals, fch and gelu(fch), logits; layernorm mean/rstd and the
     per-position losses stay fp32. Each task computes from the stored (rounded) inputs, so e.g.
     the attention output uses the unrounded probabilities of the same task while the backward
-    reads the rounded ones;
+    reads the rounded ones (with --bf16-products, as on zerotask's bf16 engines, every product
+    has 16-bit operands: att @ v reads the rounded probabilities, and the scaled softmax
+    gradient is rounded before the dq and dk products);
   - activation gradients: dlogits (loss gradient times the loss scale), each matmul input
     gradient, the gelu gradient, the attention gradient, and the residual-stream gradient dres,
     which every layernorm backward adds into: dres = R(dres + dinp);
@@ -25,6 +27,7 @@ LR-schedule step), and the scale follows DeepSpeed's DynamicLossScaler (scale_fa
 
 Usage: gpt2_mp_torch.py --model M --ds-config D --data T --init W --steps N --precision bf16|fp16
        [--out-json J] [--params-out P] [--grads-out G] [--compute float64|float32]
+       [--bf16-products]
 out-json: {losses, lrs, grad_norms, loss_scales, skipped}; params-out: fp32 master weights
 after the last step; grads-out: step 1's 16-bit gradients (widened, before clipping/unscaling).
 One rank, ZeRO stage 0 semantics (the other stages differ only in where gradients are summed).
@@ -46,8 +49,9 @@ GELU_K = math.sqrt(2.0 / math.pi)
 
 
 class MP:
-    def __init__(self, m, cfg, weights, half, compute, fp16cfg):
+    def __init__(self, m, cfg, weights, half, compute, fp16cfg, products16=False):
         self.m, self.cfg, self.half, self.dt = m, cfg, half, compute
+        self.products16 = products16
         self.names = [n for n, _ in weights]
         self.master = {n: t.to(torch.float32).clone().requires_grad_(False) for n, t in weights}
         self.leaves = [torch.nn.Parameter(self.master[n]) for n in self.names]
@@ -98,7 +102,8 @@ class MP:
         s = (q @ k.transpose(-2, -1)) / math.sqrt(hs)
         mask = torch.ones(T, T, dtype=torch.bool).tril()
         att = s.masked_fill(~mask, float("-inf")).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(B * T, C)
+        p = self.R(att) if self.products16 else att
+        y = (p @ v).transpose(1, 2).reshape(B * T, C)
         return y, att
 
     def attn_bwd(self, dout, qkv, att, B, T):
@@ -110,8 +115,12 @@ class MP:
         datt = dy @ v.transpose(-2, -1)
         dv = att.transpose(-2, -1) @ dy
         dpre = att * (datt - (att * datt).sum(-1, keepdim=True))
-        dq = dpre @ k / math.sqrt(hs)
-        dk = dpre.transpose(-2, -1) @ q / math.sqrt(hs)
+        if self.products16:  # the scaled softmax gradient rounded for its two products
+            ds = self.R(dpre / math.sqrt(hs))
+            dq, dk = ds @ k, ds.transpose(-2, -1) @ q
+        else:
+            dq = dpre @ k / math.sqrt(hs)
+            dk = dpre.transpose(-2, -1) @ q / math.sqrt(hs)
         return torch.cat([t.transpose(1, 2).reshape(B * T, C) for t in (dq, dk, dv)], 1)
 
     @staticmethod
@@ -269,6 +278,10 @@ def main(argv):
     ap.add_argument("--steps", type=int, default=1)
     ap.add_argument("--precision", choices=("bf16", "fp16"), required=True)
     ap.add_argument("--compute", choices=("float64", "float32"), default="float64")
+    ap.add_argument("--bf16-products", action="store_true",
+                    help="the attention's products on 16-bit operands too, as zerotask's bf16 "
+                         "engines compute them: the probabilities rounded before att @ v, the "
+                         "scaled softmax gradient before dq and dk")
     ap.add_argument("--out-json")
     ap.add_argument("--params-out")
     ap.add_argument("--grads-out")
@@ -289,7 +302,7 @@ def main(argv):
     tok = load_tokens(a.data, m["vocab_size"])
     half = torch.bfloat16 if a.precision == "bf16" else torch.float16
     dt = torch.float64 if a.compute == "float64" else torch.float32
-    tr = MP(m, cfg, load_weights(a.init, m), half, dt, fp16cfg)
+    tr = MP(m, cfg, load_weights(a.init, m), half, dt, fp16cfg, a.bf16_products)
     B, T = cfg["train_batch_size"], m["seq_len"]
     out = {"losses": [], "lrs": [], "grad_norms": [], "loss_scales": [], "skipped": []}
     for s in range(1, a.steps + 1):
