@@ -136,25 +136,31 @@ static inline T16 __mmask32 lanes32(int n) {
     return n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1u);
 }
 
-/* the 16 bf16 of row r (cols c0.., n valid) and of row r + 1 (when 2p + 1 < kc) interleaved:
- * lane j = (x[r][j], x[r+1][j]) */
-static inline T16 __m512i pair_rows(const uint16_t *r0, const uint16_t *r1, int n) {
-    __mmask16 m = lanes(n);
-    __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r0));
-    if (!r1) return lo;
-    __m512i hi = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, r1));
-    return _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
-}
+/* lane i of the pair interleave of two 32-lane rows x, y: lanes 2i, 2i+1 = x[h + i], y[h + i]
+ * (h = 0: the first 16 columns, h = 16: the last 16) */
+static const uint16_t PAIR_LO[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                     37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                     11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+static const uint16_t PAIR_HI[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                     53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                     27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
 
-/* 16 k pairs (k = k0 .. k0+31, kc valid) of 16 rows/columns from a k-major matrix (x[k][c]
- * at x + k ld + c, n valid c): out lane c of zmm p = (x[k0+2p][c], x[k0+2p+1][c]) */
-static inline T16 void pairs_kmajor(__m512i r[16], const uint16_t *x, size_t ld, int k0, int kc,
-                                    int n) {
+/* 16 k pairs (k = k0 .. k0+31, kc valid) of 32 rows/columns from a k-major matrix (x[k][c] at
+ * x + k ld + c, n valid c), as two 16-line halves: lane c of lo[p] (hi[p]) = (x[k0+2p][c],
+ * x[k0+2p+1][c]) for c < 16 (c + 16) */
+static inline T16 void pairs_kmajor(__m512i lo[16], __m512i hi[16], const uint16_t *x,
+                                    size_t ld, int k0, int kc, int n) {
+    const __m512i ilo = _mm512_loadu_si512((const void *)PAIR_LO);
+    const __m512i ihi = _mm512_loadu_si512((const void *)PAIR_HI);
+    const __mmask32 m = lanes32(n);
     for (int p = 0; p < 16; p++) {
         int k = k0 + 2 * p;
-        r[p] = k < kc ? pair_rows(x + (size_t)k * ld, k + 1 < kc ? x + (size_t)(k + 1) * ld
-                                                                  : NULL, n)
-                      : _mm512_setzero_si512();
+        __m512i r0 = k < kc ? _mm512_maskz_loadu_epi16(m, x + (size_t)k * ld)
+                            : _mm512_setzero_si512();
+        __m512i r1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(m, x + (size_t)(k + 1) * ld)
+                                : _mm512_setzero_si512();
+        lo[p] = _mm512_permutex2var_epi16(r0, ilo, r1);
+        hi[p] = _mm512_permutex2var_epi16(r0, ihi, r1);
     }
 }
 
@@ -165,7 +171,7 @@ static inline T16 void rows_kcontig(__m512i r[16], const uint16_t *x, size_t ld,
     __mmask32 km = lanes32(kc - k0);
     for (int c = 0; c < 16; c++)
         r[c] = c < n ? _mm512_maskz_loadu_epi16(km, x + (size_t)c * ld + k0)
-                     : _mm512_setzero_si512();
+                     : _mm512_setzero_si512(); /* x itself is not read when n <= 0 */
 }
 
 static inline T16 void transpose_pairs(__m512i r[16]) {
@@ -180,24 +186,37 @@ static inline T16 void store_tile(uint16_t *t, const __m512i r[16]) {
 }
 
 /* 16-wide panels of an operand: rows of op(A) (as A tiles) or columns of op(B) (as B tiles),
- * kq = ceil(kc / 32) tiles each, lines past n zero up to npad. kmajor: X[k][c] at X + k ld + c,
- * else X[c][k] at X + c ld + k. A tile wants a line's k pairs along a zmm, a B tile a k pair's
- * lines: op(A) is transposed when k-major, op(B) when k-contiguous. */
+ * kq = ceil(kc / 32) tiles each, lines past n zero up to npad (a multiple of 32). kmajor: X[k][c]
+ * at X + k ld + c, else X[c][k] at X + c ld + k. A tile wants a line's k pairs along a zmm, a B
+ * tile a k pair's lines: op(A) is transposed when k-major, op(B) when k-contiguous. */
 static T16 void pack(int kmajor, int transpose, int n, int npad, int kc, const uint16_t *X,
                      size_t ld, uint16_t *out) {
     int kq = (kc + 31) / 32;
-    for (int c0 = 0; c0 < npad; c0 += 16) {
-        int nc = n - c0 < 16 ? n - c0 : 16;
+    for (int c0 = 0; c0 < npad; c0 += 32) {
+        int nc = n - c0 < 32 ? n - c0 : 32;
         const uint16_t *x = nc <= 0 ? X : kmajor ? X + c0 : X + (size_t)c0 * ld;
         for (int q = 0; q < kq; q++) {
-            __m512i r[16];
-            if (kmajor) pairs_kmajor(r, x, ld, 32 * q, kc, nc);
-            else rows_kcontig(r, x, ld, 32 * q, kc, nc);
-            if (transpose) transpose_pairs(r);
-            store_tile(out + ((size_t)(c0 / 16) * kq + q) * GEMM16_TILE, r);
+            __m512i r[2][16];
+            if (kmajor) {
+                pairs_kmajor(r[0], r[1], x, ld, 32 * q, kc, nc);
+            } else {
+                rows_kcontig(r[0], x, ld, 32 * q, kc, nc);
+                rows_kcontig(r[1], x + 16 * ld, ld, 32 * q, kc, nc - 16);
+            }
+            for (int h = 0; h < 2; h++) {
+                if (transpose) transpose_pairs(r[h]);
+                store_tile(out + ((size_t)(c0 / 16 + h) * kq + q) * GEMM16_TILE, r[h]);
+            }
         }
     }
 }
+
+/* a 16-row panel of op(A): row i of its q-th 32-k tile at p + q qstep + i ld (packed: ld 32,
+ * qstep one tile; read in place from A[M,K]: ld = lda, qstep 32) */
+struct apan {
+    const uint16_t *p;
+    size_t ld, qstep;
+};
 
 /* Where a product's C lives and where each element's sum starts: fp32 C (f), from 0, C or
  * beta C by mode (gemm_impl.h's tile_mode); or bf16 C (h, a product of one k block), from the
@@ -257,21 +276,23 @@ static T16 void c_store(const struct cdst *cd, int i0, int j0, const float *t, i
 // AVX512-BF16: a 16 x 16 tile of C in 16 zmm, a k pair per VDPBF16PS
 
 static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void dp_tile(
-    int kq, const uint16_t *a, const uint16_t *b, const struct cdst *cd, int i0, int j0, int mr,
+    int kq, struct apan a, const uint16_t *b, const struct cdst *cd, int i0, int j0, int mr,
     int nr) {
     _Alignas(64) float t[256];
     c_load(t, cd, i0, j0, mr, nr);
     __m512 acc[16];
     for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(t + i * 16);
     for (int q = 0; q < kq; q++) {
-        const uint32_t *aq = (const uint32_t *)(a + (size_t)q * GEMM16_TILE);
+        const uint16_t *aq = a.p + (size_t)q * a.qstep;
         const uint16_t *bq = b + (size_t)q * GEMM16_TILE;
         for (int p = 0; p < 16; p++) {
             __m512bh bp = (__m512bh)_mm512_load_si512((const void *)(bq + p * 32));
 #pragma GCC unroll 16
-            for (int i = 0; i < 16; i++)
-                acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32((int)aq[i * 16 + p]),
-                                          bp);
+            for (int i = 0; i < 16; i++) {
+                int32_t w; /* the pair (a[i][2p], a[i][2p+1]) */
+                memcpy(&w, aq + (size_t)i * a.ld + 2 * p, sizeof w);
+                acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(w), bp);
+            }
         }
     }
     for (int i = 0; i < 16; i++) _mm512_store_ps(t + i * 16, acc[i]);
@@ -301,18 +322,19 @@ static __attribute__((target("amx-tile"))) void amx_begin(void) {
 static __attribute__((target("amx-tile"))) void amx_end(void) { _tile_release(); }
 
 /* the products of kq tiles of panels a0, a1 (rows 0-15, 16-31) and b0, b1 into tiles 0-3 */
-static __attribute__((target("amx-tile,amx-bf16"))) void amx_products(int kq, const uint16_t *a0,
-                                                                    const uint16_t *a1,
+static __attribute__((target("amx-tile,amx-bf16"))) void amx_products(int kq, struct apan a0,
+                                                                    struct apan a1,
                                                                     const uint16_t *b0,
                                                                     const uint16_t *b1) {
+    size_t lda0 = a0.ld * 2, lda1 = a1.ld * 2;
     for (int q = 0; q < kq; q++) {
         size_t o = (size_t)q * GEMM16_TILE;
-        _tile_loadd(4, a0 + o, 64);
+        _tile_loadd(4, a0.p + (size_t)q * a0.qstep, lda0);
         _tile_loadd(6, b0 + o, 64);
         _tile_dpbf16ps(0, 4, 6);
         _tile_loadd(7, b1 + o, 64);
         _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(5, a1 + o, 64);
+        _tile_loadd(5, a1.p + (size_t)q * a1.qstep, lda1);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
     }
@@ -321,7 +343,7 @@ static __attribute__((target("amx-tile,amx-bf16"))) void amx_products(int kq, co
 /* C[i0:i0+mr, j0:j0+nr] (mr, nr <= 32) from panels a0, a1 and b0, b1: a whole fp32 block read
  * as it is (mode 0 or 1) goes straight between C and the tiles, any other through dense tiles */
 static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) void amx_block(
-    int kq, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1,
+    int kq, struct apan a0, struct apan a1, const uint16_t *b0, const uint16_t *b1,
     const struct cdst *cd, int i0, int j0, int mr, int nr) {
     if (!cd->h && mr == 32 && nr == 32 && cd->mode < 2) {
         float *c = cd->f + (size_t)i0 * cd->ld + j0;
@@ -362,21 +384,37 @@ static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) vo
                 nr - (s % 2) * 16);
 }
 
-/* one 32 x 32 block of C at (i0, j0) (mr x nr valid) by the engine: panels a (two 16-row)
- * and b (two 16-column), kq tiles each */
-static void block(enum zt_gemm16_engine e, int kq, const uint16_t *a, const uint16_t *b,
-                  const struct cdst *cd, int i0, int j0, int mr, int nr) {
+/* one 32 x 32 block of C at (i0, j0) (mr x nr valid) by the engine: A panels a0, a1 (rows
+ * 0-15, 16-31) and the B panels at b (two 16-column), kq tiles each */
+static void block(enum zt_gemm16_engine e, int kq, struct apan a0, struct apan a1,
+                  const uint16_t *b, const struct cdst *cd, int i0, int j0, int mr, int nr) {
     size_t pan = (size_t)kq * GEMM16_TILE;
     if (e == ZT_GEMM16_AMX) {
-        amx_block(kq, a, a + pan, b, b + pan, cd, i0, j0, mr, nr);
+        amx_block(kq, a0, a1, b, b + pan, cd, i0, j0, mr, nr);
         return;
     }
     for (int s = 0; s < 4; s++) {
         int ri = (s / 2) * 16, cj = (s % 2) * 16;
         if (mr > ri && nr > cj)
-            dp_tile(kq, a + (s / 2) * pan, b + (s % 2) * pan, cd, i0 + ri, j0 + cj, mr - ri,
+            dp_tile(kq, s / 2 ? a1 : a0, b + (s % 2) * pan, cd, i0 + ri, j0 + cj, mr - ri,
                     nr - cj);
     }
+}
+
+/* The A panels of the 32-row strip at row i0 of a packed block: in the buffer, or (direct: A
+ * not transposed and every 32-k tile whole) read in place from A's rows, except a last partial
+ * strip, packed at the buffer's start. The tiles hold the same values either way. */
+static void strip(int direct, int i0, int mc, int kq, const uint16_t *a, size_t lda,
+                  const uint16_t *abuf, struct apan p[2]) {
+    size_t pan = (size_t)kq * GEMM16_TILE;
+    if (direct && mc - i0 >= 32) {
+        p[0] = (struct apan){a + (size_t)i0 * lda, lda, 32};
+        p[1] = (struct apan){a + (size_t)(i0 + 16) * lda, lda, 32};
+        return;
+    }
+    const uint16_t *at = direct ? abuf : abuf + (size_t)(i0 / 16) * pan;
+    p[0] = (struct apan){at, 32, GEMM16_TILE};
+    p[1] = (struct apan){at + pan, 32, GEMM16_TILE};
 }
 
 /* the blocked product with buffers for mcap rows and ncap columns (multiples of 32); the
@@ -386,22 +424,26 @@ static void blocked16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int
                       const struct cdst *c0, uint16_t *abuf, int mcap, uint16_t *bbuf, int ncap) {
     for (int pc = 0; pc < K; pc += GEMM16_KC) {
         int kc = K - pc < GEMM16_KC ? K - pc : GEMM16_KC, kq = (kc + 31) / 32;
+        int direct = !ta && kc % 32 == 0;
         struct cdst cd = *c0;
         if (pc > 0) cd.mode = 1;
-        size_t pan = (size_t)kq * GEMM16_TILE;
         for (int ic = 0; ic < M; ic += mcap) {
-            int mc = M - ic < mcap ? M - ic : mcap;
-            pack(ta, ta, mc, (mc + 31) / 32 * 32, kc,
-                 ta ? A + (size_t)pc * lda + ic : A + (size_t)ic * lda + pc, lda, abuf);
+            int mc = M - ic < mcap ? M - ic : mcap, last = mc / 32 * 32;
+            const uint16_t *a = ta ? A + (size_t)pc * lda + ic : A + (size_t)ic * lda + pc;
+            if (!direct) pack(ta, ta, mc, (mc + 31) / 32 * 32, kc, a, lda, abuf);
+            else if (last < mc) pack(0, 0, mc - last, 32, kc, a + (size_t)last * lda, lda, abuf);
             for (int jc = 0; jc < N; jc += ncap) {
                 int nc = N - jc < ncap ? N - jc : ncap;
                 pack(!tb, tb, nc, (nc + 31) / 32 * 32, kc,
                      tb ? B + (size_t)jc * ldb + pc : B + (size_t)pc * ldb + jc, ldb, bbuf);
-                for (int i0 = 0; i0 < mc; i0 += 32)
+                for (int i0 = 0; i0 < mc; i0 += 32) {
+                    struct apan ap[2];
+                    strip(direct, i0, mc, kq, a, lda, abuf, ap);
                     for (int j0 = 0; j0 < nc; j0 += 32)
-                        block(e, kq, abuf + (size_t)(i0 / 16) * pan,
-                              bbuf + (size_t)(j0 / 16) * pan, &cd, ic + i0, jc + j0,
-                              mc - i0 < 32 ? mc - i0 : 32, nc - j0 < 32 ? nc - j0 : 32);
+                        block(e, kq, ap[0], ap[1], bbuf + (size_t)(j0 / 16) * kq * GEMM16_TILE,
+                              &cd, ic + i0, jc + j0, mc - i0 < 32 ? mc - i0 : 32,
+                              nc - j0 < 32 ? nc - j0 : 32);
+                }
             }
         }
     }
