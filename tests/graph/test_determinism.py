@@ -3,7 +3,10 @@
 and final weights across repeated runs, across StarPU schedulers (eager, lws, ws, prio, dmda,
 dmdas, random) and across worker counts (STARPU_NCPU 1 and 2); with the AVX-512 GEMM (ZT_GEMM=auto
 on an AVX-512 CPU) also whatever OPENBLAS_CORETYPE says. ZT_GEMM=openblas is deterministic too,
-with its own bits and losses within 1e-4 of ours; a bad ZT_GEMM is a one-line error.
+with its own bits and losses within 1e-4 of ours; a bad ZT_GEMM is a one-line error. bf16
+training on each bf16 engine the CPU has (ZT_GEMM=amx, avx512bf16) is bit-identical across
+schedulers and worker counts, and within 1e-2 of the widened run (ZT_GEMM=avx512); naming an
+engine the CPU lacks is a one-line error (exit 2).
 
 Usage: test_determinism.py ZT_TRAIN_BINARY WORKDIR
 """
@@ -38,10 +41,15 @@ toks = [(i * 7 + rng.randrange(2)) % 64 for i in range(3000)]
 write_tokens(data, toks)
 
 
-def run(label, env):
+ds16 = os.path.join(WORK, "ds_bf16.json")
+with open(ds) as f, open(ds16, "w") as g:
+    json.dump(dict(json.load(f), bf16={"enabled": True}), g)
+
+
+def run(label, env, config=ds):
     log = os.path.join(WORK, "log_%s.jsonl" % label)
     out = os.path.join(WORK, "w_%s.safetensors" % label)
-    p = subprocess.run([ZT, "--ds-config", ds, "--model", model, "--data", data, "--steps", "5",
+    p = subprocess.run([ZT, "--ds-config", config, "--model", model, "--data", data, "--steps", "5",
                         "--log", log, "--export", out, "--quiet"],
                        env=dict(os.environ, **env), capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
@@ -122,5 +130,40 @@ if not avx512:
         print("FAIL ZT_GEMM=avx512 without AVX-512F: exit %d, %r" % (p.returncode, p.stderr),
               file=sys.stderr)
         bad += 1
-print("%d passed, %d failed" % (len(runs) + len(blas) - bad, bad))
+
+# bf16 on each bf16 engine: deterministic across schedulers and worker counts, close to the
+# widened run; an engine the CPU lacks is refused in one line
+flags = open("/proc/cpuinfo").read()
+wide = run("bf16_widen", {"ZT_GEMM": "avx512"}, ds16) if avx512 else None
+checked = 0
+for name, flag, needs in [("avx512bf16", "avx512_bf16", "AVX512-BF16"),
+                          ("amx", "amx_bf16", "AMX-BF16")]:
+    if flag not in flags.split():
+        p = subprocess.run([ZT, "--ds-config", ds16, "--model", model, "--data", data, "--steps",
+                            "1", "--quiet"], env=dict(os.environ, ZT_GEMM=name),
+                           capture_output=True, text=True, timeout=120)
+        one = p.stderr.strip().splitlines()
+        if p.returncode != 2 or len(one) != 1 or "ZT_GEMM=%s: this CPU has no %s" % (name, needs) \
+                not in one[0]:
+            print("FAIL ZT_GEMM=%s without %s: exit %d, %r" % (name, flag, p.returncode, p.stderr),
+                  file=sys.stderr)
+            bad += 1
+        checked += 1
+        continue
+    eng = {label: run("bf16_%s_%s" % (name, label), dict(env, ZT_GEMM=name), ds16)
+           for label, env in [("lws-ncpu2", {"STARPU_SCHED": "lws", "STARPU_NCPU": "2"}),
+                              ("eager-ncpu1", {"STARPU_SCHED": "eager", "STARPU_NCPU": "1"}),
+                              ("dmdas-ncpu2", {"STARPU_SCHED": "dmdas", "STARPU_NCPU": "2"})]}
+    first = eng["lws-ncpu2"]
+    for label, (texts, digest, losses) in eng.items():
+        same = texts == first[0] and digest == first[1]
+        print("bf16 %-10s %-12s %s losses %s weights %s" % (name, label, "ok  " if same else "DIFF",
+                                                            texts[-1], digest[:12]))
+        bad += 0 if same else 1
+        checked += 1
+    if wide and any(abs(a - b) > 1e-2 * abs(b) for a, b in zip(first[2], wide[2])):
+        print("FAIL bf16 on %s: losses %s, widened %s (beyond 1e-2)" % (name, first[2], wide[2]),
+              file=sys.stderr)
+        bad += 1
+print("%d passed, %d failed" % (len(runs) + len(blas) + checked - bad, bad))
 sys.exit(1 if bad else 0)
