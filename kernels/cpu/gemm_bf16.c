@@ -29,6 +29,7 @@
  * References: Intel SDM vol. 2 (TDPBF16PS, VDPBF16PS), Intel's AMX programming reference
  * (ldtilecfg palette 1), the Linux kernel's Documentation/arch/x86/xstate.rst.
  */
+#define _GNU_SOURCE  /* syscall */
 #include <pthread.h> /* pthread_key_t, pthread_once */
 #include <stddef.h>  /* size_t */
 #include <stdint.h>  /* uint16_t */
