@@ -88,12 +88,14 @@ int zt_kern_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, in
                       const uint16_t *B, int ldb, float beta, float *C, int ldc);
 /* The same product into a bf16 C: C = round(start + op(A) op(B)) (nearest even, once), each
  * element started from bias[j] (bias != NULL), from C widened (accumulate) or from 0: the bits
- * of zt_kern_gemm_bf16 on an fp32 C holding the start, then zt_kern_f32_to_bf16. scratch: M*N
- * floats, used for deep products (the kernel's k blocks, 1024, exceeded). 0, or -1 (nothing
- * done) under ZT_GEMM16_WIDEN. */
+ * of zt_kern_gemm_bf16 on an fp32 C holding the start, then zt_kern_f32_to_bf16. scratch:
+ * zt_kern_gemm_bf16_c16_scratch_floats(M, N, K) floats (0, and scratch may be NULL, unless the
+ * product is deeper than the kernel's k blocks). 0, or -1 (nothing done) under
+ * ZT_GEMM16_WIDEN. */
 int zt_kern_gemm_bf16_c16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                           const uint16_t *B, int ldb, const float *bias, int accumulate,
                           uint16_t *C, int ldc, float *scratch);
+size_t zt_kern_gemm_bf16_c16_scratch_floats(int M, int N, int K);
 
 /* ---------------------------------------------------------------------------------------------
  * encoder: token + position embedding

@@ -30,7 +30,8 @@ static const float *bias_f32(void *buffers[], const struct zt_task_hdr *h, int O
 static void product(void *buffers[], const struct zt_task_hdr *h, int ta, int tb, int rows,
                     int cols, int K, const uint16_t *x, int ldx, const uint16_t *y, int ldy,
                     const float *bias, int accumulate) {
-    float *scratch = zt_worker_scratch(ZT_SCRATCH_WIDENING, (size_t)rows * cols);
+    size_t n = zt_kern_gemm_bf16_c16_scratch_floats(rows, cols, K);
+    float *scratch = n ? zt_worker_scratch(ZT_SCRATCH_WIDENING, n) : NULL;
     zt_kern_gemm_bf16_c16(ta, tb, rows, cols, K, x, ldx, y, ldy, bias, accumulate,
                           zt_slot_ptr(buffers, h, 0), cols, scratch);
 }

@@ -110,6 +110,14 @@ static const struct {
     {"amx", 1, ZT_GEMM16_AMX, "AMX-BF16 (granted by the kernel)"},
 };
 
+/* the engines chosen (the bits depend on them) */
+static void log_engines(void) {
+    static const char *const BF16[] = {"widened to fp32", "AVX512-BF16", "AMX"};
+    ZT_LOG_D("CPU products: fp32 on %s, bf16 %s",
+             zt_kern_gemm_get() == ZT_GEMM_AVX512 ? "zerotask's AVX-512 GEMM" : "OpenBLAS sgemm",
+             BF16[zt_kern_gemm16_get()]);
+}
+
 static enum zt_status gemm_engine(void) {
     const char *eng = "auto";
     ZT_CHECK(zt_knob_str("ZT_GEMM", &eng));
@@ -118,6 +126,7 @@ static enum zt_status gemm_engine(void) {
         zt_kern_gemm_set(own ? ZT_GEMM_AVX512 : ZT_GEMM_OPENBLAS);
         for (int e = ZT_GEMM16_AMX; e >= ZT_GEMM16_WIDEN; e--)
             if (zt_kern_gemm16_set((enum zt_gemm16_engine)e) == 0) break;
+        log_engines();
         return ZT_OK;
     }
     for (size_t i = 0; i < sizeof GEMM_CHOICES / sizeof *GEMM_CHOICES; i++) {
@@ -126,6 +135,7 @@ static enum zt_status gemm_engine(void) {
             zt_kern_gemm16_set(GEMM_CHOICES[i].bf16) != 0)
             return zt_error_set(ZT_ERR_CONFIG, "ZT_GEMM=%s: this CPU has no %s; expected auto or "
                                                "an engine it has", eng, GEMM_CHOICES[i].needs);
+        log_engines();
         return ZT_OK;
     }
     return zt_error_set(ZT_ERR_CONFIG, "ZT_GEMM='%s': expected auto, avx512, openblas, avx512bf16 "

@@ -300,7 +300,8 @@ int zt_kern_attention_forward_bf16(uint16_t *out, uint16_t *att, const uint16_t 
 
 /* the softmax backward of row i of one (b, h) from datt (row, fp32) and the bf16 probabilities
  * a: ds[j] = round(scale a[j] (datt[j] - sum_k a[k] datt[k])), j <= i, and 0 after it to the end
- * of the row's block; the dot product in the fp32 kernel's lane order */
+ * of the row's block; the dot product in ATT_LANES partial sums as the fp32 kernel's, the
+ * leftovers past the last full group summed apart and added last */
 static void softmax_backward_row16(uint16_t *ds, const float *row, const uint16_t *a, int i,
                                    int T, float scale) {
     float ar[ATT_CHUNK], acc[ATT_LANES] = {0}, tail = 0;

@@ -18,7 +18,8 @@
  *   A tile: row i, k-offset kk at [i * 32 + kk] (an AMX A tile: 16 rows of 64 bytes);
  *   B tile: the k pair p, column j at [(p * 16 + j) * 2 + e] = op(B)[2p + e, j] (AMX's "VNNI"
  *   B layout, which is also what VDPBF16PS reads: a zmm holds one k pair of 16 columns).
- * k past K is packed as zeros, rows and columns past M and N too (their results are dropped).
+ * k past K is packed as zeros, and so are the rows and columns of a packed block past M and N
+ * up to the next multiple of 32 (their results are dropped).
  *
  * Determinism: C's running value is the accumulator: each element starts from 0, C or beta C
  * (the first block of GEMM16_KC k, by beta) and the products are added in k order, 32 k at a
@@ -74,7 +75,8 @@ static void probe(void) {
     g_have[ZT_GEMM16_WIDEN] = 1;
 #if ZT_GEMM_HAVE_AVX512
     __builtin_cpu_init();
-    int bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+    int bw = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl");
     g_have[ZT_GEMM16_AVX512BF16] = bw && __builtin_cpu_supports("avx512bf16");
     g_have[ZT_GEMM16_AMX] = bw && amx_usable();
 #endif
@@ -202,7 +204,7 @@ static T16 void pack(int kmajor, int transpose, int n, int npad, int kc, const u
                 pairs_kmajor(r[0], r[1], x, ld, 32 * q, kc, nc);
             } else {
                 rows_kcontig(r[0], x, ld, 32 * q, kc, nc);
-                rows_kcontig(r[1], x + 16 * ld, ld, 32 * q, kc, nc - 16);
+                rows_kcontig(r[1], nc > 16 ? x + 16 * ld : x, ld, 32 * q, kc, nc - 16);
             }
             for (int h = 0; h < 2; h++) {
                 if (transpose) transpose_pairs(r[h]);
@@ -236,20 +238,24 @@ static inline T16 __m256i round16(__m512 x) {
     return _mm512_cvtepi32_epi16(r);
 }
 
-/* the start of C[i0.., j0..] (mr x nr valid) into a dense 16 x 16 tile t */
+/* the start of C[i0.., j0..] (mr x nr valid) into a dense 16 x 16 tile t (zeros where nothing
+ * is valid: no address past C is formed) */
 static T16 void c_load(float *t, const struct cdst *cd, int i0, int j0, int mr, int nr) {
     __mmask16 m = lanes(nr);
     __m512 vb = _mm512_set1_ps(cd->beta), x0 = _mm512_setzero_ps();
-    if (cd->bias) x0 = _mm512_maskz_loadu_ps(m, cd->bias + j0);
+    if (mr <= 0 || nr <= 0) mr = 0;
+    else if (cd->bias) x0 = _mm512_maskz_loadu_ps(m, cd->bias + j0);
     for (int i = 0; i < 16; i++) {
         __m512 x = i < mr ? x0 : _mm512_setzero_ps();
-        size_t at = (size_t)(i0 + i) * cd->ld + j0;
-        if (i < mr && cd->mode && cd->h) {
-            __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, cd->h + at));
-            x = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-        } else if (i < mr && cd->mode) {
-            x = _mm512_maskz_loadu_ps(m, cd->f + at);
-            if (cd->mode == 2) x = _mm512_mul_ps(vb, x);
+        if (i < mr && cd->mode) {
+            size_t at = (size_t)(i0 + i) * cd->ld + j0;
+            if (cd->h) {
+                __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, cd->h + at));
+                x = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+            } else {
+                x = _mm512_maskz_loadu_ps(m, cd->f + at);
+                if (cd->mode == 2) x = _mm512_mul_ps(vb, x);
+            }
         }
         _mm512_store_ps(t + i * 16, x);
     }
@@ -258,13 +264,18 @@ static T16 void c_load(float *t, const struct cdst *cd, int i0, int j0, int mr, 
 /* the tile's sums into C[i0.., j0..] (mr x nr valid) */
 static T16 void c_store(const struct cdst *cd, int i0, int j0, const float *t, int mr, int nr) {
     __mmask16 m = lanes(nr);
-    for (int i = 0; i < mr && i < 16; i++) {
+    for (int i = 0; nr > 0 && i < mr && i < 16; i++) {
         size_t at = (size_t)(i0 + i) * cd->ld + j0;
         __m512 x = _mm512_load_ps(t + i * 16);
         if (cd->h) _mm256_mask_storeu_epi16(cd->h + at, m, round16(x));
         else _mm512_mask_storeu_ps(cd->f + at, m, x);
     }
 }
+
+/* The tile intrinsics are asm statements that do not tell the compiler which memory they read
+ * or write: a barrier keeps the stores into a dense tile before its tile load, and the reads of
+ * it after its tile store, should c_load or c_store ever be inlined around them. */
+#define TILE_MEMORY_BARRIER() __asm__ volatile("" ::: "memory")
 
 // ----------------------------------------------------------------------------
 // AVX512-BF16: a 16 x 16 tile of C in 16 zmm, a k pair per VDPBF16PS
@@ -357,12 +368,14 @@ static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) vo
         _tile_stored(1, c + 16, ldb);
         _tile_stored(2, c + 16 * ldc, ldb);
         _tile_stored(3, c + 16 * ldc + 16, ldb);
+        TILE_MEMORY_BARRIER();
         return;
     }
     _Alignas(64) float t[4][256];
     for (int s = 0; s < 4; s++)
         c_load(t[s], cd, i0 + (s / 2) * 16, j0 + (s % 2) * 16, mr - (s / 2) * 16,
                nr - (s % 2) * 16);
+    TILE_MEMORY_BARRIER();
     _tile_loadd(0, t[0], 64);
     _tile_loadd(1, t[1], 64);
     _tile_loadd(2, t[2], 64);
@@ -372,6 +385,7 @@ static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) vo
     _tile_stored(1, t[1], 64);
     _tile_stored(2, t[2], 64);
     _tile_stored(3, t[3], 64);
+    TILE_MEMORY_BARRIER();
     for (int s = 0; s < 4; s++)
         c_store(cd, i0 + (s / 2) * 16, j0 + (s % 2) * 16, t[s], mr - (s / 2) * 16,
                 nr - (s % 2) * 16);
@@ -485,6 +499,15 @@ static void c16_start(int M, int N, const float *bias, int accumulate, const uin
         else if (accumulate) zt_kern_bf16_to_f32(s, C + (size_t)i * ldc, (size_t)N);
         else memset(s, 0, (size_t)N * sizeof *s);
     }
+}
+
+size_t zt_kern_gemm_bf16_c16_scratch_floats(int M, int N, int K) {
+#if ZT_GEMM_HAVE_AVX512
+    if (K <= GEMM16_KC) return 0;
+#else
+    (void)K;
+#endif
+    return M > 0 && N > 0 ? (size_t)M * (size_t)N : 0;
 }
 
 int zt_kern_gemm_bf16_c16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
