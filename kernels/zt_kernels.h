@@ -233,8 +233,20 @@ int zt_kern_sample(float *logits, int V, const int32_t *history, int nhist, floa
 void zt_kern_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
                    float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
                    float grad_scale, int decoupled);
-/* sum of squares of x[n], accumulated in double in a fixed order */
+/* sum of squares of x[n], accumulated in double in a fixed order: 8 lanes over the groups of 8,
+ * the lanes summed pairwise, then the leftovers in order */
 double zt_kern_sumsq(const float *x, size_t n);
+/* The same sum fed in parts (each but the last a multiple of 8 values): the bits of
+ * zt_kern_sumsq on the parts laid end to end. */
+struct zt_sumsq {
+    double acc[8];
+    float rest[8];
+    int tail;
+};
+#define ZT_KERN_SUMSQ_CHUNK 2048 /* a convenient part size (a multiple of 8) */
+void zt_kern_sumsq_begin(struct zt_sumsq *a);
+void zt_kern_sumsq_add(struct zt_sumsq *a, const float *x, size_t n);
+double zt_kern_sumsq_end(const struct zt_sumsq *a);
 
 #ifdef __cplusplus
 }

@@ -95,6 +95,7 @@ enum zt_status zt_task_zero(const struct zt_task_opts *o, zt_tensor_t t) {
         ZT_ARGS_NEW(struct zt_fill_zero_args, a);
         struct zt_builder tb;
         zt_builder_init(&tb, &a->hdr, ZT_KIND_fill_zero, o, j);
+        a->hdr.native16 = 1; /* all-zero bits are +0 in fp32, bf16 and fp16 alike */
         zt_builder_add(&tb, t, j, STARPU_W);
         ZT_CHECK(zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0));
     }

@@ -62,6 +62,23 @@ int64_t zt_slot_buf_nx(void *buffers[], const struct zt_task_hdr *h, int s, int 
     return STARPU_VECTOR_GET_NX(buffers[h->first[s] + i]);
 }
 
+const float *zt_slot_f32(void *buffers[], const struct zt_task_hdr *h, int s, size_t at,
+                         size_t count, float *buf) {
+    const unsigned char *p = zt_slot_ptr(buffers, h, s);
+    if (!zt_dtype_is16(h->dtype[s])) return (const float *)p + at;
+    zt_dtype_to_f32((enum zt_dtype)h->dtype[s], buf, p + at * 2, count);
+    return buf;
+}
+
+void zt_slot_store_f32(void *buffers[], const struct zt_task_hdr *h, int s, size_t at,
+                       size_t count, const float *x) {
+    unsigned char *p = zt_slot_ptr(buffers, h, s);
+    if (zt_dtype_is16(h->dtype[s]))
+        zt_dtype_from_f32((enum zt_dtype)h->dtype[s], p + at * 2, x, count);
+    else
+        memcpy((float *)p + at, x, count * sizeof *x);
+}
+
 // ----------------------------------------------------------------------------
 // per-worker scratch areas: owned by the worker thread, freed when it exits
 

@@ -2,9 +2,11 @@
  * tasks/encoder.c: token + position embedding, forward (per row block) and backward (one task:
  * the scatter-add into dwte/dwpe runs over every row in a fixed order, so it is deterministic).
  *
- * Layer: tasks/ (an op file), over kernels/cpu/encoder.c.
+ * Layer: tasks/ (an op file), over kernels/cpu/encoder.c. With 16-bit tables the bodies touch
+ * only the rows the tokens name (the dispatcher would widen the whole vocabulary per task).
  */
 #include <stdlib.h>      /* calloc */
+#include <string.h>      /* memcpy */
 #include "zt_kernels.h"  /* zt_kern_encoder_* */
 #include "tasks_impl.h"  /* builder, slots */
 
@@ -13,8 +15,62 @@ struct zt_encoder_args {
     int T, C;
 };
 
+/* forward with 16-bit slots (hdr.native16): only the rows the tokens name are widened, not the
+ * whole tables; each output row is the fp32 sum the kernel computes, rounded once */
+static void forward16(void *buffers[], const struct zt_encoder_args *a) {
+    const struct zt_task_hdr *h = &a->hdr;
+    const int32_t *tok = zt_slot_ptr(buffers, h, 1);
+    int N = (int)zt_slot_nx(buffers, h, 1), C = a->C;
+    float *buf = zt_worker_scratch(ZT_SCRATCH_BODY, 3 * (size_t)C);
+    for (int n = 0; n < N; n++) {
+        const float *we = zt_slot_f32(buffers, h, 2, (size_t)tok[n] * C, C, buf);
+        const float *pe = h->count[3] ? zt_slot_f32(buffers, h, 3, (size_t)(n % a->T) * C, C,
+                                                    buf + C)
+                                      : NULL;
+        for (int c = 0; c < C; c++) buf[2 * C + c] = pe ? we[c] + pe[c] : we[c];
+        zt_slot_store_f32(buffers, h, 0, (size_t)n * C, C, buf + 2 * C);
+    }
+}
+
+/* backward with 16-bit slots: dwpe is small and widened whole; of dwte only the rows the tokens
+ * name, each widened when first met, summed in row order and rounded once at the end (the bits
+ * of the whole table widened, summed and narrowed: the other rows round-trip unchanged) */
+static void backward16(void *buffers[], const struct zt_encoder_args *a) {
+    const struct zt_task_hdr *h = &a->hdr;
+    const int32_t *tok = zt_slot_ptr(buffers, h, 3);
+    int N = (int)zt_slot_nx(buffers, h, 3), C = a->C, T = a->T;
+    int64_t V = zt_slot_nx(buffers, h, 0) / C, npe = h->count[1] ? (int64_t)T * C : 0;
+    float *area = zt_worker_scratch(ZT_SCRATCH_WIDENING,
+                                    (size_t)V + (size_t)N * (C + 1) + (size_t)npe + C);
+    int32_t *slot_of = (int32_t *)area, *row_of = slot_of + V;
+    float *rows = area + V + N, *dpe = rows + (size_t)N * C, *d = dpe + npe;
+    for (int64_t v = 0; v < V; v++) slot_of[v] = -1;
+    if (npe) zt_dtype_to_f32((enum zt_dtype)h->dtype[1], dpe, zt_slot_ptr(buffers, h, 1),
+                             (size_t)npe);
+    int used = 0;
+    for (int n = 0; n < N; n++) {
+        const float *dn = zt_slot_f32(buffers, h, 2, (size_t)n * C, C, d);
+        if (slot_of[tok[n]] < 0) {
+            row_of[used] = tok[n];
+            float *r = rows + (size_t)used * C;
+            memcpy(r, zt_slot_f32(buffers, h, 0, (size_t)tok[n] * C, C, r), C * sizeof *r);
+            slot_of[tok[n]] = used++;
+        }
+        float *dwe = rows + (size_t)slot_of[tok[n]] * C, *dp = dpe + (size_t)(n % T) * C;
+        for (int c = 0; c < C; c++) dwe[c] += dn[c];
+        for (int c = 0; npe && c < C; c++) dp[c] += dn[c];
+    }
+    for (int u = 0; u < used; u++)
+        zt_slot_store_f32(buffers, h, 0, (size_t)row_of[u] * C, C, rows + (size_t)u * C);
+    if (npe) zt_slot_store_f32(buffers, h, 1, 0, (size_t)npe, dpe);
+}
+
 void encoder_forward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_encoder_args *a = cl_arg;
+    if (a->hdr.native16) {
+        forward16(buffers, a);
+        return;
+    }
     float *out = zt_slot_ptr(buffers, &a->hdr, 0);
     const int32_t *tok = zt_slot_ptr(buffers, &a->hdr, 1);
     const float *wte = zt_slot_ptr(buffers, &a->hdr, 2);
@@ -31,6 +87,10 @@ void encoder_forward_cpu(void *buffers[], void *cl_arg) {
 
 void encoder_backward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_encoder_args *a = cl_arg;
+    if (a->hdr.native16) {
+        backward16(buffers, a);
+        return;
+    }
     float *dwte = zt_slot_ptr(buffers, &a->hdr, 0);
     float *dwpe = zt_slot_ptr(buffers, &a->hdr, 1);
     const float *dout = zt_slot_ptr(buffers, &a->hdr, 2);
@@ -45,6 +105,12 @@ void encoder_backward_cpu(void *buffers[], void *cl_arg) {
     }
 }
 
+/* a 16-bit tensor among them (a missing one is none) */
+static int any16(zt_tensor_t x, zt_tensor_t y, zt_tensor_t z) {
+    return (x && zt_dtype_is16(zt_tensor_dtype(x))) || (y && zt_dtype_is16(zt_tensor_dtype(y))) ||
+           (z && zt_dtype_is16(zt_tensor_dtype(z)));
+}
+
 enum zt_status zt_task_encoder_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                        zt_tensor_t tokens, zt_tensor_t wte, zt_tensor_t wpe) {
     ZT_CHECK(zt_check_blk("zt_task_encoder_forward", out, blk));
@@ -54,6 +120,7 @@ enum zt_status zt_task_encoder_forward(const struct zt_task_opts *o, zt_tensor_t
     a->C = (int)zt_tensor_cols(out);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_encoder_forward, o, blk);
+    a->hdr.native16 = (unsigned char)any16(out, wte, wpe);
     zt_builder_add(&tb, out, blk, STARPU_W);
     zt_builder_add(&tb, tokens, blk, STARPU_R);
     zt_builder_add(&tb, wte, -1, STARPU_R);
@@ -69,6 +136,7 @@ enum zt_status zt_task_encoder_backward(const struct zt_task_opts *o, zt_tensor_
     a->C = (int)zt_tensor_cols(dout);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_encoder_backward, o, -1);
+    a->hdr.native16 = (unsigned char)any16(dwte, dwpe, dout);
     zt_builder_add(&tb, dwte, -1, STARPU_RW);
     zt_builder_add(&tb, dwpe, -1, STARPU_RW);
     zt_builder_add(&tb, dout, -1, STARPU_R);

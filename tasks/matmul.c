@@ -88,8 +88,29 @@ void matmul_backward_weight_cpu(void *buffers[], void *cl_arg) {
                                    (int)a->r0, (int)a->r1);
 }
 
+/* dbias (+)= the column sums of dout with 16-bit slots (hdr.native16): dout widened a row at a
+ * time; each column summed in row order from 0 and added to dbias once, as the kernel does */
+static void bias16(void *buffers[], const struct zt_matmul_args *a) {
+    const struct zt_task_hdr *h = &a->hdr;
+    int N = (int)(zt_slot_nx(buffers, h, 1) / a->OC), OC = a->OC;
+    float *acc = zt_worker_scratch(ZT_SCRATCH_BODY, 3 * (size_t)OC), *row = acc + OC;
+    for (int j = 0; j < OC; j++) acc[j] = 0.0f;
+    for (int n = 0; n < N; n++) {
+        const float *d = zt_slot_f32(buffers, h, 1, (size_t)n * OC, (size_t)OC, row);
+        for (int j = 0; j < OC; j++) acc[j] += d[j];
+    }
+    float *db = row + OC;
+    const float *cur = zt_slot_f32(buffers, h, 0, 0, (size_t)OC, db);
+    for (int j = 0; j < OC; j++) db[j] = cur[j] + acc[j];
+    zt_slot_store_f32(buffers, h, 0, 0, (size_t)OC, db);
+}
+
 void matmul_backward_bias_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (a->hdr.native16) {
+        bias16(buffers, a);
+        return;
+    }
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->OC);
     zt_kern_matmul_backward_bias(zt_slot_ptr(buffers, &a->hdr, 0),
                                  zt_slot_ptr(buffers, &a->hdr, 1), N, a->OC);
@@ -300,6 +321,8 @@ enum zt_status zt_task_matmul_backward_bias(const struct zt_task_opts *o, zt_ten
     a->OC = (int)zt_tensor_cols(dout);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_matmul_backward_bias, o, -1);
+    a->hdr.native16 = (unsigned char)(zt_dtype_is16(zt_tensor_dtype(dbias)) ||
+                                      zt_dtype_is16(zt_tensor_dtype(dout)));
     zt_builder_add(&tb, dbias, -1, STARPU_RW);
     zt_builder_add(&tb, dout, -1, STARPU_R);
     return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);

@@ -62,6 +62,15 @@ int64_t zt_slot_nx(void *buffers[], const struct zt_task_hdr *h, int s);
 void *zt_slot_buf_ptr(void *buffers[], const struct zt_task_hdr *h, int s, int i);
 int64_t zt_slot_buf_nx(void *buffers[], const struct zt_task_hdr *h, int s, int i);
 
+/* For bodies that handle their 16-bit slots themselves (hdr.native16), a few values at a time:
+ * count values of slot s from element at as fp32 (the slot's own memory when it is fp32, else
+ * widened into buf), and the store of count fp32 values there (rounded to nearest even when
+ * 16-bit): the bits the dispatcher's whole-slot widening and narrowing give. */
+const float *zt_slot_f32(void *buffers[], const struct zt_task_hdr *h, int s, size_t at,
+                         size_t count, float *buf);
+void zt_slot_store_f32(void *buffers[], const struct zt_task_hdr *h, int s, size_t at,
+                       size_t count, const float *x);
+
 /* Run body on a CPU worker: widened 16-bit slots, a trace record when tracing is on. */
 void zt_dispatch_cpu(void *buffers[], void *cl_arg, zt_body_fn body);
 

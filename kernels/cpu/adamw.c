@@ -24,6 +24,7 @@
 #include <math.h>   /* fmaf, sqrt, sqrtf */
 #include <stddef.h> /* size_t */
 
+#include <string.h> /* memset */
 #include "zt_kernels.h" /* prototypes */
 
 #define SUMSQ_LANES 8
@@ -75,20 +76,36 @@ __attribute__((target("prefer-vector-width=512"))) void zt_kern_adamw(
 // ----------------------------------------------------------------------------
 // sum of x[i]^2 in double. Each square is exact in double; the sum uses SUMSQ_LANES partials in
 // a fixed order combined by a fixed tree, so the result depends only on x and n.
-double zt_kern_sumsq(const float *x, size_t n) {
+void zt_kern_sumsq_begin(struct zt_sumsq *a) {
+    memset(a, 0, sizeof *a);
+}
+
+void zt_kern_sumsq_add(struct zt_sumsq *a, const float *x, size_t n) {
     assert(n == 0 || x);
-    double acc[SUMSQ_LANES] = {0};
+    assert(a->tail == 0 || n == 0); /* only the last part may end off a lane group */
     size_t i = 0;
     for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES) {
         for (int l = 0; l < SUMSQ_LANES; l++) {
             double d = (double)x[i + l];
-            acc[l] += d * d;
+            a->acc[l] += d * d;
         }
     }
+    for (; i < n; i++) a->rest[a->tail++] = x[i];
+}
+
+double zt_kern_sumsq_end(const struct zt_sumsq *a) {
+    const double *acc = a->acc;
     double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++) {
-        double d = (double)x[i];
+    for (int i = 0; i < a->tail; i++) {
+        double d = (double)a->rest[i];
         s += d * d;
     }
     return s;
+}
+
+double zt_kern_sumsq(const float *x, size_t n) {
+    struct zt_sumsq a;
+    zt_kern_sumsq_begin(&a);
+    zt_kern_sumsq_add(&a, x, n);
+    return zt_kern_sumsq_end(&a);
 }
