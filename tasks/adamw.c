@@ -72,9 +72,41 @@ void grad_clip_cpu(void *buffers[], void *cl_arg) {
 }
 
 
+/* One block of an AdamW task: its values p, moments m and v (all fp32), its gradients g (of type
+ * gdt) and, when there is one, its working copy cp (of type cdt) to round the new values into. */
+struct adamw_block {
+    float *p, *m, *v;
+    const void *g;
+    void *cp;
+    int gdt, cdt;
+};
+
+#define ADAMW_CHUNK 2048 /* 16-bit gradients widened this many at a time (8 KiB of L1) */
+
+/* elements [s, t) of the block, a chunk at a time: the gradients widened into L1, the update
+ * (elementwise: the bits of one call on the whole range), the new values rounded into the copy */
+static void adamw_range(const struct adamw_block *b, int64_t s, int64_t t,
+                        const struct zt_adamw_hparams *hp, float bc1, float bc2, float coef) {
+    float g32[ADAMW_CHUNK];
+    for (int64_t i = s; i < t; i += ADAMW_CHUNK) {
+        size_t n = (size_t)(t - i < ADAMW_CHUNK ? t - i : ADAMW_CHUNK);
+        const float *g = (const float *)b->g + i;
+        if (zt_dtype_is16(b->gdt)) {
+            zt_dtype_to_f32(b->gdt, g32, (const uint16_t *)b->g + i, n);
+            g = g32;
+        }
+        zt_kern_adamw(b->p + i, b->m + i, b->v + i, g, n, hp->lr, hp->beta1, hp->beta2, hp->eps,
+                      hp->weight_decay, bc1, bc2, coef, hp->decoupled);
+        if (b->cp)
+            zt_dtype_from_f32(b->cdt, (char *)b->cp + (size_t)i * zt_dtype_size(b->cdt),
+                              b->p + i, n);
+    }
+}
+
 /* The AdamW task handles its 16-bit slots itself (hdr.native16): a task updates a window of its
  * blocks (a swap unit of a large block), so only that window's gradients are widened and only
- * its copies (outs, wout) rounded, where the dispatcher would convert the whole blocks. */
+ * its copies (outs, wout) rounded, where the dispatcher would convert the whole blocks; both a
+ * chunk at a time, in L1. */
 void adamw_cpu(void *buffers[], void *cl_arg) {
     const struct zt_opt_args *a = cl_arg;
     float *m = zt_slot_ptr(buffers, &a->hdr, 2);
@@ -88,16 +120,6 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
     float bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
     float *w = zt_slot_ptr(buffers, &a->hdr, 5);
     const int gdt = a->hdr.dtype[1], odt = a->hdr.dtype[7], wdt = a->hdr.dtype[8];
-    float *g32 = NULL; /* a window of 16-bit gradients, widened */
-    if (zt_dtype_is16(gdt)) {
-        int64_t most = 1;
-        for (int i = 0; i < a->n; i++)
-            if (zt_slot_buf_nx(buffers, &a->hdr, 1, i) > most)
-                most = zt_slot_buf_nx(buffers, &a->hdr, 1, i);
-        if (most > a->hi - a->lo) most = a->hi - a->lo;
-        g32 = malloc((size_t)most * sizeof(float));
-        ZT_ASSERT_MSG(g32 != NULL, "adamw: out of memory for %lld gradients", (long long)most);
-    }
     for (int i = 0; i < a->n; i++) {
         int64_t pi = a->off[a->n + i], b0 = a->off[i];
         int64_t bn = zt_slot_buf_nx(buffers, &a->hdr, 1, i);
@@ -105,29 +127,19 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
         int64_t s = a->lo > b0 ? a->lo - b0 : 0;
         int64_t t = a->hi < b0 + bn ? a->hi - b0 : bn;
         if (t <= s) continue;
-        float *p = pi >= 0 ? zt_slot_buf_ptr(buffers, &a->hdr, 0, (int)pi) : w + (b0 - a->lo);
-        const float *g;
-        if (g32) {
-            const uint16_t *g16 = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
-            zt_dtype_to_f32(gdt, g32, g16 + s, (size_t)(t - s));
-            g = g32 - s;
-        } else {
-            g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i);
-        }
-        float *mb = m + (b0 - a->lo), *vb = v + (b0 - a->lo);
-        zt_kern_adamw(p + s, mb + s, vb + s, g + s, (size_t)(t - s), hp->lr, hp->beta1,
-                      hp->beta2, hp->eps, hp->weight_decay, bc1, bc2, coef, hp->decoupled);
-        /* the working copy, rounded: of a block in memory (outs), or of one whose values are
-         * in w (wout, laid out like w) */
-        void *cp = pi >= 0 && a->outs ? zt_slot_buf_ptr(buffers, &a->hdr, 7, (int)pi)
-                   : pi < 0 && a->wout ? (char *)zt_slot_ptr(buffers, &a->hdr, 8) +
-                                            (size_t)(b0 - a->lo) * zt_dtype_size(wdt)
-                                       : NULL;
-        int cdt = pi >= 0 ? odt : wdt;
-        if (cp) zt_dtype_from_f32(cdt, (char *)cp + (size_t)s * zt_dtype_size(cdt), p + s,
-                                  (size_t)(t - s));
+        struct adamw_block blk = {
+            .p = pi >= 0 ? zt_slot_buf_ptr(buffers, &a->hdr, 0, (int)pi) : w + (b0 - a->lo),
+            .m = m + (b0 - a->lo), .v = v + (b0 - a->lo),
+            .g = zt_slot_buf_ptr(buffers, &a->hdr, 1, i), .gdt = gdt,
+            /* the working copy, rounded: of a block in memory (outs), or of one whose values
+             * are in w (wout, laid out like w) */
+            .cp = pi >= 0 && a->outs ? zt_slot_buf_ptr(buffers, &a->hdr, 7, (int)pi)
+                  : pi < 0 && a->wout ? (char *)zt_slot_ptr(buffers, &a->hdr, 8) +
+                                           (size_t)(b0 - a->lo) * zt_dtype_size(wdt)
+                                      : NULL,
+            .cdt = pi >= 0 ? odt : wdt};
+        adamw_range(&blk, s, t, hp, bc1, bc2, coef);
     }
-    free(g32);
 }
 
 static struct zt_opt_args *args_new(int n) {

@@ -180,12 +180,67 @@ static void run_widened(void *buffers[], const struct zt_task_hdr *h, void *cl_a
     free(vb);
 }
 
+#define CHUNK_ELEMS 4096 /* an elementwise task's slots widened this many values at a time */
+
+/* the elements of an elementwise task's slots (each one block of the same length), or -1 */
+static int64_t elementwise_len(void *buffers[], const struct zt_task_hdr *h) {
+    int64_t n = -1;
+    for (int s = 0; s < h->nslot; s++) {
+        if (h->count[s] == 0) continue;
+        int64_t m = STARPU_VECTOR_GET_NX(buffers[h->first[s]]);
+        if (h->count[s] != 1 || (n >= 0 && m != n)) return -1;
+        n = m;
+    }
+    return n;
+}
+
+/* An elementwise task with 16-bit slots, CHUNK_ELEMS values at a time: each chunk's 16-bit
+ * values widened into the worker's scratch (fp32 slots read in place), the body run on views of
+ * the chunk, and the values it writes rounded back: the bits of widening the whole slots, with
+ * the fp32 copies in L1 instead of memory. */
+static void run_chunked(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
+                        zt_body_fn body, int64_t n) {
+    float *scratch = zt_worker_scratch(ZT_SCRATCH_WIDENING, (size_t)h->nslot * CHUNK_ELEMS);
+    struct starpu_vector_interface vi[ZT_MAX_SLOTS];
+    void *vb[ZT_MAX_SLOTS];
+    for (int64_t i0 = 0; i0 < n; i0 += CHUNK_ELEMS) {
+        size_t len = (size_t)(n - i0 < CHUNK_ELEMS ? n - i0 : CHUNK_ELEMS);
+        for (int s = 0; s < h->nslot; s++) {
+            if (h->count[s] == 0) continue;
+            struct starpu_vector_interface *b = buffers[h->first[s]];
+            vi[s] = *b;
+            if (zt_dtype_is16(h->dtype[s])) {
+                float *f = scratch + (size_t)s * CHUNK_ELEMS;
+                if (h->rd[s])
+                    zt_dtype_to_f32((enum zt_dtype)h->dtype[s], f, (uint16_t *)b->ptr + i0, len);
+                vi[s].ptr = (uintptr_t)f;
+                vi[s].elemsize = sizeof(float);
+            } else {
+                vi[s].ptr = b->ptr + (uintptr_t)i0 * b->elemsize;
+            }
+            vi[s].dev_handle = vi[s].ptr;
+            vi[s].offset = 0;
+            vi[s].nx = (uint32_t)len;
+            vb[h->first[s]] = &vi[s];
+        }
+        body(vb, cl_arg);
+        for (int s = 0; s < h->nslot; s++)
+            if (h->count[s] && h->wr[s] && zt_dtype_is16(h->dtype[s]))
+                zt_dtype_from_f32((enum zt_dtype)h->dtype[s],
+                                  (uint16_t *)((struct starpu_vector_interface *)
+                                                   buffers[h->first[s]])->ptr + i0,
+                                  scratch + (size_t)s * CHUNK_ELEMS, len);
+    }
+}
+
 static void run_cpu(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
                     zt_body_fn body) {
     int wide = 0;
     for (int s = 0; s < h->nslot && !h->native16; s++)
         wide |= zt_dtype_is16(h->dtype[s]) && h->count[s];
-    if (wide) run_widened(buffers, h, cl_arg, body);
+    int64_t n = wide && h->elementwise ? elementwise_len(buffers, h) : -1;
+    if (n >= 0) run_chunked(buffers, h, cl_arg, body, n);
+    else if (wide) run_widened(buffers, h, cl_arg, body);
     else body(buffers, cl_arg);
 }
 

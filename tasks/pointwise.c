@@ -1,7 +1,8 @@
 /*
  * tasks/pointwise.c: GELU and residual-add codelets, per row block.
  *
- * Layer: tasks/ (an op file), over kernels/cpu/gelu.c and kernels/cpu/residual.c.
+ * Layer: tasks/ (an op file), over kernels/cpu/gelu.c and kernels/cpu/residual.c. Every kind
+ * here is elementwise (hdr.elementwise): 16-bit blocks are widened a chunk at a time.
  */
 #include <stdlib.h>      /* calloc */
 #include "zt_kernels.h"  /* zt_kern_gelu_*, zt_kern_residual_* */
@@ -95,6 +96,7 @@ static enum zt_status submit(enum zt_task_kind kind, const char *fn, const struc
     ZT_ARGS_NEW(struct zt_pointwise_args, a);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
+    a->hdr.elementwise = 1;
     zt_builder_add(&tb, t0, t0 ? blk : -1, m0);
     zt_builder_add(&tb, t1, t1 ? blk : -1, m1);
     if (t2) zt_builder_add(&tb, t2, blk, STARPU_R);
@@ -130,6 +132,7 @@ enum zt_status zt_task_residual_backward(const struct zt_task_opts *o, zt_tensor
     ZT_ARGS_NEW(struct zt_pointwise_args, a);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_residual_backward, o, blk);
+    a->hdr.elementwise = 1;
     zt_builder_add(&tb, da, blk, STARPU_RW);
     zt_builder_add(&tb, db, blk, STARPU_RW);
     zt_builder_add(&tb, dout, blk, STARPU_R);

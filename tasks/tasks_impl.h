@@ -41,6 +41,8 @@ struct zt_task_hdr {
     unsigned char wr[ZT_MAX_SLOTS];    /* the task writes the slot (W, RW, SCRATCH) */
     unsigned char rd[ZT_MAX_SLOTS];    /* the task reads the slot (R, RW) */
     unsigned char native16;  /* the body handles 16-bit slots itself (no widening) */
+    unsigned char elementwise; /* element i of each slot depends only on element i of the
+                                * others: the dispatcher may widen and run it in chunks */
 };
 
 /* bf16 or fp16: a slot of that type is widened to fp32 for the body (dispatch.c) */
