@@ -242,6 +242,8 @@ struct zt_sumsq {
     double acc[8];
     float rest[8];
     int tail;
+    int broken;  /* a part came after one that ended off a group of 8 (not the bits promised) */
+    double late; /* the squares of such parts, summed in order */
 };
 #define ZT_KERN_SUMSQ_CHUNK 2048 /* a convenient part size (a multiple of 8) */
 void zt_kern_sumsq_begin(struct zt_sumsq *a);

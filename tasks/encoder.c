@@ -34,7 +34,9 @@ static void forward16(void *buffers[], const struct zt_encoder_args *a) {
 
 /* backward with 16-bit slots: dwpe is small and widened whole; of dwte only the rows the tokens
  * name, each widened when first met, summed in row order and rounded once at the end (the bits
- * of the whole table widened, summed and narrowed: the other rows round-trip unchanged) */
+ * of the whole table widened, summed and narrowed: the other rows round-trip unchanged, NaN
+ * encodings aside, which the whole-table path would have made canonical). The body uses the
+ * dispatcher's widening area, which a native16 task leaves free. */
 static void backward16(void *buffers[], const struct zt_encoder_args *a) {
     const struct zt_task_hdr *h = &a->hdr;
     const int32_t *tok = zt_slot_ptr(buffers, h, 3);
@@ -53,12 +55,15 @@ static void backward16(void *buffers[], const struct zt_encoder_args *a) {
         if (slot_of[tok[n]] < 0) {
             row_of[used] = tok[n];
             float *r = rows + (size_t)used * C;
-            memcpy(r, zt_slot_f32(buffers, h, 0, (size_t)tok[n] * C, C, r), C * sizeof *r);
+            const float *x = zt_slot_f32(buffers, h, 0, (size_t)tok[n] * C, C, r);
+            if (x != r) memcpy(r, x, C * sizeof *r);
             slot_of[tok[n]] = used++;
         }
-        float *dwe = rows + (size_t)slot_of[tok[n]] * C, *dp = dpe + (size_t)(n % T) * C;
+        float *dwe = rows + (size_t)slot_of[tok[n]] * C;
         for (int c = 0; c < C; c++) dwe[c] += dn[c];
-        for (int c = 0; npe && c < C; c++) dp[c] += dn[c];
+        if (!npe) continue;
+        float *dp = dpe + (size_t)(n % T) * C;
+        for (int c = 0; c < C; c++) dp[c] += dn[c];
     }
     for (int u = 0; u < used; u++)
         zt_slot_store_f32(buffers, h, 0, (size_t)row_of[u] * C, C, rows + (size_t)u * C);
@@ -111,10 +116,21 @@ static int any16(zt_tensor_t x, zt_tensor_t y, zt_tensor_t z) {
            (z && zt_dtype_is16(zt_tensor_dtype(z)));
 }
 
+/* the position table (when there is one) holds T rows of C */
+static enum zt_status check_positions(const char *fn, zt_tensor_t pe, zt_tensor_t tokens,
+                                      int64_t C) {
+    if (pe && zt_tensor_numel(pe) < zt_tensor_cols(tokens) * C)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s has %lld values, fewer than %lld positions "
+                            "of %lld", fn, zt_tensor_name(pe), (long long)zt_tensor_numel(pe),
+                            (long long)zt_tensor_cols(tokens), (long long)C);
+    return ZT_OK;
+}
+
 enum zt_status zt_task_encoder_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                        zt_tensor_t tokens, zt_tensor_t wte, zt_tensor_t wpe) {
     ZT_CHECK(zt_check_blk("zt_task_encoder_forward", out, blk));
     ZT_CHECK(zt_check_same_blocks("zt_task_encoder_forward", out, tokens));
+    ZT_CHECK(check_positions("zt_task_encoder_forward", wpe, tokens, zt_tensor_cols(out)));
     ZT_ARGS_NEW(struct zt_encoder_args, a);
     a->T = (int)zt_tensor_cols(tokens);
     a->C = (int)zt_tensor_cols(out);
@@ -131,6 +147,7 @@ enum zt_status zt_task_encoder_forward(const struct zt_task_opts *o, zt_tensor_t
 enum zt_status zt_task_encoder_backward(const struct zt_task_opts *o, zt_tensor_t dwte,
                                         zt_tensor_t dwpe, zt_tensor_t dout, zt_tensor_t tokens) {
     ZT_CHECK(zt_check_same_blocks("zt_task_encoder_backward", dout, tokens));
+    ZT_CHECK(check_positions("zt_task_encoder_backward", dwpe, tokens, zt_tensor_cols(dout)));
     ZT_ARGS_NEW(struct zt_encoder_args, a);
     a->T = (int)zt_tensor_cols(tokens);
     a->C = (int)zt_tensor_cols(dout);

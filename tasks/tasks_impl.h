@@ -40,9 +40,12 @@ struct zt_task_hdr {
     unsigned char dtype[ZT_MAX_SLOTS]; /* enum zt_dtype of the slot's blocks */
     unsigned char wr[ZT_MAX_SLOTS];    /* the task writes the slot (W, RW, SCRATCH) */
     unsigned char rd[ZT_MAX_SLOTS];    /* the task reads the slot (R, RW) */
-    unsigned char native16;  /* the body handles 16-bit slots itself (no widening) */
+    unsigned char native16;  /* the body handles 16-bit slots itself (no widening; it may use
+                              * the widening scratch area, which the dispatcher leaves free) */
     unsigned char elementwise; /* element i of each slot depends only on element i of the
-                                * others: the dispatcher may widen and run it in chunks */
+                                * others: the dispatcher may widen and run it in chunks (the
+                                * body reads its slots through zt_slot_ptr / zt_slot_nx only,
+                                * and is not called for an empty task) */
 };
 
 /* bf16 or fp16: a slot of that type is widened to fp32 for the body (dispatch.c) */

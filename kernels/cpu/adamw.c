@@ -82,8 +82,17 @@ void zt_kern_sumsq_begin(struct zt_sumsq *a) {
 
 void zt_kern_sumsq_add(struct zt_sumsq *a, const float *x, size_t n) {
     assert(n == 0 || x);
-    assert(a->tail == 0 || n == 0); /* only the last part may end off a lane group */
     size_t i = 0;
+    if (a->tail > 0 && n > 0) { /* a part after one that ended off a lane group: the contract
+                                 * says this does not happen; sum it in order rather than
+                                 * overrun rest[] */
+        for (; i < n; i++) {
+            double d = (double)x[i];
+            a->late += d * d;
+        }
+        a->broken = 1;
+        return;
+    }
     for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES) {
         for (int l = 0; l < SUMSQ_LANES; l++) {
             double d = (double)x[i + l];
@@ -100,7 +109,7 @@ double zt_kern_sumsq_end(const struct zt_sumsq *a) {
         double d = (double)a->rest[i];
         s += d * d;
     }
-    return s;
+    return a->broken ? s + a->late : s;
 }
 
 double zt_kern_sumsq(const float *x, size_t n) {

@@ -6,7 +6,10 @@
  * mean/rstd, the loss task overwriting 16-bit logits in place, and on one rank a collective sum
  * into 16-bit and fp32 accumulators and an all-gather of 16-bit blocks (moved as 16-bit data).
  * Also that a slot listing blocks of two element types is refused, and that fp32 tensors are
- * untouched by the widening path (the same task on fp32 gives the kernel's bits).
+ * untouched by the widening path (the same task on fp32 gives the kernel's bits). The same holds
+ * for the tasks that convert only the rows or chunks they touch: the embedding (repeated tokens,
+ * with and without positions), GELU and residual over several dispatcher chunks, the bias
+ * gradient, the gradient norm over several conversion chunks, zeroing.
  */
 #include <stdint.h>       /* uint16_t */
 #include <stdlib.h>       /* malloc */
@@ -149,14 +152,106 @@ static void run(enum zt_dtype dt) {
     for (size_t i = 0; i < sizeof fl / sizeof *fl; i++) free(fl[i]);
 }
 
+/* x[n] rounded to type dt and widened back, in place */
+static void round_to(enum zt_dtype dt, float *x, size_t n) {
+    uint16_t *h = malloc(n * sizeof *h);
+    if (dt == ZT_DTYPE_BF16) {
+        zt_kern_f32_to_bf16(h, x, n);
+        zt_kern_bf16_to_f32(x, h, n);
+    } else if (dt == ZT_DTYPE_F16) {
+        zt_kern_f32_to_f16(h, x, n);
+        zt_kern_f16_to_f32(x, h, n);
+    }
+    free(h);
+}
+
+/* the tasks that convert only what they touch (hdr.native16 bodies, and the dispatcher's chunks
+ * for elementwise kinds) give round(fp32 kernel(widened inputs)) too: the embedding (repeated
+ * tokens, with and without positions), GELU and residual over more than one chunk, the bias
+ * gradient, the gradient norm over more than one conversion chunk, and zeroing */
+static void run_native(enum zt_dtype dt) {
+    enum { B = 2, T = 3, N = B * T, C = 5, V = 11, OC = 7, E = 5000, G = 3001 };
+    struct zt_task_opts o = {-1, -1, 0, 0};
+    float *wte, *wpe, *out, *dwte, *dwpe, *dout, *x, *y, *z, *g, *db, *dd;
+    zt_tensor_t tt, twte = make("wte", V, C, dt, 1, &wte), twpe = make("wpe", T, C, dt, 1, &wpe);
+    zt_tensor_t tout = make("emb", N, C, dt, 2, &out), tdwte = make("dwte", V, C, dt, 1, &dwte);
+    zt_tensor_t tdwpe = make("dwpe", T, C, dt, 1, &dwpe), tdout = make("demb", N, C, dt, 2, &dout);
+    zt_tensor_init(&tt, "tokens", NULL, B, T, sizeof(int32_t), 2, NULL);
+    int32_t *tok = zt_tensor_data(tt);
+    for (int i = 0; i < N; i++) tok[i] = (i * 4) % 3 + (i == 5 ? 7 : 0); /* 0 1 2 0 1 9 */
+    for (int blk = 0; blk < 2; blk++)
+        ZT_TEST_TRUE(zt_task_encoder_forward(&o, tout, blk, tt, twte, twpe) == ZT_OK, "emb");
+    ZT_TEST_TRUE(zt_task_encoder_backward(&o, tdwte, tdwpe, tdout, tt) == ZT_OK, "demb");
+    float *want = malloc((size_t)E * 2 * sizeof(float));
+    zt_kern_encoder_forward(want, tok, wte, wpe, N, T, 0, C);
+    same(tout, want, "encoder_forward", dt);
+    zt_kern_encoder_backward(dwte, dwpe, dout, tok, N, T, 0, C);
+    same(tdwte, dwte, "encoder_backward dwte", dt);
+    same(tdwpe, dwpe, "encoder_backward dwpe", dt);
+    ZT_TEST_TRUE(zt_task_encoder_backward(&o, tdwte, NULL, tdout, tt) == ZT_OK, "demb, no wpe");
+    round_to(dt, dwte, V * C); /* the second pass adds to the stored (rounded) sums */
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) dwte[tok[n] * C + c] += dout[n * C + c];
+    same(tdwte, dwte, "encoder_backward without positions", dt);
+    /* elementwise kinds over two blocks of E values (more than one chunk each) */
+    zt_tensor_t tx = make("x", 2, E, dt, 2, &x), ty = make("y", 2, E, dt, 2, &y);
+    zt_tensor_t tz = make("z", 2, E, dt, 2, &z);
+    for (int blk = 0; blk < 2; blk++) {
+        ZT_TEST_TRUE(zt_task_gelu_forward(&o, ty, blk, tx) == ZT_OK, "gelu");
+        ZT_TEST_TRUE(zt_task_gelu_backward(&o, tz, blk, tx) == ZT_OK, "dgelu");
+    }
+    zt_kern_gelu_forward(want, x, 2 * E);
+    same(ty, want, "gelu_forward in chunks", dt);
+    zt_kern_gelu_backward(z, x, z, 2 * E);
+    same(tz, z, "gelu_backward in chunks (in place)", dt);
+    for (int blk = 0; blk < 2; blk++)
+        ZT_TEST_TRUE(zt_task_residual_forward(&o, tz, blk, tx, ty) == ZT_OK, "residual");
+    zt_tensor_acquire(ty, 0); /* y as the task stored it */
+    float *yw = malloc((size_t)2 * E * sizeof(float));
+    if (dt == ZT_DTYPE_BF16) zt_kern_bf16_to_f32(yw, zt_tensor_data(ty), 2 * E);
+    else if (dt == ZT_DTYPE_F16) zt_kern_f16_to_f32(yw, zt_tensor_data(ty), 2 * E);
+    else memcpy(yw, zt_tensor_data(ty), (size_t)2 * E * sizeof(float));
+    zt_tensor_release(ty);
+    zt_kern_residual_forward(want, x, yw, 2 * E);
+    same(tz, want, "residual_forward in chunks", dt);
+    /* bias gradient over both row blocks; the gradient norm of G values; zeroing */
+    zt_tensor_t tdb = make("db", 1, OC, dt, 1, &db), tdd = make("dd", N, OC, dt, 2, &dd);
+    ZT_TEST_TRUE(zt_task_matmul_backward_bias(&o, tdb, tdd) == ZT_OK, "dbias");
+    zt_kern_matmul_backward_bias(db, dd, N, OC);
+    same(tdb, db, "matmul_backward_bias", dt);
+    zt_tensor_t tg = make("g", 1, G, dt, 1, &g), tpart;
+    zt_tensor_init(&tpart, "partial", NULL, 1, 1, sizeof(double), 1, NULL);
+    struct zt_block_ref gr[1] = {{tg, 0, 0}};
+    ZT_TEST_TRUE(zt_task_grad_sumsq(&o, tpart, 0, gr, 1) == ZT_OK, "sumsq");
+    zt_tensor_acquire(tpart, 0);
+    double got = *(double *)zt_tensor_data(tpart), exp = zt_kern_sumsq(g, G);
+    zt_tensor_release(tpart);
+    ZT_TEST_TRUE(memcmp(&got, &exp, sizeof got) == 0, "grad_sumsq (%s): %.17g, want %.17g",
+                 zt_dtype_name(dt), got, exp);
+    ZT_TEST_TRUE(zt_task_zero(&o, tx) == ZT_OK, "zero");
+    for (int i = 0; i < 2 * E; i++) want[i] = 0.0f;
+    same(tx, want, "fill_zero", dt);
+    zt_runtime_wait_all();
+    zt_tensor_t all[] = {tt, twte, twpe, tout, tdwte, tdwpe, tdout, tx, ty, tz, tdb, tdd, tg, tpart};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) zt_tensor_free(all[i]);
+    float *fl[] = {wte, wpe, out, dwte, dwpe, dout, x, y, z, g, db, dd, want, yw};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++) free(fl[i]);
+}
+
 int main(void) {
     if (zt_tasks_init() != ZT_OK) {
         fprintf(stderr, "FAIL: zt_tasks_init: %s\n", zt_error_last());
         return 1;
     }
+    /* run() states round(fp32 kernel): bf16 matmuls widened, not on the CPU's bf16 engine (whose
+     * sums go in another order: test_gemm_bf16 and test_precision prove it) */
+    zt_kern_gemm16_set(ZT_GEMM16_WIDEN);
     run(ZT_DTYPE_BF16);
     run(ZT_DTYPE_F16);
     run(ZT_DTYPE_F32); /* the plain path: the same checks hold with no rounding */
+    run_native(ZT_DTYPE_BF16);
+    run_native(ZT_DTYPE_F16);
+    run_native(ZT_DTYPE_F32);
     zt_tasks_free();
     return zt_test_finish("test_half_tasks");
 }
