@@ -35,7 +35,6 @@ static enum zt_gemm_engine g_engine = ZT_GEMM_OPENBLAS;
 static int g_test_nobuf; /* tests/kernels/test_gemm.c: take the stack-packed path */
 
 void zt_kern_gemm_test_nobuf(int on) { g_test_nobuf = on; }
-int zt_gemm_test_nobuf(void) { return g_test_nobuf; }
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 int zt_kern_gemm_avx512_available(void) {
@@ -69,14 +68,20 @@ static void blas_sgemm(int ta, int tb, int M, int N, int K, float alpha, const f
                 N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+void zt_gemm_scale_c(int M, int N, float beta, float *C, size_t ldc) {
+    for (int i = 0; i < M; i++) {
+        float *ci = C + (size_t)i * ldc;
+        if (beta == 0.0f) memset(ci, 0, (size_t)N * sizeof(float));
+        else if (beta != 1.0f)
+            for (int j = 0; j < N; j++) ci[j] *= beta;
+    }
+}
+
 #if ZT_GEMM_HAVE_AVX512
 #define GEMM_MR 12  /* rows of the register tile (micro-panel of op(A)) */
-#define GEMM_NC 384 /* columns per packed B block: 384 x 384 floats, 576 KiB of L2 */
 
-#define GEMM_MC 1536 /* rows of op(A) packed at once: 1536 x 384 floats, 2.25 MiB */
-
-/* per-thread packing buffers of fixed size (StarPU workers live for the whole run; freed at
- * thread exit) */
+/* per-thread packing buffers of fixed size, shared with the bf16 engine (gemm_impl.h; StarPU
+ * workers live for the whole run; freed at thread exit) */
 struct gemm_buf {
     float *a, *b;
 };
@@ -93,8 +98,6 @@ static void buf_free(void *p) {
 
 static void key_init(void) { g_key_ok = pthread_key_create(&g_buf_key, buf_free) == 0; }
 
-static float *falloc(size_t n) { return aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64); }
-
 /* this thread's buffers; NULL when memory is short (the caller then packs on its stack) */
 static struct gemm_buf *thread_buf(void) {
     pthread_once(&g_key_once, key_init);
@@ -103,13 +106,21 @@ static struct gemm_buf *thread_buf(void) {
     if (g) return g;
     g = calloc(1, sizeof *g);
     if (!g) return NULL;
-    g->a = falloc((size_t)GEMM_MC * GEMM_KC);
-    g->b = falloc((size_t)GEMM_KC * GEMM_NC);
+    g->a = aligned_alloc(64, GEMM_BUF_A_BYTES);
+    g->b = aligned_alloc(64, GEMM_BUF_B_BYTES);
     if (!g->a || !g->b || pthread_setspecific(g_buf_key, g) != 0) {
         buf_free(g);
         return NULL;
     }
     return g;
+}
+
+int zt_gemm_thread_bufs(void **a, void **b) {
+    struct gemm_buf *g = thread_buf();
+    if (!g) return -1;
+    *a = g->a;
+    *b = g->b;
+    return 0;
 }
 
 /* op(B)[0:kc, 0:nc] into 32-column micro-panels, each k-major (p[k*32 + j]), zero past nc.
@@ -285,13 +296,7 @@ void zt_kern_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float
 #if ZT_GEMM_HAVE_AVX512
     if (zt_kern_gemm_get() == ZT_GEMM_AVX512) {
         if (K <= 0) {
-            // an empty product: C = beta C, as BLAS
-            for (int i = 0; i < M; i++) {
-                float *ci = C + (size_t)i * ldc;
-                if (beta == 0.0f) memset(ci, 0, (size_t)N * sizeof(float));
-                else if (beta != 1.0f)
-                    for (int j = 0; j < N; j++) ci[j] *= beta;
-            }
+            zt_gemm_scale_c(M, N, beta, C, (size_t)ldc); /* an empty product, as BLAS */
             return;
         }
         avx512_sgemm(ta, tb, M, N, K, alpha, A, (size_t)lda, B, (size_t)ldb, beta, C,

@@ -31,14 +31,13 @@
  * (ldtilecfg palette 1), the Linux kernel's Documentation/arch/x86/xstate.rst.
  */
 #define _GNU_SOURCE  /* syscall */
-#include <pthread.h> /* pthread_key_t, pthread_once */
+#include <pthread.h> /* pthread_once */
 #include <stddef.h>  /* size_t */
 #include <stdint.h>  /* uint16_t */
-#include <stdlib.h>  /* aligned_alloc, free */
-#include <string.h>  /* memset */
+#include <string.h>  /* memcpy, memset */
 
 #include "zt_kernels.h" /* prototypes */
-#include "gemm_impl.h"  /* ZT_GEMM_HAVE_AVX512, lanes, tr16 */
+#include "gemm_impl.h"  /* ZT_GEMM_HAVE_AVX512, lanes, tr16, buffers, scale_c */
 
 #if ZT_GEMM_HAVE_AVX512
 #include <cpuid.h>       /* __get_cpuid_count */
@@ -104,36 +103,9 @@ int zt_kern_gemm16_set(enum zt_gemm16_engine e) {
 #if ZT_GEMM_HAVE_AVX512
 #define T16 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
-/* per-thread packing buffers (as gemm.c's: StarPU workers live for the whole run) */
-static pthread_key_t g_key16;
-static pthread_once_t g_key16_once = PTHREAD_ONCE_INIT;
-static int g_key16_ok;
-
-static void bufs_free(void *p) {
-    uint16_t **b = p;
-    free(b[0]);
-    free(b[1]);
-    free(b);
-}
-
-static void key16_init(void) { g_key16_ok = pthread_key_create(&g_key16, bufs_free) == 0; }
-
-/* this thread's A and B buffers (b[0], b[1]); NULL when memory is short */
-static uint16_t **thread_bufs(void) {
-    pthread_once(&g_key16_once, key16_init);
-    if (!g_key16_ok) return NULL;
-    uint16_t **b = pthread_getspecific(g_key16);
-    if (b) return b;
-    b = calloc(2, sizeof *b);
-    if (!b) return NULL;
-    b[0] = aligned_alloc(64, (size_t)GEMM16_MC * GEMM16_KC * 2);
-    b[1] = aligned_alloc(64, (size_t)GEMM16_NC * GEMM16_KC * 2);
-    if (!b[0] || !b[1] || pthread_setspecific(g_key16, b) != 0) {
-        bufs_free(b);
-        return NULL;
-    }
-    return b;
-}
+/* gemm.c's per-thread packing buffers hold the bf16 blocks too */
+_Static_assert((size_t)GEMM16_MC * GEMM16_KC * 2 <= GEMM_BUF_A_BYTES, "bf16 A block too big");
+_Static_assert((size_t)GEMM16_NC * GEMM16_KC * 2 <= GEMM_BUF_B_BYTES, "bf16 B block too big");
 
 static inline T16 __mmask32 lanes32(int n) {
     return n >= 32 ? (__mmask32)0xFFFFFFFFu : n <= 0 ? 0 : (__mmask32)((1u << n) - 1u);
@@ -452,24 +424,15 @@ static __attribute__((noinline)) void blocked16_stack(enum zt_gemm16_engine e, i
 static void run16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int K,
                   const uint16_t *A, int lda, const uint16_t *B, int ldb, const struct cdst *cd) {
     if (e == ZT_GEMM16_AMX) amx_begin();
-    uint16_t **g = zt_gemm_test_nobuf() ? NULL : thread_bufs();
-    if (!g) blocked16_stack(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, cd);
+    void *abuf, *bbuf;
+    if (zt_gemm_thread_bufs(&abuf, &bbuf) != 0)
+        blocked16_stack(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, cd);
     else
-        blocked16(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, cd, g[0], GEMM16_MC, g[1],
+        blocked16(e, ta, tb, M, N, K, A, (size_t)lda, B, (size_t)ldb, cd, abuf, GEMM16_MC, bbuf,
                   GEMM16_NC);
     if (e == ZT_GEMM16_AMX) amx_end();
 }
 #endif /* ZT_GEMM_HAVE_AVX512 */
-
-/* C = beta C (K = 0: an empty product, as BLAS) */
-static void scale_c(int M, int N, float beta, float *C, int ldc) {
-    for (int i = 0; i < M; i++) {
-        float *ci = C + (size_t)i * ldc;
-        if (beta == 0.0f) memset(ci, 0, (size_t)N * sizeof(float));
-        else if (beta != 1.0f)
-            for (int j = 0; j < N; j++) ci[j] *= beta;
-    }
-}
 
 int zt_kern_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc) {
@@ -477,7 +440,7 @@ int zt_kern_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, in
     if (e == ZT_GEMM16_WIDEN) return -1;
     if (M <= 0 || N <= 0) return 0;
     if (K <= 0) {
-        scale_c(M, N, beta, C, ldc);
+        zt_gemm_scale_c(M, N, beta, C, (size_t)ldc);
         return 0;
     }
 #if ZT_GEMM_HAVE_AVX512

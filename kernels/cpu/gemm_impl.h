@@ -28,8 +28,18 @@ static inline int tile_mode(int pc, float beta) {
     return pc > 0 ? 1 : beta == 0.0f ? 0 : beta == 1.0f ? 1 : 2;
 }
 
-/* 1 while tests/kernels/test_gemm.c asks both engines to pack on their stacks */
-int zt_gemm_test_nobuf(void);
+#define GEMM_NC 384  /* columns per packed B block: 384 x 384 floats, 576 KiB of L2 */
+#define GEMM_MC 1536 /* rows of op(A) packed at once: 1536 x 384 floats, 2.25 MiB */
+#define GEMM_BUF_A_BYTES ((size_t)GEMM_MC * GEMM_KC * sizeof(float))
+#define GEMM_BUF_B_BYTES ((size_t)GEMM_KC * GEMM_NC * sizeof(float))
+
+/* This thread's two packing buffers (GEMM_BUF_A_BYTES and GEMM_BUF_B_BYTES, 64-byte aligned),
+ * for whichever engine the thread runs (one product at a time): 0, or -1 when memory is short
+ * or a test asks for the stack-packed paths (zt_kern_gemm_test_nobuf). */
+int zt_gemm_thread_bufs(void **a, void **b);
+
+/* C[M,N] = beta C (beta 0: zeros, never reading C): an empty product, as BLAS */
+void zt_gemm_scale_c(int M, int N, float beta, float *C, size_t ldc);
 
 /* the element type of op(B) on the few-rows path */
 enum zt_gemm_btype { ZT_GEMM_B_F32 = 0, ZT_GEMM_B_BF16, ZT_GEMM_B_F16 };
