@@ -236,16 +236,14 @@ void zt_kern_adamw(float *param, float *m, float *v, const float *grad, size_t n
 /* sum of squares of x[n], accumulated in double in a fixed order: 8 lanes over the groups of 8,
  * the lanes summed pairwise, then the leftovers in order */
 double zt_kern_sumsq(const float *x, size_t n);
-/* The same sum fed in parts (each but the last a multiple of 8 values): the bits of
- * zt_kern_sumsq on the parts laid end to end. */
+/* The same sum fed in parts of any lengths: the bits of zt_kern_sumsq on the parts laid end to
+ * end. */
 struct zt_sumsq {
     double acc[8];
-    float rest[8];
+    float rest[8]; /* the values of the group still open */
     int tail;
-    int broken;  /* a part came after one that ended off a group of 8 (not the bits promised) */
-    double late; /* the squares of such parts, summed in order */
 };
-#define ZT_KERN_SUMSQ_CHUNK 2048 /* a convenient part size (a multiple of 8) */
+#define ZT_KERN_SUMSQ_CHUNK 2048 /* a convenient part size */
 void zt_kern_sumsq_begin(struct zt_sumsq *a);
 void zt_kern_sumsq_add(struct zt_sumsq *a, const float *x, size_t n);
 double zt_kern_sumsq_end(const struct zt_sumsq *a);

@@ -80,25 +80,27 @@ void zt_kern_sumsq_begin(struct zt_sumsq *a) {
     memset(a, 0, sizeof *a);
 }
 
+/* the 8 squares of one group of x's values into the lanes */
+static void sumsq_group(double acc[SUMSQ_LANES], const float *g) {
+    for (int l = 0; l < SUMSQ_LANES; l++) {
+        double d = (double)g[l];
+        acc[l] += d * d;
+    }
+}
+
 void zt_kern_sumsq_add(struct zt_sumsq *a, const float *x, size_t n) {
     assert(n == 0 || x);
     size_t i = 0;
-    if (a->tail > 0 && n > 0) { /* a part after one that ended off a lane group: the contract
-                                 * says this does not happen; sum it in order rather than
-                                 * overrun rest[] */
-        for (; i < n; i++) {
-            double d = (double)x[i];
-            a->late += d * d;
-        }
-        a->broken = 1;
-        return;
-    }
-    for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES) {
-        for (int l = 0; l < SUMSQ_LANES; l++) {
-            double d = (double)x[i + l];
-            a->acc[l] += d * d;
+    /* complete the group a previous part left open: lane l always takes the values whose
+     * place in the whole sequence is l modulo 8 */
+    while (a->tail > 0 && i < n) {
+        a->rest[a->tail++] = x[i++];
+        if (a->tail == SUMSQ_LANES) {
+            sumsq_group(a->acc, a->rest);
+            a->tail = 0;
         }
     }
+    for (; i + SUMSQ_LANES <= n; i += SUMSQ_LANES) sumsq_group(a->acc, x + i);
     for (; i < n; i++) a->rest[a->tail++] = x[i];
 }
 
@@ -109,7 +111,7 @@ double zt_kern_sumsq_end(const struct zt_sumsq *a) {
         double d = (double)a->rest[i];
         s += d * d;
     }
-    return a->broken ? s + a->late : s;
+    return s;
 }
 
 double zt_kern_sumsq(const float *x, size_t n) {

@@ -2,7 +2,8 @@
  * tests/kernels/test_adamw.c: proves zt_kern_adamw against torch.optim.AdamW (decoupled weight
  * decay) and torch.optim.Adam (L2 weight decay), both float32 single-tensor path, over 5 steps,
  * with grad_scale 1 and != 1 (PyTorch side: grads scaled before step); and zt_kern_sumsq against
- * a float64 PyTorch sum, plus its run-to-run bit stability.
+ * a float64 PyTorch sum, plus its run-to-run bit stability and that fed in parts of uneven
+ * lengths it gives the one call's bits.
  * The kernel mirrors PyTorch's operation order (including the fused multiply-add of its
  * vectorized add_ with alpha), so results agree to float rounding; the test prints how many values
  * are bit-identical (about 90%). Remaining differences: PyTorch's scalar tail loop and the float
@@ -14,6 +15,7 @@
  */
 #include <math.h>   /* pow, fabs */
 #include <stdlib.h> /* EXIT_FAILURE */
+#include <string.h> /* memcmp */
 
 #include "kernels_ref.h" /* reference readers, checks */
 #include "zt_kernels.h"  /* kernels under test */
@@ -64,6 +66,21 @@ static void sumsq(void) {
     double t5 = 0;
     for (int i = 0; i < 5; i++) t5 += (double)x[i] * x[i];
     ZT_TEST_TRUE(fabs(tail - t5) <= 1e-15 * t5, "sumsq n=5: got %.17g want %.17g", tail, t5);
+    /* fed in parts of uneven lengths (groups of 8 split across parts): the one call's bits */
+    static const int parts[] = {3, 1, 13, 8, 2, 29, 5};
+    for (int cut = 0; cut < 2; cut++) {
+        struct zt_sumsq a;
+        zt_kern_sumsq_begin(&a);
+        int at = 0;
+        for (int p = 0; at < n; p = (p + 1) % 7) {
+            int m = n - at < parts[p] * (cut + 1) ? n - at : parts[p] * (cut + 1);
+            zt_kern_sumsq_add(&a, x + at, (size_t)m);
+            at += m;
+        }
+        double inparts = zt_kern_sumsq_end(&a);
+        ZT_TEST_TRUE(memcmp(&inparts, &got, sizeof got) == 0,
+                     "sumsq in parts: %.17g, the one call %.17g", inparts, got);
+    }
 }
 
 int main(void) {
