@@ -17,12 +17,6 @@ struct zt_attention_args {
     int bf16; /* every slot bf16 and the CPU has a bf16 engine: the bf16 kernels (native16) */
 };
 
-/* the bf16 kernels run on the task's blocks as stored */
-static int bf16_native(zt_tensor_t a, zt_tensor_t b, zt_tensor_t c) {
-    return zt_kern_gemm16_get() != ZT_GEMM16_WIDEN && zt_tensor_dtype(a) == ZT_DTYPE_BF16 &&
-           zt_tensor_dtype(b) == ZT_DTYPE_BF16 && zt_tensor_dtype(c) == ZT_DTYPE_BF16;
-}
-
 static float *bf16_scratch(const struct zt_attention_args *a, int T) {
     size_t n = zt_kern_attention_bf16_scratch_floats(T, a->C / a->NH);
     return zt_worker_scratch(ZT_SCRATCH_BODY, n);
@@ -82,7 +76,7 @@ enum zt_status zt_task_attention_forward(const struct zt_task_opts *o, zt_tensor
     ZT_ARGS_NEW(struct zt_attention_args, a);
     a->C = (int)zt_tensor_cols(out);
     a->NH = n_head;
-    a->bf16 = bf16_native(out, att, qkv);
+    a->bf16 = zt_bf16_native(out, att, qkv);
     a->hdr.native16 = (unsigned char)a->bf16;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_attention_forward, o, blk);
@@ -100,7 +94,7 @@ enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tenso
     ZT_ARGS_NEW(struct zt_attention_args, a);
     a->C = (int)zt_tensor_cols(dout);
     a->NH = n_head;
-    a->bf16 = bf16_native(dout, qkv, att) && zt_tensor_dtype(dqkv) == ZT_DTYPE_BF16;
+    a->bf16 = zt_bf16_native(dout, qkv, att) && zt_tensor_dtype(dqkv) == ZT_DTYPE_BF16;
     a->hdr.native16 = (unsigned char)a->bf16;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_attention_backward, o, blk);

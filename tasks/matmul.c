@@ -241,7 +241,7 @@ static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const stru
     a->w16 = forward && zt_dtype_is16(zt_tensor_dtype(w)) &&
              zt_tensor_dtype(dst) == ZT_DTYPE_F32 && zt_tensor_dtype(src) == ZT_DTYPE_F32 &&
              zt_tensor_blk_rows(dst, blk) <= ZT_KERN_FEW_ROWS;
-    a->bf16 = zt_matmul_bf16_native(dst, src, w);
+    a->bf16 = zt_bf16_native(dst, src, w);
     a->hdr.native16 = (unsigned char)(a->w16 || a->bf16);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
@@ -290,7 +290,7 @@ static enum zt_status weightwise(enum zt_task_kind kind, const char *fn,
     a->OC = OC;
     a->r0 = wblk < 0 ? 0 : zt_tensor_blk_row0(dw, wblk);
     a->r1 = wblk < 0 ? zt_tensor_rows(dw) : a->r0 + zt_tensor_blk_rows(dw, wblk);
-    a->bf16 = zt_matmul_bf16_native(dw, a0, a1);
+    a->bf16 = zt_bf16_native(dw, a0, a1);
     a->hdr.native16 = (unsigned char)a->bf16;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, wblk);

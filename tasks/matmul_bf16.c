@@ -11,9 +11,9 @@
 #include "zt_kernels.h" /* zt_kern_gemm_bf16, zt_kern_gemm16_get */
 #include "tasks_impl.h" /* slots, scratch, zt_mm16 */
 
-int zt_matmul_bf16_native(zt_tensor_t dst, zt_tensor_t src, zt_tensor_t w) {
-    return zt_kern_gemm16_get() != ZT_GEMM16_WIDEN && zt_tensor_dtype(dst) == ZT_DTYPE_BF16 &&
-           zt_tensor_dtype(src) == ZT_DTYPE_BF16 && zt_tensor_dtype(w) == ZT_DTYPE_BF16;
+int zt_bf16_native(zt_tensor_t x, zt_tensor_t y, zt_tensor_t z) {
+    return zt_kern_gemm16_get() != ZT_GEMM16_WIDEN && zt_tensor_dtype(x) == ZT_DTYPE_BF16 &&
+           zt_tensor_dtype(y) == ZT_DTYPE_BF16 && zt_tensor_dtype(z) == ZT_DTYPE_BF16;
 }
 
 /* the fp32 bias of a forward task (slot 3), widened into the body's scratch when 16-bit */

@@ -94,8 +94,9 @@ struct zt_mm16 {
     int C, OC, accumulate;
     int64_t r0, r1;
 };
-/* 1 when a matmul task on these tensors runs native (bf16 operands and a bf16 engine) */
-int zt_matmul_bf16_native(zt_tensor_t dst, zt_tensor_t src, zt_tensor_t w);
+/* 1 when a task's products on these three tensors run on the CPU's bf16 engine as stored (all
+ * bf16, and the CPU has an engine): the matmul and attention kinds */
+int zt_bf16_native(zt_tensor_t x, zt_tensor_t y, zt_tensor_t z);
 /* the body of a native matmul task of kind h->kind (slots as matmul.c builds them) */
 void zt_matmul_bf16_body(void *buffers[], const struct zt_task_hdr *h, const struct zt_mm16 *m);
 
