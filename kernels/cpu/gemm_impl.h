@@ -1,6 +1,7 @@
 /*
- * kernels/cpu/gemm_impl.h: what the two files of the AVX-512 GEMM share (never installed):
- * gemm.c (the engines, the blocked path) and gemm_skinny.c (the few-rows path).
+ * kernels/cpu/gemm_impl.h: what the files of the CPU GEMMs share (never installed): gemm.c
+ * (the engines, the blocked path, the per-thread packing buffers), gemm_skinny.c (the few-rows
+ * path) and gemm_bf16.c (the bf16 engines: the buffers, the tile mode, the transposes).
  *
  * Layer: kernels/. Both paths sum each element the same way (gemm.c's header: fmadd in k order
  * from zero within blocks of GEMM_KC, each block's sum then stored or added by tile_mode), so a
