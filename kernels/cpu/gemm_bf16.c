@@ -382,8 +382,8 @@ static void block(enum zt_gemm16_engine e, int kq, const uint16_t *a, const uint
 
 /* the blocked product with buffers for mcap rows and ncap columns (multiples of 32); the
  * blocks after the first k block add to C. op(A) is packed too when it is not transposed: the
- * tiles then load from one contiguous run (reading them in place, rows lda apart, measured
- * 10-45% slower). */
+ * tiles then load from one contiguous run, which is faster than tile rows lda apart read in
+ * place (bench/README.md, the bf16 GEMM section). */
 static void blocked16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int K,
                       const uint16_t *A, size_t lda, const uint16_t *B, size_t ldb,
                       const struct cdst *c0, uint16_t *abuf, int mcap, uint16_t *bbuf, int ncap) {
