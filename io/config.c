@@ -31,6 +31,7 @@
 #include <strings.h>     /* strcasecmp */
 
 #include "json_fields.h" /* zt_json_*: checked field readers */
+#include "config_impl.h" /* zt_config_parse_autotuning */
 #include "zt_log.h"      /* ZT_LOG_W, ZT_LOG_I */
 #include "zt_status.h"   /* zt_error_set, ZT_ERR_CONFIG */
 
@@ -55,7 +56,7 @@ static const char *const top_impl[] = {
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed", "zero_optimization",
     "fp16", "bf16", "bfloat16", "communication_data_type",
     /* accepted only as {"enabled": false}: NVIDIA apex's AMP is not ours to run */
-    "amp", "aio", "checkpoint", NULL};
+    "amp", "aio", "checkpoint", "autotuning", NULL};
 
 static const char *const top_notimpl[] = {
     "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
@@ -64,7 +65,7 @@ static const char *const top_notimpl[] = {
     "seq_parallel_communication_data_type", "data_types", "elasticity",
     "pipeline", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
     "disable_allgather", "fp32_allreduce", "allreduce_always_fp32", "sparse_attention",
-    "autotuning", "compression_training", "data_efficiency", "curriculum_learning",
+    "compression_training", "data_efficiency", "curriculum_learning",
     "quantize_training", "eigenvalue", "progressive_layer_drop", "nebula", "hybrid_engine",
     "weight_quantization", "dataloader_drop_last", "timers", "graph_harvesting", "compile",
     "use_data_before_expert_parallelism", "torch_autocast", "tensor_parallel",
@@ -710,6 +711,7 @@ void zt_config_defaults(struct zt_config *cfg) {
     cfg->aio_queue_depth = 8;
     cfg->aio_overlap_events = 1;
     cfg->aio_thread_count = 1;
+    zt_autotune_defaults(&cfg->autotune);
 }
 
 static enum zt_status parse_config(struct zt_config *out, const char *json, size_t len,
@@ -766,6 +768,8 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
         rc = parse_aio(&c, x, &cfg);
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "checkpoint")))
         rc = parse_checkpoint(&c, x, &cfg);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "autotuning")))
+        rc = zt_config_parse_autotuning(&c, x, &cfg.autotune);
     if (rc == ZT_OK) rc = parse_precisions(&c, root, &cfg);
     if (rc == ZT_OK) rc = resolve_batch(&c, &cfg, has_tbs, has_micro, has_acc, world_size);
     cJSON_Delete(root);

@@ -32,6 +32,33 @@ enum zt_warmup_type { ZT_WARMUP_LOG = 0, ZT_WARMUP_LINEAR = 1 };
  * error); fp32 when neither is enabled */
 enum zt_precision { ZT_PREC_FP32 = 0, ZT_PREC_BF16, ZT_PREC_FP16 };
 
+/* "autotuning" (DeepSpeed's section, keys, meanings and defaults): read by zt-tune; zt-train
+ * accepts it and trains with the config as given, as DeepSpeed does outside its autotuner */
+enum zt_tune_metric { ZT_TUNE_THROUGHPUT = 0, ZT_TUNE_LATENCY, ZT_TUNE_FLOPS };
+enum zt_tuner_type { ZT_TUNER_GRIDSEARCH = 0, ZT_TUNER_RANDOM, ZT_TUNER_MODEL_BASED };
+struct zt_autotune_cfg {
+    int enabled;                 /* false */
+    int fast;                    /* true: micro-batch per stage and placement only, the rest
+                                  * predicted; false: the communication, window, aio and chunking
+                                  * knobs are measured too */
+    enum zt_tune_metric metric;  /* throughput (samples/s), latency (step time), flops */
+    enum zt_tuner_type tuner_type; /* gridsearch (DeepSpeed's default), random, model_based */
+    int tuner_num_trials;        /* most measured trials (50) */
+    int tuner_early_stopping;    /* stop after this many trials without a better one (5) */
+    int max_train_batch_size;    /* 0: the global batch stays as configured; else it may vary
+                                  * (the accumulation kept) up to this */
+    int min_train_batch_size;    /* 0: no lower bound */
+    int max_train_micro_batch_size_per_gpu; /* 1024 */
+    int min_train_micro_batch_size_per_gpu; /* 1 */
+    int num_tuning_micro_batch_sizes;       /* micro-batch sizes tried per stage (3) */
+    int start_profile_step, end_profile_step; /* a trial runs end steps and times [start, end]
+                                               * (3, 5) */
+    char results_dir[512];       /* "autotuning_results" */
+    char exps_dir[512];          /* "autotuning_exps" */
+    int overwrite;               /* true: earlier results in results_dir are discarded; false:
+                                  * reused (an interrupted tune resumes) */
+};
+
 struct zt_config {
     char path[512];              /* file it was read from ("" when built in code) */
     /* batch: train_batch_size = micro_batch * grad_accum * world_size (DeepSpeed's rule; any
@@ -107,6 +134,7 @@ struct zt_config {
     int aio_single_submit;       /* false */
     int aio_overlap_events;      /* true */
     int aio_thread_count;        /* 1: I/O threads serving the swap tasks */
+    struct zt_autotune_cfg autotune;
 };
 
 /* The names of the enums above as the config spells them: "none", "cpu", "nvme"; "fp32",
@@ -115,6 +143,9 @@ struct zt_config {
 const char *zt_offload_device_name(enum zt_offload_device d);
 const char *zt_precision_name(enum zt_precision p);
 const char *zt_lr_sched_name(enum zt_lr_sched_type t);
+/* "throughput", "latency", "flops"; "gridsearch", "random", "model_based" */
+const char *zt_tune_metric_name(enum zt_tune_metric m);
+const char *zt_tuner_type_name(enum zt_tuner_type t);
 
 /* Fill cfg with the defaults above (train_batch_size etc. left 0 = unspecified). */
 void zt_config_defaults(struct zt_config *cfg);
