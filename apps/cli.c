@@ -9,11 +9,12 @@
 #include <errno.h>      /* errno */
 #include <limits.h>     /* PATH_MAX */
 #include <stdarg.h>     /* va_list */
-#include <stdio.h>      /* fprintf, vsnprintf */
+#include <stdio.h>      /* fprintf, vsnprintf, popen */
 #include <stdlib.h>     /* strtoll, realpath */
 #include <string.h>     /* strcmp, strrchr */
 #include <sys/stat.h>   /* stat */
-#include <unistd.h>     /* access */
+#include <sys/wait.h>   /* WIFEXITED */
+#include <unistd.h>     /* access, sysconf */
 #include "zt_status.h"  /* zt_error_set, zt_error_last */
 
 int cli_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
@@ -155,4 +156,37 @@ long long cli_peak_rss_kib(void) {
         if (sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
     fclose(f);
     return kib;
+}
+
+int64_t cli_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    long long kb = -1;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb > 0) return kb * 1024;
+    return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+}
+
+enum zt_status cli_run_gnuplot(const char *gp) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", gp);
+    FILE *p = popen(cmd, "r");
+    if (!p) return zt_error_set(ZT_ERR_IO, "gnuplot: cannot start (%s)", strerror(errno));
+    char out[512] = "", line[512];
+    while (fgets(line, sizeof line, p))
+        if (!out[0] && (strstr(line, "rror") || strstr(line, "not found")))
+            snprintf(out, sizeof out, "%s", line);
+    int st = pclose(p);
+    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) == 127)
+        return zt_error_set(ZT_ERR_IO, "gnuplot not found (install gnuplot-nox: "
+                            "scripts/setup-deps.sh)");
+    if (WEXITSTATUS(st) != 0 || out[0]) {
+        char *nl = strchr(out, '\n');
+        if (nl) *nl = 0;
+        return zt_error_set(ZT_ERR_IO, "gnuplot failed on %s: %s", gp,
+                            out[0] ? out : "non-zero exit");
+    }
+    return ZT_OK;
 }

@@ -64,5 +64,12 @@ int cli_same_file(const char *a, const char *b);
 
 /* Peak resident set of this process in KiB (VmHWM of /proc/self/status), -1 when unknown. */
 long long cli_peak_rss_kib(void);
+/* Bytes of host memory available to a new process (MemAvailable of /proc/meminfo, else the
+ * physical memory). */
+int64_t cli_mem_available(void);
+
+/* Run gnuplot on the script gp (it writes the pictures the script names); a missing gnuplot or
+ * a gnuplot error is ZT_ERR_IO naming it. */
+enum zt_status cli_run_gnuplot(const char *gp);
 
 #endif /* ZT_APPS_CLI_H */

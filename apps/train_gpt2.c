@@ -41,7 +41,8 @@ static const char *usage_text =
     "                       overlap_events} (README: Offload), bf16 {enabled}, fp16 {enabled,\n"
     "                       loss_scale, initial_scale_power, loss_scale_window, hysteresis,\n"
     "                       consecutive_hysteresis, min_loss_scale}, communication_data_type,\n"
-    "                       checkpoint {dir, save_interval, keep_last}\n"
+    "                       checkpoint {dir, save_interval, keep_last}, autotuning (zt-tune's;\n"
+    "                       zt-train trains with the config as given)\n"
     "                       (unknown or unimplemented keys are errors)\n"
     "  --model F            model shape JSON: vocab_size, seq_len, n_embd, n_layer, n_head\n"
     "  --data F             token file in llm.c's format (zt-prepare makes one)\n"
@@ -267,29 +268,21 @@ static int parse_options(struct train_run *r, int argc, char **argv) {
 // ----------------------------------------------------------------------------
 // validate: every input, before the runtime starts or any output file is touched
 
-static int64_t mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    long long kb = -1;
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
-    if (f) fclose(f);
-    if (kb > 0) return kb * 1024;
-    return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
-}
-
 /* config (the --seed override applied), model shape, token file, and whether the model fits in
  * the host memory available. Returns 0 or the exit code, the error reported. */
 static int load_inputs(struct train_run *r) {
     const struct train_options *o = &r->opt;
     if (zt_config_load(&r->cfg, o->ds_config, r->world) != ZT_OK) return fail(2);
     if (o->seed >= 0) r->cfg.seed = (uint64_t)o->seed;
+    if (r->cfg.autotune.enabled && r->rank == 0)
+        ZT_LOG_I("config %s: autotuning.enabled: zt-tune reads that section; zt-train trains "
+                 "with the config as given", o->ds_config);
     if (zt_model_shape_load(&r->shape, o->model) != ZT_OK ||
         zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK)
         return fail(2);
     if (zt_tokens_open(&r->tokens, o->data, r->shape.vocab_size) != ZT_OK) return fail(1);
     r->have_tokens = 1;
-    int64_t need = zt_gpt2_mem_estimate(&r->shape, &r->cfg), have = mem_available();
+    int64_t need = zt_gpt2_mem_estimate(&r->shape, &r->cfg), have = cli_mem_available();
     if (need > have) {
         char largest[256];
         zt_model_shape_largest(&r->shape, r->cfg.micro_batch, largest, sizeof largest);

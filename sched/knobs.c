@@ -132,8 +132,7 @@ static enum zt_status read_int(const struct zt_knob *k, int64_t *out) {
 
 enum zt_status zt_knob_int(const char *name, int64_t *out) { return read_int(knob(name), out); }
 
-enum zt_status zt_knob_size(const char *name, int64_t *out) {
-    const char *v = value_of(knob(name));
+int zt_size_parse(const char *v, int64_t *out) {
     char *end = NULL;
     errno = 0;
     double x = strtod(v, &end);
@@ -147,9 +146,16 @@ enum zt_status zt_knob_size(const char *name, int64_t *out) {
         if (mul > 0 && (*end == 'b' || *end == 'B')) end++;
     }
     if (errno || end == v || *end != '\0' || mul == 0 || !(x >= 0) || x * mul > 9.0e18)
+        return -1;
+    *out = (int64_t)(x * mul);
+    return 0;
+}
+
+enum zt_status zt_knob_size(const char *name, int64_t *out) {
+    const char *v = value_of(knob(name));
+    if (zt_size_parse(v, out) != 0)
         return zt_error_set(ZT_ERR_CONFIG, "%s=%s: expected a size in bytes, like 512M or 2G",
                             name, v);
-    *out = (int64_t)(x * mul);
     return ZT_OK;
 }
 

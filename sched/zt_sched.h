@@ -65,6 +65,8 @@ enum zt_status zt_knob_int(const char *name, int64_t *out);
 enum zt_status zt_knob_str(const char *name, const char **out);
 /* A size: bytes, or a number with K, M, G or T (powers of 1024; "MiB"/"MB" also accepted). */
 enum zt_status zt_knob_size(const char *name, int64_t *out);
+/* The same syntax for any text (a command-line option): 0, or -1 when v is not a size. */
+int zt_size_parse(const char *v, int64_t *out);
 /* Every ZT_* knob set in the environment checked against its row of the table (range, choices,
  * size syntax) before anything uses it: ZT_ERR_CONFIG naming the first bad one. zt_comm_init
  * (the start of zt_runtime_init) calls it; programs that start neither call it themselves. */

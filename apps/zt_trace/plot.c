@@ -8,11 +8,11 @@
  * their class.
  */
 #include <errno.h>    /* errno */
-#include <stdio.h>    /* fopen, popen */
+#include <stdio.h>    /* fopen */
 #include <stdlib.h>   /* free */
 #include <string.h>   /* strstr, strchr, strerror */
-#include <sys/wait.h> /* WIFEXITED */
 #include <unistd.h>   /* unlink */
+#include "cli.h"      /* cli_run_gnuplot */
 #include "zt_trace.h" /* struct trace, step_summary */
 
 enum shade {
@@ -48,31 +48,9 @@ static enum shade shade_of(const struct task *t) {
 // ----------------------------------------------------------------------------
 // gnuplot
 
-static enum zt_status run_gnuplot(const char *gp) {
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", gp);
-    FILE *p = popen(cmd, "r");
-    if (!p) return zt_error_set(ZT_ERR_IO, "gnuplot: cannot start (%s)", strerror(errno));
-    char out[512] = "", line[512];
-    while (fgets(line, sizeof line, p))
-        if (!out[0] && (strstr(line, "rror") || strstr(line, "not found")))
-            snprintf(out, sizeof out, "%s", line);
-    int st = pclose(p);
-    if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) == 127)
-        return zt_error_set(ZT_ERR_IO, "gnuplot not found (install gnuplot-nox: "
-                            "scripts/setup-deps.sh)");
-    if (WEXITSTATUS(st) != 0 || out[0]) {
-        char *nl = strchr(out, '\n');
-        if (nl) *nl = 0;
-        return zt_error_set(ZT_ERR_IO, "gnuplot failed on %s: %s", gp,
-                            out[0] ? out : "non-zero exit");
-    }
-    return ZT_OK;
-}
-
 /* gnuplot draws script gp; then it and the data file go, and the PNG is announced */
 static enum zt_status draw(const char *gp, const char *dat, const char *png) {
-    ZT_CHECK(run_gnuplot(gp));
+    ZT_CHECK(cli_run_gnuplot(gp));
     unlink(dat);
     unlink(gp);
     printf("wrote %s\n", png);
