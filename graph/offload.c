@@ -412,9 +412,11 @@ static enum zt_status make_buffers(zt_engine_t e, struct zt_offload *o) {
         if (o->params)
             ZT_CHECK(zt_tensor_init(&o->buf_w[k], "swap_params", b + 2 * part, o->buf_elems, 1,
                                     4, 1, NULL));
-        if (o->params16)
+        if (o->params16) /* the 16-bit copy's part: a unit's values padded to 4 KiB, which for
+                          * an odd number of 2 KiB may exceed half of an fp32 part */
             ZT_CHECK(zt_tensor_init_dtype(&o->buf_w16[k], "swap_params16", b + 3 * part,
-                                          o->buf_elems, 1, e->work_dtype, 1, NULL));
+                                          zt_plan_pad4k(part / 2) / 2, 1, e->work_dtype, 1,
+                                          NULL));
     }
     return ZT_OK;
 }
