@@ -7,10 +7,10 @@
  * engine and GPT-2 are built and the prediction's params, grads, optim, acts, value_slots,
  * swap_buffers and nvme must equal zt_engine_memory before step 1, and grad_slots after one
  * training step. ZT_GRAPH_CHUNKS comes once from the knob (chunks 0) and once from the inputs.
- * The same equality per rank on two ranks, and the predicted peak against the measured one,
- * are tests/graph/test_memory_model.py's.
+ * Under mpirun every rank checks its own prediction (world size and rank from MPI). The
+ * predicted peak against the measured one is tests/graph/test_memory_model.py's.
  *
- * Usage: test_memory_model WORKDIR
+ * Usage: [mpirun -np N] test_memory_model WORKDIR
  */
 #include <stdio.h>      /* snprintf, fopen */
 #include <stdlib.h>     /* setenv */
@@ -37,8 +37,8 @@ static int write_tokens(const char *path) {
 }
 
 /* the DeepSpeed JSON of one case into path */
-static int write_config(const char *path, const char *nvme, int stage, int bf16, int micro,
-                        int accum, enum offload off) {
+static int write_config(const char *path, const char *nvme, int world, int stage, int bf16,
+                        int micro, int accum, enum offload off) {
     char opt[700] = "", par[700] = "";
     if (off != OFF_NONE)
         snprintf(opt, sizeof opt, ", \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": "
@@ -53,7 +53,7 @@ static int write_config(const char *path, const char *nvme, int stage, int bf16,
             "\"params\": {\"lr\": 0.001}}, \"bf16\": {\"enabled\": %s}, \"zero_optimization\": "
             "{\"stage\": %d, \"reduce_bucket_size\": 5000, "
             "\"stage3_param_persistence_threshold\": 300, \"stage3_prefetch_bucket_size\": 20000"
-            "%s%s}}", micro * accum, micro, accum, bf16 ? "true" : "false", stage, opt, par);
+            "%s%s}}", micro * accum * world, micro, accum, bf16 ? "true" : "false", stage, opt, par);
     return fclose(f);
 }
 
@@ -67,7 +67,7 @@ static void check_case(const char *label, const char *ds, const struct zt_tokens
     struct zt_config cfg;
     zt_engine_t e = NULL;
     zt_gpt2_t m = NULL;
-    if (zt_config_load(&cfg, ds, 1) != ZT_OK || zt_engine_init(&e, &cfg) != ZT_OK ||
+    if (zt_config_load(&cfg, ds, zt_comm_size()) != ZT_OK || zt_engine_init(&e, &cfg) != ZT_OK ||
         zt_gpt2_init(&m, e, &g_shape) != ZT_OK) {
         ZT_TEST_FAIL("%s: engine: %s", label, zt_error_last());
         zt_gpt2_free(m);
@@ -76,8 +76,9 @@ static void check_case(const char *label, const char *ds, const struct zt_tokens
     }
     struct zt_engine_mem have;
     zt_engine_memory(e, &have);
-    const struct zt_mem_inputs in = {.shape = &g_shape, .cfg = &cfg, .world_size = 1, .rank = 0,
-                                     .workers = zt_runtime_nworkers(), .chunks = chunks_in};
+    const struct zt_mem_inputs in = {.shape = &g_shape, .cfg = &cfg, .world_size = zt_comm_size(),
+                                     .rank = zt_comm_rank(), .workers = zt_runtime_nworkers(),
+                                     .chunks = chunks_in};
     struct zt_mem_prediction p;
     if (zt_memory_predict(&in, &p) != ZT_OK) {
         ZT_TEST_FAIL("%s: predict: %s", label, zt_error_last());
@@ -109,16 +110,21 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s WORKDIR\n", argv[0]);
         return 2;
     }
+    if (zt_runtime_init() != ZT_OK) { /* one runtime (and MPI) for every engine of the grid */
+        fprintf(stderr, "FAIL setup: %s\n", zt_error_last());
+        return 1;
+    }
+    const int rank = zt_comm_rank(), world = zt_comm_size();
     char nvme[512], ds[600], toks[600], label[160];
     snprintf(nvme, sizeof nvme, "%s/nvme", argv[1]);
-    snprintf(ds, sizeof ds, "%s/ds.json", argv[1]);
-    snprintf(toks, sizeof toks, "%s/tokens.bin", argv[1]);
+    snprintf(ds, sizeof ds, "%s/ds-%d.json", argv[1], rank);
+    snprintf(toks, sizeof toks, "%s/tokens-%d.bin", argv[1], rank);
     mkdir(argv[1], 0755);
     mkdir(nvme, 0755);
     struct zt_tokens tok;
-    if (write_tokens(toks) != 0 || zt_tokens_open(&tok, toks, g_shape.vocab_size) != ZT_OK ||
-        zt_runtime_init() != ZT_OK) { /* one runtime for every engine of the grid */
+    if (write_tokens(toks) != 0 || zt_tokens_open(&tok, toks, g_shape.vocab_size) != ZT_OK) {
         fprintf(stderr, "FAIL setup: %s\n", zt_error_last());
+        zt_runtime_free();
         return 1;
     }
     int cases = 0;
@@ -130,10 +136,10 @@ int main(int argc, char **argv) {
                     const int bf16 = bits & 1, micro = 1 + (bits >> 1 & 1);
                     const int accum = 1 + (bits >> 2);
                     if (stage == 0 && off != OFF_NONE) continue; /* offload needs stage >= 1 */
-                    snprintf(label, sizeof label, "chunks %d stage %d offload %d %s micro %d "
-                             "accum %d", chunks, stage, off, bf16 ? "bf16" : "fp32", micro,
-                             accum);
-                    if (write_config(ds, nvme, stage, bf16, micro, accum, off) != 0) {
+                    snprintf(label, sizeof label, "rank %d of %d, chunks %d stage %d offload %d "
+                             "%s micro %d accum %d", rank, world, chunks, stage, off,
+                             bf16 ? "bf16" : "fp32", micro, accum);
+                    if (write_config(ds, nvme, world, stage, bf16, micro, accum, off) != 0) {
                         ZT_TEST_FAIL("%s: cannot write %s", label, ds);
                         continue;
                     }
@@ -144,6 +150,7 @@ int main(int argc, char **argv) {
     }
     zt_runtime_free();
     zt_tokens_close(&tok);
-    printf("test_memory_model: %d cases, %d failure(s)\n", cases, zt_test_failures);
+    printf("test_memory_model: rank %d of %d: %d cases, %d failure(s)\n", rank, world, cases,
+           zt_test_failures);
     return zt_test_failures ? 1 : 0;
 }
