@@ -41,7 +41,7 @@ struct zt_mem_prediction {
                                           * after step 1, when they have grown) */
     int64_t swap_buffers, nvme;          /* NVMe offload */
     int64_t runtime;                     /* process base (StarPU, MPI, OpenBLAS, code) and
-                                          * per-worker scratch: GEMM packing, widening buffers */
+                                          * per-worker scratch: GEMM packing, reduction scratch */
     int64_t peak;                        /* predicted VmHWM in bytes */
 };
 
