@@ -501,14 +501,21 @@ static void print_banner(const struct train_run *r) {
     fflush(stdout);
 }
 
-/* every rank, in turn: its own memory plan per tier (collective) */
+/* every rank, in turn: its own memory plan per tier and its predicted peak resident memory
+ * (zt_memory_predict, compared with the peak printed at the end) (collective) */
 static void print_memory_plan(const struct train_run *r) {
     const struct zt_engine_mem *m = &r->mem;
-    char line[512];
+    char line[640];
     int at = snprintf(line, sizeof line, "memory (host, rank %d of %d): params %.3f MiB | grads "
                       "%.3f MiB | optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB",
                       r->rank, r->world, mib(m->params), mib(m->grads), mib(m->optim),
                       mib(m->acts), mib(m->params + m->grads + m->optim + m->acts));
+    const struct zt_mem_inputs in = {.shape = &r->shape, .cfg = &r->cfg, .world_size = r->world,
+                                     .rank = r->rank, .workers = zt_runtime_nworkers()};
+    struct zt_mem_prediction pred;
+    if (zt_memory_predict(&in, &pred) == ZT_OK)
+        at += snprintf(line + at, sizeof line - (size_t)at, " | predicted peak %.1f MiB",
+                       mib(pred.peak));
     if (r->cfg.zero_stage >= 2) /* the slots inside params and grads */
         at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
                        "MiB, gradient slots %.3f MiB", mib(m->value_slots), mib(m->grad_slots));

@@ -20,11 +20,8 @@
 
 enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     *out = NULL;
-    int64_t chunks = 4, group_elems = 1 << 20;
-    ZT_CHECK(zt_knob_int("ZT_GRAPH_CHUNKS", &chunks));
-    ZT_ASSERT_MSG(chunks <= ZT_PLAN_MAX_BLOCKS, "ZT_GRAPH_CHUNKS's range in sched/knobs.c "
-                  "exceeds ZT_PLAN_MAX_BLOCKS");
-    ZT_CHECK(zt_knob_int("ZT_OPT_GROUP_ELEMS", &group_elems));
+    int64_t chunks = 0, group_elems = 0;
+    ZT_CHECK(zt_engine_plan_knobs(&chunks, &group_elems));
     const char *on_nonfinite = "stop";
     ZT_CHECK(zt_knob_str("ZT_ON_NONFINITE", &on_nonfinite));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
@@ -38,14 +35,12 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     e->nonfinite_warn = strcmp(on_nonfinite, "warn") == 0;
     e->rng = cfg->seed ^ 0x5A17C0DEull;
     e->mixed = cfg->precision != ZT_PREC_FP32;
-    e->work_dtype = cfg->precision == ZT_PREC_BF16   ? ZT_DTYPE_BF16
-                    : cfg->precision == ZT_PREC_FP16 ? ZT_DTYPE_F16
-                                                     : ZT_DTYPE_F32;
+    e->work_dtype = zt_engine_config_dtype(cfg);
     zt_loss_scaler_init(&e->scaler, cfg);
     /* activation blocks hold whole sequences; their number depends only on the config and
      * ZT_GRAPH_CHUNKS, never on the worker count (determinism) */
     struct zt_engine_acts *a = &e->act;
-    a->nblk = cfg->micro_batch < e->chunks ? cfg->micro_batch : e->chunks;
+    a->nblk = zt_engine_act_blocks(cfg->micro_batch, e->chunks);
     a->blk_seqs = calloc((size_t)a->nblk, sizeof *a->blk_seqs);
     if (!a->blk_seqs) {
         free(e);
@@ -151,8 +146,6 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
     }
     snprintf(p->name, sizeof p->name, "%s", name);
     p->ndim = ndim;
-    p->rows = ndim == 1 ? 1 : shape[0];
-    p->cols = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] <= 0) {
             free(p);
@@ -161,8 +154,10 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
             return NULL;
         }
         p->shape[d] = shape[d];
-        if (d > 0 || ndim == 1) p->cols *= shape[d];
     }
+    const struct zt_plan_shape ps = zt_plan_shape_of(ndim, shape);
+    p->rows = ps.rows;
+    p->cols = ps.cols;
     p->init = init;
     p->std = std;
     e->params[e->nparams++] = p;
@@ -170,26 +165,35 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
 }
 
 // ----------------------------------------------------------------------------
-// finalize 1/4: the ZeRO plan (zero_plan.h), and each parameter's place in it
+// what the engine and the memory model (memory_model.c) both derive from a config
 
-static enum zt_status plan(zt_engine_t e) {
-    const struct zt_config *c = &e->cfg;
-    struct zt_plan_shape *shapes = calloc((size_t)e->nparams, sizeof *shapes);
-    if (!shapes) return NOMEM();
-    for (int i = 0; i < e->nparams; i++)
-        shapes[i] = (struct zt_plan_shape){e->params[i]->rows, e->params[i]->cols,
-                                           e->params[i]->ndim};
+enum zt_status zt_engine_plan_knobs(int64_t *chunks, int64_t *group_elems) {
+    ZT_CHECK(zt_knob_int("ZT_GRAPH_CHUNKS", chunks));
+    ZT_ASSERT_MSG(*chunks <= ZT_PLAN_MAX_BLOCKS, "ZT_GRAPH_CHUNKS's range in sched/knobs.c "
+                  "exceeds ZT_PLAN_MAX_BLOCKS");
+    return zt_knob_int("ZT_OPT_GROUP_ELEMS", group_elems);
+}
+
+struct zt_plan_cfg zt_engine_plan_cfg(const struct zt_config *c, int rank, int world_size,
+                                      int chunks, int64_t group_elems) {
     const int params_nvme = c->offload_param.device == ZT_OFFLOAD_NVME;
-    const struct zt_plan_cfg pc = {
-        .rank = e->rank, .world_size = e->size, .stage = e->stage, .chunks = e->chunks,
-        .group_elems = e->group_elems, .reduce_bucket_elems = c->reduce_bucket_size,
+    return (struct zt_plan_cfg){
+        .rank = rank, .world_size = world_size, .stage = c->zero_stage, .chunks = chunks,
+        .group_elems = group_elems, .reduce_bucket_elems = c->reduce_bucket_size,
         .allgather_bucket_elems = c->allgather_bucket_size,
         .persistence_threshold = c->stage3_param_persistence_threshold,
         .optim_on_nvme = c->offload_optimizer.device == ZT_OFFLOAD_NVME,
-        .params_on_nvme = params_nvme, .params16_on_nvme = e->mixed && params_nvme};
-    enum zt_status rc = zt_zero_plan_make(&e->plan, &pc, shapes, e->nparams);
-    free(shapes);
-    ZT_CHECK(rc);
+        .params_on_nvme = params_nvme,
+        .params16_on_nvme = c->precision != ZT_PREC_FP32 && params_nvme};
+}
+
+// ----------------------------------------------------------------------------
+// finalize 1/4: the ZeRO plan (zero_plan.h), and each parameter's place in it
+
+static enum zt_status plan(zt_engine_t e, const struct zt_plan_shape *shapes) {
+    const struct zt_plan_cfg pc = zt_engine_plan_cfg(&e->cfg, e->rank, e->size, e->chunks,
+                                                     e->group_elems);
+    ZT_CHECK(zt_zero_plan_make(&e->plan, &pc, shapes, e->nparams));
     for (int i = 0; i < e->nparams; i++) {
         struct zt_param *p = e->params[i];
         const struct zt_plan_param *pp = &e->plan.param[i];
@@ -208,36 +212,10 @@ static enum zt_status plan(zt_engine_t e) {
 }
 
 // ----------------------------------------------------------------------------
-// finalize 2/4: this rank's flat buffers. Each holds whole slices laid out like the flat layout,
-// or only the rank's own blocks packed in flat order (stage 3 values, stage >= 2 gradient sums,
-// mixed-precision master weights at stage >= 1); an offloaded parameter has no host values.
+// finalize 2/4: this rank's flat buffers, sized and laid out by zt_plan_buffers (zero_plan.h)
 
-/* where each parameter's storage starts in the flat buffers, and their sizes */
-static void buffer_offsets(zt_engine_t e, int64_t *master_at, int64_t *work_at,
-                           int64_t *grad_at) {
-    struct zt_engine_buffers *b = &e->buf;
-    const int64_t flat_n = e->plan.flat_n;
-    const int master_whole = e->mixed ? e->stage == 0 : e->stage < 3; /* laid out like flat_n */
-    int64_t master_next = 0, work_next = 0, grad_next = 0; /* packed storage: the next slice */
-    for (int i = 0; i < e->nparams; i++) {
-        const struct zt_param *p = e->params[i];
-        const int64_t n = p->rows * p->cols, own = zt_param_own_elems(p);
-        master_at[i] = master_whole ? p->off : master_next;
-        work_at[i] = e->stage < 3 ? p->off : work_next;
-        grad_at[i] = e->stage < 2 ? p->off : grad_next;
-        if (!p->offloaded) {
-            master_next += zt_plan_pad(zt_engine_partial_master(e, p) ? own : n);
-            work_next += zt_plan_pad(zt_engine_partial_values(e, p) ? own : n);
-        }
-        grad_next += zt_plan_pad(zt_engine_partial_grads(e) ? own : n);
-    }
-    b->master_n = master_whole ? flat_n : master_next;
-    b->work_n = !e->mixed ? 0 : e->stage < 3 ? flat_n : work_next;
-    b->grad_sums_n = e->stage < 2 ? flat_n : grad_next;
-}
-
-static enum zt_status allocate(zt_engine_t e, int64_t *master_at, int64_t *work_at,
-                               int64_t *grad_at) {
+static enum zt_status allocate(zt_engine_t e, const struct zt_plan_shape *shapes,
+                               int64_t *master_at, int64_t *work_at, int64_t *grad_at) {
     struct zt_engine_buffers *b = &e->buf;
     const int nb = e->plan.nblk;
     b->master_blk = calloc((size_t)nb, sizeof *b->master_blk);
@@ -247,7 +225,11 @@ static enum zt_status allocate(zt_engine_t e, int64_t *master_at, int64_t *work_
     e->st.reduce = calloc((size_t)e->plan.nreduce + 1, sizeof *e->st.reduce);
     if (!b->master_blk || !b->grad_blk || !b->work_blk || !e->st.parts || !e->st.reduce)
         return NOMEM();
-    buffer_offsets(e, master_at, work_at, grad_at);
+    struct zt_plan_buffers sizes;
+    zt_plan_buffers(&e->plan, shapes, e->stage, e->mixed, master_at, work_at, grad_at, &sizes);
+    b->master_n = sizes.master_n;
+    b->work_n = sizes.work_n;
+    b->grad_sums_n = sizes.grad_n;
     const size_t ws = zt_dtype_size(e->work_dtype); /* bytes of a gradient / working element */
     const int64_t nm = b->master_n > 0 ? b->master_n : 1;
     const int64_t ng = b->grad_sums_n > 0 ? b->grad_sums_n : 1;
@@ -432,14 +414,22 @@ enum zt_status zt_engine_finalize(zt_engine_t e) {
     if (e->finalized) return ZT_OK;
     if (e->nparams == 0) return zt_error_set(ZT_ERR_INVALID, "engine: no parameters declared");
     const uint64_t rng0 = e->rng; /* offloaded shards are drawn from it by zt_offload_init */
-    ZT_CHECK(plan(e));
+    struct zt_plan_shape *shapes = calloc((size_t)e->nparams, sizeof *shapes);
     int64_t *at = calloc(3 * (size_t)e->nparams, sizeof *at);
-    if (!at) return NOMEM();
+    if (!shapes || !at) {
+        free(shapes);
+        free(at);
+        return NOMEM();
+    }
+    for (int i = 0; i < e->nparams; i++)
+        shapes[i] = zt_plan_shape_of(e->params[i]->ndim, e->params[i]->shape);
     int64_t *master_at = at, *work_at = at + e->nparams, *grad_at = at + 2 * e->nparams;
-    enum zt_status rc = allocate(e, master_at, work_at, grad_at);
+    enum zt_status rc = plan(e, shapes);
+    if (rc == ZT_OK) rc = allocate(e, shapes, master_at, work_at, grad_at);
     if (rc == ZT_OK) rc = initialise(e, master_at, work_at);
     if (rc == ZT_OK) rc = register_all(e, master_at, work_at, grad_at);
     free(at);
+    free(shapes);
     ZT_CHECK(rc);
     ZT_CHECK(zt_offload_init(e, rng0));
     e->finalized = 1;
@@ -469,6 +459,11 @@ int64_t zt_engine_numel(zt_engine_t e) {
 int zt_engine_nblk(zt_engine_t e) { return e->act.nblk; }
 const struct zt_config *zt_engine_config(zt_engine_t e) { return &e->cfg; }
 enum zt_dtype zt_engine_dtype(zt_engine_t e) { return e->work_dtype; }
+enum zt_dtype zt_engine_config_dtype(const struct zt_config *cfg) {
+    return cfg->precision == ZT_PREC_BF16   ? ZT_DTYPE_BF16
+           : cfg->precision == ZT_PREC_FP16 ? ZT_DTYPE_F16
+                                            : ZT_DTYPE_F32;
+}
 int zt_engine_rank(zt_engine_t e) { return e->rank; }
 int zt_engine_world_size(zt_engine_t e) { return e->size; }
 
@@ -505,6 +500,13 @@ static enum zt_status keep_act(zt_engine_t e, zt_tensor_t t) {
     a->t[a->n++] = t;
     a->bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
     return ZT_OK;
+}
+
+int64_t zt_engine_act_size(const struct zt_config *cfg, int chunks, int64_t rows_per_seq,
+                           int64_t cols, size_t elemsize) {
+    if (rows_per_seq == 0) /* zt_engine_act_partials */
+        return zt_engine_act_blocks(cfg->micro_batch, chunks) * cols * (int64_t)sizeof(float);
+    return (int64_t)cfg->micro_batch * rows_per_seq * cols * (int64_t)elemsize;
 }
 
 enum zt_status zt_engine_act(zt_engine_t e, const char *name, int64_t rows_per_seq, int64_t cols,

@@ -167,16 +167,15 @@ static inline int64_t zt_param_blk_row0(const struct zt_param *p, int j) {
 static inline int64_t zt_param_own_elems(const struct zt_param *p) {
     return (zt_param_blk_row0(p, p->own1) - zt_param_blk_row0(p, p->own0)) * p->cols;
 }
-/* p's value storage (the working copy) is only its own blocks: stage 3, not persistent */
+/* which of p's storage holds only its own blocks (zero_plan.h) */
 static inline int zt_engine_partial_values(const struct zt_engine *e, const struct zt_param *p) {
-    return e->stage >= 3 && !p->persistent;
+    return zt_plan_partial_values(e->stage, p->persistent);
 }
-/* the gradient sums are only this rank's blocks: stage >= 2 */
-static inline int zt_engine_partial_grads(const struct zt_engine *e) { return e->stage >= 2; }
-/* the fp32 values are only this rank's blocks: stage 3 (not persistent), and in mixed precision
- * every stage >= 1 (the master weights live with the optimizer state, DeepSpeed's layout) */
+static inline int zt_engine_partial_grads(const struct zt_engine *e) {
+    return zt_plan_partial_grads(e->stage);
+}
 static inline int zt_engine_partial_master(const struct zt_engine *e, const struct zt_param *p) {
-    return e->mixed ? e->stage >= 1 : zt_engine_partial_values(e, p);
+    return zt_plan_partial_master(e->stage, e->mixed, p->persistent);
 }
 /* stage 1 with reduce_scatter and several ranks: the gradient sums are whole, but after the
  * reduction only the rank's own blocks hold the sums */
@@ -204,6 +203,16 @@ void zt_rng_skip_normal(int64_t n, uint64_t *s);
 
 // ----------------------------------------------------------------------------
 // engine.c
+/* ZT_GRAPH_CHUNKS and ZT_OPT_GROUP_ELEMS, as the engine reads them */
+enum zt_status zt_engine_plan_knobs(int64_t *chunks, int64_t *group_elems);
+/* the ZeRO plan's inputs for rank `rank` of world_size under config c */
+struct zt_plan_cfg zt_engine_plan_cfg(const struct zt_config *c, int rank, int world_size,
+                                      int chunks, int64_t group_elems);
+/* activation blocks: whole sequences, min(ZT_GRAPH_CHUNKS, micro_batch) of them; never a
+ * function of the worker count (determinism) */
+static inline int zt_engine_act_blocks(int micro_batch, int chunks) {
+    return micro_batch < chunks ? micro_batch : chunks;
+}
 /* Options for a task the engine adds on behalf of the model's task in ctx (a gather, a slot's
  * zeroing, a reduction): its layer and micro-batch, priority class c. */
 struct zt_task_opts zt_engine_task_opts(const struct zt_engine *e, const struct zt_step_ctx *ctx,
@@ -217,6 +226,23 @@ enum zt_status zt_engine_io_start(zt_engine_t e);
 
 // ----------------------------------------------------------------------------
 // slots.c
+/* A shape class: one pool pair per distinct rows x cols, in the order of their first parameter */
+struct zt_slot_class {
+    int64_t rows, cols;
+    int nblk;               /* row blocks of a slot (its first parameter's blocking) */
+    int64_t count;          /* its non-persistent parameters */
+    int64_t value_slots;    /* stage 3: the gathered-value slots it starts with */
+};
+/* The slot pools of n parameters (shapes, plan entries pp, names for messages) under config c:
+ * cls[i] the class of parameter i, out[0..*nclasses) the classes. Stage 3 gathers each
+ * non-persistent parameter into a slot of its shape: the budget (value_slots_budget) shared
+ * among the shapes in proportion to their elements, at least two slots per shape (a task may
+ * read two parameters of one shape). Stage >= 2 gradient slots start at one per class and grow
+ * when every slot waits for its bucket's reduction. ZT_ERR_CONFIG: a parameter larger than
+ * offload_param.buffer_size. */
+enum zt_status zt_slots_plan(const struct zt_config *c, int n, const struct zt_plan_shape *shapes,
+                             const struct zt_plan_param *pp, const char *const *names, int *cls,
+                             struct zt_slot_class *out, int *nclasses);
 enum zt_status zt_slots_init(zt_engine_t e);
 void zt_slots_free(zt_engine_t e);
 int64_t zt_slots_value_bytes(const struct zt_engine *e);
@@ -275,6 +301,11 @@ enum zt_status zt_offload_write_params(zt_engine_t e, struct zt_safetensors *st,
                                        struct zt_shard_set *ck, uint64_t rng);
 /* rewrite the swapped exp_avg and exp_avg_sq from checkpoint shards */
 enum zt_status zt_offload_load_moments(zt_engine_t e, struct zt_shard_set *s);
+/* The swap buffers of plan pl under config c: buffer_count units in flight, each [m | v (| w)
+ * (| 16-bit w)] of the largest unit; "auto" (0): as many as ZT_SWAP_BUFFER_MEM holds (at most
+ * 1/8 of ZT_HOST_MEM_LIMIT), at least 4 (DeepSpeed's default count); never more than units. */
+enum zt_status zt_offload_buffers(const struct zt_config *c, const struct zt_zero_plan *pl,
+                                  int *nbuf, int64_t *buf_bytes);
 /* bytes of the swap buffers (host memory) and of the swap files */
 void zt_offload_memory(const struct zt_offload *o, int64_t *buffers, int64_t *files);
 

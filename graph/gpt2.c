@@ -7,6 +7,7 @@
  * happens in micro-batch order (parameter gradients are +=).
  */
 #include <math.h>         /* sqrtf */
+#include <stddef.h>       /* offsetof */
 #include <stdio.h>        /* snprintf, fprintf */
 #include <stdlib.h>       /* calloc */
 #include <string.h>       /* strcmp, strncmp, memcmp */
@@ -94,10 +95,169 @@ void zt_gpt2_param_info(const struct zt_model_shape *s, int i, char *name, size_
     shape[1] = (int64_t)lp->c * C;
 }
 
-static zt_param_t declare(zt_engine_t e, const char *name, int ndim, int64_t d0, int64_t d1,
-                       enum zt_init init, float std) {
-    int64_t shape[2] = {d0, d1};
-    return zt_engine_param(e, name, ndim, shape, init, std);
+/* parameter i's initialisation: GPT-2's std 0.02, c_proj weights 0.02/sqrt(2L) */
+static void param_init(const struct zt_model_shape *s, int i, enum zt_init *init, float *std) {
+    const int last = 2 + P_NLAYER * s->n_layer;
+    *std = 0.02f;
+    if (i < 2 || i >= last) { /* wte, wpe; ln_f weight, bias */
+        *init = i < 2 ? ZT_INIT_NORMAL : i == last ? ZT_INIT_ONE : ZT_INIT_ZERO;
+        return;
+    }
+    const struct layer_param *lp = &g_layer_params[(i - 2) % P_NLAYER];
+    *init = lp->init;
+    if (lp->proj) *std = 0.02f / sqrtf(2.0f * (float)s->n_layer);
+}
+
+/* where the model keeps parameter i */
+static zt_param_t *param_slot(zt_gpt2_t m, int i) {
+    const int last = 2 + P_NLAYER * m->s.n_layer;
+    if (i < 2) return i == 0 ? &m->wte : &m->wpe;
+    if (i >= last) return i == last ? &m->lnfw : &m->lnfb;
+    return &m->layer_params[(i - 2) / P_NLAYER][(i - 2) % P_NLAYER];
+}
+
+/* every parameter, in zt_gpt2_param_info's order, HF GPT-2 names and layouts */
+static enum zt_status declare_params(zt_gpt2_t m) {
+    char name[160];
+    for (int i = 0; i < zt_gpt2_nparams(&m->s); i++) {
+        int ndim;
+        int64_t shape[2];
+        enum zt_init init;
+        float std;
+        zt_gpt2_param_info(&m->s, i, name, sizeof name, &ndim, shape);
+        param_init(&m->s, i, &init, &std);
+        zt_param_t *p = param_slot(m, i);
+        *p = zt_engine_param(m->e, name, ndim, shape, init, std);
+        if (!*p) return zt_error_last_code();
+    }
+    return ZT_OK;
+}
+
+// ----------------------------------------------------------------------------
+// activations: one table that zt_gpt2_init allocates and zt_gpt2_act_bytes sizes
+// X: the model's activations and their gradients, in the engine's type (bf16/fp16 in mixed
+// precision); F32: fp32 always (layernorm statistics and per-position losses, as PyTorch keeps
+// them in fp32 under bf16); I32: token ids; PARTIALS: one fp32 row per activation block
+
+enum act_dim { D_1, D_T, D_C, D_2C, D_3C, D_4C, D_V, D_NHTT };
+enum act_type { A_X, A_F32, A_I32, A_PARTIALS };
+
+struct act_row {
+    const char *name;
+    size_t off;            /* the tensor's field in struct zt_gpt2 (or struct zt_layer_acts) */
+    enum act_dim rows;     /* rows per sequence: 1 or T (partials: ignored) */
+    enum act_dim cols;
+    enum act_type type;
+};
+
+#define M_(f) offsetof(struct zt_gpt2, f)
+#define L_(f) offsetof(struct zt_layer_acts, f)
+/* before the layers, then each layer's, then after the layers (losses: one per micro-batch) */
+static const struct act_row g_head_acts[] = {
+    {"inputs", M_(inputs), D_1, D_T, A_I32},
+    {"targets", M_(targets), D_1, D_T, A_I32},
+    {"encoded", M_(encoded), D_T, D_C, A_X},
+};
+static const struct act_row g_layer_acts[] = {
+    {"ln1", L_(ln1), D_T, D_C, A_X},
+    {"ln1_mean", L_(ln1_mean), D_T, D_1, A_F32},
+    {"ln1_rstd", L_(ln1_rstd), D_T, D_1, A_F32},
+    {"qkv", L_(qkv), D_T, D_3C, A_X},
+    {"atty", L_(atty), D_T, D_C, A_X},
+    {"att", L_(att), D_1, D_NHTT, A_X},
+    {"res2", L_(res2), D_T, D_C, A_X},
+    {"ln2", L_(ln2), D_T, D_C, A_X},
+    {"ln2_mean", L_(ln2_mean), D_T, D_1, A_F32},
+    {"ln2_rstd", L_(ln2_rstd), D_T, D_1, A_F32},
+    {"fch", L_(fch), D_T, D_4C, A_X},
+    {"fch_gelu", L_(fch_gelu), D_T, D_4C, A_X},
+    {"res3", L_(res3), D_T, D_C, A_X},
+};
+static const struct act_row g_tail_acts[] = {
+    {"lnf", M_(lnf), D_T, D_C, A_X},
+    {"lnf_mean", M_(lnf_mean), D_T, D_1, A_F32},
+    {"lnf_rstd", M_(lnf_rstd), D_T, D_1, A_F32},
+    {"logits", M_(logits), D_T, D_V, A_X},
+    {"losses", M_(losses), D_T, D_1, A_F32},
+    {"proj", M_(proj), D_T, D_C, A_X},
+    {"dresidual", M_(dres), D_T, D_C, A_X},
+    {"dC", M_(dC), D_T, D_C, A_X},
+    {"d3C", M_(d3C), D_T, D_3C, A_X},
+    {"d4C", M_(d4C), D_T, D_4C, A_X},
+    {"ln_partials", M_(lnpart), D_1, D_2C, A_PARTIALS},
+};
+#undef M_
+#undef L_
+
+static int64_t act_dim(const struct zt_model_shape *s, enum act_dim d) {
+    const int64_t T = s->seq_len, C = s->n_embd;
+    const int64_t v[] = {1, T, C, 2 * C, 3 * C, 4 * C, s->vocab_size, s->n_head * T * T};
+    return v[d];
+}
+
+/* what for_each_act does with one activation: t its place in the model (NULL when sizing) */
+typedef enum zt_status (*act_fn)(void *ctx, const struct zt_model_shape *s,
+                                 const struct act_row *r, zt_tensor_t *t);
+
+static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn fn,
+                               const struct act_row *rows, size_t n, char *base, int accum) {
+    for (size_t k = 0; k < n; k++) {
+        const struct act_row *r = &rows[k];
+        if (rows == g_tail_acts && r->off == offsetof(struct zt_gpt2, losses)) {
+            zt_tensor_t *losses = base ? ((struct zt_gpt2 *)base)->losses : NULL;
+            for (int j = 0; j < accum; j++) ZT_CHECK(fn(ctx, s, r, losses ? &losses[j] : NULL));
+            continue;
+        }
+        ZT_CHECK(fn(ctx, s, r, base ? (zt_tensor_t *)(base + r->off) : NULL));
+    }
+    return ZT_OK;
+}
+
+/* every activation in allocation order: the head, each layer's, the tail; m NULL: sizing */
+static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s, int accum,
+                                   act_fn fn, void *ctx) {
+#define N_(a) (sizeof(a) / sizeof *(a))
+    ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)m, accum));
+    for (int l = 0; l < s->n_layer; l++)
+        ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
+                          m ? (char *)&m->layer_acts[l] : NULL, accum));
+    return each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum);
+#undef N_
+}
+
+static enum zt_status make_act(void *ctx, const struct zt_model_shape *s, const struct act_row *r,
+                               zt_tensor_t *t) {
+    zt_engine_t e = ctx;
+    const int64_t rps = act_dim(s, r->rows), cols = act_dim(s, r->cols);
+    switch (r->type) {
+    case A_I32: return zt_engine_act(e, r->name, rps, cols, sizeof(int32_t), t);
+    case A_PARTIALS: return zt_engine_act_partials(e, r->name, cols, t);
+    case A_F32: return zt_engine_act_dtype(e, r->name, rps, cols, ZT_DTYPE_F32, t);
+    default: return zt_engine_act_dtype(e, r->name, rps, cols, zt_engine_dtype(e), t);
+    }
+}
+
+struct act_sizing {
+    const struct zt_config *cfg;
+    int chunks;
+    int64_t bytes;
+};
+
+static enum zt_status size_act(void *ctx, const struct zt_model_shape *s, const struct act_row *r,
+                               zt_tensor_t *t) {
+    (void)t;
+    struct act_sizing *z = ctx;
+    const size_t es = r->type == A_X ? zt_dtype_size(zt_engine_config_dtype(z->cfg)) : 4;
+    z->bytes += zt_engine_act_size(z->cfg, z->chunks, r->type == A_PARTIALS ? 0
+                                   : act_dim(s, r->rows), act_dim(s, r->cols), es);
+    return ZT_OK;
+}
+
+int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
+                          int chunks) {
+    struct act_sizing z = {cfg, chunks, 0};
+    for_each_act(NULL, s, cfg->grad_accum, size_act, &z); /* sizing cannot fail */
+    return z.bytes;
 }
 
 enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model_shape *s) {
@@ -122,63 +282,9 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
         return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     }
     *out = m;
-    /* ---- parameters, HF GPT-2 names and layouts ---- */
-    float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * L);
-    char n[160];
-    m->wte = declare(e, "transformer.wte.weight", 2, V, C, ZT_INIT_NORMAL, std);
-    m->wpe = declare(e, "transformer.wpe.weight", 2, T, C, ZT_INIT_NORMAL, std);
-    for (int l = 0; l < L; l++) {
-        for (int k = 0; k < P_NLAYER; k++) {
-            const struct layer_param *lp = &g_layer_params[k];
-            snprintf(n, sizeof n, "transformer.h.%d.%s", l, lp->suffix);
-            zt_param_t *p = &m->layer_params[l][k];
-            *p = declare(e, n, lp->ndim, (int64_t)lp->r * C, (int64_t)lp->c * C, lp->init,
-                         lp->proj ? pstd : std);
-            if (!*p) return zt_error_last_code();
-        }
-    }
-    m->lnfw = declare(e, "transformer.ln_f.weight", 1, C, 0, ZT_INIT_ONE, 0);
-    m->lnfb = declare(e, "transformer.ln_f.bias", 1, C, 0, ZT_INIT_ZERO, 0);
-    if (!m->wte || !m->wpe || !m->lnfw || !m->lnfb) return zt_error_last_code();
+    ZT_CHECK(declare_params(m));
     ZT_CHECK(zt_engine_finalize(e));
-    /* ---- activations (rows per sequence: T tokens; att: 1 row per sequence) ----
-     * X: the model's activations and their gradients, in the engine's type (bf16/fp16 in mixed
-     * precision); F: fp32 always (layernorm statistics and per-position losses, as PyTorch keeps
-     * them in fp32 under bf16) */
-    const enum zt_dtype X = zt_engine_dtype(e), F = ZT_DTYPE_F32;
-#define ACT(t, name, rps, cols, dt) ZT_CHECK(zt_engine_act_dtype(e, name, rps, cols, dt, &(t)))
-    ZT_CHECK(zt_engine_act(e, "inputs", 1, T, sizeof(int32_t), &m->inputs));
-    ZT_CHECK(zt_engine_act(e, "targets", 1, T, sizeof(int32_t), &m->targets));
-    ACT(m->encoded, "encoded", T, C, X);
-    for (int l = 0; l < L; l++) {
-        struct zt_layer_acts *a = &m->layer_acts[l];
-        ACT(a->ln1, "ln1", T, C, X);
-        ACT(a->ln1_mean, "ln1_mean", T, 1, F);
-        ACT(a->ln1_rstd, "ln1_rstd", T, 1, F);
-        ACT(a->qkv, "qkv", T, 3 * C, X);
-        ACT(a->atty, "atty", T, C, X);
-        ACT(a->att, "att", 1, (int64_t)NH * T * T, X);
-        ACT(a->res2, "res2", T, C, X);
-        ACT(a->ln2, "ln2", T, C, X);
-        ACT(a->ln2_mean, "ln2_mean", T, 1, F);
-        ACT(a->ln2_rstd, "ln2_rstd", T, 1, F);
-        ACT(a->fch, "fch", T, 4 * C, X);
-        ACT(a->fch_gelu, "fch_gelu", T, 4 * C, X);
-        ACT(a->res3, "res3", T, C, X);
-    }
-    ACT(m->lnf, "lnf", T, C, X);
-    ACT(m->lnf_mean, "lnf_mean", T, 1, F);
-    ACT(m->lnf_rstd, "lnf_rstd", T, 1, F);
-    ACT(m->logits, "logits", T, V, X);
-    for (int j = 0; j < m->accum; j++) ACT(m->losses[j], "losses", T, 1, F);
-    ACT(m->proj, "proj", T, C, X);
-    ACT(m->dres, "dresidual", T, C, X);
-    ACT(m->dC, "dC", T, C, X);
-    ACT(m->d3C, "d3C", T, 3 * C, X);
-    ACT(m->d4C, "d4C", T, 4 * C, X);
-#undef ACT
-    ZT_CHECK(zt_engine_act_partials(e, "ln_partials", 2 * C, &m->lnpart));
-    return ZT_OK;
+    return for_each_act(m, s, m->accum, make_act, e);
 }
 
 zt_tensor_t zt_gpt2_logits(zt_gpt2_t m) { return m->logits; }
@@ -370,12 +476,41 @@ double zt_gpt2_step_flops(zt_gpt2_t m) {
 }
 
 int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg) {
-    int64_t V = s->vocab_size, T = s->seq_len, C = s->n_embd, L = s->n_layer, NH = s->n_head;
-    int64_t params = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
-    int64_t N = (int64_t)cfg->micro_batch * T;
-    int64_t acts = N * C * (1 + L * 14 + 1 + 6) + N * (L * 4 + 2) + N * V +
-                   (int64_t)cfg->micro_batch * L * NH * T * T + N * (cfg->grad_accum + 2);
-    return 4 * (4 * params + acts);
+    int64_t params = 0;
+    char name[160];
+    for (int i = 0; i < zt_gpt2_nparams(s); i++) {
+        int ndim;
+        int64_t shape[2];
+        zt_gpt2_param_info(s, i, name, sizeof name, &ndim, shape);
+        params += shape[0] * (ndim == 2 ? shape[1] : 1);
+    }
+    /* fp32 values, gradients and the two Adam moments; the activations with one block */
+    return 16 * params + zt_gpt2_act_bytes(s, cfg, 1);
+}
+
+// ----------------------------------------------------------------------------
+// the backward's gradient order (micro_batch above), for the memory model
+
+int zt_gpt2_grad_events(const struct zt_model_shape *s, int *ev) {
+    const int L = s->n_layer, lnfw = 2 + P_NLAYER * L, lnfb = lnfw + 1;
+    int n = 0;
+#define EV_(x) (ev ? (void)(ev[n] = (x)) : (void)0, n++)
+    EV_(0);                        /* the head's weight gradient: wte */
+    EV_(lnfw);                     /* ln_f's backward */
+    EV_(lnfb);
+    EV_(~lnfw);                    /* ln_f declared ready */
+    EV_(~lnfb);
+    for (int l = L - 1; l >= 0; l--) {
+        const int p0 = 2 + P_NLAYER * l; /* the layer's backward writes all its 12, then ready */
+        for (int k = P_NLAYER - 1; k >= 0; k--) EV_(p0 + k);
+        for (int k = 0; k < P_NLAYER; k++) EV_(~(p0 + k));
+    }
+    EV_(0);                        /* the encoder's backward: wte, wpe */
+    EV_(1);
+    EV_(~0);
+    EV_(~1);
+#undef EV_
+    return n;
 }
 
 // ----------------------------------------------------------------------------

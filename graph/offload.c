@@ -107,8 +107,7 @@ int zt_offload_order_refs(zt_engine_t e, enum zt_swap_file f, int b0, int b1,
 void zt_offload_memory(const struct zt_offload *o, int64_t *buffers, int64_t *files) {
     *buffers = *files = 0;
     if (!o) return;
-    *buffers = (int64_t)o->nbuf * ((2 + o->params) * o->buf_elems * 4 +
-                                   (o->params16 ? zt_plan_pad4k(o->buf_elems * 2) : 0));
+    *buffers = (int64_t)o->nbuf * o->buf_bytes;
     *files = o->file_bytes;
 }
 
@@ -366,23 +365,30 @@ static enum zt_status open_files(zt_engine_t e, struct zt_offload *o) {
     return ZT_OK;
 }
 
-/* the swap buffers: buffer_count units in flight, each [m | v (| w) (| 16-bit w)] of the largest
- * unit; "auto" (0): as many as ZT_SWAP_BUFFER_MEM holds (at most 1/8 of ZT_HOST_MEM_LIMIT), at
- * least 4 (DeepSpeed's default count) */
-static enum zt_status make_buffers(zt_engine_t e, struct zt_offload *o) {
-    const int64_t part = zt_plan_pad4k(e->plan.max_unit_elems * 4); /* bytes of one part */
-    const int64_t w16 = o->params16 ? zt_plan_pad4k(part / 2) : 0;  /* the 16-bit copy's */
-    o->buf_bytes = (2 + o->params) * part + w16;
-    int64_t nbuf = e->cfg.offload_optimizer.buffer_count;
-    if (nbuf == 0) {
+enum zt_status zt_offload_buffers(const struct zt_config *c, const struct zt_zero_plan *pl,
+                                  int *nbuf, int64_t *buf_bytes) {
+    const int params = c->offload_param.device == ZT_OFFLOAD_NVME;
+    const int params16 = params && c->precision != ZT_PREC_FP32;
+    const int64_t part = zt_plan_pad4k(pl->max_unit_elems * 4); /* bytes of one part */
+    const int64_t w16 = params16 ? zt_plan_pad4k(part / 2) : 0;  /* the 16-bit copy's */
+    *buf_bytes = (2 + params) * part + w16;
+    int64_t n = c->offload_optimizer.buffer_count;
+    if (n == 0) {
         int64_t mem = 0, limit = 0;
         ZT_CHECK(zt_knob_size("ZT_SWAP_BUFFER_MEM", &mem));
         ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
         if (limit > 0 && limit / 8 < mem) mem = limit / 8;
-        nbuf = mem / o->buf_bytes;
-        if (nbuf < 4) nbuf = 4;
+        n = mem / *buf_bytes;
+        if (n < 4) n = 4;
     }
-    o->nbuf = nbuf < e->plan.nunits ? (int)nbuf : e->plan.nunits;
+    *nbuf = n < pl->nunits ? (int)n : pl->nunits;
+    return ZT_OK;
+}
+
+/* the swap buffers, as zt_offload_buffers sizes them */
+static enum zt_status make_buffers(zt_engine_t e, struct zt_offload *o) {
+    ZT_CHECK(zt_offload_buffers(&e->cfg, &e->plan, &o->nbuf, &o->buf_bytes));
+    const int64_t part = zt_plan_pad4k(e->plan.max_unit_elems * 4); /* bytes of one part */
     o->buf_elems = part / 4;
     const size_t n = (size_t)o->nbuf + 1;
     o->buf = calloc(n, sizeof *o->buf);
@@ -406,9 +412,11 @@ static enum zt_status make_buffers(zt_engine_t e, struct zt_offload *o) {
         if (o->params)
             ZT_CHECK(zt_tensor_init(&o->buf_w[k], "swap_params", b + 2 * part, o->buf_elems, 1,
                                     4, 1, NULL));
-        if (o->params16)
+        if (o->params16) /* the 16-bit copy's part: a unit's values padded to 4 KiB, which for
+                          * an odd number of 2 KiB may exceed half of an fp32 part */
             ZT_CHECK(zt_tensor_init_dtype(&o->buf_w16[k], "swap_params16", b + 3 * part,
-                                          o->buf_elems, 1, e->work_dtype, 1, NULL));
+                                          zt_plan_pad4k(part / 2) / 2, 1, e->work_dtype, 1,
+                                          NULL));
     }
     return ZT_OK;
 }

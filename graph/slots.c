@@ -60,85 +60,97 @@ void zt_slots_free(zt_engine_t e) {
 // ----------------------------------------------------------------------------
 // pools
 
-/* the shape classes: one pool pair per distinct (rows, cols); count[c]: the non-persistent
- * parameters of class c, *elems: their elements in all */
-static void make_classes(zt_engine_t e, int64_t *count, int64_t *elems) {
-    struct zt_engine_slots *s = &e->slots;
-    *elems = 0;
-    for (int i = 0; i < e->nparams; i++) {
-        struct zt_param *p = e->params[i];
-        int c = 0;
-        while (c < s->nshapes &&
-               !(s->grad_pool[c].rows == p->rows && s->grad_pool[c].cols == p->cols))
-            c++;
-        if (c == s->nshapes) {
-            struct zt_pool z = {.rows = p->rows, .cols = p->cols, .dt = e->work_dtype,
-                                .nblk = p->nblk};
-            s->value_pool[c] = s->grad_pool[c] = z;
-            s->nshapes++;
-        }
-        p->shape_class = c;
-        if (!p->persistent) {
-            count[c]++;
-            *elems += p->rows * p->cols;
-        }
-    }
-}
-
 /* stage 3: the value slots' budget in elements, min(stage3_max_live_parameters,
  * stage3_prefetch_bucket_size); with offload_param nvme the slots are the buffers the shards
  * are read into: at most max_in_cpu and buffer_count x buffer_size elements, each parameter
  * within one buffer (DeepSpeed) */
-static enum zt_status value_slots_budget(const struct zt_engine *e, int64_t *out) {
-    const struct zt_config *c = &e->cfg;
+static enum zt_status value_slots_budget(const struct zt_config *c, int n,
+                                         const struct zt_plan_shape *shapes,
+                                         const struct zt_plan_param *pp,
+                                         const char *const *names, int64_t *out) {
     int64_t budget = c->stage3_max_live_parameters < c->stage3_prefetch_bucket_size
                     ? c->stage3_max_live_parameters : c->stage3_prefetch_bucket_size;
     const struct zt_offload_cfg *op = &c->offload_param;
-    if (e->stage >= 3 && op->device == ZT_OFFLOAD_NVME) {
+    if (c->zero_stage >= 3 && op->device == ZT_OFFLOAD_NVME) {
         int64_t cap = op->buffer_count * op->buffer_size;
         budget = budget < op->max_in_cpu ? budget : op->max_in_cpu;
         budget = budget < cap ? budget : cap;
-        for (int i = 0; i < e->nparams; i++) {
-            const struct zt_param *p = e->params[i];
-            if (!p->persistent && p->rows * p->cols > op->buffer_size)
+        for (int i = 0; i < n; i++) {
+            const int64_t elems = shapes[i].rows * shapes[i].cols;
+            if (!pp[i].persistent && elems > op->buffer_size)
                 return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param."
                                     "buffer_size is %lld elements, smaller than parameter %s "
                                     "(%lld elements); raise it", c->path,
-                                    (long long)op->buffer_size, p->name,
-                                    (long long)(p->rows * p->cols));
+                                    (long long)op->buffer_size, names[i], (long long)elems);
         }
     }
     *out = budget;
     return ZT_OK;
 }
 
-/* the slot pools: stage 3 gathers each non-persistent parameter into a slot of its shape, the
- * budget shared among the shapes in proportion to their elements, at least two slots per shape
- * (a task may read two parameters of one shape); stage >= 2 gradient slots start at one per
- * shape and grow when every slot waits for its bucket's reduction */
+enum zt_status zt_slots_plan(const struct zt_config *c, int n, const struct zt_plan_shape *shapes,
+                             const struct zt_plan_param *pp, const char *const *names, int *cls,
+                             struct zt_slot_class *out, int *nclasses) {
+    int nc = 0;
+    int64_t nonpersistent_elems = 0, budget = 0;
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        while (k < nc && !(out[k].rows == shapes[i].rows && out[k].cols == shapes[i].cols)) k++;
+        if (k == nc)
+            out[nc++] = (struct zt_slot_class){.rows = shapes[i].rows, .cols = shapes[i].cols,
+                                               .nblk = pp[i].nblk};
+        cls[i] = k;
+        if (!pp[i].persistent) {
+            out[k].count++;
+            nonpersistent_elems += shapes[i].rows * shapes[i].cols;
+        }
+    }
+    *nclasses = nc;
+    ZT_CHECK(value_slots_budget(c, n, shapes, pp, names, &budget));
+    for (int k = 0; k < nc && c->zero_stage >= 3; k++) {
+        if (out[k].count == 0) continue;
+        int64_t v = (int64_t)((double)budget * (double)out[k].count /
+                              (double)nonpersistent_elems);
+        int64_t lo = out[k].count < 2 ? out[k].count : 2;
+        out[k].value_slots = v < lo ? lo : v > out[k].count ? out[k].count : v;
+    }
+    return ZT_OK;
+}
+
+/* the slot pools, as zt_slots_plan says */
 enum zt_status zt_slots_init(zt_engine_t e) {
     struct zt_engine_slots *s = &e->slots;
-    s->value_pool = calloc((size_t)e->nparams, sizeof *s->value_pool);
-    s->grad_pool = calloc((size_t)e->nparams, sizeof *s->grad_pool);
-    if (!s->value_pool || !s->grad_pool)
-        return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    int64_t *count = calloc((size_t)e->nparams, sizeof *count);
-    if (!count) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-    int64_t nonpersistent_elems = 0, budget = 0;
-    make_classes(e, count, &nonpersistent_elems);
-    enum zt_status rc = value_slots_budget(e, &budget);
-    for (int c = 0; c < s->nshapes && rc == ZT_OK; c++) {
-        if (e->stage >= 3 && count[c] > 0) {
-            int64_t k = (int64_t)((double)budget * (double)count[c] /
-                                  (double)nonpersistent_elems);
-            int64_t lo = count[c] < 2 ? count[c] : 2;
-            k = k < lo ? lo : k > count[c] ? count[c] : k;
-            for (int64_t j = 0; j < k && rc == ZT_OK; j++)
-                rc = pool_grow(&s->value_pool[c], "slot");
-        }
+    const size_t n = (size_t)e->nparams;
+    s->value_pool = calloc(n, sizeof *s->value_pool);
+    s->grad_pool = calloc(n, sizeof *s->grad_pool);
+    struct zt_plan_shape *shapes = calloc(n, sizeof *shapes);
+    const char **names = calloc(n, sizeof *names);
+    int *cls = calloc(n, sizeof *cls);
+    struct zt_slot_class *classes = calloc(n, sizeof *classes);
+    enum zt_status rc = ZT_OK;
+    if (!s->value_pool || !s->grad_pool || !shapes || !names || !cls || !classes)
+        rc = zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    for (int i = 0; rc == ZT_OK && i < e->nparams; i++) {
+        shapes[i] = (struct zt_plan_shape){e->params[i]->rows, e->params[i]->cols,
+                                           e->params[i]->ndim};
+        names[i] = e->params[i]->name;
+    }
+    if (rc == ZT_OK)
+        rc = zt_slots_plan(&e->cfg, e->nparams, shapes, e->plan.param, names, cls, classes,
+                           &s->nshapes);
+    for (int i = 0; rc == ZT_OK && i < e->nparams; i++) e->params[i]->shape_class = cls[i];
+    for (int c = 0; rc == ZT_OK && c < s->nshapes; c++) {
+        struct zt_pool z = {.rows = classes[c].rows, .cols = classes[c].cols,
+                            .dt = e->work_dtype, .nblk = classes[c].nblk};
+        s->value_pool[c] = s->grad_pool[c] = z;
+        for (int64_t j = 0; j < classes[c].value_slots && rc == ZT_OK; j++)
+            rc = pool_grow(&s->value_pool[c], "slot");
         if (e->stage >= 2 && rc == ZT_OK) rc = pool_grow(&s->grad_pool[c], "grad_slot");
     }
-    free(count);
+    free(shapes);
+    free(names);
+    free(cls);
+    free(classes);
     return rc;
 }
 

@@ -210,6 +210,30 @@ enum zt_status zt_zero_plan_make(struct zt_zero_plan *pl, const struct zt_plan_c
     return ZT_OK;
 }
 
+void zt_plan_buffers(const struct zt_zero_plan *pl, const struct zt_plan_shape *shapes, int stage,
+                     int mixed, int64_t *master_at, int64_t *work_at, int64_t *grad_at,
+                     struct zt_plan_buffers *out) {
+    const int master_whole = mixed ? stage == 0 : stage < 3; /* laid out like flat_n */
+    int64_t master_next = 0, work_next = 0, grad_next = 0; /* packed storage: the next slice */
+    for (int i = 0; i < pl->nparams; i++) {
+        const struct zt_plan_param *p = &pl->param[i];
+        const int64_t n = shapes[i].rows * shapes[i].cols;
+        const int64_t own = zt_plan_own_elems(p, &shapes[i]);
+        if (master_at) master_at[i] = master_whole ? p->off : master_next;
+        if (work_at) work_at[i] = stage < 3 ? p->off : work_next;
+        if (grad_at) grad_at[i] = stage < 2 ? p->off : grad_next;
+        const int pm = zt_plan_partial_master(stage, mixed, p->persistent);
+        if (!p->offloaded) {
+            master_next += zt_plan_pad(pm ? own : n);
+            work_next += zt_plan_pad(zt_plan_partial_values(stage, p->persistent) ? own : n);
+        }
+        grad_next += zt_plan_pad(zt_plan_partial_grads(stage) ? own : n);
+    }
+    out->master_n = master_whole ? pl->flat_n : master_next;
+    out->work_n = !mixed ? 0 : stage < 3 ? pl->flat_n : work_next;
+    out->grad_n = stage < 2 ? pl->flat_n : grad_next;
+}
+
 void zt_zero_plan_free(struct zt_zero_plan *pl) {
     free(pl->param);
     free(pl->blk_start);

@@ -30,6 +30,13 @@ struct zt_plan_shape {
     int64_t rows, cols;
     int ndim;
 };
+/* a parameter of dimensions shape[0..ndim) as the plan sees it: shape[0] rows of the product of
+ * the others, a vector one row */
+static inline struct zt_plan_shape zt_plan_shape_of(int ndim, const int64_t *shape) {
+    struct zt_plan_shape s = {ndim == 1 ? 1 : shape[0], 1, ndim};
+    for (int d = ndim == 1 ? 0 : 1; d < ndim; d++) s.cols *= shape[d];
+    return s;
+}
 
 struct zt_plan_cfg {
     int rank, world_size;   /* this rank, ranks in the job */
@@ -111,6 +118,12 @@ struct zt_zero_plan {
     int64_t optim_file_bytes, param_file_bytes;
 };
 
+/* This rank's flat buffers (element counts): the fp32 values (mixed precision: the master
+ * weights), the 16-bit working copy (mixed precision only) and the gradient sums. */
+struct zt_plan_buffers {
+    int64_t master_n, work_n, grad_n;
+};
+
 /* Plan n parameters. Owner: the caller, with zt_zero_plan_free (also after a failure). */
 enum zt_status zt_zero_plan_make(struct zt_zero_plan *pl, const struct zt_plan_cfg *cfg,
                                  const struct zt_plan_shape *shapes, int n);
@@ -126,6 +139,34 @@ static inline int64_t zt_plan_pad4k(int64_t bytes) { return (bytes + 4095) / 409
 static inline int64_t zt_plan_blk_row0(int64_t rows, int nblk, int j) {
     return rows * j / nblk;
 }
+/* a parameter's value storage (the working copy) is only its own blocks: stage 3, not
+ * persistent */
+static inline int zt_plan_partial_values(int stage, int persistent) {
+    return stage >= 3 && !persistent;
+}
+/* the gradient sums are only this rank's blocks: stage >= 2 */
+static inline int zt_plan_partial_grads(int stage) { return stage >= 2; }
+/* the fp32 values are only this rank's blocks: stage 3 (not persistent), and in mixed precision
+ * every stage >= 1 (the master weights live with the optimizer state, DeepSpeed's layout) */
+static inline int zt_plan_partial_master(int stage, int mixed, int persistent) {
+    return mixed ? stage >= 1 : zt_plan_partial_values(stage, persistent);
+}
+/* elements of the blocks of parameter p (of shape s) in this rank's shard */
+static inline int64_t zt_plan_own_elems(const struct zt_plan_param *p,
+                                        const struct zt_plan_shape *s) {
+    return (zt_plan_blk_row0(s->rows, p->nblk, p->own1) -
+            zt_plan_blk_row0(s->rows, p->nblk, p->own0)) * s->cols;
+}
+
+/* This rank's flat buffers under pl at ZeRO stage `stage` (mixed: 16-bit training). Each holds
+ * whole slices laid out like the flat layout, or only the rank's own blocks packed in flat order
+ * (stage-3 values, stage >= 2 gradient sums, mixed-precision master weights at stage >= 1); an
+ * offloaded parameter has no host values. *_at[i] (each may be NULL): where parameter i's
+ * storage starts in each buffer. */
+void zt_plan_buffers(const struct zt_zero_plan *pl, const struct zt_plan_shape *shapes, int stage,
+                     int mixed, int64_t *master_at, int64_t *work_at, int64_t *grad_at,
+                     struct zt_plan_buffers *out);
+
 /* bytes of one of unit u's parts in the optimizer file (4 KiB padded) */
 static inline int64_t zt_plan_unit_file_bytes(const struct zt_zero_plan *pl, int u) {
     return zt_plan_pad4k((pl->unit[u].hi - pl->unit[u].lo) * 4);

@@ -116,10 +116,17 @@ enum zt_status zt_engine_act_dtype(zt_engine_t e, const char *name, int64_t rows
 enum zt_status zt_engine_act_partials(zt_engine_t e, const char *name, int64_t cols,
                                       zt_tensor_t *out);
 int zt_engine_nblk(zt_engine_t e);
+/* Without an engine: the bytes of an activation that zt_engine_act (rows_per_seq > 0, elements
+ * of elemsize bytes) or zt_engine_act_partials (rows_per_seq 0, fp32) makes in an engine of
+ * config cfg with ZT_GRAPH_CHUNKS = chunks, as zt_engine_memory counts them. */
+int64_t zt_engine_act_size(const struct zt_config *cfg, int chunks, int64_t rows_per_seq,
+                           int64_t cols, size_t elemsize);
 
 const struct zt_config *zt_engine_config(zt_engine_t e);
 /* The type of the working copy, gradients and slots: F32, or BF16/F16 in mixed precision. */
 enum zt_dtype zt_engine_dtype(zt_engine_t e);
+/* The same for an engine of config cfg, without one. */
+enum zt_dtype zt_engine_config_dtype(const struct zt_config *cfg);
 /* The loss scale of the next step's backward (fp16; 1 otherwise): the model multiplies the
  * gradient of its loss by it. */
 float zt_engine_loss_scale(zt_engine_t e);

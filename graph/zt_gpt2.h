@@ -60,6 +60,17 @@ struct zt_safetensors;
 enum zt_status zt_gpt2_check_weights(const struct zt_model_shape *shape,
                                      const struct zt_safetensors *st, int relaxed);
 
+/* Without an engine: the bytes of the activations zt_gpt2_init allocates in an engine of config
+ * cfg with ZT_GRAPH_CHUNKS = chunks (zt_engine_memory's acts). */
+int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
+                          int chunks);
+
+/* The order in which one micro-batch's backward asks for the parameters' gradients
+ * (zt_param_grad: ev[k] = i, parameter i in zt_gpt2_param_info's order) and declares them
+ * final (zt_engine_grad_ready: ev[k] = ~i): what the stage >= 2 gradient slots grow by. Returns
+ * the number of events; ev may be NULL to count them. */
+int zt_gpt2_grad_events(const struct zt_model_shape *s, int *ev);
+
 /* Host bytes the model needs (parameters, gradients, Adam moments, activations) before it is
  * built, so a caller can refuse a model that does not fit. */
 int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg);

@@ -66,6 +66,10 @@ void zt_kern_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float
 #define ZT_KERN_FEW_ROWS 8
 int zt_kern_sgemm_w16(int tb, int M, int N, int K, const float *A, int lda, const uint16_t *B,
                       int is_f16, int ldb, float beta, float *C, int ldc);
+/* bytes of the packing buffers a thread that ran products of at most M x N x K keeps resident
+ * until it exits: the parts of them its packing wrote (the AVX-512 and bf16 engines share the
+ * buffers; 0 on OpenBLAS, which has its own) */
+size_t zt_kern_gemm_thread_bytes(int64_t M, int64_t N, int64_t K);
 /* test only: 1 makes the AVX-512 and bf16 engines pack on their stacks, as when their buffers
  * cannot be had */
 void zt_kern_gemm_test_nobuf(int on);

@@ -176,6 +176,16 @@ static void sum_parts(void *buffers[], const struct zt_collective_args *a,
     free(tacc);
 }
 
+size_t zt_task_comm_reduce_scratch(int64_t my, int nranks, enum zt_dtype dt, enum zt_dtype acc,
+                                   int64_t max_block) {
+    const size_t parts = (size_t)(my > 0 ? my : 1) * (size_t)nranks;
+    const int dt16 = dt == ZT_DTYPE_BF16 || dt == ZT_DTYPE_F16;
+    const int acc16 = acc == ZT_DTYPE_BF16 || acc == ZT_DTYPE_F16;
+    return parts * (dt16 ? 2 : 4)                       /* reduce_scatter_body's copies */
+           + (dt16 ? parts * 4 + (size_t)max_block * 4 : 0) /* sum_parts: widened, one sum */
+           + (acc16 ? (size_t)max_block * 4 : 0);       /* one accumulator block widened */
+}
+
 /* The reduce-scatter: this rank's part summed over the ranks in rank order (exchange_parts,
  * then sum_parts), kept in place or added to the accumulator blocks (slot 2). */
 static void reduce_scatter_body(void *buffers[], const struct zt_collective_args *a,

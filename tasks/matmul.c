@@ -327,3 +327,7 @@ enum zt_status zt_task_matmul_backward_bias(const struct zt_task_opts *o, zt_ten
     zt_builder_add(&tb, dout, -1, STARPU_R);
     return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
+
+size_t zt_task_worker_gemm_bytes(int64_t M, int64_t N, int64_t K) {
+    return zt_kern_gemm_thread_bytes(M, N, K);
+}

@@ -335,6 +335,15 @@ enum zt_status zt_task_comm_reduce_scatter(const struct zt_task_opts *o,
 enum zt_status zt_task_comm_allgather(const struct zt_task_opts *o, const struct zt_block_ref *refs,
                                       int n, const int64_t *part, const struct zt_block_ref *aux,
                                       int naux, size_t elemsize, zt_tensor_t token);
+/* Bytes a reduce-scatter or all-reduce task allocates while it runs, for a part of `my`
+ * elements of this rank (its largest block max_block) on nranks ranks, blocks of type dt and
+ * accumulator blocks of type acc (ZT_DTYPE_F32 without). The allocator keeps them in the
+ * arena of the worker that ran the task: they count once per worker towards a process's peak. */
+size_t zt_task_comm_reduce_scratch(int64_t my, int nranks, enum zt_dtype dt, enum zt_dtype acc,
+                                   int64_t max_block);
+/* Bytes a CPU worker keeps resident once it has run products of at most M x N x K (the parts
+ * of its GEMM packing buffers they wrote). */
+size_t zt_task_worker_gemm_bytes(int64_t M, int64_t N, int64_t K);
 
 #ifdef __cplusplus
 }

@@ -307,6 +307,18 @@ void zt_kern_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float
     blas_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+size_t zt_kern_gemm_thread_bytes(int64_t M, int64_t N, int64_t K) {
+#if ZT_GEMM_HAVE_AVX512
+    if (zt_kern_gemm_get() != ZT_GEMM_AVX512) return 0;
+    const size_t m = (size_t)(M < GEMM_MC ? M : GEMM_MC), k = (size_t)(K < GEMM_KC ? K : GEMM_KC);
+    const size_t n = (size_t)(N < GEMM_NC ? N : GEMM_NC);
+    return (m * k + k * n) * sizeof(float); /* the parts of the A and B panels packing writes */
+#else
+    (void)M, (void)N, (void)K;
+    return 0;
+#endif
+}
+
 int zt_kern_sgemm_w16(int tb, int M, int N, int K, const float *A, int lda, const uint16_t *B,
                       int is_f16, int ldb, float beta, float *C, int ldc) {
 #if ZT_GEMM_HAVE_AVX512
