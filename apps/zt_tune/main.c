@@ -33,7 +33,8 @@ static const char *usage_text =
     "end_profile_step, results_dir, exps_dir, overwrite (false: reuse earlier results).\n"
     "\n"
     "options:\n"
-    "  --ranks N            data-parallel ranks, started with mpirun (default 1)\n"
+    "  --ranks N|auto       data-parallel ranks, started with mpirun (default 1); auto: every\n"
+    "                       split of the cores into ranks x workers that divides the batch\n"
     "  --memory-budget S    host memory per rank (bytes, or K/M/G; default: the memory\n"
     "                       available now divided by the ranks); nothing predicted above it runs\n"
     "  --nvme-path D        a directory on a fast disk: adds optimizer and parameter offload to\n"
@@ -65,8 +66,8 @@ static const struct cli_program g_cli = {.name = "zt-tune", .error_prefix = "zt-
 // the command line and the inputs
 
 struct options {
-    const char *results_dir, *exps_dir, *budget;
-    int64_t ranks, seed, timeout;
+    const char *results_dir, *exps_dir, *budget, *ranks;
+    int64_t seed, timeout;
 };
 
 static int parse_options(struct tune *t, struct options *o, int argc, char **argv) {
@@ -80,8 +81,9 @@ static int parse_options(struct tune *t, struct options *o, int argc, char **arg
                             : !strcmp(a, "--results-dir") ? &o->results_dir
                             : !strcmp(a, "--exps-dir")    ? &o->exps_dir
                             : !strcmp(a, "--memory-budget") ? &o->budget
-                            : !strcmp(a, "--mpirun")      ? &t->mpirun : NULL;
-        int64_t *num = !strcmp(a, "--ranks") ? &o->ranks : !strcmp(a, "--seed") ? &o->seed
+                            : !strcmp(a, "--mpirun")      ? &t->mpirun
+                            : !strcmp(a, "--ranks")       ? &o->ranks : NULL;
+        int64_t *num = !strcmp(a, "--seed") ? &o->seed
                        : !strcmp(a, "--trial-timeout") ? &o->timeout : NULL;
         if (text) rc = cli_string_option(&g_cli, argc, argv, &i, text);
         else if (num) rc = cli_int_option(&g_cli, argc, argv, &i, num == &o->seed ? 0 : 1, num);
@@ -95,8 +97,11 @@ static int parse_options(struct tune *t, struct options *o, int argc, char **arg
     if (!t->ds_config) return cli_usage_error(&g_cli, "missing %s", "--ds-config");
     if (!t->model) return cli_usage_error(&g_cli, "missing %s", "--model");
     if (!t->data) return cli_usage_error(&g_cli, "missing %s", "--data");
-    if (o->ranks > 4096) return cli_usage_error(&g_cli, "--ranks %lld: at most 4096",
-                                                (long long)o->ranks);
+    char *end = NULL;
+    long ranks = strcmp(o->ranks, "auto") ? strtol(o->ranks, &end, 10) : 0;
+    if (end && (*end || ranks < 1 || ranks > 4096))
+        return cli_usage_error(&g_cli, "--ranks %s: expected 1 to 4096 or auto", o->ranks);
+    t->ranks = (int)ranks;
     if (o->budget && (zt_size_parse(o->budget, &t->budget) != 0 || t->budget <= 0))
         return cli_usage_error(&g_cli, "--memory-budget %s: expected a size in bytes, like "
                                "800M or 2G", o->budget);
@@ -121,8 +126,9 @@ static const char *sibling(const char *name, char *buf, size_t n) {
 
 /* config (its raw JSON too), model, token file; the options over the autotuning section */
 static int load_inputs(struct tune *t, const struct options *o) {
-    t->ranks = (int)o->ranks;
-    if (zt_config_load(&t->cfg, t->ds_config, t->ranks) != ZT_OK) return cli_fail(&g_cli, 2);
+    /* auto: the batch rule as on one rank; each rank count divides the global batch */
+    int world = t->ranks ? t->ranks : 1;
+    if (zt_config_load(&t->cfg, t->ds_config, world) != ZT_OK) return cli_fail(&g_cli, 2);
     t->at = t->cfg.autotune;
     if (o->results_dir) snprintf(t->at.results_dir, sizeof t->at.results_dir, "%s",
                                  o->results_dir);
@@ -151,7 +157,7 @@ static int load_inputs(struct tune *t, const struct options *o) {
     zt_tokens_close(&tok);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     t->cores = cores > 0 ? (int)cores : 1;
-    if (!t->budget) t->budget = cli_mem_available() / t->ranks;
+    t->machine_mem = cli_mem_available();
     return 0;
 }
 
@@ -307,7 +313,7 @@ static enum zt_status budget_error(const struct tune *t) {
     return zt_error_set(ZT_ERR_CONFIG, "--memory-budget %.1f MiB per rank: below the smallest "
                         "candidate's predicted peak, %.1f MiB with the model's margin (%s); "
                         "raise the budget, add --nvme-path to offload, or use more ranks",
-                        t->budget / 1048576.0,
+                        tune_budget(t, &t->c[small].k) / 1048576.0,
                         t->c[small].pred_peak * TUNE_MEMORY_MARGIN / 1048576.0, what);
 }
 
@@ -358,10 +364,13 @@ static void print_header(const struct tune *t) {
     int pending = 0, pruned = 0;
     for (int i = 0; i < t->n; i++) pending += t->c[i].state == CAND_PENDING,
                                    pruned += t->c[i].state == CAND_PRUNED;
-    printf("zt-tune: %s | %d rank(s) on %d cores | budget %.0f MiB per rank | tuner %s, "
-           "metric %s, %s | %d candidates: %d to try, %d pruned before running\n",
-           t->ds_config, t->ranks, t->cores, t->budget / 1048576.0,
-           zt_tuner_type_name(t->at.tuner_type), zt_tune_metric_name(t->at.metric),
+    char ranks[32], budget[64];
+    snprintf(ranks, sizeof ranks, t->ranks ? "%d rank(s)" : "auto ranks", t->ranks);
+    if (t->budget) snprintf(budget, sizeof budget, "%.0f MiB per rank", t->budget / 1048576.0);
+    else snprintf(budget, sizeof budget, "%.0f MiB / ranks", t->machine_mem / 1048576.0);
+    printf("zt-tune: %s | %s on %d cores | budget %s | tuner %s, metric %s, %s | %d "
+           "candidates: %d to try, %d pruned before running\n", t->ds_config, ranks, t->cores,
+           budget, zt_tuner_type_name(t->at.tuner_type), zt_tune_metric_name(t->at.metric),
            t->at.fast ? "fast" : "full", t->n, pending, pruned);
     fflush(stdout);
 }
@@ -411,7 +420,7 @@ int main(int argc, char **argv) {
         }
     char train[4200], trace[4200];
     struct tune t = {.best = -1, .mpirun = "mpirun"};
-    struct options o = {.ranks = 1, .seed = -1, .timeout = 900};
+    struct options o = {.ranks = "1", .seed = -1, .timeout = 900};
     t.zt_train = sibling("zt-train", train, sizeof train);
     t.zt_trace = sibling("zt-trace", trace, sizeof trace);
     trial_catch_interrupts();

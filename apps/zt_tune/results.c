@@ -135,22 +135,23 @@ static void print_row(FILE *f, const struct tune *t, int i, int tsv) {
     if (c->state == CAND_MEASURED) snprintf(ms, sizeof ms, "%.1f", c->meas_ms);
     const char *mark = i == t->best ? "*" : "";
     if (tsv)
-        fprintf(f, "%d\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%lld\t%lld\t%d\t%lld\t%lld\t"
-                   "%lld\t%d\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\n", i, c->phase, state_names[c->state],
-                k->stage, k->micro, k->accum, zt_precision_name(k->prec), off, k->sched,
-                k->workers, k->chunks, (long long)k->reduce_bucket, (long long)k->allgather_bucket,
-                k->overlap_comm, (long long)k->s3_max_live, (long long)k->s3_prefetch,
-                (long long)k->aio_block, k->aio_queue_depth, pm, mm, ps, ms, c->trial_s, c->why,
-                mark);
+        fprintf(f, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%lld\t%lld\t%d\t%lld\t"
+                   "%lld\t%d\t%d\t%lld\t%d\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\n", i, c->phase,
+                state_names[c->state], k->ranks, k->stage, k->micro, k->accum,
+                zt_precision_name(k->prec), off, k->sched, k->workers, k->chunks,
+                (long long)k->reduce_bucket, (long long)k->allgather_bucket, k->overlap_comm,
+                (long long)k->s3_max_live, (long long)k->s3_prefetch, k->opt_buffers,
+                k->param_buffers, (long long)k->aio_block, k->aio_queue_depth, pm, mm, ps, ms,
+                c->trial_s, c->why, mark);
     else
-        fprintf(f, "%3d%-1s %-11s %-9s %5d %3dx%-3d %-4s %-15s %-5s %2d %3d %7s %7s %8s %8s  "
-                   "%s\n", i, mark, c->phase, state_names[c->state], k->stage, k->micro,
-                k->accum, zt_precision_name(k->prec), off, k->sched, k->workers, k->chunks,
-                pm, mm, ps, ms, c->why);
+        fprintf(f, "%3d%-1s %-11s %-9s %5d %3dx%-3d %-4s %-15s %-5s %2dx%-2d %3d %7s %7s %8s "
+                   "%8s  %s\n", i, mark, c->phase, state_names[c->state], k->stage, k->micro,
+                k->accum, zt_precision_name(k->prec), off, k->sched, k->ranks, k->workers,
+                k->chunks, pm, mm, ps, ms, c->why);
 }
 
 static void print_table(const struct tune *t) {
-    printf("\n id  phase       state     stage micro   prec offload         sched  w  ch "
+    printf("\n id  phase       state     stage micro   prec offload         sched rxw   ch "
            "pred_MiB meas_MiB  pred_ms  meas_ms  why\n");
     for (int i = 0; i < t->n; i++) print_row(stdout, t, i, 0);
 }
@@ -162,10 +163,10 @@ static enum zt_status write_table(const struct tune *t) {
     FILE *f = fopen(path, "w");
     if (!f) return zt_error_set(ZT_ERR_IO, "%s: cannot create (%s)", path,
                                 strerror(errno));
-    fprintf(f, "id\tphase\tstate\tstage\tmicro\taccum\tprecision\toffload\tsched\tworkers\t"
+    fprintf(f, "id\tphase\tstate\tranks\tstage\tmicro\taccum\tprecision\toffload\tsched\tworkers\t"
                "chunks\treduce_bucket\tallgather_bucket\toverlap_comm\tmax_live\tprefetch\t"
-               "aio_block\taio_queue_depth\tpredicted_peak_mib\tmeasured_peak_mib\t"
-               "predicted_ms\tmeasured_ms\ttrial_s\twhy\tbest\n");
+               "opt_buffers\tparam_buffers\taio_block\taio_queue_depth\tpredicted_peak_mib\t"
+               "measured_peak_mib\tpredicted_ms\tmeasured_ms\ttrial_s\twhy\tbest\n");
     for (int i = 0; i < t->n; i++) print_row(f, t, i, 1);
     if (fclose(f) != 0)
         return zt_error_set(ZT_ERR_IO, "%s: write failed (%s)", path, strerror(errno));
@@ -202,9 +203,9 @@ static enum zt_status write_best(const struct tune *t) {
     cJSON_free(text);
     ZT_CHECK(rc);
     char launch[512] = "";
-    if (t->ranks > 1)
+    if (k->ranks > 1)
         snprintf(launch, sizeof launch, "mpirun -np %d -x STARPU_SCHED -x STARPU_NCPU "
-                 "-x ZT_GRAPH_CHUNKS ", t->ranks);
+                 "-x ZT_GRAPH_CHUNKS ", k->ranks);
     snprintf(env, sizeof env, "# zt-tune's best configuration: source this file, then run the "
              "command below\nexport STARPU_SCHED=%s\nexport STARPU_NCPU=%d\n"
              "export ZT_GRAPH_CHUNKS=%d\n# %szt-train --ds-config %s --model %s --data %s\n",
@@ -220,6 +221,7 @@ static enum zt_status write_plot(const struct tune *t) {
     results_path(t, "autotune.dat", dat, sizeof dat);
     results_path(t, "autotune.gp", gp, sizeof gp);
     results_path(t, "autotune.png", png, sizeof png);
+    const double budget = tune_budget(t, &t->c[t->best].k) / 1048576.0;
     FILE *d = fopen(dat, "w"), *g = fopen(gp, "w");
     if (!d || !g) {
         if (d) fclose(d);
@@ -246,8 +248,7 @@ static enum zt_status write_plot(const struct tune *t) {
                "plot '%s' index 0 with points pt 7 lc rgb '#1f77b4' title 'measured', "
                "'' index 1 with points pt 6 lc rgb '#7f7f7f' title 'predicted (replay)', "
                "'' index 2 with points pt 3 ps 3 lc rgb '#d62728' title 'best', "
-               "1/0 with lines dt 2 lc rgb 'red' title 'budget'\n", png, t->budget / 1048576.0,
-            t->budget / 1048576.0, dat);
+               "1/0 with lines dt 2 lc rgb 'red' title 'budget'\n", png, budget, budget, dat);
     fclose(g);
     enum zt_status rc = cli_run_gnuplot(gp);
     unlink(dat);

@@ -30,9 +30,9 @@ void knobs_from_config(struct knobs *k, const struct zt_config *cfg) {
 }
 
 void knobs_key(const struct knobs *k, char *out, size_t n) {
-    snprintf(out, n, "stage=%d micro=%d accum=%d batch=%d prec=%s opt=%s param=%s rb=%lld "
+    snprintf(out, n, "ranks=%d stage=%d micro=%d accum=%d batch=%d prec=%s opt=%s param=%s rb=%lld "
              "ag=%lld overlap=%d live=%lld prefetch=%lld buffers=%d/%d aio=%lld/%d workers=%d "
-             "chunks=%d sched=%s", k->stage, k->micro, k->accum, k->train_batch,
+             "chunks=%d sched=%s", k->ranks, k->stage, k->micro, k->accum, k->train_batch,
              zt_precision_name(k->prec), zt_offload_device_name(k->opt_dev),
              zt_offload_device_name(k->param_dev), (long long)k->reduce_bucket,
              (long long)k->allgather_bucket, k->overlap_comm, (long long)k->s3_max_live,
@@ -51,8 +51,8 @@ void knobs_describe(const struct knobs *k, char *out, size_t n) {
         at += snprintf(out + at, n - (size_t)at, " | params on %s",
                        zt_offload_device_name(k->param_dev));
     if (at < (int)n)
-        snprintf(out + at, n - (size_t)at, " | %s x %d workers | chunks %d", k->sched,
-                 k->workers, k->chunks);
+        snprintf(out + at, n - (size_t)at, " | %d rank(s) x %d workers | %s | chunks %d",
+                 k->ranks, k->workers, k->sched, k->chunks);
 }
 
 int tune_add(struct tune *t, const struct knobs *k, const char *phase) {
@@ -157,8 +157,12 @@ cJSON *knobs_config(const struct tune *t, const struct knobs *k, int trial) {
 // ----------------------------------------------------------------------------
 // the memory model's verdict
 
+int64_t tune_budget(const struct tune *t, const struct knobs *k) {
+    return t->budget ? t->budget : t->machine_mem / k->ranks;
+}
+
 int cand_fits(const struct tune *t, const struct cand *c) {
-    return c->pred_peak * TUNE_MEMORY_MARGIN <= (double)t->budget;
+    return c->pred_peak * TUNE_MEMORY_MARGIN <= (double)tune_budget(t, &c->k);
 }
 
 enum zt_status cand_predict_memory(struct tune *t, struct cand *c) {
@@ -169,7 +173,7 @@ enum zt_status cand_predict_memory(struct tune *t, struct cand *c) {
     struct zt_config cfg;
     enum zt_log_level level = zt_log_level(); /* its notes were said for the user's config */
     zt_log_set_level(ZT_LOG_WARN < level ? ZT_LOG_WARN : level);
-    enum zt_status rc = zt_config_parse(&cfg, text, "(candidate)", t->ranks);
+    enum zt_status rc = zt_config_parse(&cfg, text, "(candidate)", c->k.ranks);
     zt_log_set_level(level);
     cJSON_free(text);
     if (rc != ZT_OK) { /* a combination zt-train refuses: not part of the space */
@@ -178,10 +182,10 @@ enum zt_status cand_predict_memory(struct tune *t, struct cand *c) {
         return ZT_OK;
     }
     c->pred_peak = 0;
-    for (int r = 0; r < t->ranks; r++) {
+    for (int r = 0; r < c->k.ranks; r++) {
         struct zt_mem_prediction p;
         const struct zt_mem_inputs in = {.shape = &t->shape, .cfg = &cfg,
-                                         .world_size = t->ranks, .rank = r,
+                                         .world_size = c->k.ranks, .rank = r,
                                          .workers = c->k.workers, .chunks = c->k.chunks};
         if (zt_memory_predict(&in, &p) != ZT_OK) {
             if (zt_error_last_code() != ZT_ERR_CONFIG) return zt_error_last_code();
@@ -195,7 +199,8 @@ enum zt_status cand_predict_memory(struct tune *t, struct cand *c) {
         c->state = CAND_PRUNED;
         snprintf(c->why, sizeof c->why, "memory: predicted peak %.1f MiB, with the model's 6%% "
                  "margin %.1f MiB > budget %.1f MiB", c->pred_peak / 1048576.0,
-                 c->pred_peak * TUNE_MEMORY_MARGIN / 1048576.0, t->budget / 1048576.0);
+                 c->pred_peak * TUNE_MEMORY_MARGIN / 1048576.0,
+                 tune_budget(t, &c->k) / 1048576.0);
     }
     return ZT_OK;
 }
@@ -215,14 +220,15 @@ static int64_t model_numel(const struct zt_model_shape *s) {
     return n;
 }
 
-/* The micro-batch sizes to try, largest first, with their accumulation: divisors of the
- * per-rank batch (global batch fixed), or powers of two within max_train_batch_size with the
- * configured accumulation. Returns how many. */
-static int micro_sizes(const struct tune *t, int *micro, int *accum, int max) {
+/* The micro-batch sizes to try on `ranks` ranks, largest first, with their accumulation:
+ * divisors of the per-rank batch (global batch fixed), or powers of two within
+ * max_train_batch_size with the configured accumulation. Returns how many. */
+static int micro_sizes(const struct tune *t, int ranks, int *micro, int *accum, int max) {
     const struct zt_autotune_cfg *at = &t->at;
     int n = 0;
     if (!at->max_train_batch_size) {
-        int per_rank = t->cfg.train_batch_size / t->ranks;
+        if (t->cfg.train_batch_size % ranks) return 0;
+        int per_rank = t->cfg.train_batch_size / ranks;
         for (int m = per_rank; m >= 1 && n < max; m--)
             if (per_rank % m == 0 && m >= at->min_train_micro_batch_size_per_gpu &&
                 m <= at->max_train_micro_batch_size_per_gpu) {
@@ -232,7 +238,7 @@ static int micro_sizes(const struct tune *t, int *micro, int *accum, int max) {
         return n;
     }
     for (int m = at->max_train_micro_batch_size_per_gpu; m >= 1 && n < max; m /= 2) {
-        int64_t tbs = (int64_t)m * t->cfg.grad_accum * t->ranks;
+        int64_t tbs = (int64_t)m * t->cfg.grad_accum * ranks;
         if (tbs > at->max_train_batch_size || tbs < at->min_train_batch_size ||
             m < at->min_train_micro_batch_size_per_gpu)
             continue;
@@ -275,37 +281,62 @@ static int placements(const struct tune *t, int stage, enum zt_offload_device op
     return n;
 }
 
+/* the rank counts to try: --ranks, or (auto) every count that divides the cores and the
+ * global batch, each rank with cores / ranks workers */
+static int rank_choices(const struct tune *t, int *out, int max) {
+    if (t->ranks > 0) {
+        out[0] = t->ranks;
+        return 1;
+    }
+    int n = 0;
+    for (int r = 1; r <= t->cores && n < max; r++)
+        if (t->cores % r == 0 && t->cfg.train_batch_size % r == 0) out[n++] = r;
+    return n;
+}
+
+/* one class (ranks, stage, placement, precision) and its micro-batch sizes */
+static enum zt_status add_class(struct tune *t, const struct knobs *k0, const int *micro,
+                                const int *accum, int nm) {
+    int idx[256];
+    for (int m = 0; m < nm; m++) {
+        struct knobs k = *k0;
+        k.micro = micro[m], k.accum = accum[m];
+        k.train_batch = micro[m] * accum[m] * k.ranks;
+        if ((idx[m] = tune_add(t, &k, "micro-batch")) < 0)
+            return zt_error_set(ZT_ERR_NOMEM, "out of memory");
+        ZT_CHECK(cand_predict_memory(t, &t->c[idx[m]]));
+    }
+    keep_spread(t, idx, nm);
+    return ZT_OK;
+}
+
 enum zt_status space_micro_batch(struct tune *t) {
     struct knobs base;
     knobs_from_config(&base, &t->cfg);
-    base.workers = t->cores / t->ranks > 0 ? t->cores / t->ranks : 1;
-    int micro[256], accum[256], nm = micro_sizes(t, micro, accum, 256);
-    if (nm == 0)
-        return zt_error_set(ZT_ERR_CONFIG, "config %s: no micro-batch size between %d and %d "
-                            "divides the per-rank batch of %d", t->ds_config,
-                            t->at.min_train_micro_batch_size_per_gpu,
-                            t->at.max_train_micro_batch_size_per_gpu,
-                            t->cfg.train_batch_size / t->ranks);
     enum zt_precision precs[2] = {t->cfg.precision, ZT_PREC_BF16};
     if (t->cfg.precision == ZT_PREC_BF16) precs[1] = ZT_PREC_FP32;
-    for (int stage = 0; stage <= 3; stage++) {
-        enum zt_offload_device opt[3], par[3];
-        int np = placements(t, stage, opt, par);
-        for (int pi = 0; pi < np; pi++)
-            for (int pr = 0; pr < (t->allow_precision ? 2 : 1); pr++) {
-                int idx[256];
-                for (int m = 0; m < nm; m++) {
+    int ranks[64], nr = rank_choices(t, ranks, 64), classes = 0;
+    for (int ri = 0; ri < nr; ri++) {
+        int micro[256], accum[256], nm = micro_sizes(t, ranks[ri], micro, accum, 256);
+        base.ranks = ranks[ri];
+        base.workers = t->cores / ranks[ri] > 0 ? t->cores / ranks[ri] : 1;
+        for (int stage = 0; stage <= 3 && nm > 0; stage++) {
+            enum zt_offload_device opt[3], par[3];
+            int np = placements(t, stage, opt, par);
+            for (int pi = 0; pi < np; pi++)
+                for (int pr = 0; pr < (t->allow_precision ? 2 : 1); pr++, classes++) {
                     struct knobs k = base;
                     k.stage = stage, k.opt_dev = opt[pi], k.param_dev = par[pi];
-                    k.prec = precs[pr], k.micro = micro[m], k.accum = accum[m];
-                    k.train_batch = micro[m] * accum[m] * t->ranks;
-                    if ((idx[m] = tune_add(t, &k, "micro-batch")) < 0)
-                        return zt_error_set(ZT_ERR_NOMEM, "out of memory");
-                    ZT_CHECK(cand_predict_memory(t, &t->c[idx[m]]));
+                    k.prec = precs[pr];
+                    ZT_CHECK(add_class(t, &k, micro, accum, nm));
                 }
-                keep_spread(t, idx, nm);
-            }
+        }
     }
+    if (classes == 0)
+        return zt_error_set(ZT_ERR_CONFIG, "config %s: no micro-batch size between %d and %d "
+                            "divides the per-rank batch (train_batch_size %d)", t->ds_config,
+                            t->at.min_train_micro_batch_size_per_gpu,
+                            t->at.max_train_micro_batch_size_per_gpu, t->cfg.train_batch_size);
     return ZT_OK;
 }
 
@@ -328,7 +359,8 @@ static int add_neighbour(struct tune *t, const struct knobs *k, const char *phas
 
 int space_replay_neighbours(struct tune *t, int b, int *out, int max) {
     static const char *const scheds[] = {"lws", "eager", "prio", "dmdas"};
-    int n = 0, most = t->cores / t->ranks > 0 ? t->cores / t->ranks : 1;
+    const int ranks = t->c[b].k.ranks;
+    int n = 0, most = t->cores / ranks > 0 ? t->cores / ranks : 1;
     for (int s = 0; s < 4; s++)
         for (int w = 1; w <= most; w++) {
             struct knobs k = t->c[b].k;

@@ -164,10 +164,10 @@ static int trial_argv(const struct tune *t, const struct cand *c, const char *di
                       char bufs[][1100]) {
     int n = 0, b = 0;
 #define ARG(...) (snprintf(bufs[b], sizeof bufs[b], __VA_ARGS__), argv[n++] = bufs[b++])
-    if (t->ranks > 1) {
+    if (c->k.ranks > 1) {
         ARG("%s", t->mpirun);
         if (geteuid() == 0) ARG("--allow-run-as-root");
-        ARG("--oversubscribe"), ARG("-np"), ARG("%d", t->ranks);
+        ARG("--oversubscribe"), ARG("-np"), ARG("%d", c->k.ranks);
         ARG("-x"), ARG("STARPU_NCPU=%d", c->k.workers);
         ARG("-x"), ARG("STARPU_SCHED=%s", c->k.sched);
         ARG("-x"), ARG("ZT_GRAPH_CHUNKS=%d", c->k.chunks);

@@ -24,6 +24,7 @@
 
 /* One configuration: the fields of the DeepSpeed config and the environment it sets. */
 struct knobs {
+    int ranks;       /* data-parallel ranks (mpirun -np) */
     int stage, micro, accum, train_batch;
     enum zt_precision prec;
     enum zt_offload_device opt_dev, param_dev;
@@ -71,8 +72,10 @@ struct tune {
     struct zt_config cfg;        /* the same, resolved for ranks */
     struct zt_autotune_cfg at;   /* its autotuning section, the options applied */
     struct zt_model_shape shape;
-    int ranks, cores;
-    int64_t budget;              /* host bytes per rank */
+    int ranks;                   /* --ranks, 0: auto (the split of the cores is tuned) */
+    int cores;
+    int64_t budget;              /* host bytes per rank (--memory-budget), 0: machine_mem / ranks */
+    int64_t machine_mem;         /* host bytes available when the tune began */
     uint64_t seed;
     int allow_precision, resume, dry_run, trial_timeout_s, quiet;
     /* candidates */
@@ -98,7 +101,9 @@ cJSON *knobs_config(const struct tune *t, const struct knobs *k, int trial);
 /* Predict c's peak memory (the memory model, every rank); a config zt-train would refuse is
  * pruned with its error. */
 enum zt_status cand_predict_memory(struct tune *t, struct cand *c);
-/* Whether c's predicted peak, with the memory model's error margin, fits the budget. */
+/* the budget per rank of a configuration, and whether c's predicted peak, with the memory
+ * model's error margin, fits it */
+int64_t tune_budget(const struct tune *t, const struct knobs *k);
 int cand_fits(const struct tune *t, const struct cand *c);
 /* The micro-batch phase's candidates: stage x placement x precision x micro-batch. */
 enum zt_status space_micro_batch(struct tune *t);

@@ -15,7 +15,8 @@
 - an interrupted tune (SIGINT during a trial) exits 130 and --resume goes on from its results
   without rerunning them; overwrite (the default) starts over;
 - the random tuner's order is reproducible with a seed;
-- model_based on two ranks (mpirun): the best measured on both ranks;
+- model_based on two ranks (mpirun): the best measured on both ranks; --ranks auto splits the
+  cores into ranks x workers;
 - --dry-run prints the space and writes its table only.
 
 Usage: test_zt_tune.py ZT_TRAIN ZT_TUNE MPIEXEC WORKDIR [--memory]
@@ -221,6 +222,16 @@ def everything_else():
     with open(os.path.join(exps, "exp%03d" % int(best[0]["id"]), "stdout.txt")) as f:
         peaks = [line for line in f if line.startswith("peak memory (rank")]
     run.check(len(peaks) == 2, "its trial ran on 2 ranks")
+
+    # ---- --ranks auto: the splits of the cores into ranks x workers are classes of their own
+    p, res, _ = tune("auto", mb, "--ranks", "auto", "--dry-run")
+    splits = {(int(r["ranks"]), int(r["workers"])) for r in table(res)}
+    cores = os.cpu_count()
+    want = {(r, cores // r) for r in range(1, cores + 1) if cores % r == 0 and 8 % r == 0}
+    run.check(splits == want, "--ranks auto: the candidates split %d cores as %s (want %s)"
+              % (cores, sorted(splits), sorted(want)))
+    p, _, _ = tune("bad-ranks", mb, "--ranks", "many", ok=False)
+    run.check(p.returncode == 2 and "--ranks many" in p.stderr, "--ranks many: exit 2")
 
 
 if MEMORY:
