@@ -9,12 +9,12 @@
 #include <errno.h>      /* errno */
 #include <limits.h>     /* PATH_MAX */
 #include <stdarg.h>     /* va_list */
-#include <stdio.h>      /* fprintf, vsnprintf, popen */
+#include <stdio.h>      /* fprintf, vsnprintf, fdopen */
 #include <stdlib.h>     /* strtoll, realpath */
 #include <string.h>     /* strcmp, strrchr */
 #include <sys/stat.h>   /* stat */
-#include <sys/wait.h>   /* WIFEXITED */
-#include <unistd.h>     /* access, sysconf */
+#include <sys/wait.h>   /* waitpid, WIFEXITED */
+#include <unistd.h>     /* access, sysconf, fork, pipe, execlp */
 #include "zt_status.h"  /* zt_error_set, zt_error_last */
 
 int cli_is_help(const char *arg) { return !strcmp(arg, "--help") || !strcmp(arg, "-h"); }
@@ -169,16 +169,37 @@ int64_t cli_mem_available(void) {
     return (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
 }
 
+/* gnuplot gp, its output (stdout and stderr) readable from the stream returned; NULL when it
+ * cannot start */
+static FILE *start_gnuplot(const char *gp, pid_t *pid) {
+    int fd[2];
+    if (pipe(fd) != 0) return NULL;
+    fflush(stdout);
+    if ((*pid = fork()) == 0) { /* no shell: the path is one argument, whatever it holds */
+        dup2(fd[1], 1);
+        dup2(fd[1], 2);
+        close(fd[0]);
+        close(fd[1]);
+        execlp("gnuplot", "gnuplot", gp, (char *)NULL);
+        _exit(127);
+    }
+    close(fd[1]);
+    FILE *p = *pid > 0 ? fdopen(fd[0], "r") : NULL;
+    if (!p) close(fd[0]);
+    return p;
+}
+
 enum zt_status cli_run_gnuplot(const char *gp) {
-    char cmd[4400];
-    snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", gp);
-    FILE *p = popen(cmd, "r");
+    pid_t pid = -1;
+    FILE *p = start_gnuplot(gp, &pid);
     if (!p) return zt_error_set(ZT_ERR_IO, "gnuplot: cannot start (%s)", strerror(errno));
     char out[512] = "", line[512];
     while (fgets(line, sizeof line, p))
         if (!out[0] && (strstr(line, "rror") || strstr(line, "not found")))
             snprintf(out, sizeof out, "%s", line);
-    int st = pclose(p);
+    fclose(p);
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) st = -1;
     if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) == 127)
         return zt_error_set(ZT_ERR_IO, "gnuplot not found (install gnuplot-nox: "
                             "scripts/setup-deps.sh)");

@@ -392,7 +392,8 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     FOR_BLK ZT_CHECK(zt_task_crossentropy(&c.opts, m->logits, m->losses[mb], b, m->targets,
                                           dscale));
     if (!train) return ZT_OK;
-    /* ---- backward ---- */
+    /* ---- backward ---- (the order in which it takes and finishes gradients is listed again
+     * by zt_gpt2_grad_events for the memory model; test_memory_model fails if they part) */
     struct zt_step_ctx cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, L, L, mb);
     struct zt_step_ctx cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, L, L, mb);
     FOR_BLK ZT_CHECK(zt_task_matmul_t_backward_inp(&cb.opts, m->dC, b, m->logits,
@@ -475,7 +476,7 @@ double zt_gpt2_step_flops(zt_gpt2_t m) {
     return 2.0 * 3.0 * fwd * B * T;
 }
 
-int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg) {
+int64_t zt_gpt2_numel(const struct zt_model_shape *s) {
     int64_t params = 0;
     char name[160];
     for (int i = 0; i < zt_gpt2_nparams(s); i++) {
@@ -484,8 +485,12 @@ int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_con
         zt_gpt2_param_info(s, i, name, sizeof name, &ndim, shape);
         params += shape[0] * (ndim == 2 ? shape[1] : 1);
     }
+    return params;
+}
+
+int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg) {
     /* fp32 values, gradients and the two Adam moments; the activations with one block */
-    return 16 * params + zt_gpt2_act_bytes(s, cfg, 1);
+    return 16 * zt_gpt2_numel(s) + zt_gpt2_act_bytes(s, cfg, 1);
 }
 
 // ----------------------------------------------------------------------------

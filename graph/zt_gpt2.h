@@ -71,6 +71,8 @@ int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config
  * the number of events; ev may be NULL to count them. */
 int zt_gpt2_grad_events(const struct zt_model_shape *s, int *ev);
 
+/* The number of parameter elements of a GPT-2 of shape s. */
+int64_t zt_gpt2_numel(const struct zt_model_shape *s);
 /* Host bytes the model needs (parameters, gradients, Adam moments, activations) before it is
  * built, so a caller can refuse a model that does not fit. */
 int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg);

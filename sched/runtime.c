@@ -27,10 +27,12 @@
 
 static int g_refs = 0;
 static int g_io_nice = 0; /* ZT_IO_NICE, once the runtime has read it */
-static const char *g_sched_name = "lws";
-
 /* Default StarPU policy: lws honours priorities (PLATFORM.md item 10) and needs no calibration. */
 #define ZT_DEFAULT_SCHED "lws"
+
+static const char *g_sched_name = ZT_DEFAULT_SCHED;
+
+const char *zt_runtime_default_sched(void) { return ZT_DEFAULT_SCHED; }
 
 /* Keep calibration files out of the current directory and the user's other StarPU runs unless
  * the user chose a place: a per-user zerotask directory. */

@@ -45,6 +45,8 @@ void zt_runtime_resume(void);
 int zt_runtime_nworkers(void);
 /* Name of the scheduling policy in use ("lws", ...). */
 const char *zt_runtime_sched_name(void);
+/* the policy zerotask starts StarPU with when STARPU_SCHED is unset */
+const char *zt_runtime_default_sched(void);
 
 /* ---- knobs (NCCL-style single table; see knobs.c) ---- */
 enum zt_knob_type { ZT_KNOB_INT, ZT_KNOB_BOOL, ZT_KNOB_STR, ZT_KNOB_SIZE };

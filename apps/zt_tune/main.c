@@ -10,12 +10,13 @@
  * time, measured) -> the results. Errors: one line "error: <message>"; exit 2 for a bad
  * command line, config or budget, 1 otherwise.
  */
-#include <stdlib.h>   /* free, rand_r */
+#include <stdlib.h>   /* free, malloc */
 #include <string.h>   /* strcmp, strrchr */
 #include <unistd.h>   /* sysconf, readlink, access */
 #include "cli.h"      /* options, errors, cli_mem_available */
 #include "tune.h"
 #include "zt_clock.h" /* zt_clock_ms */
+#include "zt_file.h"  /* zt_file_read_all */
 
 static const char *usage_text =
     "usage: zt-tune --ds-config F --model F --data F [options]\n"
@@ -44,7 +45,7 @@ static const char *usage_text =
     "  --results-dir D      overrides autotuning.results_dir;  --exps-dir D  autotuning.exps_dir\n"
     "  --resume             reuse the results in the results directory (as overwrite false)\n"
     "  --trial-timeout S    seconds a trial may run (default 900)\n"
-    "  --mpirun P           the MPI launcher for several ranks (default: mpirun on PATH)\n"
+    "  --mpirun P           Open MPI's mpirun for several ranks (default: mpirun on PATH)\n"
     "  --dry-run            the space and the memory model's verdicts (stdout, results.tsv),\n"
     "                       nothing run\n"
     "  --quiet              no progress lines and no table (the files are written)\n"
@@ -53,7 +54,7 @@ static const char *usage_text =
     "STARPU_NCPU, ZT_GRAPH_CHUNKS and the command), results.tsv (every candidate: predicted and\n"
     "measured step time and peak memory, why each one not run was not), results.jsonl (the\n"
     "trials, for --resume), autotune.png (needs gnuplot). Each trial's config, output, log and\n"
-    "trace: EXPS_DIR/expNNN/.\n"
+    "trace: EXPS_DIR/expNNN-HASH/ (the table's id, the configuration's hash).\n"
     "Interrupted (Ctrl-C, SIGTERM), it stops the running trial and exits 130; --resume then\n"
     "goes on from the trials done.\n"
     "Exit status: 0 ok, 2 bad command line, config or budget, 130 interrupted, 1 any other\n"
@@ -94,6 +95,9 @@ static int parse_options(struct tune *t, struct options *o, int argc, char **arg
         else rc = cli_usage_error(&g_cli, "unknown option '%s'", a);
         if (rc) return rc;
     }
+    if (o->timeout > 7 * 86400)
+        return cli_usage_error(&g_cli, "--trial-timeout %lld: at most a week (604800 s)",
+                               (long long)o->timeout);
     if (!t->ds_config) return cli_usage_error(&g_cli, "missing %s", "--ds-config");
     if (!t->model) return cli_usage_error(&g_cli, "missing %s", "--model");
     if (!t->data) return cli_usage_error(&g_cli, "missing %s", "--data");
@@ -124,11 +128,44 @@ static const char *sibling(const char *name, char *buf, size_t n) {
     return name;
 }
 
+/* The user's config: its JSON (t->user) and its values (t->cfg). The tuner chooses the
+ * micro-batch and accumulation, so with a train_batch_size only that is resolved (the user's
+ * split need not suit the ranks tried); the accumulation is kept for max_train_batch_size. */
+static enum zt_status load_config(struct tune *t) {
+    char *text = NULL;
+    size_t len = 0;
+    if (zt_file_read_all(t->ds_config, 64u << 20, &text, &len) != 0 ||
+        !(t->user = cJSON_Parse(text))) {
+        free(text); /* zt_config_load says what is wrong with it */
+        return zt_config_load(&t->cfg, t->ds_config, 1) == ZT_OK
+                   ? zt_error_set(ZT_ERR_CONFIG, "config %s: cannot read it", t->ds_config)
+                   : zt_error_last_code();
+    }
+    free(text);
+    cJSON *base = cJSON_Duplicate(t->user, 1);
+    const cJSON *acc = cJSON_GetObjectItemCaseSensitive(t->user, "gradient_accumulation_steps");
+    if (base && cJSON_GetObjectItemCaseSensitive(base, "train_batch_size")) {
+        cJSON_DeleteItemFromObjectCaseSensitive(base, "train_micro_batch_size_per_gpu");
+        cJSON_DeleteItemFromObjectCaseSensitive(base, "gradient_accumulation_steps");
+    }
+    char *json = base ? cJSON_PrintUnformatted(base) : NULL;
+    cJSON_Delete(base);
+    if (!json) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
+    /* auto: the batch rule as on one rank; each rank count tried divides the global batch */
+    enum zt_status rc = zt_config_parse(&t->cfg, json, t->ds_config, t->ranks ? t->ranks : 1);
+    cJSON_free(json);
+    if (rc == ZT_OK && cJSON_IsNumber(acc) && acc->valueint >= 1)
+        t->cfg.grad_accum = acc->valueint;
+    return rc;
+}
+
 /* config (its raw JSON too), model, token file; the options over the autotuning section */
 static int load_inputs(struct tune *t, const struct options *o) {
-    /* auto: the batch rule as on one rank; each rank count divides the global batch */
-    int world = t->ranks ? t->ranks : 1;
-    if (zt_config_load(&t->cfg, t->ds_config, world) != ZT_OK) return cli_fail(&g_cli, 2);
+    const char *sched = getenv("STARPU_SCHED");
+    if (sched && strlen(sched) >= sizeof t->c[0].k.sched)
+        return cli_usage_error(&g_cli, "STARPU_SCHED=%s: not a policy name", sched);
+    if (load_config(t) != ZT_OK)
+        return cli_fail(&g_cli, zt_error_last_code() == ZT_ERR_IO ? 1 : 2);
     t->at = t->cfg.autotune;
     if (o->results_dir) snprintf(t->at.results_dir, sizeof t->at.results_dir, "%s",
                                  o->results_dir);
@@ -137,20 +174,6 @@ static int load_inputs(struct tune *t, const struct options *o) {
     t->trial_timeout_s = (int)o->timeout;
     if (!t->nvme_path && t->cfg.offload_optimizer.device == ZT_OFFLOAD_NVME)
         t->nvme_path = t->cfg.offload_optimizer.nvme_path;
-    FILE *f = fopen(t->ds_config, "r");
-    char *text = NULL;
-    size_t cap = 0;
-    if (f && getdelim(&text, &cap, '\0', f) < 0) {
-        free(text);
-        text = NULL;
-    }
-    if (f) fclose(f);
-    t->user = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    if (!t->user) {
-        zt_error_set(ZT_ERR_IO, "config %s: cannot read it again", t->ds_config);
-        return cli_fail(&g_cli, 1);
-    }
     if (zt_model_shape_load(&t->shape, t->model) != ZT_OK) return cli_fail(&g_cli, 2);
     struct zt_tokens tok;
     if (zt_tokens_open(&tok, t->data, t->shape.vocab_size) != ZT_OK) return cli_fail(&g_cli, 1);
@@ -194,12 +217,20 @@ static enum zt_status measure(struct tune *t, int i) {
     if (!cand_fits(t, c))
         return zt_error_set(ZT_ERR_INVALID, "exp%03d is predicted above the budget",
                             i);
-    if (results_resume(t, c))
+    int resumed = results_resume(t, c);
+    if (resumed)
         t->trials++;
-    else {
+    else
         ZT_CHECK(trial_measure(t, c, i));
-        ZT_CHECK(results_append(t, c));
+    /* the model's margin should make this impossible: if it happens, the run did not fit */
+    const int64_t budget = tune_budget(t, &c->k);
+    if (c->state == CAND_MEASURED && c->meas_peak_mib * 1048576.0 > (double)budget) {
+        c->state = CAND_FAILED;
+        snprintf(c->why, sizeof c->why, "measured peak %.1f MiB above the budget %.1f MiB "
+                 "(predicted %.1f)", c->meas_peak_mib, budget / 1048576.0,
+                 c->pred_peak / 1048576.0);
     }
+    if (!resumed) ZT_CHECK(results_append(t, c));
     if (is_better(t, i)) {
         t->best = i;
         t->since_best = 0;
@@ -243,8 +274,8 @@ static enum zt_status measure_in_order(struct tune *t, const int *order, int n) 
 // the phases
 
 static int same_class(const struct knobs *a, const struct knobs *b) {
-    return a->stage == b->stage && a->opt_dev == b->opt_dev && a->param_dev == b->param_dev &&
-           a->prec == b->prec;
+    return a->ranks == b->ranks && a->workers == b->workers && a->stage == b->stage &&
+           a->opt_dev == b->opt_dev && a->param_dev == b->param_dev && a->prec == b->prec;
 }
 
 /* the measured probe of c's class among probes[0..np), else -1 */
@@ -272,14 +303,16 @@ static enum zt_status model_based(struct tune *t, int *order, int n) {
     t->since_best = 0;
     ZT_CHECK(rc);
     if (t->best < 0) return ZT_OK;
-    const double best_ms = t->c[t->best].meas_ms;
+    const double best = tune_score(t, &t->c[t->best]);
     for (int j = 0; j < n; j++) {
         struct cand *c = &t->c[order[j]];
         int p = class_probe(t, c, probes, np);
-        if (c->state != CAND_PENDING || (p >= 0 && t->c[p].meas_ms <= 1.05 * best_ms)) continue;
+        if (c->state != CAND_PENDING || (p >= 0 && tune_score(t, &t->c[p]) * 1.05 >= best))
+            continue;
         if (p >= 0)
             snprintf(c->why, sizeof c->why, "not run (model_based): its class's probe exp%03d "
-                     "was %.0f%% slower than the best", p, 100.0 * (t->c[p].meas_ms / best_ms - 1));
+                     "scored %.0f%% below the best", p,
+                     100.0 * (1 - tune_score(t, &t->c[p]) / best));
         else
             snprintf(c->why, sizeof c->why, "not run (model_based): its class's probe failed or "
                      "did not run");
@@ -332,23 +365,35 @@ static enum zt_status micro_batch_phase(struct tune *t) {
 
 /* Predict the best one's scheduler and worker neighbours by replay; measure the best
  * prediction when it promises more than 2%; again from a new best. */
-static enum zt_status replay_phase(struct tune *t) {
-    for (int round = 0; round < 4; round++) {
-        int b = t->best, nb[64], n = space_replay_neighbours(t, b, nb, 64), top = -1;
-        for (int j = 0; j < n; j++) {
-            struct cand *c = &t->c[nb[j]];
-            if (c->state == CAND_PENDING) ZT_CHECK(trial_replay(t, c, b));
-            if (c->state == CAND_PREDICTED &&
-                (top < 0 || tune_score(t, c) > tune_score(t, &t->c[top])))
-                top = nb[j];
-        }
-        if (top < 0 || tune_score(t, &t->c[top]) < 1.02 * tune_score(t, &t->c[b]) ||
-            must_stop(t, &t->c[top]))
-            return ZT_OK;
-        ZT_CHECK(measure(t, top));
-        if (t->best == b) return ZT_OK;
+static enum zt_status replay_round(struct tune *t, int b, int *nb, int *top) {
+    int n = space_replay_neighbours(t, b, nb, 4 * t->cores);
+    *top = -1;
+    for (int j = 0; j < n; j++) {
+        struct cand *c = &t->c[nb[j]];
+        if (c->state == CAND_PENDING) ZT_CHECK(trial_replay(t, c, b));
+        if (c->state == CAND_PREDICTED &&
+            (*top < 0 || tune_score(t, c) > tune_score(t, &t->c[*top])))
+            *top = nb[j];
     }
     return ZT_OK;
+}
+
+static enum zt_status replay_phase(struct tune *t) {
+    int *nb = malloc((size_t)(4 * t->cores) * sizeof *nb), top = -1; /* policies x workers */
+    if (!nb) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
+    enum zt_status rc = ZT_OK;
+    for (int round = 0; round < 4 && rc == ZT_OK; round++) {
+        int b = t->best;
+        rc = replay_round(t, b, nb, &top);
+        if (rc != ZT_OK || top < 0 ||
+            tune_score(t, &t->c[top]) < 1.02 * tune_score(t, &t->c[b]) ||
+            must_stop(t, &t->c[top]))
+            break;
+        rc = measure(t, top);
+        if (rc != ZT_OK || t->best == b) break;
+    }
+    free(nb);
+    return rc;
 }
 
 /* autotuning.fast false: one knob at a time around the best, measured, while it improves */
@@ -407,6 +452,9 @@ static enum zt_status run_tune(struct tune *t) {
     ZT_CHECK(replay_phase(t));
     t->since_best = 0;
     if (!t->at.fast) ZT_CHECK(refine_phase(t));
+    if (trial_interrupted())
+        return zt_error_set(ZT_ERR_INVALID, "interrupted; --resume goes on from the trials "
+                            "done");
     ZT_CHECK(results_write(t));
     if (!t->quiet) print_best(t);
     return ZT_OK;

@@ -10,9 +10,10 @@
 #include <math.h>       /* isnan */
 #include <stdlib.h>     /* free */
 #include <string.h>     /* strcmp, strerror */
-#include <sys/stat.h>   /* mkdir */
+#include <sys/stat.h>   /* stat */
 #include <unistd.h>     /* unlink */
 #include "cli.h"        /* cli_run_gnuplot */
+#include "zt_file.h"    /* zt_file_mkdirs */
 #include "tune.h"
 
 static const char *const state_names[] = {"pending", "pruned", "predicted", "measured",
@@ -26,19 +27,9 @@ double tune_score(const struct tune *t, const struct cand *c) {
     return c->k.train_batch * 1e3 / ms;
 }
 
-/* mkdir -p */
 static enum zt_status make_dirs(const char *path) {
-    char p[1024];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = p + 1;; s++) {
-        if (*s && *s != '/') continue;
-        char was = *s;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return zt_error_set(ZT_ERR_IO, "%s: cannot create (%s)", p,
-                                strerror(errno));
-        if (!(*s = was)) break;
-    }
+    if (zt_file_mkdirs(path, 0755) != 0)
+        return zt_error_set(ZT_ERR_IO, "%s: cannot create (%s)", path, strerror(errno));
     return ZT_OK;
 }
 
@@ -49,29 +40,67 @@ static void results_path(const struct tune *t, const char *name, char *out, size
 // ----------------------------------------------------------------------------
 // results.jsonl
 
+/* What makes two tunes' trials the same measurement: the config (its autotuning section
+ * aside), the model, the data file, the NVMe directory, the profiled steps, the cores and the
+ * zt-train they ran. An earlier results.jsonl with another fingerprint is not resumed. */
+static uint64_t fingerprint(const struct tune *t) {
+    cJSON *cfg = cJSON_Duplicate(t->user, 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(cfg, "autotuning");
+    char *text = cfg ? cJSON_PrintUnformatted(cfg) : NULL;
+    cJSON_Delete(cfg);
+    uint64_t h = text ? zt_hash_bytes(0, text, strlen(text)) : 0;
+    cJSON_free(text);
+    struct stat st;
+    int64_t data_size = stat(t->data, &st) == 0 ? (int64_t)st.st_size : -1;
+    const int64_t v[] = {t->shape.vocab_size, t->shape.seq_len, t->shape.n_embd,
+                         t->shape.n_layer, t->shape.n_head, data_size,
+                         t->at.start_profile_step, t->at.end_profile_step, t->cores};
+    h = zt_hash_bytes(h, v, sizeof v);
+    const char *s[] = {t->data, t->nvme_path ? t->nvme_path : "", t->zt_train};
+    for (int i = 0; i < 3; i++) h = zt_hash_bytes(h, s[i], strlen(s[i]) + 1);
+    return h;
+}
+
+/* Read an earlier results.jsonl into t->earlier: its first line must carry this tune's
+ * fingerprint (else ZT_ERR_CONFIG); a line cut by an interruption is skipped (that trial runs
+ * again). */
+static enum zt_status load_earlier(struct tune *t, const char *path, const char *mark) {
+    FILE *f = fopen(path, "r");
+    char line[8192];
+    for (int lineno = 1; f && fgets(line, sizeof line, f); lineno++) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *tune = cJSON_GetObjectItemCaseSensitive(j, "tune");
+        if (lineno == 1 && !(cJSON_IsString(tune) && !strcmp(tune->valuestring, mark))) {
+            cJSON_Delete(j);
+            fclose(f);
+            return zt_error_set(ZT_ERR_CONFIG, "%s: the results of another tune (its config, "
+                                "model, data, NVMe path, profiled steps or cores differ): "
+                                "give another results_dir, or overwrite them", path);
+        }
+        if (lineno > 1 && cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "key")))
+            cJSON_AddItemToArray(t->earlier, j);
+        else
+            cJSON_Delete(j);
+    }
+    if (f) fclose(f);
+    return ZT_OK;
+}
+
 enum zt_status results_open(struct tune *t) {
     ZT_CHECK(make_dirs(t->at.results_dir));
     ZT_CHECK(make_dirs(t->at.exps_dir));
-    char path[1100];
+    char path[1100], mark[32];
     results_path(t, "results.jsonl", path, sizeof path);
+    snprintf(mark, sizeof mark, "%016llx", (unsigned long long)fingerprint(t));
     t->earlier = cJSON_CreateArray();
     if (!t->earlier) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
-    if (t->at.overwrite && !t->resume) return unlink(path) == 0 || errno == ENOENT ? ZT_OK
-        : zt_error_set(ZT_ERR_IO, "%s: cannot remove (%s)", path, strerror(errno));
-    FILE *f = fopen(path, "r");
-    char line[4096];
-    int lineno = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        lineno++;
-        cJSON *j = cJSON_Parse(line);
-        if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "key"))) {
-            cJSON_Delete(j); /* a line cut by the interruption: that trial runs again */
-            fprintf(stderr, "%s line %d: not a result, ignored\n", path, lineno);
-            continue;
-        }
-        cJSON_AddItemToArray(t->earlier, j);
-    }
-    if (f) fclose(f);
+    int fresh = t->at.overwrite && !t->resume;
+    if (!fresh) ZT_CHECK(load_earlier(t, path, mark));
+    if (!fresh && cJSON_GetArraySize(t->earlier) > 0) return ZT_OK;
+    FILE *f = fopen(path, "w"); /* a new file: its fingerprint first */
+    int ok = f && fprintf(f, "{\"tune\": \"%s\"}\n", mark) > 0;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) return zt_error_set(ZT_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
     return ZT_OK;
 }
 
@@ -85,6 +114,7 @@ enum zt_status results_append(struct tune *t, const struct cand *c) {
     cJSON_AddNumberToObject(j, "peak_mib", c->meas_peak_mib);
     cJSON_AddNumberToObject(j, "trial_s", c->trial_s);
     cJSON_AddStringToObject(j, "why", c->why);
+    cJSON_AddStringToObject(j, "dir", c->dir);
     char *text = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     FILE *f = text ? fopen(path, "a") : NULL;
@@ -107,7 +137,9 @@ int results_resume(struct tune *t, struct cand *c) {
         c->meas_ms = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "ms"));
         c->meas_peak_mib = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "peak_mib"));
         c->trial_s = cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(j, "trial_s"));
+        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(j, "dir");
         if (cJSON_IsString(why)) snprintf(c->why, sizeof c->why, "%s", why->valuestring);
+        if (cJSON_IsString(dir)) snprintf(c->dir, sizeof c->dir, "%s", dir->valuestring);
         c->resumed = 1;
         return 1;
     }
@@ -136,13 +168,13 @@ static void print_row(FILE *f, const struct tune *t, int i, int tsv) {
     const char *mark = i == t->best ? "*" : "";
     if (tsv)
         fprintf(f, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%d\t%d\t%lld\t%lld\t%d\t%lld\t"
-                   "%lld\t%d\t%d\t%lld\t%d\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\n", i, c->phase,
+                   "%lld\t%d\t%d\t%lld\t%d\t%s\t%s\t%s\t%s\t%.1f\t%s\t%s\t%s\n", i, c->phase,
                 state_names[c->state], k->ranks, k->stage, k->micro, k->accum,
                 zt_precision_name(k->prec), off, k->sched, k->workers, k->chunks,
                 (long long)k->reduce_bucket, (long long)k->allgather_bucket, k->overlap_comm,
                 (long long)k->s3_max_live, (long long)k->s3_prefetch, k->opt_buffers,
                 k->param_buffers, (long long)k->aio_block, k->aio_queue_depth, pm, mm, ps, ms,
-                c->trial_s, c->why, mark);
+                c->trial_s, c->dir, c->why, mark);
     else
         fprintf(f, "%3d%-1s %-11s %-9s %5d %3dx%-3d %-4s %-15s %-5s %2dx%-2d %3d %7s %7s %8s "
                    "%8s  %s\n", i, mark, c->phase, state_names[c->state], k->stage, k->micro,
@@ -166,7 +198,7 @@ static enum zt_status write_table(const struct tune *t) {
     fprintf(f, "id\tphase\tstate\tranks\tstage\tmicro\taccum\tprecision\toffload\tsched\tworkers\t"
                "chunks\treduce_bucket\tallgather_bucket\toverlap_comm\tmax_live\tprefetch\t"
                "opt_buffers\tparam_buffers\taio_block\taio_queue_depth\tpredicted_peak_mib\t"
-               "measured_peak_mib\tpredicted_ms\tmeasured_ms\ttrial_s\twhy\tbest\n");
+               "measured_peak_mib\tpredicted_ms\tmeasured_ms\ttrial_s\tdir\twhy\tbest\n");
     for (int i = 0; i < t->n; i++) print_row(f, t, i, 1);
     if (fclose(f) != 0)
         return zt_error_set(ZT_ERR_IO, "%s: write failed (%s)", path, strerror(errno));
@@ -177,41 +209,54 @@ static enum zt_status write_table(const struct tune *t) {
 // ----------------------------------------------------------------------------
 // the best configuration and the plot
 
-static enum zt_status write_text(const char *path, const char *text) {
+/* text then tail into path */
+static enum zt_status write_text(const char *path, const char *text, const char *tail) {
     FILE *f = fopen(path, "w");
-    int ok = f && fputs(text, f) >= 0;
+    int ok = f && fputs(text, f) >= 0 && fputs(tail, f) >= 0;
     if (f && fclose(f) != 0) ok = 0;
-    if (!ok) return zt_error_set(ZT_ERR_IO, "%s: cannot write (%s)", path,
-                                 strerror(errno));
+    if (!ok) return zt_error_set(ZT_ERR_IO, "%s: cannot write (%s)", path, strerror(errno));
     return ZT_OK;
+}
+
+/* s as one shell word: in single quotes, a quote inside written '\'' */
+static void shell_word(char *out, size_t n, const char *s) {
+    size_t at = 0;
+    out[at++] = '\'';
+    for (; *s && at + 6 < n; s++) {
+        if (*s == '\'') {
+            memcpy(out + at, "'\\''", 4);
+            at += 4;
+        } else {
+            out[at++] = *s;
+        }
+    }
+    out[at++] = '\'';
+    out[at] = '\0';
 }
 
 static enum zt_status write_best(const struct tune *t) {
     const struct knobs *k = &t->c[t->best].k;
-    char path[1100], env[4096];
+    char path[1100], env[8192], cfg[2300], model[2300], data[2300], launch[128] = "";
     results_path(t, "ds_config_optimal.json", path, sizeof path);
     cJSON *js = knobs_config(t, k, 0);
     char *text = js ? cJSON_Print(js) : NULL;
     cJSON_Delete(js);
     if (!text) return zt_error_set(ZT_ERR_NOMEM, "out of memory");
-    size_t len = strlen(text);
-    enum zt_status rc = ZT_OK;
-    char *withnl = malloc(len + 2);
-    if (!withnl) rc = zt_error_set(ZT_ERR_NOMEM, "out of memory");
-    else memcpy(withnl, text, len), memcpy(withnl + len, "\n", 2), rc = write_text(path, withnl);
-    free(withnl);
+    enum zt_status rc = write_text(path, text, "\n");
     cJSON_free(text);
     ZT_CHECK(rc);
-    char launch[512] = "";
     if (k->ranks > 1)
         snprintf(launch, sizeof launch, "mpirun -np %d -x STARPU_SCHED -x STARPU_NCPU "
                  "-x ZT_GRAPH_CHUNKS ", k->ranks);
+    shell_word(cfg, sizeof cfg, path);
+    shell_word(model, sizeof model, t->model);
+    shell_word(data, sizeof data, t->data);
     snprintf(env, sizeof env, "# zt-tune's best configuration: source this file, then run the "
              "command below\nexport STARPU_SCHED=%s\nexport STARPU_NCPU=%d\n"
              "export ZT_GRAPH_CHUNKS=%d\n# %szt-train --ds-config %s --model %s --data %s\n",
-             k->sched, k->workers, k->chunks, launch, path, t->model, t->data);
+             k->sched, k->workers, k->chunks, launch, cfg, model, data);
     results_path(t, "env_optimal.sh", path, sizeof path);
-    return write_text(path, env);
+    return write_text(path, env, "");
 }
 
 /* autotune.png: every measured or predicted candidate's step time against its predicted

@@ -23,10 +23,12 @@ void knobs_from_config(struct knobs *k, const struct zt_config *cfg) {
         .s3_prefetch = cfg->stage3_prefetch_bucket_size,
         .opt_buffers = cfg->offload_optimizer.buffer_count,
         .param_buffers = cfg->offload_param.buffer_count, .aio_block = cfg->aio_block_size,
-        .aio_queue_depth = cfg->aio_queue_depth, .workers = 1, .chunks = 4};
-    const char *s = getenv("STARPU_SCHED"), *ch = getenv("ZT_GRAPH_CHUNKS");
-    snprintf(k->sched, sizeof k->sched, "%s", s && *s ? s : "lws");
-    if (ch && atoi(ch) > 0) k->chunks = atoi(ch);
+        .aio_queue_depth = cfg->aio_queue_depth, .workers = 1};
+    const char *s = getenv("STARPU_SCHED");
+    snprintf(k->sched, sizeof k->sched, "%s", s && *s ? s : zt_runtime_default_sched());
+    int64_t chunks = 4;
+    zt_knob_int("ZT_GRAPH_CHUNKS", &chunks); /* checked at start-up (zt_knobs_check) */
+    k->chunks = (int)chunks;
 }
 
 void knobs_key(const struct knobs *k, char *out, size_t n) {
@@ -197,7 +199,7 @@ enum zt_status cand_predict_memory(struct tune *t, struct cand *c) {
     }
     if (!cand_fits(t, c)) {
         c->state = CAND_PRUNED;
-        snprintf(c->why, sizeof c->why, "memory: predicted peak %.1f MiB, with the model's 6%% "
+        snprintf(c->why, sizeof c->why, "memory: predicted peak %.1f MiB, with the model's 8%% "
                  "margin %.1f MiB > budget %.1f MiB", c->pred_peak / 1048576.0,
                  c->pred_peak * TUNE_MEMORY_MARGIN / 1048576.0,
                  tune_budget(t, &c->k) / 1048576.0);
@@ -207,18 +209,6 @@ enum zt_status cand_predict_memory(struct tune *t, struct cand *c) {
 
 // ----------------------------------------------------------------------------
 // the micro-batch phase: stage x placement x precision x micro-batch
-
-static int64_t model_numel(const struct zt_model_shape *s) {
-    int64_t n = 0;
-    for (int i = 0; i < zt_gpt2_nparams(s); i++) {
-        char name[160];
-        int ndim;
-        int64_t shape[2];
-        zt_gpt2_param_info(s, i, name, sizeof name, &ndim, shape);
-        n += shape[0] * (ndim > 1 ? shape[1] : 1);
-    }
-    return n;
-}
 
 /* The micro-batch sizes to try on `ranks` ranks, largest first, with their accumulation:
  * divisors of the per-rank batch (global batch fixed), or powers of two within
@@ -374,7 +364,7 @@ int space_replay_neighbours(struct tune *t, int b, int *out, int max) {
 /* the one-knob changes of base: knobs and what changed, at most 16 */
 static int refine_changes(const struct tune *t, const struct knobs *base, struct knobs *v,
                           char (*what)[64]) {
-    const int64_t numel = model_numel(&t->shape);
+    const int64_t numel = zt_gpt2_numel(&t->shape);
     const int nvme_opt = base->opt_dev == ZT_OFFLOAD_NVME;
     const int nvme_par = base->param_dev == ZT_OFFLOAD_NVME;
     int n = 0;

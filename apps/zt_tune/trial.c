@@ -13,12 +13,13 @@
 #include <signal.h>     /* kill */
 #include <stdlib.h>     /* qsort, setenv */
 #include <string.h>     /* strerror, strncmp */
-#include <sys/stat.h>   /* mkdir */
+#include <sys/prctl.h>  /* prctl */
 #include <sys/wait.h>   /* waitpid */
 #include <time.h>       /* nanosleep */
 #include <unistd.h>     /* fork, execvp, geteuid */
 #include "tune.h"
 #include "zt_clock.h"   /* zt_clock_ms */
+#include "zt_file.h"    /* zt_file_mkdirs, zt_file_read_all, zt_file_remove_dir */
 
 enum { MAX_ARGS = 64 };
 
@@ -38,10 +39,6 @@ void trial_catch_interrupts(void) {
 
 int trial_interrupted(void) { return g_interrupted != 0; }
 
-void trial_dir(const struct tune *t, int index, char *out, size_t n) {
-    snprintf(out, n, "%s/exp%03d", t->at.exps_dir, index);
-}
-
 // ----------------------------------------------------------------------------
 // running a program
 
@@ -49,6 +46,7 @@ void trial_dir(const struct tune *t, int index, char *out, size_t n) {
 static void exec_child(char *const *argv, const char *const *env, const char *out,
                        const char *err) {
     setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* zt-tune killed outright: its trial goes too */
     int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fo < 0 || fe < 0) _exit(126);
@@ -57,6 +55,22 @@ static void exec_child(char *const *argv, const char *const *env, const char *ou
     for (int i = 0; env && env[i]; i += 2) setenv(env[i], env[i + 1], 1);
     execvp(argv[0], argv);
     _exit(127);
+}
+
+/* End the process group of pid: SIGTERM (mpirun passes it to its ranks and cleans up), then
+ * SIGKILL after a grace of 3 s; pid reaped. */
+static void stop_group(pid_t pid) {
+    int status;
+    kill(-pid, SIGTERM);
+    for (int i = 0; i < 150; i++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+            kill(-pid, SIGKILL); /* what the leader left behind */
+            return;
+        }
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
 }
 
 /* Run argv (env: NAME, VALUE pairs, NULL-ended) to completion or timeout_s; *code its exit
@@ -76,14 +90,12 @@ static enum zt_status run_program(char *const *argv, const char *const *env, con
         if (w < 0 && errno != EINTR)
             return zt_error_set(ZT_ERR_IO, "waitpid: %s", strerror(errno));
         if (g_interrupted) {
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
+            stop_group(pid);
             return zt_error_set(ZT_ERR_INVALID, "interrupted: the trial in %s was stopped; "
                                 "--resume goes on from the trials done", out);
         }
         if (zt_clock_ms() - t0 > timeout_s * 1000.0) {
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
+            stop_group(pid);
             *code = -1;
             return ZT_OK;
         }
@@ -196,11 +208,21 @@ static enum zt_status write_config(const struct tune *t, const struct cand *c, c
     return ZT_OK;
 }
 
+/* c's trial directory, emptied: the index for people, the key's hash so that no two
+ * configurations share one (nothing an earlier trial left in it is read as this one's) */
+static enum zt_status fresh_dir(const struct tune *t, struct cand *c, int index) {
+    snprintf(c->dir, sizeof c->dir, "%s/exp%03d-%08llx", t->at.exps_dir, index,
+             (unsigned long long)(zt_hash_bytes(0, c->key, strlen(c->key)) & 0xffffffffu));
+    zt_file_remove_dir(c->dir);
+    if (zt_file_mkdirs(c->dir, 0755) != 0)
+        return zt_error_set(ZT_ERR_IO, "%s: cannot create (%s)", c->dir, strerror(errno));
+    return ZT_OK;
+}
+
 enum zt_status trial_measure(struct tune *t, struct cand *c, int index) {
-    char dir[1024], out[1100], err[1100], log[1100], *argv[MAX_ARGS], bufs[MAX_ARGS][1100];
-    trial_dir(t, index, dir, sizeof dir);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return zt_error_set(ZT_ERR_IO, "%s: cannot create (%s)", dir, strerror(errno));
+    char out[1100], err[1100], log[1100], *argv[MAX_ARGS], bufs[MAX_ARGS][1100];
+    ZT_CHECK(fresh_dir(t, c, index));
+    const char *dir = c->dir;
     ZT_CHECK(write_config(t, c, dir));
     snprintf(out, sizeof out, "%s/stdout.txt", dir);
     snprintf(err, sizeof err, "%s/stderr.txt", dir);
@@ -218,7 +240,7 @@ enum zt_status trial_measure(struct tune *t, struct cand *c, int index) {
     t->trials++;
     c->meas_ms = profiled_ms(log, t->at.start_profile_step, t->at.end_profile_step);
     c->meas_peak_mib = peak_mib(out);
-    if (code == 0 && !isnan(c->meas_ms)) {
+    if (code == 0 && !isnan(c->meas_ms) && c->meas_peak_mib > 0) {
         c->state = CAND_MEASURED;
         return ZT_OK;
     }
@@ -245,28 +267,11 @@ static const char *replay_policy(const char *sched) {
                ? "prio" : "eager";
 }
 
-/* the replay's mean predicted step time over the profiled steps; NAN when it failed */
-static double replay_ms(const struct tune *t, int m, const char *policy, int workers) {
-    char dir[1024], trace[1100], out[1200], err[1200], w[16], *argv[MAX_ARGS];
-    trial_dir(t, m, dir, sizeof dir);
-    snprintf(trace, sizeof trace, "%s/trace.json", dir);
-    snprintf(out, sizeof out, "%s/replay-%s-w%d.json", dir, policy, workers);
-    snprintf(err, sizeof err, "%s/replay-%s-w%d.err", dir, policy, workers);
-    snprintf(w, sizeof w, "%d", workers);
-    const char *args[] = {t->zt_trace, "replay", trace, "--policy", policy, "--workers", w,
-                          "--durations", "cpu", "--json", NULL};
-    memcpy(argv, args, sizeof args);
-    int code = 0;
-    if (run_program(argv, NULL, out, err, t->trial_timeout_s, &code) != ZT_OK || code != 0)
-        return NAN;
+/* the mean predicted step time over the profiled steps of a replay's JSON; NAN without one */
+static double replay_file_ms(const struct tune *t, const char *path) {
     char *text = NULL;
     size_t len = 0;
-    FILE *f = fopen(out, "r");
-    if (f) {
-        len = (size_t)getdelim(&text, &len, '\0', f);
-        fclose(f);
-    }
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    cJSON *j = zt_file_read_all(path, 16u << 20, &text, &len) == 0 ? cJSON_Parse(text) : NULL;
     free(text);
     double sum = 0;
     int n = 0;
@@ -274,17 +279,40 @@ static double replay_ms(const struct tune *t, int m, const char *policy, int wor
     cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(j, "steps")) {
         const cJSON *st = cJSON_GetObjectItemCaseSensitive(s, "step");
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "predicted_ms");
-        if (cJSON_IsNumber(st) && cJSON_IsNumber(p) && st->valuedouble >= t->at.start_profile_step)
+        if (cJSON_IsNumber(st) && cJSON_IsNumber(p) &&
+            st->valuedouble >= t->at.start_profile_step)
             sum += p->valuedouble, n++;
     }
     cJSON_Delete(j);
     return n ? sum / n : NAN;
 }
 
+/* *ms: the replay of measured candidate m's trace with this policy and workers (NAN when the
+ * replay failed). Each (policy, workers) is replayed once per trace: its JSON stays in m's
+ * directory, emptied whenever m is measured again. An interruption is an error. */
+static enum zt_status replay_ms(const struct tune *t, int m, const char *policy, int workers,
+                                double *ms) {
+    char trace[1100], out[1200], err[1200], w[16], *argv[MAX_ARGS];
+    const char *dir = t->c[m].dir;
+    snprintf(trace, sizeof trace, "%s/trace.json", dir);
+    snprintf(out, sizeof out, "%s/replay-%s-w%d.json", dir, policy, workers);
+    snprintf(err, sizeof err, "%s/replay-%s-w%d.err", dir, policy, workers);
+    if (!isnan(*ms = replay_file_ms(t, out))) return ZT_OK;
+    snprintf(w, sizeof w, "%d", workers);
+    const char *args[] = {t->zt_trace, "replay", trace, "--policy", policy, "--workers", w,
+                          "--durations", "cpu", "--json", NULL};
+    memcpy(argv, args, sizeof args);
+    int code = 0;
+    ZT_CHECK(run_program(argv, NULL, out, err, t->trial_timeout_s, &code));
+    *ms = code == 0 ? replay_file_ms(t, out) : NAN;
+    return ZT_OK;
+}
+
 enum zt_status trial_replay(struct tune *t, struct cand *c, int m) {
     const struct cand *ref = &t->c[m];
-    double base = replay_ms(t, m, replay_policy(ref->k.sched), ref->k.workers);
-    double mine = replay_ms(t, m, replay_policy(c->k.sched), c->k.workers);
+    double base, mine;
+    ZT_CHECK(replay_ms(t, m, replay_policy(ref->k.sched), ref->k.workers, &base));
+    ZT_CHECK(replay_ms(t, m, replay_policy(c->k.sched), c->k.workers, &mine));
     c->from = m;
     if (isnan(base) || isnan(mine) || base <= 0) {
         c->state = CAND_PRUNED;

@@ -18,9 +18,10 @@
 #include "zerotask.h"    /* zt_config, zt_model_shape, zt_memory_predict */
 
 /* A candidate runs only when its predicted peak, raised by the memory model's error bound, fits
- * the budget: the model's predictions lie within 5.1% of the measured peaks
- * (docs/architecture.md, "Memory model"), so a candidate that runs fits. */
-#define TUNE_MEMORY_MARGIN 1.06
+ * the budget: tests/graph/test_memory_model.py holds the predictions to at most 1 - 1/1.08 below
+ * the measured peaks (docs/architecture.md, "Memory model", has the errors measured), so a
+ * candidate that runs fits; one that does not anyway is a failed trial. */
+#define TUNE_MEMORY_MARGIN 1.08
 
 /* One configuration: the fields of the DeepSpeed config and the environment it sets. */
 struct knobs {
@@ -37,7 +38,7 @@ struct knobs {
     int aio_queue_depth;
     int workers;     /* STARPU_NCPU per rank */
     int chunks;      /* ZT_GRAPH_CHUNKS */
-    char sched[16];  /* STARPU_SCHED */
+    char sched[32];  /* STARPU_SCHED (a longer name is refused at start-up) */
 };
 
 enum cand_state {
@@ -60,6 +61,7 @@ struct cand {
     double trial_s;          /* wall time of its trial */
     int from;                /* the measured candidate a prediction came from, else -1 */
     int resumed;             /* its result came from an earlier tune's results */
+    char dir[1024];          /* its trial's directory (config, output, log, trace, replays) */
     char why[240];
 };
 
@@ -124,8 +126,6 @@ enum zt_status trial_replay(struct tune *t, struct cand *c, int m);
 /* SIGINT and SIGTERM stop the running program and make the trial fail with "interrupted" */
 void trial_catch_interrupts(void);
 int trial_interrupted(void);
-/* the trial directory of candidate index */
-void trial_dir(const struct tune *t, int index, char *out, size_t n);
 
 /* results.c */
 /* results_dir and exps_dir made; results.jsonl loaded (resume) or cleared (overwrite). */

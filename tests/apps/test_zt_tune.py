@@ -26,6 +26,7 @@ memory the model does not count); without it, everything else.
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -71,6 +72,12 @@ def table(res):
         return list(csv.DictReader(f, delimiter="\t"))
 
 
+def trials(res):
+    """the keys of results.jsonl's trials, in order (its first line is the tune's fingerprint)"""
+    with open(os.path.join(res, "results.jsonl")) as f:
+        return [r["key"] for r in map(json.loads, f) if "key" in r]
+
+
 def one_error_line(p, code, *words):
     lines = p.stderr.strip().splitlines()
     return (p.returncode == code and len(lines) == 1 and lines[0].startswith("zt-tune: error:")
@@ -95,8 +102,8 @@ def budget_against_measured():
     p, res, _ = tune("cut", cut_cfg, "--memory-budget", "%dM" % cut, *big_args)
     rows = table(res)
     ran = [r for r in rows if r["state"] in ("measured", "failed")]
-    run.check(ran and all(float(r["predicted_peak_mib"]) * 1.06 <= cut for r in ran),
-              "budget %.0f MiB: every run candidate was predicted under it (with the 6%% margin)"
+    run.check(ran and all(float(r["predicted_peak_mib"]) * 1.08 <= cut for r in ran),
+              "budget %.0f MiB: every run candidate was predicted under it (with the 8%% margin)"
               % cut)
     run.check(all(0 < float(r["measured_peak_mib"]) <= cut for r in ran),
               "and measured under it (predicted %s, measured %s)" %
@@ -160,6 +167,14 @@ def everything_else():
     b = best[0]
     run.check(env == {"STARPU_SCHED": b["sched"], "STARPU_NCPU": b["workers"],
                       "ZT_GRAPH_CHUNKS": b["chunks"]}, "env_optimal.sh: the best row's environment")
+    with open(os.path.join(res, "ds_config_optimal.json")) as f:
+        opt = json.load(f)
+    run.check((opt["train_micro_batch_size_per_gpu"], opt["gradient_accumulation_steps"],
+               opt["zero_optimization"]["stage"], "offload_optimizer" in opt["zero_optimization"],
+               "autotuning" in opt) ==
+              (int(b["micro"]), int(b["accum"]), int(b["stage"]), b["offload"] != "none", False),
+              "ds_config_optimal.json: the best row's micro-batch, accumulation, stage and "
+              "placement, no autotuning section")
     picked, _, _ = run.train("picked", 1, ["--ds-config", os.path.join(res, "ds_config_optimal.json"),
                                            "--model", model, "--data", data, "--steps", "4"], env)
     with open(base) as f:
@@ -172,7 +187,7 @@ def everything_else():
                                        model, "--data", data, "--steps", "4"], env)
     run.check([r["loss"] for r in picked] == [r["loss"] for r in hand],
               "the chosen config trains to the bit-identical losses of the same config by hand")
-    with open(os.path.join(exps, "exp%03d" % int(b["id"]), "log.jsonl")) as f:
+    with open(os.path.join(b["dir"], "log.jsonl")) as f:
         trial = [json.loads(line)["loss"] for line in f]
     run.check(trial == [r["loss"] for r in picked][:len(trial)], "and to its own trial's steps")
 
@@ -183,21 +198,27 @@ def everything_else():
     jsonl = os.path.join(run.path("resume-results"), "results.jsonl")
     t0 = time.time()
     while time.time() - t0 < 300 and proc.poll() is None:
-        if os.path.exists(jsonl) and sum(1 for _ in open(jsonl)) >= 2:
+        if os.path.exists(jsonl) and len(trials(run.path("resume-results"))) >= 2:
             break
         time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    done = sum(1 for _ in open(jsonl))
+    done = len(trials(run.path("resume-results")))
     run.check(proc.returncode == 130 and "--resume" in err,
               "SIGINT during a trial: exit 130, the error says --resume (%d: %s)"
               % (proc.returncode, err.strip()[-200:]))
     p, res, _ = tune("resume", slow, "--resume")
     resumed = p.stdout.count("[resumed]")
-    keys = [json.loads(line)["key"] for line in open(jsonl)]
+    keys = trials(res)
     run.check(resumed == done and len(keys) == len(set(keys)),
               "--resume reuses the %d trials done (%d said [resumed]) and reruns none" %
               (done, resumed))
+    other = config("other.json", {"tuner_num_trials": 6, "tuner_early_stopping": 6,
+                                  "start_profile_step": 2, "end_profile_step": 8}, seed=99)
+    p, _, _ = tune("resume", other, "--resume", ok=False)
+    run.check(one_error_line(p, 2, "results of another tune"),
+              "--resume of another config's results: one error line, exit 2 (%s)"
+              % p.stderr.strip()[-200:])
     p, _, _ = tune("resume", slow)
     run.check(p.stdout.count("[resumed]") == 0, "overwrite (the default) starts over")
 
@@ -207,9 +228,13 @@ def everything_else():
     orders = []
     for k in range(2):
         p, res, _ = tune("rnd", rnd, "--seed", "7")
-        orders.append([json.loads(line)["key"] for line in open(os.path.join(res, "results.jsonl"))])
+        orders.append(trials(res))
     run.check(orders[0] == orders[1] and len(orders[0]) == 3,
               "random tuner, seed 7: the same trials in the same order twice")
+    p, res, _ = tune("grid3", config("grid3.json", {"tuner_num_trials": 3,
+                                                    "start_profile_step": 2,
+                                                    "end_profile_step": 2}))
+    run.check(orders[0] != trials(res), "and not gridsearch's order")
 
     # ---- model_based on two ranks
     mb = config("mb.json", {"tuner_type": "model_based", "tuner_num_trials": 6,
@@ -219,9 +244,30 @@ def everything_else():
     best = [r for r in rows if r["best"] == "*"]
     run.check(len(best) == 1 and float(best[0]["measured_peak_mib"]) > 0,
               "model_based on 2 ranks: a measured best with its peak memory")
-    with open(os.path.join(exps, "exp%03d" % int(best[0]["id"]), "stdout.txt")) as f:
+    with open(os.path.join(best[0]["dir"], "stdout.txt")) as f:
         peaks = [line for line in f if line.startswith("peak memory (rank")]
     run.check(len(peaks) == 2, "its trial ran on 2 ranks")
+    classes = {"stage=%s " % r["stage"] for r in rows if r["phase"] == "micro-batch"}
+    first = {re.search(r"stage=\d+ ", k).group(0) for k in trials(res)[:len(classes)]}
+    run.check(first == classes, "model_based measured one probe per class first, in its first "
+              "%d trials" % len(classes))
+
+    # ---- fast false with NVMe offload: the placements and the refinement run
+    nvme = run.path("nvme")
+    os.makedirs(nvme, exist_ok=True)
+    full = config("full.json", {"fast": False, "tuner_type": "model_based",
+                                "tuner_num_trials": 40, "start_profile_step": 2,
+                                "end_profile_step": 2})
+    p, res, _ = tune("full", full, "--nvme-path", nvme)
+    rows = table(res)
+    measured = [r for r in rows if r["state"] == "measured"]
+    run.check(any(r["offload"] == "opt:nvme" for r in measured) and
+              any(r["offload"] == "opt:nvme+param" for r in measured),
+              "--nvme-path: trials with the optimizer and the parameters on NVMe ran")
+    run.check(any(r["phase"] == "refine" and r["state"] in ("measured", "failed")
+                  for r in rows) and
+              any("ZT_GRAPH_CHUNKS" in r["why"] for r in rows if r["phase"] == "refine"),
+              "fast false: the refinement measured one-knob changes of the best")
 
     # ---- --ranks auto: the splits of the cores into ranks x workers are classes of their own
     p, res, _ = tune("auto", mb, "--ranks", "auto", "--dry-run")

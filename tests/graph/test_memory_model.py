@@ -7,7 +7,8 @@ and at the end "peak memory (rank r of N): Y MiB resident" (VmHWM). Over a grid 
 (3 steps) of a model whose own memory is several times the process base (V=8192, T=128,
 C=256, L=4) and of a tiny one (where the base is nearly all): ZeRO stages 0-3, fp32 and bf16,
 offload_optimizer cpu/nvme and offload_param nvme at stage 3, 1 rank (2 workers) and 2 ranks
-(mpirun, one worker each), |predicted - measured| <= 10% of measured on every rank. The table
+(mpirun, one worker each), |predicted - measured| <= 10% of measured on every rank, and a
+prediction at most 7.4% below it (zt-tune's margin). The table
 of every run is printed (docs/architecture.md, "Memory model", quotes one).
 
 Usage: test_memory_model.py ZT_TRAIN MPIEXEC WORKDIR
@@ -21,6 +22,10 @@ from trainlib import Runner, zero_section  # noqa: E402
 
 ZT, MPIEXEC, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 TOLERANCE = 0.10
+# zt-tune runs a candidate only when its prediction times 1.08 (TUNE_MEMORY_MARGIN,
+# apps/zt_tune/tune.h) fits the budget: a prediction may fall short of the measured peak by at
+# most 1 - 1/1.08, else a candidate that zt-tune runs could exceed its budget
+UNDER = 1 - 1 / 1.08
 R = Runner(ZT, MPIEXEC, WORK, {"STARPU_SILENT": "1"})
 NVME = R.path("nvme")
 os.makedirs(NVME, exist_ok=True)
@@ -62,7 +67,7 @@ def run(label, model, cfg, n):
         return
     for r in sorted(pred):
         err = (pred[r] - meas[r]) / meas[r]
-        R.check(abs(err) <= TOLERANCE, "%-44s rank %d: predicted %7.1f MiB, measured %7.1f MiB, "
+        R.check(-UNDER <= err <= TOLERANCE, "%-44s rank %d: predicted %7.1f MiB, measured %7.1f MiB, "
                 "error %+5.1f%%" % (label, r, pred[r], meas[r], 100 * err))
 
 
