@@ -91,27 +91,12 @@ def aio(d, nbytes, block, qd, reps, single, overlap, layout="new"):
                                                        statistics.median(r)), flush=True)
 
 
-def train(model_path, ds_path, data, steps):
-    import json
-    import math
+def gpt2_module(m, init):
+    """the GPT-2 of tests/ref/gpt2_torch.py as a torch.nn.Module whose forward returns the loss,
+    its parameters initialised from init (name -> tensor); shared with the autotuner's worker"""
     import torch
     import torch.nn.functional as F
-    import deepspeed
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                    "tests", "ref"))
-    import gpt2_torch as ref  # the project's PyTorch reference: shapes, data rule, init
-
-    torch.set_num_threads(int(os.environ.get("ZT_DS_THREADS", "1")))
-    m = ref.load_model_shape(model_path)
-    with open(ds_path) as f:
-        ds = json.load(f)
-    W, r = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
-    B, T, C, NH = ds["train_batch_size"], m["seq_len"], m["n_embd"], m["n_head"]
-    rows = slice(r * (B // W), (r + 1) * (B // W))
-    tok = ref.load_tokens(data, m["vocab_size"])
-    batches = [tuple(t[rows].contiguous() for t in ref.step_batch(tok, s, B, T))
-               for s in range(1, steps + 1)]
-    init = dict(ref.init_weights(m, ds.get("seed", 1)))
+    C, NH = m["n_embd"], m["n_head"]
 
     def P(name):
         return torch.nn.Parameter(init[name].clone())
@@ -152,8 +137,31 @@ def train(model_path, ds_path, data, steps):
             logits = x @ self.wte.t()
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1))
 
+    return GPT2()
+
+
+def train(model_path, ds_path, data, steps):
+    import json
+    import torch
+    import deepspeed
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "tests", "ref"))
+    import gpt2_torch as ref  # the project's PyTorch reference: shapes, data rule, init
+
+    torch.set_num_threads(int(os.environ.get("ZT_DS_THREADS", "1")))
+    m = ref.load_model_shape(model_path)
+    with open(ds_path) as f:
+        ds = json.load(f)
+    W, r = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    B, T = ds["train_batch_size"], m["seq_len"]
+    rows = slice(r * (B // W), (r + 1) * (B // W))
+    tok = ref.load_tokens(data, m["vocab_size"])
+    batches = [tuple(t[rows].contiguous() for t in ref.step_batch(tok, s, B, T))
+               for s in range(1, steps + 1)]
+    init = dict(ref.init_weights(m, ds.get("seed", 1)))
+
     deepspeed.init_distributed(dist_backend="gloo")
-    model = GPT2()
+    model = gpt2_module(m, init)
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                            config=ds)
     dist = torch.distributed
