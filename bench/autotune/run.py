@@ -115,8 +115,6 @@ def row_key(r):
 def zt_tune(model, dsj, data, ranks, budget, nvme, work, tuner, start, end, dry=False):
     """zt-tune's rows (results.tsv), wall seconds and trials"""
     cfg = json.load(open(dsj))
-    for k in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
-        cfg.pop(k, None)  # the tuner picks them; the global batch stays
     cfg["autotuning"] = {"tuner_type": tuner, "start_profile_step": start,
                          "end_profile_step": end}
     tj = os.path.join(work, "tune-%s.json" % tuner)
