@@ -199,9 +199,9 @@ enum zt_status cand_predict_memory(struct tune *t, struct cand *c) {
     }
     if (!cand_fits(t, c)) {
         c->state = CAND_PRUNED;
-        snprintf(c->why, sizeof c->why, "memory: predicted peak %.1f MiB, with the model's 8%% "
-                 "margin %.1f MiB > budget %.1f MiB", c->pred_peak / 1048576.0,
-                 c->pred_peak * TUNE_MEMORY_MARGIN / 1048576.0,
+        snprintf(c->why, sizeof c->why, "memory: predicted peak %.1f MiB, with the model's "
+                 "%.0f%% margin %.1f MiB > budget %.1f MiB", c->pred_peak / 1048576.0,
+                 100 * (TUNE_MEMORY_MARGIN - 1), c->pred_peak * TUNE_MEMORY_MARGIN / 1048576.0,
                  tune_budget(t, &c->k) / 1048576.0);
     }
     return ZT_OK;
