@@ -275,6 +275,8 @@ enum zt_status zt_loss_scaler_update(struct zt_loss_scaler *sc, const struct zt_
 /* Open the swap files, allocate the swap buffers and write the offloaded parameter shards'
  * initial values (drawn from the generator state rng0 of finalize's start). */
 enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0);
+/* the placements offload supports: offload_param nvme only with offload_optimizer nvme */
+enum zt_status zt_offload_check(const struct zt_config *c);
 void zt_offload_free(zt_engine_t e);
 /* whether the stage-3 parameter shards are in the swap file too */
 int zt_offload_has_params(const struct zt_offload *o);

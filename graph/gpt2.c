@@ -260,13 +260,18 @@ int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config
     return z.bytes;
 }
 
-enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model_shape *s) {
-    *out = NULL;
-    const struct zt_config *cfg = zt_engine_config(e);
+enum zt_status zt_gpt2_check_shape(const struct zt_model_shape *s) {
     int V = s->vocab_size, T = s->seq_len, C = s->n_embd, L = s->n_layer, NH = s->n_head;
     if (V < 1 || T < 1 || C < 1 || L < 1 || NH < 1 || C % NH != 0)
         return zt_error_set(ZT_ERR_CONFIG, "model: bad shape V=%d T=%d C=%d L=%d NH=%d", V, T, C,
                             L, NH);
+    return ZT_OK;
+}
+
+enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model_shape *s) {
+    *out = NULL;
+    const struct zt_config *cfg = zt_engine_config(e);
+    ZT_CHECK(zt_gpt2_check_shape(s));
     struct zt_gpt2 *m = calloc(1, sizeof *m);
     if (!m) return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     m->e = e;
@@ -274,8 +279,8 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->Bm = cfg->micro_batch;
     m->accum = cfg->grad_accum;
     m->B = cfg->train_batch_size;
-    m->layer_params = calloc((size_t)L, sizeof *m->layer_params);
-    m->layer_acts = calloc((size_t)L, sizeof *m->layer_acts);
+    m->layer_params = calloc((size_t)s->n_layer, sizeof *m->layer_params);
+    m->layer_acts = calloc((size_t)s->n_layer, sizeof *m->layer_acts);
     m->losses = calloc((size_t)m->accum, sizeof *m->losses);
     if (!m->layer_params || !m->layer_acts || !m->losses) {
         zt_gpt2_free(m);

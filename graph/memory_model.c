@@ -199,15 +199,8 @@ static enum zt_status check_inputs(const struct zt_mem_inputs *in, int64_t *chun
         in->rank >= in->world_size || in->workers < 1 || in->chunks < 0 ||
         in->chunks > ZT_PLAN_MAX_BLOCKS)
         return zt_error_set(ZT_ERR_INVALID, "memory model: bad inputs");
-    const struct zt_model_shape *s = in->shape;
-    if (s->vocab_size < 1 || s->seq_len < 1 || s->n_embd < 1 || s->n_layer < 1 ||
-        s->n_head < 1 || s->n_embd % s->n_head != 0)
-        return zt_error_set(ZT_ERR_CONFIG, "memory model: bad model shape");
-    const struct zt_config *c = in->cfg;
-    if (c->offload_param.device == ZT_OFFLOAD_NVME &&
-        c->offload_optimizer.device != ZT_OFFLOAD_NVME)
-        return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param nvme "
-                            "needs offload_optimizer nvme too", c->path);
+    ZT_CHECK(zt_gpt2_check_shape(in->shape));
+    ZT_CHECK(zt_offload_check(in->cfg));
     if (in->chunks > 0) *chunks = in->chunks;
     return ZT_OK;
 }

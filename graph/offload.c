@@ -436,6 +436,15 @@ static enum zt_status make_order(zt_engine_t e, struct zt_offload *o) {
     return ZT_OK;
 }
 
+enum zt_status zt_offload_check(const struct zt_config *c) {
+    if (c->offload_param.device == ZT_OFFLOAD_NVME &&
+        c->offload_optimizer.device != ZT_OFFLOAD_NVME)
+        return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param nvme needs "
+                            "offload_optimizer nvme too (the optimizer updates the swapped "
+                            "parameter shards in its swap buffers)", c->path);
+    return ZT_OK;
+}
+
 enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0) {
     const struct zt_config *c = &e->cfg;
     if (c->offload_optimizer.device == ZT_OFFLOAD_CPU || c->offload_param.device == ZT_OFFLOAD_CPU)
@@ -445,10 +454,7 @@ enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0) {
     const int optim = c->offload_optimizer.device == ZT_OFFLOAD_NVME;
     const int params = c->offload_param.device == ZT_OFFLOAD_NVME;
     if (!optim && !params) return ZT_OK;
-    if (params && !optim)
-        return zt_error_set(ZT_ERR_CONFIG, "config %s: zero_optimization.offload_param nvme needs "
-                            "offload_optimizer nvme too (the optimizer updates the swapped "
-                            "parameter shards in its swap buffers)", c->path);
+    ZT_CHECK(zt_offload_check(c));
     struct zt_offload *o = calloc(1, sizeof *o);
     if (!o) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
     e->offload = o; /* freed by zt_offload_free, also after a failure below */

@@ -25,6 +25,8 @@ typedef struct zt_gpt2 *zt_gpt2_t;
  * activations. GPT-2 initialisation from the engine's seed (std 0.02; c_proj weights
  * 0.02/sqrt(2L)). Owner: caller, with zt_gpt2_free (before zt_engine_free). */
 enum zt_status zt_gpt2_init(zt_gpt2_t *m, zt_engine_t e, const struct zt_model_shape *shape);
+/* ZT_ERR_CONFIG naming the shape unless every field is positive and n_embd divides by n_head */
+enum zt_status zt_gpt2_check_shape(const struct zt_model_shape *shape);
 void zt_gpt2_free(zt_gpt2_t m);
 
 /* Submit the tasks of training step `step` (1-based) reading tok; train == 0 submits the
