@@ -31,7 +31,7 @@
 #include <strings.h>     /* strcasecmp */
 
 #include "json_fields.h" /* zt_json_*: checked field readers */
-#include "config_impl.h" /* zt_config_parse_autotuning */
+#include "config_impl.h" /* zt_config_parse_autotuning, zt_config_parse_curriculum */
 #include "zt_log.h"      /* ZT_LOG_W, ZT_LOG_I */
 #include "zt_status.h"   /* zt_error_set, ZT_ERR_CONFIG */
 
@@ -56,7 +56,9 @@ static const char *const top_impl[] = {
     "optimizer", "scheduler", "gradient_clipping", "steps_per_print", "seed", "zero_optimization",
     "fp16", "bf16", "bfloat16", "communication_data_type",
     /* accepted only as {"enabled": false}: NVIDIA apex's AMP is not ours to run */
-    "amp", "aio", "checkpoint", "autotuning", NULL};
+    "amp", "aio", "checkpoint", "autotuning",
+    /* the legacy curriculum (seqlen); data_efficiency only with nothing enabled in it */
+    "curriculum_learning", "data_efficiency", NULL};
 
 static const char *const top_notimpl[] = {
     "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
@@ -65,9 +67,9 @@ static const char *const top_notimpl[] = {
     "seq_parallel_communication_data_type", "data_types", "elasticity",
     "pipeline", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
     "disable_allgather", "fp32_allreduce", "allreduce_always_fp32", "sparse_attention",
-    "compression_training", "data_efficiency", "curriculum_learning",
-    "quantize_training", "eigenvalue", "progressive_layer_drop", "nebula", "hybrid_engine",
-    "weight_quantization", "dataloader_drop_last", "timers", "graph_harvesting", "compile",
+    "compression_training", "quantize_training", "eigenvalue", "progressive_layer_drop",
+    "nebula", "hybrid_engine", "weight_quantization", "dataloader_drop_last", "timers",
+    "graph_harvesting", "compile",
     "use_data_before_expert_parallelism", "torch_autocast", "tensor_parallel",
     "use_node_local_storage", "load_universal_checkpoint", "mics_shard_size",
     "mics_hierarchical_params_gather", "train_batch_size_per_gpu_auto", NULL};
@@ -770,6 +772,10 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
         rc = parse_checkpoint(&c, x, &cfg);
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "autotuning")))
         rc = zt_config_parse_autotuning(&c, x, &cfg.autotune);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "curriculum_learning")))
+        rc = zt_config_parse_curriculum(&c, x, &cfg.curriculum);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "data_efficiency")))
+        rc = zt_config_check_data_efficiency(&c, x, cfg.curriculum.enabled);
     if (rc == ZT_OK) rc = parse_precisions(&c, root, &cfg);
     if (rc == ZT_OK) rc = resolve_batch(&c, &cfg, has_tbs, has_micro, has_acc, world_size);
     cJSON_Delete(root);

@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h> /* cJSON */
 #include "json_fields.h" /* struct zt_json_ctx */
-#include "zt_config.h"   /* struct zt_autotune_cfg */
+#include "zt_config.h"   /* struct zt_autotune_cfg, struct zt_curriculum_cfg */
 
 /* DeepSpeed's autotuning defaults (io/autotune_config.c) */
 void zt_autotune_defaults(struct zt_autotune_cfg *at);
@@ -15,5 +15,13 @@ void zt_autotune_defaults(struct zt_autotune_cfg *at);
  * implement are errors, as everywhere in the config). */
 enum zt_status zt_config_parse_autotuning(const struct zt_json_ctx *c, const cJSON *v,
                                           struct zt_autotune_cfg *at);
+/* The legacy "curriculum_learning" section v into cl (io/curriculum_config.c: DeepSpeed's keys
+ * and rules; read further than "enabled" only when enabled). */
+enum zt_status zt_config_parse_curriculum(const struct zt_json_ctx *c, const cJSON *v,
+                                          struct zt_curriculum_cfg *cl);
+/* The "data_efficiency" section v: accepted when nothing in it is enabled, else the error naming
+ * the enabled part; legacy_enabled: the top-level curriculum is on (two curricula). */
+enum zt_status zt_config_check_data_efficiency(const struct zt_json_ctx *c, const cJSON *v,
+                                               int legacy_enabled);
 
 #endif /* ZT_IO_CONFIG_IMPL_H */

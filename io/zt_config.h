@@ -59,6 +59,35 @@ struct zt_autotune_cfg {
                                   * reused (an interrupted tune resumes) */
 };
 
+/* "curriculum_learning": DeepSpeed's legacy top-level section, with its keys and meanings
+ * (deepspeed/runtime/data_pipeline/curriculum_scheduler.py). curriculum_type "seqlen": training
+ * step s runs on sequences of zt_curriculum_seqlen(s) tokens, from min_difficulty up to
+ * max_difficulty. DeepSpeed's newer "data_efficiency" library is refused (io/curriculum_config.c).
+ * The section is read further than "enabled" only when enabled; then every key the schedule type
+ * reads is required, as DeepSpeed requires them. */
+enum zt_curriculum_type { ZT_CURRICULUM_SEQLEN = 0 };
+enum zt_curriculum_schedule {
+    ZT_CURRICULUM_FIXED_LINEAR = 0, /* linear from min to max in total_curriculum_step steps */
+    ZT_CURRICULUM_FIXED_ROOT,       /* as linear in (step / total_curriculum_step)^(1/degree) */
+    ZT_CURRICULUM_FIXED_DISCRETE    /* difficulty[i] while step <= max_step[i], then the last */
+};
+#define ZT_CURRICULUM_STAGES_MAX 64 /* most entries of fixed_discrete's difficulty list */
+struct zt_curriculum_cfg {
+    int enabled;                       /* false */
+    enum zt_curriculum_type type;      /* curriculum_type: "seqlen" (the only one implemented) */
+    int min_difficulty, max_difficulty; /* >= 1, min <= max (sequence lengths, in tokens) */
+    enum zt_curriculum_schedule schedule; /* schedule_type */
+    /* schedule_config, fixed_linear and fixed_root */
+    int64_t total_curriculum_step;     /* steps from min_difficulty to max_difficulty */
+    int difficulty_step;               /* every difficulty is a multiple of it (min_difficulty
+                                        * included); max_difficulty caps the last */
+    double root_degree;                /* fixed_root (> 0; 2 is a square root); fixed_linear: 1 */
+    /* schedule_config, fixed_discrete: n_stages difficulties, one more than max_steps */
+    int n_stages;
+    int difficulty[ZT_CURRICULUM_STAGES_MAX];        /* each in [1, max_difficulty] */
+    int64_t max_step[ZT_CURRICULUM_STAGES_MAX - 1];  /* strictly increasing, >= 1 */
+};
+
 struct zt_config {
     char path[512];              /* file it was read from ("" when built in code) */
     /* batch: train_batch_size = micro_batch * grad_accum * world_size (DeepSpeed's rule; any
@@ -135,6 +164,7 @@ struct zt_config {
     int aio_overlap_events;      /* true */
     int aio_thread_count;        /* 1: I/O threads serving the swap tasks */
     struct zt_autotune_cfg autotune;
+    struct zt_curriculum_cfg curriculum;
 };
 
 /* The names of the enums above as the config spells them: "none", "cpu", "nvme"; "fp32",
@@ -146,6 +176,20 @@ const char *zt_lr_sched_name(enum zt_lr_sched_type t);
 /* "throughput", "latency", "flops"; "gridsearch", "random", "model_based" */
 const char *zt_tune_metric_name(enum zt_tune_metric m);
 const char *zt_tuner_type_name(enum zt_tuner_type t);
+
+/* "fixed_linear", "fixed_root", "fixed_discrete"; "?" for a value out of range */
+const char *zt_curriculum_schedule_name(enum zt_curriculum_schedule s);
+/* The sequence length of 1-based training step `step` under the curriculum c: exactly the
+ * difficulty a DeepSpeed run with the same legacy section trains that step with. DeepSpeed's
+ * engine calls update_difficulty(global_steps + 1) before each forward, and global_steps counts
+ * the optimizer steps done, so step s uses update_difficulty(s). 0 when c is not enabled (the
+ * caller trains on the model's full seq_len); a step < 1 gets min_difficulty (the scheduler's
+ * value before any step). Formulas: io/curriculum.c. */
+int zt_curriculum_seqlen(const struct zt_curriculum_cfg *c, int64_t step);
+/* ZT_OK, or ZT_ERR_CONFIG with one line when the enabled curriculum's max_difficulty exceeds
+ * the model's sequence length seq_len ("curriculum_learning.max_difficulty 2048 exceeds the
+ * model's seq_len 1024"). */
+enum zt_status zt_curriculum_check_seqlen(const struct zt_curriculum_cfg *c, int seq_len);
 
 /* Fill cfg with the defaults above (train_batch_size etc. left 0 = unspecified). */
 void zt_config_defaults(struct zt_config *cfg);
