@@ -5,8 +5,10 @@
   whose tokens are <|endoftext|> then the ids of each document, the ids being those
   `test_tokenizer --encode` gives (the tokenizer HF's fixture proves);
 - a tokenizer.json written like GPT-2's own ("" subword prefix and suffix) gives the same ids;
-- errors are one line, nothing written: a JSONL line without "text" (its line number named),
-  invalid UTF-8 (the file named), a vocabulary over 65536 tokens, --max-bytes with --tokenizer.
+- errors are one line, nothing written: a JSONL line whose "text" is not a string (its line
+  number named), invalid UTF-8 under --bad-utf8 error (the file named), a vocabulary over 65536
+  tokens, --max-bytes with --tokenizer. (A line without "text" and invalid UTF-8 by default are
+  skipped and counted: test_prepare_scale.py.)
 
 Usage: test_prepare_tokenizer.py ZT_PREPARE TEST_TOKENIZER DATA_DIR TMP_DIR
 """
@@ -73,12 +75,12 @@ def expect_error(what, args, want_text, code=1):
 
 
 with open(path("bad.jsonl"), "w") as f:
-    f.write('{"text": "ok"}\n{"txt": "no"}\n')
-expect_error("JSONL line without text", ["--tokenizer", data, path("bad.jsonl")],
+    f.write('{"text": "ok"}\n{"text": 5}\n')
+expect_error("JSONL line with a number for text", ["--tokenizer", data, path("bad.jsonl")],
              "bad.jsonl line 2: expected a JSON object with a string \"text\"")
 with open(path("bad.txt"), "wb") as f:
     f.write(b"fine\xff")
-expect_error("invalid UTF-8", ["--tokenizer", data, path("bad.txt")],
+expect_error("invalid UTF-8", ["--tokenizer", data, "--bad-utf8", "error", path("bad.txt")],
              "bad.txt: tokenizer: input is not valid UTF-8 at byte 4")
 big = path("big")
 os.makedirs(big)
