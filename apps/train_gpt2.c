@@ -17,6 +17,7 @@
 #include <unistd.h>     /* sysconf, pread */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zt_clock.h"   /* zt_clock_ms */
+#include "train_data.h"   /* the data side */
 #include "zt_tracefile.h" /* zt_tracefile_replay_path */
 #include "zerotask.h"   /* everything public */
 
@@ -42,11 +43,25 @@ static const char *usage_text =
     "                       loss_scale, initial_scale_power, loss_scale_window, hysteresis,\n"
     "                       consecutive_hysteresis, min_loss_scale}, communication_data_type,\n"
     "                       checkpoint {dir, save_interval, keep_last}, autotuning (zt-tune's;\n"
-    "                       zt-train trains with the config as given)\n"
+    "                       zt-train trains with the config as given), curriculum_learning\n"
+    "                       {enabled, curriculum_type seqlen, min_difficulty, max_difficulty,\n"
+    "                       schedule_type fixed_linear|fixed_root|fixed_discrete,\n"
+    "                       schedule_config} (docs/data.md)\n"
     "                       (unknown or unimplemented keys are errors)\n"
     "  --model F            model shape JSON: vocab_size, seq_len, n_embd, n_layer, n_head\n"
-    "  --data F             token file in llm.c's format (zt-prepare makes one)\n"
+    "  --data D             token file(s) in llm.c's format (zt-prepare makes them; uint16 or\n"
+    "                       uint32 tokens): F | F1,F2,... (shares by size) | W1:F1,W2:F2,...\n"
+    "                       (a blend: each file's share of the sequences) | SPEC.json (a data\n"
+    "                       spec: train and validation lists, weights, valid_split;\n"
+    "                       docs/data.md)\n"
     "options:\n"
+    "  --data-order O       linear (default) or shuffle: a seeded permutation of each file's\n"
+    "                       sequences per epoch (the config's seed)\n"
+    "  --eval-data D        validation data (F, a list or a blend; default: the spec's)\n"
+    "  --eval-interval N    evaluate every N steps (default: only before the first step of a\n"
+    "                       fresh run, logged as step 0, and after the last)\n"
+    "  --eval-steps M       batches per evaluation (default 10), from the validation data's\n"
+    "                       start each time; no gradient, no update\n"
     "  --steps N            total number of training steps (default 10); a resumed run stops at\n"
     "                       the same step as an uninterrupted one\n"
     "  --seed S             seed for the initialisation (overrides the config's \"seed\")\n"
@@ -62,13 +77,16 @@ static const char *usage_text =
     "  --resume P           continue from checkpoint P: a directory (its latest tag) or D/<tag>;\n"
     "                       any world size and ZeRO stage may have written it\n"
     "  --log F              one JSON object per step run: step, loss, lr, ms, tokens_per_s,\n"
-    "                       grad_norm, loss_scale and skipped (fp16: 1 when the step's\n"
-    "                       gradients overflowed and its update was skipped)\n"
+    "                       grad_norm, loss_scale, skipped (fp16: 1 when the step's gradients\n"
+    "                       overflowed and its update was skipped), epochs (each data source's)\n"
+    "                       and, after an evaluation, eval_loss\n"
     "  --trace F            Chrome trace-event JSON of every task and its dependencies (open\n"
     "                       in ui.perfetto.dev), and the replay file F.ztr (F without .json)\n"
     "                       that zt-trace summarises, replays and plots\n"
     "  --eval-only          print the loss of step 1's batch and exit, no update\n"
     "  --dump-grads F       write step 1's parameter gradients (safetensors) for inspection\n"
+    "  --dump-data F        each rank writes F.rank<r>: per row it loads, \"step micro_batch\n"
+    "                       global_row file position active_length\" (for checking batches)\n"
     "  --quiet              no progress lines (errors only)\n"
     "  --help               this text;  --help-env  environment variables\n"
     "\n"
@@ -83,7 +101,9 @@ static const char *usage_text =
     "At ZeRO stage >= 2 the memory lines also show the slots (gathered parameters at\n"
     "stage 3, micro-batch gradients waiting for their reduce-scatter); with NVMe offload they\n"
     "show the swap buffers and this rank's NVMe bytes. ZT_HOST_MEM_LIMIT caps the host bytes.\n"
-    "Data: step i, row k (0..B-1) reads tokens from (i-1)*B*T + k*T, wrapping at the end.\n"
+    "Data: with one --data file in linear order, step i, row k (0..B-1) reads tokens from\n"
+    "(i-1)*B*T + k*T, wrapping at the end. Otherwise a file's sequences are tokens j*T..j*T+T,\n"
+    "drawn by the blend and (shuffle) permuted per epoch; checkpoints keep the position.\n"
     "\n"
     "Several ranks (ZeRO data parallelism over MPI):\n"
     "  mpirun [--allow-run-as-root] [--oversubscribe] [--hostfile H] -np N -x STARPU_NCPU=1 \\\n"
@@ -108,6 +128,8 @@ static const char *usage_text =
 /* what the command line asked for */
 struct train_options {
     const char *ds_config, *model, *data; /* required */
+    const char *data_order, *eval_data, *dump_data;
+    int64_t eval_interval, eval_steps; /* -1: not given */
     const char *init_from, *export_path, *log_path, *trace_path, *grads_path;
     const char *save_dir, *resume;
     int64_t steps;         /* the last step to train */
@@ -132,8 +154,7 @@ struct train_run {
     /* validated inputs */
     struct zt_config cfg;
     struct zt_model_shape shape;
-    struct zt_tokens tokens;
-    int have_tokens;
+    struct train_data data;
     const char *save_dir;          /* --save-dir, else the config's checkpoint.dir, else NULL */
     int64_t save_interval;         /* --save-interval, else the config's */
     char resume_tag[1024];         /* the tag directory --resume names */
@@ -211,6 +232,9 @@ static const char **text_option(struct train_options *o, const char *name) {
     return !strcmp(name, "--ds-config")    ? &o->ds_config
            : !strcmp(name, "--model")      ? &o->model
            : !strcmp(name, "--data")       ? &o->data
+           : !strcmp(name, "--data-order") ? &o->data_order
+           : !strcmp(name, "--eval-data")  ? &o->eval_data
+           : !strcmp(name, "--dump-data")  ? &o->dump_data
            : !strcmp(name, "--init-from")  ? &o->init_from
            : !strcmp(name, "--export")     ? &o->export_path
            : !strcmp(name, "--log")        ? &o->log_path
@@ -223,10 +247,12 @@ static const char **text_option(struct train_options *o, const char *name) {
 
 /* the field an integer option sets and its least value, or NULL when name is not one */
 static int64_t *int_option(struct train_options *o, const char *name, int64_t *min) {
-    *min = !strcmp(name, "--steps") ? 1 : 0;
+    *min = !strcmp(name, "--steps") || !strcmp(name, "--eval-steps") ? 1 : 0;
     return !strcmp(name, "--steps")           ? &o->steps
            : !strcmp(name, "--seed")          ? &o->seed
            : !strcmp(name, "--save-interval") ? &o->save_interval
+           : !strcmp(name, "--eval-interval") ? &o->eval_interval
+           : !strcmp(name, "--eval-steps")    ? &o->eval_steps
                                               : NULL;
 }
 
@@ -280,8 +306,11 @@ static int load_inputs(struct train_run *r) {
     if (zt_model_shape_load(&r->shape, o->model) != ZT_OK ||
         zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK)
         return fail(2);
-    if (zt_tokens_open(&r->tokens, o->data, r->shape.vocab_size) != ZT_OK) return fail(1);
-    r->have_tokens = 1;
+    const struct train_data_options d = {o->data, o->eval_data, o->data_order, o->eval_interval,
+                                         o->eval_steps, o->dump_data, r->rank};
+    if (train_data_open(&r->data, &d, &r->cfg, &r->shape) != ZT_OK)
+        return fail(zt_error_last_code() == ZT_ERR_USAGE || zt_error_last_code() == ZT_ERR_CONFIG
+                        ? 2 : 1);
     int64_t need = zt_gpt2_mem_estimate(&r->shape, &r->cfg), have = cli_mem_available();
     if (need > have) {
         char largest[256];
@@ -362,6 +391,13 @@ static int check_outputs(const struct train_run *r) {
             }
         }
     }
+    for (int i = 0; i < NOUT; i++) /* the token files a list, blend or spec names */
+        for (int f = 0; out[i].path && f < r->data.ds.nfiles; f++)
+            if (cli_same_file(out[i].path, r->data.ds.files[f].path)) {
+                zt_error_set(ZT_ERR_USAGE, "%s %s: is also a data file (an output must not "
+                             "overwrite an input)", out[i].flag, out[i].path);
+                return fail(2);
+            }
     if (r->save_dir && cli_check_output_dir(o->save_dir ? "--save-dir" : "checkpoint.dir",
                                             r->save_dir) != ZT_OK)
         return fail(1);
@@ -406,17 +442,29 @@ static uint64_t sampled_digest(const char *path) {
     return h;
 }
 
+/* the digests of every data file, in the order --data and --eval-data name them */
+static uint64_t data_digest(const struct zt_dataset *d) {
+    uint64_t h = 0;
+    for (int i = 0; i < d->nfiles; i++) {
+        uint64_t f = sampled_digest(d->files[i].path);
+        h = zt_hash_bytes(h, &f, sizeof f);
+    }
+    return h;
+}
+
 /* every rank must run the same job: same config, model, steps, seed and mode, and the same
  * --data and --init-from contents (collective) */
 static int check_same_job(const struct train_run *r) {
     const struct train_options *o = &r->opt;
     uint64_t h = hash_file(hash_file(0, o->ds_config), o->model);
-    int64_t options[6] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
-                          (int64_t)(o->resume != NULL), r->save_interval};
+    int64_t options[9] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
+                          (int64_t)(o->resume != NULL), r->save_interval, r->data.ds.order,
+                          r->data.eval_interval, r->data.eval_steps};
     h = zt_hash_bytes(h, options, sizeof options);
-    if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume or "
-                              "--save-interval") != ZT_OK ||
-        zt_comm_check_same(sampled_digest(o->data), "--data file (size+digest)") != ZT_OK ||
+    if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume, "
+                              "--save-interval, --data-order or --eval-*") != ZT_OK ||
+        zt_comm_check_same(data_digest(&r->data.ds), "--data file set (size+digest of each)") !=
+            ZT_OK ||
         (o->init_from && /* the same on every rank: the check above compared its presence */
          zt_comm_check_same(sampled_digest(o->init_from), "--init-from file (size+digest)") !=
              ZT_OK))
@@ -468,6 +516,7 @@ static enum zt_status build_model(struct train_run *r) {
     double t0 = zt_clock_ms();
     ZT_CHECK(zt_checkpoint_load(r->engine, r->resume_tag, &r->resume_info));
     r->load_ms = zt_clock_ms() - t0;
+    ZT_CHECK(train_data_resume(&r->data, r->resume_tag, r->resume_info.step));
     return ZT_OK;
 }
 
@@ -577,8 +626,7 @@ static enum zt_status start_run(struct train_run *r) {
 /* --eval-only: the loss of step 1's batch, no update */
 static enum zt_status evaluate(struct train_run *r) {
     double loss;
-    ZT_CHECK(zt_gpt2_step_submit(r->model, &r->tokens, 1, 0));
-    ZT_CHECK(zt_gpt2_step_wait(r->model, &loss, NULL));
+    ZT_CHECK(train_data_first_loss(&r->data, r->model, &loss));
     if (r->rank == 0) printf("eval loss %.6f\n", loss);
     return ZT_OK;
 }
@@ -598,6 +646,7 @@ static enum zt_status plan_loop(struct train_run *r) {
                "loaded in %.0f ms)%s\n", r->resume_tag, (long long)r->resume_info.step,
                r->resume_info.world_size, r->resume_info.zero_stage, r->load_ms,
                r->first_step > o->steps ? "; nothing left to train (--steps)" : "");
+    if (r->talk) train_data_describe(&r->data);
     return ZT_OK;
 }
 
@@ -605,15 +654,24 @@ static enum zt_status plan_loop(struct train_run *r) {
  * next step. meta.json gets the model shape and where the data continues. */
 static enum zt_status begin_save(struct train_run *r, int64_t s) {
     const struct zt_model_shape *sh = &r->shape;
-    char extra[1024];
-    snprintf(extra, sizeof extra, "{\"model\": {\"vocab_size\": %d, \"seq_len\": %d, "
-             "\"n_embd\": %d, \"n_layer\": %d, \"n_head\": %d}, \"data\": {\"next_step\": "
-             "%lld, \"tokens_per_step\": %lld, \"tokens_consumed\": %lld}}", sh->vocab_size,
+    char *sampler = train_data_meta(&r->data, s);
+    size_t n = (sampler ? strlen(sampler) : 0) + 512;
+    char *extra = sampler ? malloc(n) : NULL;
+    if (!extra) {
+        free(sampler);
+        return zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory for its metadata");
+    }
+    snprintf(extra, n, "{\"model\": {\"vocab_size\": %d, \"seq_len\": %d, \"n_embd\": %d, "
+             "\"n_layer\": %d, \"n_head\": %d}, \"data\": {\"next_step\": %lld, "
+             "\"tokens_per_step\": %lld, \"tokens_consumed\": %lld, %s}}", sh->vocab_size,
              sh->seq_len, sh->n_embd, sh->n_layer, sh->n_head, (long long)(s + 1),
-             (long long)r->tokens_per_step, (long long)(s * r->tokens_per_step));
+             (long long)r->tokens_per_step, (long long)(s * r->tokens_per_step), sampler);
+    free(sampler);
     double t0 = zt_clock_ms();
-    ZT_CHECK(zt_checkpoint_save_begin(r->engine, r->save_dir, s, extra, r->cfg.ckpt_keep_last,
-                                      &r->saving));
+    enum zt_status rc = zt_checkpoint_save_begin(r->engine, r->save_dir, s, extra,
+                                                 r->cfg.ckpt_keep_last, &r->saving);
+    free(extra);
+    ZT_CHECK(rc);
     r->pending =
         (struct pending_save){.step = s, .begin_ms = zt_clock_ms() - t0, .dir = r->save_dir};
     return ZT_OK;
@@ -658,15 +716,48 @@ static void print_progress(const struct train_run *r, int64_t s, double loss,
  * once at the end. JSON has no inf or NaN: a non-finite value (an fp16 overflow's norm) is
  * null. */
 static void write_log_line(const struct train_run *r, int64_t s, double loss,
-                           const struct zt_step_info *info, double ms) {
-    char gn[32] = "null", ls[32] = "null";
+                           const struct zt_step_info *info, double ms, const double *eval) {
+    char gn[32] = "null", ls[32] = "null", epochs[1024], ev[64] = "";
     if (isfinite(loss)) snprintf(ls, sizeof ls, "%.17g", loss);
     if (isfinite(info->grad_norm)) snprintf(gn, sizeof gn, "%.9g", info->grad_norm);
+    if (eval && isfinite(*eval)) snprintf(ev, sizeof ev, ", \"eval_loss\": %.17g", *eval);
+    else if (eval) snprintf(ev, sizeof ev, ", \"eval_loss\": null");
+    train_data_epochs(&r->data, epochs, sizeof epochs);
     fprintf(r->log, "{\"step\": %lld, \"loss\": %s, \"lr\": %.9g, \"ms\": %.3f, "
                     "\"tokens_per_s\": %.1f, \"grad_norm\": %s, \"loss_scale\": %.17g, "
-                    "\"skipped\": %d}\n", (long long)s, ls, info->lr, ms,
-            r->tokens_per_step / (ms / 1e3), gn, info->loss_scale, info->skipped);
+                    "\"skipped\": %d, \"epochs\": %s%s}\n", (long long)s, ls, info->lr, ms,
+            r->tokens_per_step / (ms / 1e3), gn, info->loss_scale, info->skipped, epochs, ev);
     fflush(r->log);
+}
+
+/* the validation loss after step s, when one is due: printed (rank 0) and returned in *loss */
+static enum zt_status maybe_evaluate(struct train_run *r, int64_t s, const double **loss,
+                                     double *value) {
+    *loss = NULL;
+    if (!train_data_eval_due(&r->data, s, r->opt.steps)) return ZT_OK;
+    double t0 = zt_clock_ms();
+    ZT_CHECK(train_data_eval(&r->data, r->model, value));
+    *loss = value;
+    if (r->talk) {
+        printf("eval  %5lld/%lld | val loss %.6f | %lld batches of %d in %.0f ms\n",
+               (long long)s, (long long)r->opt.steps, *value, (long long)r->data.eval_steps,
+               r->data.B, zt_clock_ms() - t0);
+        fflush(stdout);
+    }
+    return ZT_OK;
+}
+
+/* a fresh run with validation data: the validation loss of the initial weights (llm.c's step 0),
+ * logged as step 0 */
+static enum zt_status evaluate_start(struct train_run *r) {
+    const double *eval;
+    double value;
+    ZT_CHECK(maybe_evaluate(r, 0, &eval, &value));
+    if (eval && r->log) {
+        fprintf(r->log, "{\"step\": 0, \"eval_loss\": %.17g}\n", value);
+        fflush(r->log);
+    }
+    return ZT_OK;
 }
 
 static int save_due(const struct train_run *r, int64_t s) {
@@ -678,7 +769,7 @@ static enum zt_status train_step(struct train_run *r, int64_t s) {
     const struct train_options *o = &r->opt;
     double t0 = zt_clock_ms(), loss;
     struct zt_step_info info;
-    ZT_CHECK(zt_gpt2_step_submit(r->model, &r->tokens, s, 1));
+    ZT_CHECK(train_data_submit(&r->data, r->model, s, r->talk));
     ZT_CHECK(zt_gpt2_step_wait(r->model, &loss, &info));
     /* the save begun after the step before was written during this one: publish it */
     if (r->saving) ZT_CHECK(finish_save(r));
@@ -692,7 +783,10 @@ static enum zt_status train_step(struct train_run *r, int64_t s) {
         ZT_CHECK(zt_engine_save_grads_safetensors(r->engine, o->grads_path));
     if (r->talk && (s == r->first_step || s == o->steps || s % r->print_every == 0))
         print_progress(r, s, loss, &info, ms);
-    if (r->log) write_log_line(r, s, loss, &info, ms);
+    const double *eval;
+    double eval_value;
+    ZT_CHECK(maybe_evaluate(r, s, &eval, &eval_value));
+    if (r->log) write_log_line(r, s, loss, &info, ms, eval);
     return ZT_OK;
 }
 
@@ -719,6 +813,9 @@ static enum zt_status finish_run(struct train_run *r) {
     ZT_CHECK(zt_engine_finish(r->engine)); /* the last swap-outs, their errors */
     zt_engine_memory(r->engine, &r->mem);  /* the gradient slots grow on demand */
     if (!o->quiet) print_peak_memory(r);
+    if (r->data.dump && fflush(r->data.dump) != 0)
+        return zt_error_set(ZT_ERR_IO, "--dump-data %s: write failed (%s)", r->data.dump_path,
+                            strerror(errno));
     if (r->log && fflush(r->log) != 0)
         return zt_error_set(ZT_ERR_IO, "log %s: write failed (%s)", o->log_path, strerror(errno));
     if (o->export_path) ZT_CHECK(zt_engine_save_safetensors(r->engine, o->export_path));
@@ -734,6 +831,7 @@ static enum zt_status run_training(struct train_run *r) {
     ZT_CHECK(start_run(r));
     if (r->opt.eval_only) return evaluate(r);
     ZT_CHECK(plan_loop(r));
+    if (r->first_step == 1) ZT_CHECK(evaluate_start(r));
     for (int64_t s = r->first_step; s <= r->opt.steps; s++) ZT_CHECK(train_step(r, s));
     return finish_run(r);
 }
@@ -743,7 +841,7 @@ static void free_run(struct train_run *r) {
     zt_checkpoint_save_abandon(r->saving);
     zt_gpt2_free(r->model);
     zt_engine_free(r->engine);
-    if (r->have_tokens) zt_tokens_close(&r->tokens);
+    train_data_close(&r->data);
 }
 
 /* parse -> validate -> start -> loop -> finish; returns the exit code */
@@ -779,7 +877,8 @@ int main(int argc, char **argv) {
         .world = zt_comm_size(),
         .cli = {.name = "zt-train", .error_prefix = "zerotask",
                 .print_errors = zt_comm_rank() == 0},
-        .opt = {.steps = 10, .seed = -1, .save_interval = -1},
+        .opt = {.steps = 10, .seed = -1, .save_interval = -1, .eval_interval = -1,
+                .eval_steps = -1},
     };
     int rc = train_main(&run, argc, argv);
     zt_comm_free();

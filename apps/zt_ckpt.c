@@ -11,6 +11,7 @@
 #include <stdlib.h>     /* free */
 #include <string.h>     /* strcmp */
 #include <sys/stat.h>   /* stat */
+#include <cjson/cJSON.h> /* meta.json's data member */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zerotask.h"   /* everything public */
 
@@ -157,6 +158,45 @@ static enum zt_status tag_check_coverage(const struct opened_tag *c) {
     return rc;
 }
 
+static double num_of(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* meta.json's "data": where training continues, the sampler's position per source and the
+ * curriculum's step (the trainer's member; a tag without it says so) */
+static void print_data_position(const char *dir) {
+    char *text = NULL;
+    cJSON *d = NULL;
+    if (zt_checkpoint_meta_member(dir, "data", &text) == ZT_OK && text) d = cJSON_Parse(text);
+    free(text);
+    if (!d) {
+        printf("data: no data position (not written by zt-train)\n");
+        return;
+    }
+    const cJSON *sm = cJSON_GetObjectItemCaseSensitive(d, "sampler");
+    const cJSON *order = cJSON_GetObjectItemCaseSensitive(sm, "order");
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(sm, "seed");
+    printf("data: next step %.0f, %.0f sequences consumed", num_of(d, "next_step"),
+           num_of(sm, "consumed"));
+    if (cJSON_IsString(order) && cJSON_IsString(seed))
+        printf(", %s order (seed %s)", order->valuestring, seed->valuestring);
+    if (!sm) printf(" (no sampler state: the step rule of one file)");
+    printf("\n");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(sm, "sources")) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "path");
+        printf("  source %s: weight %.6g, %.0f of its %.0f sequences drawn, in epoch %.0f\n",
+               cJSON_IsString(p) ? p->valuestring : "?", num_of(e, "weight"), num_of(e, "drawn"),
+               num_of(e, "sequences"), num_of(e, "epoch"));
+    }
+    const cJSON *cur = cJSON_GetObjectItemCaseSensitive(d, "curriculum");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cur, "enabled")))
+        printf("  curriculum: step %.0f ran at sequence length %.0f\n", num_of(cur, "step"),
+               num_of(cur, "seqlen"));
+    cJSON_Delete(d);
+}
+
 static int cmd_inspect(const char *path) {
     struct opened_tag c;
     if (tag_open(&c, path) != ZT_OK) {
@@ -166,6 +206,7 @@ static int cmd_inspect(const char *path) {
     printf("%s: format %d, step %lld, written by %d rank(s) at ZeRO stage %d, %d tensors\n",
            c.dir, c.info.format, (long long)c.info.step, c.info.world_size, c.info.zero_stage,
            c.ntensors);
+    print_data_position(c.dir);
     for (int k = 0; k < c.shards.n; k++) {
         const struct zt_shard *s = &c.shards.sh[k];
         printf("%s: rank %d of %d, %d records\n", s->path, s->rank, s->world, s->n);

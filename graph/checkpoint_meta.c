@@ -315,6 +315,20 @@ enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info)
     return rc;
 }
 
+enum zt_status zt_checkpoint_meta_member(const char *tagdir, const char *name, char **text) {
+    char path[ZT_CKPT_PATH_BYTES];
+    *text = NULL;
+    cJSON *m = read_meta(tagdir, path, sizeof path);
+    if (!m) return zt_error_last_code();
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m, name);
+    if (v && !(*text = cJSON_PrintUnformatted(v))) {
+        cJSON_Delete(m);
+        return zt_error_set(ZT_ERR_NOMEM, "checkpoint %s: out of memory", path);
+    }
+    cJSON_Delete(m);
+    return ZT_OK;
+}
+
 /* one entry of the tensors table: a name that fits and a shape of 1..ZT_CKPT_MAX_DIMS whole
  * sizes >= 1 whose product (the tensor's elements) is at most ZT_CKPT_MAX_ELEMENTS, so that
  * no reader's product of them (elements, bytes) overflows */

@@ -38,6 +38,7 @@ struct zt_gpt2 {
     zt_param_t wte, wpe, lnfw, lnfb;
     zt_param_t (*layer_params)[P_NLAYER]; /* [L][P_NLAYER] */
     int accum, Bm, B;
+    int active;                          /* positions of a row with a loss, of the last submit */
     /* activations (one micro-batch) */
     zt_tensor_t inputs, targets;         /* [Bm,T] int32 */
     zt_tensor_t encoded;                 /* [N,C] */
@@ -351,16 +352,24 @@ static enum zt_status layernorm_backward(zt_gpt2_t m, int layer, int mb, zt_tens
     return ZT_OK;
 }
 
-static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step, int mb,
-                                  int train) {
+/* the step's data: a planned batch, or the step rule over tok */
+struct step_data {
+    const struct zt_gpt2_batch *batch; /* NULL: the step rule */
+    const struct zt_tokens *tok;
+    int64_t step;
+};
+
+static enum zt_status micro_batch(zt_gpt2_t m, const struct step_data *d, int mb, int train) {
     zt_engine_t e = m->e;
     int nb = zt_engine_nblk(e), L = m->s.n_layer, NH = m->s.n_head;
     struct zt_step_ctx c = zt_engine_ctx(e, ZT_PRIO_IO, -1, L, mb);
-    /* rank r's micro-batch j holds rows (j * N + r) * Bm .. + Bm - 1 of the step's global batch
-     * (README, "Data parallelism"): N ranks train on exactly the rows one rank would */
-    const int N = zt_engine_world_size(e), r = zt_engine_rank(e);
-    FOR_BLK ZT_CHECK(zt_task_load_batch(&c.opts, m->inputs, m->targets, b, tok, step, m->B,
-                                        (mb * N + r) * m->Bm));
+    const int row0 = zt_gpt2_rank_rows(m, mb, NULL, NULL);
+    if (d->batch)
+        FOR_BLK ZT_CHECK(zt_task_load_rows(&c.opts, m->inputs, m->targets, b, d->batch->files,
+                                           d->batch->rows, row0, m->active));
+    else
+        FOR_BLK ZT_CHECK(zt_task_load_batch(&c.opts, m->inputs, m->targets, b, d->tok, d->step,
+                                            m->B, row0));
     /* ---- forward ---- */
     c = zt_engine_ctx(e, ZT_PRIO_FORWARD, -1, L, mb);
     FOR_BLK ZT_CHECK(zt_task_encoder_forward(&c.opts, m->encoded, b, m->inputs, V_(&c, m->wte),
@@ -390,9 +399,10 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&c.opts, m->lnf, m->lnf_mean, m->lnf_rstd, b, res,
                                                V_(&c, m->lnfw), V_(&c, m->lnfb)));
     FOR_BLK ZT_CHECK(zt_task_matmul_t_forward(&c.opts, m->logits, b, m->lnf, V_(&c, m->wte)));
-    /* d(mean over all B*T positions of the step)/dlogit: 1/(B*T) for every micro-batch, times
-     * the loss scale (fp16: every gradient of the backward is that multiple of the true one) */
-    float dscale = train ? 1.0f / ((float)m->B * (float)m->s.seq_len) : 0.0f;
+    /* d(mean over all B*active positions of the step)/dlogit: 1/(B*active) for every
+     * micro-batch, times the loss scale (fp16: every gradient of the backward is that multiple
+     * of the true one) */
+    float dscale = train ? 1.0f / ((float)m->B * (float)m->active) : 0.0f;
     if (train && zt_engine_loss_scale(e) != 1.0f) dscale *= zt_engine_loss_scale(e);
     FOR_BLK ZT_CHECK(zt_task_crossentropy(&c.opts, m->logits, m->losses[mb], b, m->targets,
                                           dscale));
@@ -442,11 +452,73 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_tokens *tok, int6
     return ZT_OK;
 }
 
+int zt_gpt2_rank_rows(zt_gpt2_t m, int mb, int *accum, int *Bm) {
+    if (accum) *accum = m->accum;
+    if (Bm) *Bm = m->Bm;
+    /* rank r's micro-batch j holds rows (j * N + r) * Bm .. + Bm - 1 of the step's global batch:
+     * N ranks train on exactly the rows one rank would */
+    return (mb * zt_engine_world_size(m->e) + zt_engine_rank(m->e)) * m->Bm;
+}
+
+static enum zt_status submit(zt_gpt2_t m, const struct step_data *d, int train) {
+    if (train) ZT_CHECK(zt_engine_step_begin(m->e, d->step));
+    for (int mb = 0; mb < m->accum; mb++) ZT_CHECK(micro_batch(m, d, mb, train));
+    if (train) ZT_CHECK(zt_engine_step_end(m->e));
+    return ZT_OK;
+}
+
 enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step,
                                    int train) {
-    if (train) ZT_CHECK(zt_engine_step_begin(m->e, step));
-    for (int mb = 0; mb < m->accum; mb++) ZT_CHECK(micro_batch(m, tok, step, mb, train));
-    if (train) ZT_CHECK(zt_engine_step_end(m->e));
+    m->active = m->s.seq_len;
+    return submit(m, &(struct step_data){.tok = tok, .step = step}, train);
+}
+
+enum zt_status zt_gpt2_batch_submit(zt_gpt2_t m, const struct zt_gpt2_batch *batch, int64_t step,
+                                    int train) {
+    if (!batch || !batch->files || !batch->rows || batch->active < 1 ||
+        batch->active > m->s.seq_len)
+        return zt_error_set(ZT_ERR_INVALID, "zt_gpt2_batch_submit: a batch needs files, rows and "
+                            "an active length in 1..%d", m->s.seq_len);
+    m->active = batch->active;
+    return submit(m, &(struct step_data){.batch = batch, .step = step}, train);
+}
+
+/* This rank's position losses of the step (micro-batch by micro-batch) into out[accum*Bm*T] */
+static enum zt_status copy_losses(zt_gpt2_t m, float *out) {
+    const size_t per_mb = (size_t)m->Bm * (size_t)m->s.seq_len;
+    for (int mb = 0; mb < m->accum; mb++) {
+        ZT_CHECK(zt_tensor_acquire(m->losses[mb], 0));
+        memcpy(out + (size_t)mb * per_mb, zt_tensor_data(m->losses[mb]), per_mb * sizeof *out);
+        zt_tensor_release(m->losses[mb]);
+    }
+    return ZT_OK;
+}
+
+/* The sum of every position's loss of the step, added one by one in global row order on rank 0
+ * (in double) and given to every rank: the same bits for any world size and micro-batch
+ * split, and on one rank the order of its micro-batches. Positions past `active` add 0. */
+static enum zt_status global_loss_sum(zt_gpt2_t m, double *sum) {
+    const int N = zt_engine_world_size(m->e), T = m->s.seq_len, Bm = m->Bm;
+    const size_t per_rank = (size_t)m->accum * (size_t)Bm * (size_t)T;
+    float *mine = malloc(per_rank * sizeof *mine);
+    float *all = zt_engine_rank(m->e) == 0 ? malloc(per_rank * (size_t)N * sizeof *all) : NULL;
+    enum zt_status rc = mine && (all || zt_engine_rank(m->e) != 0)
+                            ? copy_losses(m, mine)
+                            : zt_error_set(ZT_ERR_NOMEM, "out of memory for the step's losses");
+    /* the losses came from the batches read: were they read? */
+    if (rc == ZT_OK) rc = zt_task_data_status();
+    if (rc == ZT_OK) rc = zt_comm_gather_bytes(mine, per_rank * sizeof *mine, all);
+    double s = 0;
+    for (int k = 0; rc == ZT_OK && all && k < m->B; k++) {
+        int mb = k / (N * Bm), r = k / Bm % N, i = k % Bm; /* row k = (mb * N + r) * Bm + i */
+        const float *row = all + (size_t)r * per_rank + ((size_t)mb * Bm + i) * T;
+        for (int t = 0; t < T; t++) s += row[t];
+    }
+    free(mine);
+    free(all);
+    ZT_CHECK(rc);
+    ZT_CHECK(zt_comm_sum_double(&s)); /* rank 0's sum, plus zeros: rank 0's on every rank */
+    *sum = s;
     return ZT_OK;
 }
 
@@ -454,22 +526,9 @@ enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info 
     struct zt_step_info own;
     if (!info) info = &own;
     ZT_CHECK(zt_engine_step_wait(m->e, info));
-    double s = 0;
-    int64_t n = 0;
-    for (int mb = 0; mb < m->accum; mb++) { /* fixed order, double accumulation */
-        ZT_CHECK(zt_tensor_acquire(m->losses[mb], 0));
-        const float *l = zt_tensor_data(m->losses[mb]);
-        int64_t k = zt_tensor_numel(m->losses[mb]);
-        for (int64_t i = 0; i < k; i++) s += l[i];
-        n += k;
-        zt_tensor_release(m->losses[mb]);
-    }
-    ZT_CHECK(zt_task_data_status()); /* the losses came from the batches read: were they read? */
-    /* the global loss: every rank's sum, added in rank order, over every position of the step */
-    double dn = (double)n;
-    ZT_CHECK(zt_comm_sum_double(&s));
-    ZT_CHECK(zt_comm_sum_double(&dn));
-    *loss = s / dn;
+    double s;
+    ZT_CHECK(global_loss_sum(m, &s));
+    *loss = s / ((double)m->B * (double)m->active); /* the positions that carry a loss */
     return zt_engine_check_step(m->e, *loss, info);
 }
 

@@ -68,6 +68,9 @@ enum zt_status zt_checkpoint_resolve(const char *path, char *tagdir, size_t n);
  * match its checksum (meta_crc32c), or a meta.json that lost its checksum but records a run id.
  * Every reader of meta.json checks it this way. */
 enum zt_status zt_checkpoint_info(const char *tagdir, struct zt_ckpt_info *info);
+/* A top-level member of a tag's meta.json (checked as zt_checkpoint_info checks it) as JSON
+ * text in *text (malloc'd; NULL when the member is absent). */
+enum zt_status zt_checkpoint_meta_member(const char *tagdir, const char *name, char **text);
 /* Collective, before a load (the model built, no shard read): the model's tensors against the
  * tag's table (naming the first tensor that differs), then every field of its shape against
  * meta.json's "model" (absent in an imported tag: nothing more to check), naming the field,

@@ -19,6 +19,7 @@ extern "C" {
 #endif
 
 struct zt_tokens;
+struct zt_data_row;
 typedef struct zt_gpt2 *zt_gpt2_t;
 
 /* Declare the parameters on e (which must not be finalized yet), finalize e, and allocate the
@@ -33,6 +34,21 @@ void zt_gpt2_free(zt_gpt2_t m);
  * forward and loss only (no update). Call zt_gpt2_step_wait afterwards. */
 enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step,
                                    int train);
+/* A global batch the sampler planned (io/zt_dataset.h): row k (0..B-1) is rows[k] of files;
+ * positions from `active` on carry no loss and no gradient (the sequence-length curriculum:
+ * causal attention makes the rest equal the batch truncated to `active`; seq_len: none). */
+struct zt_gpt2_batch {
+    const struct zt_tokens *files;
+    const struct zt_data_row *rows;
+    int active;
+};
+/* The global batch rows this rank's micro-batch mb (0..accum-1) trains: first .. first + Bm - 1
+ * (README, "Data parallelism"); *accum and *Bm may be NULL. */
+int zt_gpt2_rank_rows(zt_gpt2_t m, int mb, int *accum, int *Bm);
+/* The same as zt_gpt2_step_submit for a planned batch; the loss is the mean over the B * active
+ * positions that carry one. */
+enum zt_status zt_gpt2_batch_submit(zt_gpt2_t m, const struct zt_gpt2_batch *batch, int64_t step,
+                                    int train);
 /* Wait for the step; *loss = mean loss of the step (before its update). A training step whose
  * loss or gradient norm is NaN or Inf fails or warns as zt_engine_check_step says. */
 enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info *info);

@@ -1,17 +1,19 @@
 /*
  * io/tokens.c: token files in llm.c's format (pread reader, atomic writer).
  *
- * Layer: io/ (platform; no StarPU). Format: 256 little-endian int32 (magic 20240520, version 1,
- * token count, rest 0), then `count` uint16 tokens. zt_tokens_open validates everything up front
- * (header, exact size, every token < vocab_size), so a bad file fails before training starts
- * with one line naming the file. zt_tokens_batch implements the data rule of zt_tokens.h; it
- * reads each row with pread from the descriptor kept open and checks every token again, because
- * the file may be truncated or rewritten while training runs: a mapping would turn that into
- * SIGBUS, or an id past the vocabulary into a wild read in a kernel.
+ * Layer: io/ (platform; no StarPU). Format: 256 little-endian int32 (magic, version, token
+ * count, rest 0), then `count` tokens, uint16 (magic 20240520, version 1) or uint32 (magic
+ * 20240801, version 7). zt_tokens_open validates the header and the exact size, and every token
+ * of a file small enough to scan, so a bad file fails before training starts with one line
+ * naming the file. zt_tokens_batch implements the data rule of zt_tokens.h and zt_tokens_row
+ * reads one planned row; both read with pread from the descriptor kept open and check every
+ * token again, because the file may be truncated or rewritten while training runs: a mapping
+ * would turn that into SIGBUS, or an id past the vocabulary into a wild read in a kernel.
  */
 #include "zt_tokens.h"
 
 #include <errno.h>     /* errno, EINTR */
+#include <fcntl.h>     /* posix_fadvise */
 #include <stdio.h>     /* snprintf */
 #include <string.h>    /* memset, strerror */
 #include <sys/stat.h>  /* fstat */
@@ -42,11 +44,15 @@ static ssize_t pread_full(int fd, void *buf, size_t len, off_t off) {
     return (ssize_t)got;
 }
 
+static size_t file_bytes(const struct zt_tokens *t) {
+    return HEADER_BYTES + (size_t)t->width * t->count;
+}
+
 /* A read that came back short: the file is smaller than its header says (truncated since it
  * was opened) */
 static enum zt_status short_read(const struct zt_tokens *t, const char *when, off_t off) {
     struct stat st;
-    size_t expected = HEADER_BYTES + 2 * t->count;
+    size_t expected = file_bytes(t);
     if (fstat(t->fd, &st) == 0 && (size_t)st.st_size < expected)
         return zt_error_set(ZT_ERR_DATA, "tokens %s: file shrank to %lld bytes %s (expected "
                                          "%zu)", t->path, (long long)st.st_size, when, expected);
@@ -55,37 +61,40 @@ static enum zt_status short_read(const struct zt_tokens *t, const char *when, of
                         when, expected);
 }
 
-/* Tokens first .. first+n-1 (first + n <= count) into dst, each checked below vocab_size.
- * training: the file was validated at open, so a bad token now means it changed since. */
-static enum zt_status read_span(const struct zt_tokens *t, size_t first, size_t n, uint16_t *dst,
-                                int training) {
-    const char *when = training ? "while training" : "while opening";
-    off_t off = (off_t)(HEADER_BYTES + 2 * first);
-    ssize_t got = pread_full(t->fd, dst, 2 * n, off);
+/* Tokens first .. first+n-1 (first + n <= count, n <= CHUNK_TOKENS) into dst as uint32, each
+ * checked below vocab_size. checked_at_open: the file was validated whole when opened, so a bad
+ * token now means it changed since. */
+static enum zt_status read_span(const struct zt_tokens *t, size_t first, size_t n, uint32_t *dst,
+                                const char *when, int checked_at_open) {
+    off_t off = (off_t)(HEADER_BYTES + (size_t)t->width * first);
+    uint16_t narrow[CHUNK_TOKENS + 1];
+    void *raw = t->width == 2 ? (void *)narrow : (void *)dst;
+    ssize_t got = pread_full(t->fd, raw, (size_t)t->width * n, off);
     if (got < 0)
         return zt_error_set(ZT_ERR_IO, "tokens %s: read at byte %lld failed %s (%s)", t->path,
                             (long long)off, when, strerror(errno));
-    if ((size_t)got < 2 * n) return short_read(t, when, off + got);
+    if ((size_t)got < (size_t)t->width * n) return short_read(t, when, off + got);
+    if (t->width == 2)
+        for (size_t i = 0; i < n; i++) dst[i] = narrow[i];
     for (size_t i = 0; i < n; i++) {
         if (dst[i] < (unsigned)t->vocab_size) continue;
-        if (!training)
-            return zt_error_set(ZT_ERR_DATA, "tokens %s: token %zu is %u, not below vocab_size "
-                                             "%d", t->path, first + i, (unsigned)dst[i],
-                                t->vocab_size);
         return zt_error_set(ZT_ERR_DATA, "tokens %s: token %zu at byte %lld is %u, not below "
-                                         "vocab_size %d (the file changed while training)",
-                            t->path, first + i, (long long)(off + 2 * (off_t)i),
-                            (unsigned)dst[i], t->vocab_size);
+                                         "vocab_size %d%s", t->path, first + i,
+                            (long long)(off + (off_t)t->width * (off_t)i), (unsigned)dst[i],
+                            t->vocab_size, checked_at_open ? " (the file changed while "
+                                                             "training)" : "");
     }
     return ZT_OK;
 }
 
-/* n tokens from position pos (< count), wrapping to the start of the file as often as needed */
+/* n (<= CHUNK_TOKENS + 1) tokens from position pos (< count), wrapping to the start of the file
+ * as often as needed */
 static enum zt_status read_wrapped(const struct zt_tokens *t, uint64_t pos, size_t n,
-                                   uint16_t *dst) {
+                                   uint32_t *dst) {
+    int scanned = (size_t)t->width * t->count <= ZT_TOKENS_SCAN_BYTES;
     while (n > 0) {
         size_t run = t->count - (size_t)pos < n ? t->count - (size_t)pos : n;
-        ZT_CHECK(read_span(t, (size_t)pos, run, dst, 1));
+        ZT_CHECK(read_span(t, (size_t)pos, run, dst, "while training", scanned));
         dst += run;
         n -= run;
         pos = 0;
@@ -93,25 +102,37 @@ static enum zt_status read_wrapped(const struct zt_tokens *t, uint64_t pos, size
     return ZT_OK;
 }
 
+/* the token width the header's magic and version name, or 0 */
+static int header_width(const int32_t *h) {
+    if (h[0] == ZT_TOKENS_MAGIC && h[1] == ZT_TOKENS_VERSION) return 2;
+    if (h[0] == ZT_TOKENS_MAGIC_WIDE && h[1] == ZT_TOKENS_VERSION_WIDE) return 4;
+    return 0;
+}
+
 /* the header's fields against the file's size */
 static enum zt_status check_header(const char *path, const int32_t *h, size_t size) {
-    if (h[0] != ZT_TOKENS_MAGIC)
-        return zt_error_set(ZT_ERR_DATA, "tokens %s: bad magic %d, expected %d (not an llm.c "
-                                         "token file)", path, h[0], ZT_TOKENS_MAGIC);
-    if (h[1] != ZT_TOKENS_VERSION)
-        return zt_error_set(ZT_ERR_DATA, "tokens %s: version %d, expected %d (uint16 tokens)",
-                            path, h[1], ZT_TOKENS_VERSION);
+    if (h[0] != ZT_TOKENS_MAGIC && h[0] != ZT_TOKENS_MAGIC_WIDE)
+        return zt_error_set(ZT_ERR_DATA, "tokens %s: bad magic %d, expected %d (uint16 tokens) "
+                                         "or %d (uint32) (not an llm.c token file)", path, h[0],
+                            ZT_TOKENS_MAGIC, ZT_TOKENS_MAGIC_WIDE);
+    int width = header_width(h);
+    if (!width)
+        return zt_error_set(ZT_ERR_DATA, "tokens %s: version %d, expected %d with magic %d (%s "
+                                         "tokens)", path, h[1],
+                            h[0] == ZT_TOKENS_MAGIC ? ZT_TOKENS_VERSION : ZT_TOKENS_VERSION_WIDE,
+                            h[0], h[0] == ZT_TOKENS_MAGIC ? "uint16" : "uint32");
     if (h[2] < 2)
         return zt_error_set(ZT_ERR_DATA, "tokens %s: header token count %d; need at least 2 (one "
                                          "input and its target)", path, h[2]);
-    if (size != HEADER_BYTES + 2 * (size_t)h[2])
+    size_t need = HEADER_BYTES + (size_t)width * (size_t)h[2];
+    if (size != need)
         return zt_error_set(ZT_ERR_DATA, "tokens %s: file is %zu bytes, but the header's count %d "
-                                         "needs %zu (1024 + 2 * count)", path, size, h[2],
-                            HEADER_BYTES + 2 * (size_t)h[2]);
+                                         "needs %zu (1024 + %d * count: uint%d tokens)", path,
+                            size, h[2], need, width, 8 * width);
     return ZT_OK;
 }
 
-/* header, size, and every token below vocab_size, read through t->fd */
+/* header and size, and every token below vocab_size when the file is small enough to scan */
 static enum zt_status validate(struct zt_tokens *t, size_t size) {
     if (size < HEADER_BYTES)
         return zt_error_set(ZT_ERR_DATA, "tokens %s: truncated header (%zu bytes; the header "
@@ -124,10 +145,12 @@ static enum zt_status validate(struct zt_tokens *t, size_t size) {
     if ((size_t)got < sizeof h) return short_read(t, "while opening", got);
     ZT_CHECK(check_header(t->path, h, size));
     t->count = (size_t)h[2];
-    uint16_t buf[CHUNK_TOKENS];
+    t->width = header_width(h);
+    if ((size_t)t->width * t->count > ZT_TOKENS_SCAN_BYTES) return ZT_OK;
+    uint32_t buf[CHUNK_TOKENS];
     for (size_t i = 0; i < t->count; i += CHUNK_TOKENS) {
         size_t n = t->count - i < CHUNK_TOKENS ? t->count - i : CHUNK_TOKENS;
-        ZT_CHECK(read_span(t, i, n, buf, 0));
+        ZT_CHECK(read_span(t, i, n, buf, "while opening", 0));
     }
     return ZT_OK;
 }
@@ -159,6 +182,22 @@ void zt_tokens_close(struct zt_tokens *t) {
     t->fd = -1;
 }
 
+/* T + 1 tokens from position p (< count) of t: inputs the first T, targets the last T, targets
+ * from position `active` on -1 */
+static enum zt_status read_row(const struct zt_tokens *t, uint64_t p, int T, int active,
+                               int32_t *in, int32_t *tg) {
+    uint32_t buf[CHUNK_TOKENS + 1];
+    for (int k = 0; k < T; k += CHUNK_TOKENS) {
+        int m = T - k < CHUNK_TOKENS ? T - k : CHUNK_TOKENS;
+        ZT_CHECK(read_wrapped(t, (p + (uint64_t)k) % t->count, (size_t)m + 1, buf));
+        for (int j = 0; j < m; j++) {
+            in[k + j] = (int32_t)buf[j];
+            tg[k + j] = k + j < active ? (int32_t)buf[j + 1] : -1;
+        }
+    }
+    return ZT_OK;
+}
+
 enum zt_status zt_tokens_batch(const struct zt_tokens *t, int64_t step, int B, int T, int row0,
                                int nrows, int32_t *inputs, int32_t *targets) {
     ZT_ASSERT_MSG(t && t->fd >= 0 && t->count >= 2, "zt_tokens_batch: file not open");
@@ -169,27 +208,35 @@ enum zt_status zt_tokens_batch(const struct zt_tokens *t, int64_t step, int B, i
      * of two residues fits in 64 bits */
     uint64_t n = t->count;
     uint64_t base = (((uint64_t)(step - 1) % n) * (((uint64_t)B * (uint64_t)T) % n)) % n;
-    uint16_t buf[CHUNK_TOKENS + 1];
     for (int r = 0; r < nrows; r++) {
         uint64_t p = (base + ((uint64_t)(row0 + r) * (uint64_t)T) % n) % n;
-        int32_t *in = inputs + (size_t)r * T, *tg = targets + (size_t)r * T;
-        /* a row reads T + 1 tokens from p: inputs are the first T, targets the last T */
-        for (int k = 0; k < T; k += CHUNK_TOKENS) {
-            int m = T - k < CHUNK_TOKENS ? T - k : CHUNK_TOKENS;
-            ZT_CHECK(read_wrapped(t, (p + (uint64_t)k) % n, (size_t)m + 1, buf));
-            for (int j = 0; j < m; j++) {
-                in[k + j] = buf[j];
-                tg[k + j] = buf[j + 1];
-            }
-        }
+        ZT_CHECK(read_row(t, p, T, T, inputs + (size_t)r * T, targets + (size_t)r * T));
     }
     return ZT_OK;
+}
+
+enum zt_status zt_tokens_row(const struct zt_tokens *files, const struct zt_data_row *row, int T,
+                             int active, int32_t *inputs, int32_t *targets) {
+    const struct zt_tokens *t = files + row->file;
+    ZT_ASSERT_MSG(t->fd >= 0 && t->count >= 2 && row->pos >= 0 && (size_t)row->pos < t->count &&
+                      T >= 1 && active >= 1 && active <= T,
+                  "zt_tokens_row: bad row (file %d, position %lld) or T %d / active %d",
+                  row->file, (long long)row->pos, T, active);
+    return read_row(t, (uint64_t)row->pos, T, active, inputs, targets);
+}
+
+void zt_tokens_prefetch(const struct zt_tokens *files, const struct zt_data_row *row, int T) {
+    const struct zt_tokens *t = files + row->file;
+    size_t first = (size_t)row->pos, n = (size_t)T + 1;
+    if (first + n > t->count) n = t->count - first; /* the wrapped part is the file's start */
+    (void)posix_fadvise(t->fd, (off_t)(HEADER_BYTES + (size_t)t->width * first),
+                        (off_t)((size_t)t->width * n), POSIX_FADV_WILLNEED);
 }
 
 // ----------------------------------------------------------------------------
 // atomic write (the redis rdbSave sequence: tmp in the same directory, fsync, rename, fsync dir)
 
-enum zt_status zt_tokens_write(const char *path, const uint16_t *tok, size_t count) {
+static enum zt_status write_file(const char *path, const void *tok, size_t count, int width) {
     if (!path || (!tok && count))
         return zt_error_set(ZT_ERR_INVALID, "zt_tokens_write: NULL argument");
     if (count > INT32_MAX)
@@ -199,7 +246,19 @@ enum zt_status zt_tokens_write(const char *path, const uint16_t *tok, size_t cou
     enum zt_status rc = zt_afile_open(&f, "tokens", path);
     if (rc != ZT_OK) return rc;
     int32_t h[ZT_TOKENS_HEADER_INTS] = {ZT_TOKENS_MAGIC, ZT_TOKENS_VERSION, (int32_t)count};
-    if (zt_afile_write(&f, h, sizeof h) != 0 || zt_afile_write(&f, tok, count * sizeof *tok) != 0)
+    if (width == 4) {
+        h[0] = ZT_TOKENS_MAGIC_WIDE;
+        h[1] = ZT_TOKENS_VERSION_WIDE;
+    }
+    if (zt_afile_write(&f, h, sizeof h) != 0 || zt_afile_write(&f, tok, count * width) != 0)
         return zt_afile_fail(&f);
     return zt_afile_commit(&f);
+}
+
+enum zt_status zt_tokens_write(const char *path, const uint16_t *tok, size_t count) {
+    return write_file(path, tok, count, 2);
+}
+
+enum zt_status zt_tokens_write_wide(const char *path, const uint32_t *tok, size_t count) {
+    return write_file(path, tok, count, 4);
 }

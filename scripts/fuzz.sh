@@ -5,7 +5,7 @@
 # starting from its seed corpus (tests/fuzz/corpus/<reader>, never modified) plus what earlier
 # runs found (build-fuzz/corpus/<reader>). A crash, leak, sanitizer report, timeout or
 # out-of-memory input is a finding: it is kept as build-fuzz/findings/<reader>-*, and the script
-# exits 1. Readers: safetensors tokens config ckpt_meta ckpt_shard replay tokenizer prompts
+# exits 1. Readers: safetensors tokens data_spec config ckpt_meta ckpt_shard replay tokenizer prompts
 # serve_request (default: all).
 # ZT_FUZZ_JOBS sets how many targets run at once, ZT_FUZZ_BUILD the build folder (build-fuzz).
 set -euo pipefail
@@ -14,7 +14,7 @@ secs=${1:-60}
 shift || true
 readers=("$@")
 [ ${#readers[@]} -gt 0 ] ||
-  readers=(safetensors tokens config ckpt_meta ckpt_shard replay tokenizer prompts serve_request)
+  readers=(safetensors tokens data_spec config ckpt_meta ckpt_shard replay tokenizer prompts serve_request)
 case "$secs" in ''|*[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, got '$secs'" >&2
                             exit 2 ;; esac
 b=${ZT_FUZZ_BUILD:-build-fuzz}

@@ -24,7 +24,8 @@
 extern "C" {
 #endif
 
-struct zt_tokens; /* io/zt_tokens.h */
+struct zt_tokens;   /* io/zt_tokens.h */
+struct zt_data_row; /* io/zt_tokens.h */
 
 /* Per-task options: trace fields and scheduling priority. */
 struct zt_task_opts {
@@ -45,6 +46,12 @@ void zt_tasks_free(void);
 enum zt_status zt_task_load_batch(const struct zt_task_opts *o, zt_tensor_t inputs,
                                   zt_tensor_t targets, int blk, const struct zt_tokens *tok,
                                   int64_t step, int B, int row0);
+/* The same from planned rows (io/zt_dataset.h's sampler): the block's row i is rows[row0 +
+ * its first row in the tensor + i] of the open files; targets from position `active` on are -1
+ * (no loss: the sequence-length curriculum; active = T for none). The rows are copied. */
+enum zt_status zt_task_load_rows(const struct zt_task_opts *o, zt_tensor_t inputs,
+                                 zt_tensor_t targets, int blk, const struct zt_tokens *files,
+                                 const struct zt_data_row *rows, int row0, int active);
 /* The first load_batch that failed (the token file shrank or holds an id >= vocab_size since it
  * was opened: its block was zeroed instead), its message set as the last error, or ZT_OK. Check
  * it once the step's losses are in, before using them. */

@@ -52,7 +52,8 @@ static void sum_lanes(double acc[CE_LANES], const float *e, int n) {
 }
 
 // ----------------------------------------------------------------------------
-// losses[N] = -log softmax(logits[N,V])[targets[n]]; targets[N] in [0,V)
+// losses[N] = -log softmax(logits[N,V])[targets[n]]; targets[N] in [0,V), or -1: no target
+// (loss 0 and, with dscale, a zero gradient row: a position the curriculum cut off)
 // dscale != 0: logits[N,V] is overwritten by dscale * (softmax(logits) - onehot(targets))
 void zt_kern_crossentropy_forward_backward(float *logits, float *losses, const int32_t *targets,
                                            int N, int V, float dscale) {
@@ -60,7 +61,12 @@ void zt_kern_crossentropy_forward_backward(float *logits, float *losses, const i
     for (int n = 0; n < N; n++) {
         float *x = logits + (size_t)n * V;
         const int32_t t = targets[n];
-        assert(t >= 0 && t < V);
+        assert(t >= -1 && t < V);
+        if (t < 0) {
+            losses[n] = 0.0f;
+            if (dscale != 0.0f) memset(x, 0, sizeof *x * (size_t)V);
+            continue;
+        }
         const float mx = row_max(x, V);
         const float xt = x[t];
 

@@ -31,6 +31,12 @@ __global__ static void k_xent(float *logits, float *losses, const int32_t *targe
     const int n = blockIdx.x, tid = threadIdx.x;
     float *x = logits + (size_t)n * V;
     const int32_t t = targets[n];
+    if (t < 0) { /* no target (a position the curriculum cut off): loss 0, no gradient */
+        if (tid == 0) losses[n] = 0.0f;
+        if (dscale != 0.0f)
+            for (int i = tid; i < V; i += THREADS) x[i] = 0.0f;
+        return;
+    }
 
     float m = x[0];
     for (int i = tid; i < V; i += THREADS) m = fmax_cpu(m, x[i]);

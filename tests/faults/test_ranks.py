@@ -4,8 +4,8 @@
 Cases (2 ranks under mpirun, MPMD syntax `-np 1 zt-train A : -np 1 zt-train B` for per-rank
 arguments):
   - rank 1 started with another --data file, or another --init-from file: start-up stops with
-    exit 2 and one line (rank 0's) "ranks differ: the --data file (size+digest) of rank 1 differs
-    from rank 0's", before any step;
+    exit 2 and one line (rank 0's) "ranks differ: the --data file set (size+digest of each) of
+    rank 1 differs from rank 0's", before any step;
   - the same contents under another path (a copy) on rank 1 is the same input: the run passes;
   - a bad ZT_* knob, found by every rank: exit 2 and one line (rank 0's), not one per rank;
   - rank 1 stopped mid-run (SIGSTOP from the test, not dead) with ZT_COMM_TIMEOUT=5: the job
@@ -67,7 +67,8 @@ expect_mpi("a bad knob on every rank", MPI + ["-x", "ZT_COMM_TIMEOUT=abc", "-np"
 # --data: another file on rank 1 (same size, other tokens), then the same contents elsewhere
 other = F.write_tokens("other.bin", [(i * 3) % 64 for i in range(400)])
 expect_mpi("--data differs on rank 1", mpmd(base, F.with_arg(base, "--data", other)), 2,
-           ["ranks differ: the --data file (size+digest) of rank 1 differs from rank 0's"])
+           ["ranks differ: the --data file set (size+digest of each) of rank 1 differs from "
+            "rank 0's"])
 copy = F.path("copy_of_tokens.bin")
 shutil.copy(data, copy)
 p = F.run(mpmd(base, F.with_arg(base, "--data", copy)), 120)

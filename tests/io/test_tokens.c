@@ -217,7 +217,7 @@ static void test_malformed_files(void) {
     write_raw(p, ZT_TOKENS_MAGIC, 1, -3, ten, 0, -1);
     expect_open_err(__LINE__, p, 10, ZT_ERR_DATA, "count -3; need at least 2");
     pathof(p, "ten.bin");
-    expect_open_err(__LINE__, p, 5, ZT_ERR_DATA, "token 5 is 5, not below vocab_size 5");
+    expect_open_err(__LINE__, p, 5, ZT_ERR_DATA, "token 5 at byte 1034 is 5, not below vocab_size 5");
     expect_open_err(__LINE__, p, 0, ZT_ERR_INVALID, "vocab_size must be >= 1");
 }
 
