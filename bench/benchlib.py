@@ -79,3 +79,13 @@ def settle(seconds=3):
     while the trim goes on, whichever side deleted the file)"""
     os.sync()
     time.sleep(seconds)
+
+
+def lscpu_flags():
+    """(model name, flags) as lscpu prints them; empty strings without lscpu"""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        return "", ""
+    info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    return info.get("Model name", "").strip(), info.get("Flags", "").strip()

@@ -36,6 +36,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+import benchlib  # noqa: E402  bench/benchlib.py: lscpu_flags
 FORTUNES = "/usr/share/games/fortunes"
 
 
@@ -98,15 +100,6 @@ def run_hf(a, corpus):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def lscpu_flags():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    except OSError:
-        return "", ""
-    info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-    return info.get("Model name", "").strip(), info.get("Flags", "").strip()
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mb", type=float, default=32)
@@ -123,7 +116,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     corpus, out = os.path.join(a.work, "corpus.jsonl"), os.path.join(a.work, "zt.bin")
     ndocs, nbytes = make_corpus(corpus, a.mb, a.seed, a.per_doc)
-    model, flags = lscpu_flags()
+    model, flags = benchlib.lscpu_flags()
     print("bench/prepare: %s, %d CPUs, load average %.2f; corpus %d documents, %.1f MB of text "
           "(seed %d); GPT-2 tokenizer %s; %d threads each" % (model, os.cpu_count(),
                                                              os.getloadavg()[0], ndocs,
