@@ -52,8 +52,12 @@ enum zt_status train_data_open(struct train_data *td, const struct train_data_op
     td->next = calloc((size_t)td->B, sizeof *td->next);
     if (!td->rows || !td->next) return zt_error_set(ZT_ERR_NOMEM, "data: out of memory");
     for (int s = 0; s < td->ds.train.nsources; s++) td->epoch[s] = 1;
-    if (!o->dump) return ZT_OK;
-    snprintf(td->dump_path, sizeof td->dump_path, "%s.rank%d", o->dump, o->rank);
+    if (o->dump) snprintf(td->dump_path, sizeof td->dump_path, "%s.rank%d", o->dump, o->rank);
+    return ZT_OK;
+}
+
+enum zt_status train_data_open_dump(struct train_data *td) {
+    if (!td->dump_path[0] || td->dump) return ZT_OK;
     if (!(td->dump = fopen(td->dump_path, "w")))
         return zt_error_set(ZT_ERR_IO, "--dump-data %s: cannot create (%s)", td->dump_path,
                             strerror(errno));

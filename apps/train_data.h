@@ -37,12 +37,14 @@ struct train_data {
     int64_t eval_interval, eval_steps; /* 0 interval: evaluate after the last step only */
     int64_t epoch[ZT_DATA_MAX_SOURCES]; /* each train source's epoch when last reported */
     FILE *dump;                      /* --dump-data: the rows this rank loads, or NULL */
-    char dump_path[1100];
+    char dump_path[1100];            /* "" without --dump-data */
 };
 
 /* Check the data options (ZT_ERR_USAGE for a bad one) and open the data. */
 enum zt_status train_data_open(struct train_data *td, const struct train_data_options *o,
                                const struct zt_config *cfg, const struct zt_model_shape *shape);
+/* Create the --dump-data file (dump_path), once the outputs have been checked. */
+enum zt_status train_data_open_dump(struct train_data *td);
 /* Close the data and the dump (its write errors: ZT_ERR_IO). */
 enum zt_status train_data_close(struct train_data *td);
 

@@ -56,7 +56,7 @@ static const char *usage_text =
     "                       docs/data.md)\n"
     "options:\n"
     "  --data-order O       linear (default) or shuffle: a seeded permutation of each file's\n"
-    "                       sequences per epoch (the config's seed)\n"
+    "                       sequences per epoch (the seed: the config's, or --seed)\n"
     "  --eval-data D        validation data (F, a list or a blend; default: the spec's)\n"
     "  --eval-interval N    evaluate every N steps (default: only before the first step of a\n"
     "                       fresh run, logged as step 0, and after the last)\n"
@@ -371,7 +371,8 @@ static int check_outputs(const struct train_run *r) {
         {"--log", o->log_path, 1},
         {"--trace", o->trace_path, 0},
         {"--trace (its replay file)", replay[0] ? replay : NULL, 0},
-        {"--dump-grads", o->grads_path, 0}};
+        {"--dump-grads", o->grads_path, 0},
+        {"--dump-data", r->data.dump_path[0] ? r->data.dump_path : NULL, 0}};
     const struct { const char *flag, *path; } in[] = {
         {"--ds-config", o->ds_config}, {"--model", o->model}, {"--data", o->data},
         {"--init-from", o->init_from}};
@@ -442,13 +443,22 @@ static uint64_t sampled_digest(const char *path) {
     return h;
 }
 
-/* the digests of every data file, in the order --data and --eval-data name them */
+/* the digests of every data file, in the order --data and --eval-data name them, and how the
+ * sources draw from them (rule, weights, sequences) */
 static uint64_t data_digest(const struct zt_dataset *d) {
-    uint64_t h = 0;
+    uint64_t h = zt_hash_bytes(0, &d->legacy, sizeof d->legacy);
     for (int i = 0; i < d->nfiles; i++) {
         uint64_t f = sampled_digest(d->files[i].path);
         h = zt_hash_bytes(h, &f, sizeof f);
     }
+    const struct zt_data_set *sets[2] = {&d->train, &d->valid};
+    for (int k = 0; k < 2; k++)
+        for (int s = 0; s < sets[k]->nsources; s++) {
+            const struct zt_data_source *src = &sets[k]->src[s];
+            const int64_t shape[3] = {src->file, src->first, src->nseq};
+            h = zt_hash_bytes(h, shape, sizeof shape);
+            h = zt_hash_bytes(h, &src->weight, sizeof src->weight);
+        }
     return h;
 }
 
@@ -509,6 +519,7 @@ static enum zt_status build_model(struct train_run *r) {
     if (o->init_from) ZT_CHECK(zt_engine_load_safetensors(r->engine, o->init_from));
     if (!o->resume) return ZT_OK;
     ZT_CHECK(zt_checkpoint_check_model(r->engine, r->resume_tag, &r->shape, o->model));
+    ZT_CHECK(train_data_resume(&r->data, r->resume_tag, r->resume_info.step)); /* before loading */
     /* the ranks start the load together, so that "loaded in" times the load itself, not how
      * much later than the others the last rank got here */
     double together = 0;
@@ -516,7 +527,6 @@ static enum zt_status build_model(struct train_run *r) {
     double t0 = zt_clock_ms();
     ZT_CHECK(zt_checkpoint_load(r->engine, r->resume_tag, &r->resume_info));
     r->load_ms = zt_clock_ms() - t0;
-    ZT_CHECK(train_data_resume(&r->data, r->resume_tag, r->resume_info.step));
     return ZT_OK;
 }
 
@@ -609,6 +619,7 @@ static void trace_meta(const struct train_run *r) {
 
 static enum zt_status start_run(struct train_run *r) {
     r->talk = !r->opt.quiet && r->rank == 0;
+    ZT_CHECK(train_data_open_dump(&r->data));
     ZT_CHECK(build_model(r));
     zt_knobs_log_effective();
     if (r->opt.trace_path) zt_trace_enable(1);

@@ -167,8 +167,11 @@ static double num_of(const cJSON *o, const char *key) {
  * curriculum's step (the trainer's member; a tag without it says so) */
 static void print_data_position(const char *dir) {
     char *text = NULL;
-    cJSON *d = NULL;
-    if (zt_checkpoint_meta_member(dir, "data", &text) == ZT_OK && text) d = cJSON_Parse(text);
+    if (zt_checkpoint_meta_member(dir, "data", &text) != ZT_OK) {
+        printf("data: cannot read the data position (%s)\n", zt_error_last());
+        return;
+    }
+    cJSON *d = text ? cJSON_Parse(text) : NULL;
     free(text);
     if (!d) {
         printf("data: no data position (not written by zt-train)\n");
@@ -177,11 +180,11 @@ static void print_data_position(const char *dir) {
     const cJSON *sm = cJSON_GetObjectItemCaseSensitive(d, "sampler");
     const cJSON *order = cJSON_GetObjectItemCaseSensitive(sm, "order");
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(sm, "seed");
-    printf("data: next step %.0f, %.0f sequences consumed", num_of(d, "next_step"),
-           num_of(sm, "consumed"));
+    printf("data: next step %.0f", num_of(d, "next_step"));
+    if (!sm) printf(" (no sampler state: written before they were kept; the step rule)");
+    else printf(", %.0f sequences consumed", num_of(sm, "consumed"));
     if (cJSON_IsString(order) && cJSON_IsString(seed))
         printf(", %s order (seed %s)", order->valuestring, seed->valuestring);
-    if (!sm) printf(" (no sampler state: the step rule of one file)");
     printf("\n");
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(sm, "sources")) {

@@ -483,50 +483,36 @@ enum zt_status zt_gpt2_batch_submit(zt_gpt2_t m, const struct zt_gpt2_batch *bat
     return submit(m, &(struct step_data){.batch = batch, .step = step}, train);
 }
 
-/* This rank's position losses of the step (micro-batch by micro-batch) into out[accum*Bm*T] */
-static enum zt_status copy_losses(zt_gpt2_t m, float *out) {
-    const size_t per_mb = (size_t)m->Bm * (size_t)m->s.seq_len;
-    for (int mb = 0; mb < m->accum; mb++) {
-        ZT_CHECK(zt_tensor_acquire(m->losses[mb], 0));
-        memcpy(out + (size_t)mb * per_mb, zt_tensor_data(m->losses[mb]), per_mb * sizeof *out);
+/* The sum of every position's loss of the step: each row's positions added in order (in
+ * double) by the rank that holds the row, then the rows in global row order, on every rank: the
+ * same bits for any world size and micro-batch split. Positions past `active` add 0. */
+static enum zt_status global_loss_sum(zt_gpt2_t m, double *sum) {
+    const int T = m->s.seq_len;
+    double *rows = calloc((size_t)m->B, sizeof *rows); /* 0 where another rank holds the row */
+    if (!rows) return zt_error_set(ZT_ERR_NOMEM, "out of memory for the step's losses");
+    enum zt_status rc = ZT_OK;
+    for (int mb = 0; mb < m->accum && (rc = zt_tensor_acquire(m->losses[mb], 0)) == ZT_OK; mb++) {
+        const float *l = zt_tensor_data(m->losses[mb]);
+        const int first = zt_gpt2_rank_rows(m, mb, NULL, NULL);
+        for (int i = 0; i < m->Bm; i++)
+            for (int t = 0; t < T; t++) rows[first + i] += l[(size_t)i * T + t];
         zt_tensor_release(m->losses[mb]);
     }
-    return ZT_OK;
-}
-
-/* The sum of every position's loss of the step, added one by one in global row order on rank 0
- * (in double) and given to every rank: the same bits for any world size and micro-batch
- * split, and on one rank the order of its micro-batches. Positions past `active` add 0. */
-static enum zt_status global_loss_sum(zt_gpt2_t m, double *sum) {
-    const int N = zt_engine_world_size(m->e), T = m->s.seq_len, Bm = m->Bm;
-    const size_t per_rank = (size_t)m->accum * (size_t)Bm * (size_t)T;
-    float *mine = malloc(per_rank * sizeof *mine);
-    float *all = zt_engine_rank(m->e) == 0 ? malloc(per_rank * (size_t)N * sizeof *all) : NULL;
-    enum zt_status rc = mine && (all || zt_engine_rank(m->e) != 0)
-                            ? copy_losses(m, mine)
-                            : zt_error_set(ZT_ERR_NOMEM, "out of memory for the step's losses");
     /* the losses came from the batches read: were they read? */
     if (rc == ZT_OK) rc = zt_task_data_status();
-    if (rc == ZT_OK) rc = zt_comm_gather_bytes(mine, per_rank * sizeof *mine, all);
+    if (rc == ZT_OK) rc = zt_comm_sum_doubles(rows, m->B); /* a row's own sum plus zeros */
     double s = 0;
-    for (int k = 0; rc == ZT_OK && all && k < m->B; k++) {
-        int mb = k / (N * Bm), r = k / Bm % N, i = k % Bm; /* row k = (mb * N + r) * Bm + i */
-        const float *row = all + (size_t)r * per_rank + ((size_t)mb * Bm + i) * T;
-        for (int t = 0; t < T; t++) s += row[t];
-    }
-    free(mine);
-    free(all);
-    ZT_CHECK(rc);
-    ZT_CHECK(zt_comm_sum_double(&s)); /* rank 0's sum, plus zeros: rank 0's on every rank */
+    for (int k = 0; rc == ZT_OK && k < m->B; k++) s += rows[k];
+    free(rows);
     *sum = s;
-    return ZT_OK;
+    return rc;
 }
 
 enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info *info) {
     struct zt_step_info own;
     if (!info) info = &own;
     ZT_CHECK(zt_engine_step_wait(m->e, info));
-    double s;
+    double s = 0;
     ZT_CHECK(global_loss_sum(m, &s));
     *loss = s / ((double)m->B * (double)m->active); /* the positions that carry a loss */
     return zt_engine_check_step(m->e, *loss, info);

@@ -34,7 +34,7 @@ struct source_list {
 // ----------------------------------------------------------------------------
 // the command-line syntax: F | F1,F2 | W1:F1,W2:F2
 
-/* "W:PATH" when the text before the first ':' is a whole number: the weight in *w */
+/* "W:PATH" when the text before the first ':' is a number (strtod's syntax): the weight in *w */
 static const char *split_weight(const char *item, double *w) {
     const char *colon = strchr(item, ':');
     if (!colon || colon == item) return item;
@@ -62,8 +62,8 @@ static enum zt_status add_item(const char *what, const char *item, size_t len,
     double w = NAN;
     const char *path = split_weight(buf, &w);
     if (path != buf && !(isfinite(w) && w > 0))
-        return zt_error_set(ZT_ERR_USAGE, "%s: weight %s of %s: expected a number > 0", what,
-                            buf, path);
+        return zt_error_set(ZT_ERR_USAGE, "%s: weight %.*s of %s: expected a number > 0", what,
+                            (int)(path - 1 - buf), buf, path);
     if (path != buf) a->weight = w;
     if (!*path) return zt_error_set(ZT_ERR_USAGE, "%s: weight %g without a path", what, w);
     snprintf(a->path, sizeof a->path, "%.*s", (int)sizeof a->path - 1, path);
@@ -180,7 +180,11 @@ static enum zt_status normalise(const char *what, struct zt_data_set *set,
         set->src[i].weight = given ? l->a[i].weight : (double)set->src[i].nseq;
         sum += set->src[i].weight;
     }
-    for (int i = 0; i < set->nsources; i++) set->src[i].weight /= sum;
+    if (!isfinite(sum))
+        return zt_error_set(ZT_ERR_USAGE, "%s: the weights add up to more than a double holds "
+                            "(expected shares such as 0.7 and 0.3)", what);
+    for (int i = 0; i < set->nsources; i++) /* sum 0: one file too short for a sequence */
+        set->src[i].weight = sum > 0 ? set->src[i].weight / sum : 1.0 / set->nsources;
     return ZT_OK;
 }
 
@@ -249,6 +253,9 @@ static enum zt_status open_lists(struct zt_dataset *d, const char *data,
     if (spec && valid->n) ZT_CHECK(open_set(d, what, valid, vocab, 0, &d->valid));
     if (!eval_data) return ZT_OK;
     snprintf(what, sizeof what, "--eval-data %s", eval_data);
+    if (valid->n || split > 0)
+        return zt_error_set(ZT_ERR_USAGE, "%s: the data spec %s names validation data already "
+                            "(validation or valid_split): give one of them", what, data);
     if (has_suffix(eval_data, ".json"))
         return zt_error_set(ZT_ERR_USAGE, "%s: expected token files (PATH, a list, or a "
                             "WEIGHT:PATH blend); a spec's validation list comes with --data",

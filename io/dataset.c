@@ -84,8 +84,10 @@ void zt_dataset_next(const struct zt_dataset *d, const struct zt_data_set *set,
         int s = zt_dataset_pick(set, st->drawn, g);
         const struct zt_data_source *src = &set->src[s];
         int64_t dn = st->drawn[s]++, e = dn / src->nseq, j = dn % src->nseq;
-        int64_t seq = d->order == ZT_DATA_SHUFFLE ? zt_dataset_permute(d->seed, s, e, j, src->nseq)
-                                                  : j;
+        /* the validation data is read in order: every evaluation the same batches */
+        int64_t seq = d->order == ZT_DATA_SHUFFLE && set == &d->train
+                          ? zt_dataset_permute(d->seed, s, e, j, src->nseq)
+                          : j;
         rows[k] = (struct zt_data_row){src->file, (src->first + seq) * (int64_t)d->T};
     }
 }
@@ -105,11 +107,17 @@ static const char *order_name(enum zt_data_order o) {
     return o == ZT_DATA_SHUFFLE ? "shuffle" : "linear";
 }
 
+/* the two ways of reading: zt_tokens.h's step rule, or whole sequences */
+static const char *rule_name(const struct zt_dataset *d) {
+    return d->legacy ? "step" : "sequences";
+}
+
 char *zt_sampler_state_json(const struct zt_dataset *d, const struct zt_sampler_state *st) {
     cJSON *o = cJSON_CreateObject();
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)d->seed);
     cJSON_AddStringToObject(o, "order", order_name(d->order));
+    cJSON_AddStringToObject(o, "rule", rule_name(d));
     cJSON_AddStringToObject(o, "seed", seed);
     cJSON_AddNumberToObject(o, "consumed", (double)st->consumed);
     cJSON *list = cJSON_AddArrayToObject(o, "sources");
@@ -142,7 +150,7 @@ static enum zt_status parse_source(const struct zt_dataset *d, const cJSON *e, i
     const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "sequences");
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(e, "weight");
     const cJSON *dn = cJSON_GetObjectItemCaseSensitive(e, "drawn");
-    if (!whole(n) || !cJSON_IsNumber(w) || !whole(dn))
+    if (!whole(n) || !cJSON_IsNumber(w) || !isfinite(w->valuedouble) || !whole(dn))
         return zt_error_set(ZT_ERR_CKPT_CORRUPT, "%s: data source %d is malformed (expected "
                             "sequences, weight, drawn)", what, s);
     if ((int64_t)n->valuedouble != src->nseq || fabs(w->valuedouble - src->weight) > 1e-12)
@@ -157,12 +165,19 @@ static enum zt_status parse_source(const struct zt_dataset *d, const cJSON *e, i
 static enum zt_status parse_state(const struct zt_dataset *d, const cJSON *o, const char *what,
                                   struct zt_sampler_state *st) {
     const cJSON *order = cJSON_GetObjectItemCaseSensitive(o, "order");
+    const cJSON *rule = cJSON_GetObjectItemCaseSensitive(o, "rule");
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "consumed");
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, "sources");
-    if (!cJSON_IsString(order) || !cJSON_IsString(seed) || !whole(c) || !cJSON_IsArray(list))
+    if (!cJSON_IsString(order) || !cJSON_IsString(rule) || !cJSON_IsString(seed) || !whole(c) ||
+        !cJSON_IsArray(list))
         return zt_error_set(ZT_ERR_CKPT_CORRUPT, "%s: the data sampler's state is malformed "
-                            "(expected order, seed, consumed, sources)", what);
+                            "(expected order, rule, seed, consumed, sources)", what);
+    if (strcmp(rule->valuestring, rule_name(d)))
+        return zt_error_set(ZT_ERR_USAGE, "%s: the data was read by the %s rule, --data %s reads "
+                            "by the %s rule (one file by its path in linear order is the step "
+                            "rule): the data position cannot carry over", what,
+                            rule->valuestring, d->train.src[0].path, rule_name(d));
     char mine[32];
     snprintf(mine, sizeof mine, "%llu", (unsigned long long)d->seed);
     if (strcmp(order->valuestring, order_name(d->order)) || strcmp(seed->valuestring, mine))

@@ -61,7 +61,7 @@ static enum zt_status short_read(const struct zt_tokens *t, const char *when, of
                         when, expected);
 }
 
-/* Tokens first .. first+n-1 (first + n <= count, n <= CHUNK_TOKENS) into dst as uint32, each
+/* Tokens first .. first+n-1 (first + n <= count, n <= CHUNK_TOKENS + 1) into dst as uint32, each
  * checked below vocab_size. checked_at_open: the file was validated whole when opened, so a bad
  * token now means it changed since. */
 static enum zt_status read_span(const struct zt_tokens *t, size_t first, size_t n, uint32_t *dst,

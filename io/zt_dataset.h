@@ -16,7 +16,7 @@
  * tokens: inputs and the targets one later), j = 0 .. (count - 1) / T - 1. The blend draws the
  * g-th sequence of the run (g = 0, 1, ...; row k of step i is g = (i-1)*B + k) from the source
  * whose share lags its weight most: w_s * (g + 1) - drawn_s largest, the lowest index on a tie
- * (Megatron's blending index), so every source's count stays within one sequence of w_s * g at
+ * (Megatron-style blending), so every source's count stays within one sequence of w_s * g at
  * every prefix. The d-th sequence drawn from a source is its sequence perm_e(d mod N_s) in epoch
  * e = d / N_s: perm the identity in linear order, else a permutation of 0..N_s-1 that depends on
  * the seed, the source's index and the epoch only. Batches are therefore a property of the data,

@@ -201,15 +201,18 @@ enum zt_status zt_comm_check_same(uint64_t digest, const char *what) {
 
 /* all[0..g_size) gathered by err's allgather: their sum in rank order (the same on every rank)
  * into *x; all is freed */
-static enum zt_status sum_gathered(double *x, double *all, int err) {
+/* x[i] = the sum over the ranks of their x[i] (all: each rank's n values, in rank order) */
+static enum zt_status sum_gathered(double *x, int n, double *all, int err) {
     if (err != MPI_SUCCESS) {
         free(all);
         return zt_error_set(ZT_ERR_RUNTIME, "MPI: allgather of a sum failed");
     }
-    double s = 0.0;
-    for (int r = 0; r < g_size; r++) s += all[r];
+    for (int i = 0; i < n; i++) {
+        double s = 0.0;
+        for (int r = 0; r < g_size; r++) s += all[(size_t)r * (size_t)n + (size_t)i];
+        x[i] = s;
+    }
     free(all);
-    *x = s;
     return ZT_OK;
 }
 
@@ -218,22 +221,22 @@ static enum zt_status sum_doubles_blocking(double *x) {
     if (g_size == 1) return ZT_OK;
     double *all = malloc((size_t)g_size * sizeof *all);
     if (!all) return zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
-    return sum_gathered(x, all, MPI_Allgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm));
+    return sum_gathered(x, 1, all, MPI_Allgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm));
 }
 
-/* the sum of one double per rank through the watchdog: a rank that never comes is reported
+/* the sums of n doubles per rank through the watchdog: a rank that never comes is reported
  * after ZT_COMM_TIMEOUT */
-static enum zt_status sum_doubles_watched(double *x) {
+static enum zt_status sum_doubles_watched(double *x, int n) {
     if (g_size == 1) return ZT_OK;
-    double *all = malloc((size_t)g_size * sizeof *all);
+    double *all = malloc((size_t)g_size * (size_t)n * sizeof *all);
     if (!all) return zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
     MPI_Request req = MPI_REQUEST_NULL;
-    int err = MPI_Iallgather(x, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, g_comm, &req);
+    int err = MPI_Iallgather(x, n, MPI_DOUBLE, all, n, MPI_DOUBLE, g_comm, &req);
     if (err == MPI_SUCCESS) {
         const struct zt_coll_id id = {.seq = 0, .step = -1, .layer = -1, .name = "sum"};
         zt_comm_waitall(1, &req, &id);
     }
-    return sum_gathered(x, all, err);
+    return sum_gathered(x, n, all, err);
 }
 
 /* blocking: the ranks may agree after work of very different lengths (a checkpoint's shards,
@@ -246,7 +249,8 @@ enum zt_status zt_comm_count_failed(int failed, int *nfailed) {
 }
 
 /* watched: a step's loss, and the ranks starting a load together */
-enum zt_status zt_comm_sum_double(double *x) { return sum_doubles_watched(x); }
+enum zt_status zt_comm_sum_double(double *x) { return sum_doubles_watched(x, 1); }
+enum zt_status zt_comm_sum_doubles(double *x, int n) { return sum_doubles_watched(x, n); }
 
 enum zt_status zt_comm_gather_bytes(const void *in, size_t n, void *out) {
     if (g_size == 1) {

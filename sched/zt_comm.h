@@ -35,6 +35,8 @@ int zt_comm_local_size(void);
 enum zt_status zt_comm_check_same(uint64_t digest, const char *what);
 /* Sum of one double per rank, added in rank order (the same result on every rank). */
 enum zt_status zt_comm_sum_double(double *x);
+/* The same for x[0..n-1], element by element (watched, as the sum of one). */
+enum zt_status zt_comm_sum_doubles(double *x, int n);
 /* How many ranks report failed != 0 (the same count on every rank; failed itself on one rank):
  * how ranks agree that a step worked everywhere, so that none goes on alone into a collective
  * the others will not reach. Returns the communication's status. */

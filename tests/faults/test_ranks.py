@@ -3,7 +3,8 @@
 
 Cases (2 ranks under mpirun, MPMD syntax `-np 1 zt-train A : -np 1 zt-train B` for per-rank
 arguments):
-  - rank 1 started with another --data file, or another --init-from file: start-up stops with
+  - rank 1 started with another --data file, the same files blended with other weights, or
+    another --init-from file: start-up stops with
     exit 2 and one line (rank 0's) "ranks differ: the --data file set (size+digest of each) of
     rank 1 differs from rank 0's", before any step;
   - the same contents under another path (a copy) on rank 1 is the same input: the run passes;
@@ -69,6 +70,11 @@ other = F.write_tokens("other.bin", [(i * 3) % 64 for i in range(400)])
 expect_mpi("--data differs on rank 1", mpmd(base, F.with_arg(base, "--data", other)), 2,
            ["ranks differ: the --data file set (size+digest of each) of rank 1 differs from "
             "rank 0's"])
+# the same files in a blend of other weights on rank 1: other global batches
+blend0 = F.with_arg(base, "--data", "0.7:%s,0.3:%s" % (data, other))
+blend1 = F.with_arg(base, "--data", "0.5:%s,0.5:%s" % (data, other))
+expect_mpi("--data weights differ on rank 1", mpmd(blend0, blend1), 2,
+           ["ranks differ: the --data file set (size+digest of each) of rank 1 differs"])
 copy = F.path("copy_of_tokens.bin")
 shutil.copy(data, copy)
 p = F.run(mpmd(base, F.with_arg(base, "--data", copy)), 120)

@@ -15,7 +15,8 @@
   also on 2 ranks (a reshard); zt-ckpt inspect shows the data position.
 - The default is unchanged: one file in linear order reads the step rule (the dump against
   the formula); a checkpoint's position refuses other data.
-- Bad input: one line, the right exit code, no traceback (see BAD below).
+- Bad input: one line, the right exit code, no traceback (see BAD below), and no input
+  overwritten (--dump-data onto a data file).
 
 Usage: test_data.py ZT_TRAIN MPIEXEC WORKDIR ZT_CKPT
 """
@@ -205,6 +206,8 @@ short = R.tokens("short.bin", [1] * 10)
 with open(R.path("wide_mixed.bin"), "wb") as f:
     f.write(struct.pack("<256i", 20240801, 7, 50, *([0] * 253)) + b"\0" * 100)
 spec_bad = R.write("spec_bad.json", {"train": [{"path": "web.bin", "weight": -1}]})
+spec_split = R.write("spec_split.json", {"train": [{"path": "web.bin"}], "valid_split": 0.2})
+dd = R.tokens("dd.rank0", [1] * 100)  # what --dump-data dd would write on rank 0
 cur_big = R.write("ds_cur_big.json", {"train_batch_size": B, "optimizer": {"type": "AdamW"},
                                       "curriculum_learning": dict(CURRICULUM, max_difficulty=32)})
 BAD = [  # (args, exit code, text of the one line)
@@ -221,6 +224,9 @@ BAD = [  # (args, exit code, text of the one line)
     (["--data", files[0], "--eval-interval", "2"], 2, "no validation data"),
     (["--data", files[0], "--eval-data", R.path("nope2.bin")], 1, "nope2.bin"),
     (["--data", files[0], "--ds-config", cur_big], 2, "max_difficulty"),
+    (["--data", "%s,%s" % (files[0], dd), "--dump-data", R.path("dd")], 2,
+     "is also a data file"),
+    (["--data", spec_split, "--eval-data", valid], 2, "names validation data already"),
 ]
 for args, code, text in BAD:
     a = ["--ds-config", cfgb, "--model", model] + args
@@ -232,4 +238,6 @@ for args, code, text in BAD:
             "zerotask: error:" in q.stderr, "bad %s: exit %d, one line with %r (got %d: %s)" %
             (" ".join(args)[-60:], code, text, q.returncode, q.stderr.strip()[:300]))
 
+with open(dd, "rb") as f:
+    R.check(len(f.read()) == 1024 + 200, "the data file --dump-data named is untouched")
 sys.exit(R.finish("test_data"))

@@ -220,6 +220,33 @@ static void test_state_json(void) {
     zt_dataset_close(&other);
     ZT_TEST_TRUE(zt_sampler_state_parse(&d, "{\"order\": 1}", "ckpt", &back) ==
                  ZT_ERR_CKPT_CORRUPT, "malformed state: %s", zt_error_last());
+    /* the step rule (one file by its path) and whole sequences (the same file as "1:F") */
+    struct zt_dataset step_rule, seqs;
+    char one[1100];
+    snprintf(one, sizeof one, "1:%s", pathof("a.bin"));
+    if (zt_dataset_open(&step_rule, pathof("a.bin"), NULL, 50, 16, ZT_DATA_LINEAR, 5) == ZT_OK &&
+        zt_dataset_open(&seqs, one, NULL, 50, 16, ZT_DATA_LINEAR, 5) == ZT_OK) {
+        char *sj = zt_sampler_state_json(&step_rule, &(struct zt_sampler_state){0});
+        ZT_TEST_TRUE(zt_sampler_state_parse(&seqs, sj, "ckpt", &back) == ZT_ERR_USAGE &&
+                     strstr(zt_error_last(), "read by the step rule"), "another rule: %s",
+                     zt_error_last());
+        free(sj);
+        zt_dataset_close(&seqs);
+        zt_dataset_close(&step_rule);
+    } else {
+        ZT_TEST_FAIL("open one file two ways: %s", zt_error_last());
+    }
+    /* one file shorter than a sequence reads the step rule; its state still round-trips */
+    make_tokens("tiny.bin", 9, 1, 0, 50);
+    if (zt_dataset_open(&other, pathof("tiny.bin"), NULL, 50, 16, ZT_DATA_LINEAR, 5) == ZT_OK) {
+        char *tj = zt_sampler_state_json(&other, &(struct zt_sampler_state){0});
+        ZT_TEST_TRUE(tj && zt_sampler_state_parse(&other, tj, "ckpt", &back) == ZT_OK,
+                     "a short file's state: %s", zt_error_last());
+        free(tj);
+        zt_dataset_close(&other);
+    } else {
+        ZT_TEST_FAIL("open a file shorter than a sequence: %s", zt_error_last());
+    }
     free(json);
     zt_dataset_close(&d);
 }
@@ -302,7 +329,7 @@ static void test_bad_inputs(void) {
     snprintf(buf, sizeof buf, "0:%s,1:%s", a, b);
     expect_err(buf, NULL, ZT_ERR_USAGE, "expected a number > 0");
     snprintf(buf, sizeof buf, "-2:%s", a);
-    expect_err(buf, NULL, ZT_ERR_USAGE, "weight -2:");
+    expect_err(buf, NULL, ZT_ERR_USAGE, "weight -2 of");
     snprintf(buf, sizeof buf, "0.5:%s,%s", a, b);
     expect_err(buf, NULL, ZT_ERR_USAGE, "1 of 2 sources have a weight");
     expect_err(pathof("missing.bin"), NULL, ZT_ERR_IO, "missing.bin");
@@ -311,10 +338,14 @@ static void test_bad_inputs(void) {
     expect_err("", NULL, ZT_ERR_USAGE, "an empty source");
     snprintf(buf, sizeof buf, "0.5:");
     expect_err(buf, NULL, ZT_ERR_USAGE, "without a path");
+    snprintf(buf, sizeof buf, "1e308:%s,1e308:%s", a, b);
+    expect_err(buf, NULL, ZT_ERR_USAGE, "add up to more than a double holds");
     make_tokens("short.bin", 10, 1, 0, 50);
     snprintf(buf, sizeof buf, "%s,%s", a, pathof("short.bin"));
     expect_err(buf, NULL, ZT_ERR_DATA, "fewer than one sequence of seq_len 16");
     expect_err(a, pathof("spec.json"), ZT_ERR_USAGE, "a spec's validation list comes with");
+    write_text("sv.json", "{\"train\": [{\"path\": \"a.bin\"}], \"valid_split\": 0.1}");
+    expect_err(pathof("sv.json"), b, ZT_ERR_USAGE, "names validation data already");
     /* the spec */
     write_text("s1.json", "{\"train\": []}");
     expect_err(pathof("s1.json"), NULL, ZT_ERR_CONFIG, "train: expected a non-empty list");
