@@ -31,7 +31,7 @@
 #include <strings.h>     /* strcasecmp */
 
 #include "json_fields.h" /* zt_json_*: checked field readers */
-#include "config_impl.h" /* zt_config_parse_autotuning, zt_config_parse_curriculum */
+#include "config_impl.h" /* zt_config_parse_autotuning, _curriculum, _actckpt */
 #include "zt_log.h"      /* ZT_LOG_W, ZT_LOG_I */
 #include "zt_status.h"   /* zt_error_set, ZT_ERR_CONFIG */
 
@@ -58,10 +58,12 @@ static const char *const top_impl[] = {
     /* accepted only as {"enabled": false}: NVIDIA apex's AMP is not ours to run */
     "amp", "aio", "checkpoint", "autotuning",
     /* the legacy curriculum (seqlen); data_efficiency only with nothing enabled in it */
-    "curriculum_learning", "data_efficiency", NULL};
+    "curriculum_learning", "data_efficiency",
+    /* the section present turns checkpointing on (io/actckpt_config.c) */
+    "activation_checkpointing", NULL};
 
 static const char *const top_notimpl[] = {
-    "activation_checkpointing", "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
+    "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
     "wall_clock_breakdown", "memory_breakdown", "dump_state", "prescale_gradients",
     "gradient_predivide_factor", "sparse_gradients",
     "seq_parallel_communication_data_type", "data_types", "elasticity",
@@ -714,6 +716,7 @@ void zt_config_defaults(struct zt_config *cfg) {
     cfg->aio_overlap_events = 1;
     cfg->aio_thread_count = 1;
     zt_autotune_defaults(&cfg->autotune);
+    zt_actckpt_defaults(&cfg->actckpt);
 }
 
 static enum zt_status parse_config(struct zt_config *out, const char *json, size_t len,
@@ -776,6 +779,8 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
         rc = zt_config_parse_curriculum(&c, x, &cfg.curriculum);
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "data_efficiency")))
         rc = zt_config_check_data_efficiency(&c, x, cfg.curriculum.enabled);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "activation_checkpointing")))
+        rc = zt_config_parse_actckpt(&c, x, &cfg.actckpt);
     if (rc == ZT_OK) rc = parse_precisions(&c, root, &cfg);
     if (rc == ZT_OK) rc = resolve_batch(&c, &cfg, has_tbs, has_micro, has_acc, world_size);
     cJSON_Delete(root);

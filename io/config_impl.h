@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h> /* cJSON */
 #include "json_fields.h" /* struct zt_json_ctx */
-#include "zt_config.h"   /* struct zt_autotune_cfg, struct zt_curriculum_cfg */
+#include "zt_config.h"   /* struct zt_autotune_cfg, zt_curriculum_cfg, zt_actckpt_cfg */
 
 /* DeepSpeed's autotuning defaults (io/autotune_config.c) */
 void zt_autotune_defaults(struct zt_autotune_cfg *at);
@@ -23,5 +23,11 @@ enum zt_status zt_config_parse_curriculum(const struct zt_json_ctx *c, const cJS
  * the enabled part; legacy_enabled: the top-level curriculum is on (two curricula). */
 enum zt_status zt_config_check_data_efficiency(const struct zt_json_ctx *c, const cJSON *v,
                                                int legacy_enabled);
+/* No "activation_checkpointing" section: off, number_checkpoints -1 (io/actckpt_config.c) */
+void zt_actckpt_defaults(struct zt_actckpt_cfg *ac);
+/* The "activation_checkpointing" section v into ac (io/actckpt_config.c: DeepSpeed's keys; the
+ * section present turns checkpointing on, number_checkpoints 0 off). */
+enum zt_status zt_config_parse_actckpt(const struct zt_json_ctx *c, const cJSON *v,
+                                       struct zt_actckpt_cfg *ac);
 
 #endif /* ZT_IO_CONFIG_IMPL_H */

@@ -88,6 +88,22 @@ struct zt_curriculum_cfg {
     int64_t max_step[ZT_CURRICULUM_STAGES_MAX - 1];  /* strictly increasing, >= 1 */
 };
 
+/* "activation_checkpointing" (DeepSpeed's section and keys; docs/activation-checkpointing.md).
+ * zerotask's enabling rule: the section present turns checkpointing on (DeepSpeed's model code
+ * calls deepspeed.checkpointing.checkpoint itself; zerotask's GPT-2 has no such call site), for
+ * every layer, or for the first number_checkpoints layers; number_checkpoints 0 turns it off.
+ * Parsed by io/actckpt_config.c; partition_activations true and profile true are refused. */
+struct zt_actckpt_cfg {
+    int enabled;                        /* the section present and number_checkpoints != 0 */
+    int number_checkpoints;             /* layers checkpointed from the first; -1: every layer */
+    int cpu_checkpointing;              /* DeepSpeed: the checkpoints in host memory (CPU
+                                         * build: they are) */
+    int contiguous_memory_optimization; /* DeepSpeed: one contiguous buffer for the
+                                         * checkpoints */
+    int synchronize_checkpoint_boundary;/* DeepSpeed: torch.cuda.synchronize at each boundary */
+    int profile;                        /* always 0: profile true is refused (use --trace) */
+};
+
 struct zt_config {
     char path[512];              /* file it was read from ("" when built in code) */
     /* batch: train_batch_size = micro_batch * grad_accum * world_size (DeepSpeed's rule; any
@@ -165,6 +181,7 @@ struct zt_config {
     int aio_thread_count;        /* 1: I/O threads serving the swap tasks */
     struct zt_autotune_cfg autotune;
     struct zt_curriculum_cfg curriculum;
+    struct zt_actckpt_cfg actckpt;
 };
 
 /* The names of the enums above as the config spells them: "none", "cpu", "nvme"; "fp32",
@@ -190,6 +207,14 @@ int zt_curriculum_seqlen(const struct zt_curriculum_cfg *c, int64_t step);
  * the model's sequence length seq_len ("curriculum_learning.max_difficulty 2048 exceeds the
  * model's seq_len 1024"). */
 enum zt_status zt_curriculum_check_seqlen(const struct zt_curriculum_cfg *c, int seq_len);
+
+/* Whether the 0-based transformer layer `layer` is checkpointed under c: enabled, and every
+ * layer (number_checkpoints < 0) or layer < number_checkpoints. 0 for a layer < 0. */
+int zt_actckpt_layer(const struct zt_actckpt_cfg *c, int layer);
+/* ZT_OK, or ZT_ERR_CONFIG with one line when the enabled section's number_checkpoints exceeds
+ * the model's n_layer ("activation_checkpointing.number_checkpoints 30 exceeds the model's
+ * n_layer 12"). */
+enum zt_status zt_actckpt_check_layers(const struct zt_actckpt_cfg *c, int n_layer);
 
 /* Fill cfg with the defaults above (train_batch_size etc. left 0 = unspecified). */
 void zt_config_defaults(struct zt_config *cfg);

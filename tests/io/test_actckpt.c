@@ -1,0 +1,216 @@
+/*
+ * tests/io/test_actckpt.c: proves the "activation_checkpointing" section parses to the fields
+ * zt_config.h documents and turns every bad input into ZT_ERR_CONFIG with one line naming the
+ * file and the JSON path: DeepSpeed's defaults, the enabling rule (the section present turns
+ * checkpointing on, number_checkpoints 0 off), partition_activations and profile refused when
+ * true, each key's wrong types, unknown keys (with "did you mean"); and which layers
+ * zt_actckpt_layer checkpoints and the n_layer check of zt_actckpt_check_layers.
+ */
+#include <stdarg.h> /* va_list */
+#include <stdio.h>  /* fprintf, snprintf */
+#include <string.h> /* strstr, strchr */
+
+#include "zt_config.h" /* zt_config_parse, zt_actckpt_layer, zt_actckpt_check_layers */
+#include "zt_status.h" /* zt_error_last */
+#include "zt_test.h"   /* ZT_TEST_TRUE, zt_test_finish */
+
+#define NAME "case.json"
+/* a config around an activation_checkpointing section body */
+#define AC(body) "{\"train_batch_size\": 8, \"activation_checkpointing\": {" body "}}"
+
+/* Parse json and expect ZT_ERR_CONFIG, a one-line message and every NULL-terminated substring. */
+static void expect_err_(int line, const char *json, ...) {
+    struct zt_config cfg;
+    zt_config_defaults(&cfg);
+    enum zt_status rc = zt_config_parse(&cfg, json, NAME, 1);
+    if (rc != ZT_ERR_CONFIG) {
+        fprintf(stderr, "FAIL %s:%d: %s: got %s (%s), want ZT_ERR_CONFIG\n", __FILE__, line,
+                json, zt_status_str(rc), zt_error_last());
+        zt_test_failures++;
+        return;
+    }
+    const char *msg = zt_error_last();
+    if (strchr(msg, '\n')) {
+        fprintf(stderr, "FAIL %s:%d: message is not one line: %s\n", __FILE__, line, msg);
+        zt_test_failures++;
+    }
+    va_list ap;
+    va_start(ap, json);
+    for (const char *s; (s = va_arg(ap, const char *));) {
+        if (!strstr(msg, s)) {
+            fprintf(stderr, "FAIL %s:%d: %s\n  message: %s\n  lacks: %s\n", __FILE__, line, json,
+                    msg, s);
+            zt_test_failures++;
+        }
+    }
+    va_end(ap);
+}
+#define EXPECT_ERR(json, ...) expect_err_(__LINE__, json, __VA_ARGS__, NULL)
+
+static struct zt_config ok_(int line, const char *json) {
+    struct zt_config cfg;
+    zt_config_defaults(&cfg);
+    enum zt_status rc = zt_config_parse(&cfg, json, NAME, 1);
+    if (rc != ZT_OK) {
+        fprintf(stderr, "FAIL %s:%d: %s: unexpected %s: %s\n", __FILE__, line, json,
+                zt_status_str(rc), zt_error_last());
+        zt_test_failures++;
+    }
+    return cfg;
+}
+#define OK(json) ok_(__LINE__, json)
+
+/* no section: off; an empty one: every layer, DeepSpeed's false defaults */
+static void test_defaults(void) {
+    struct zt_config c;
+    zt_config_defaults(&c);
+    ZT_TEST_TRUE(!c.actckpt.enabled && c.actckpt.number_checkpoints == -1, "defaults: off");
+    c = OK("{\"train_batch_size\": 8}");
+    const struct zt_actckpt_cfg *a = &c.actckpt;
+    ZT_TEST_TRUE(!a->enabled && a->number_checkpoints == -1 && !a->cpu_checkpointing &&
+                     !a->contiguous_memory_optimization && !a->synchronize_checkpoint_boundary &&
+                     !a->profile,
+                 "no section: off");
+    c = OK(AC(""));
+    ZT_TEST_TRUE(a->enabled && a->number_checkpoints == -1 && !a->cpu_checkpointing &&
+                     !a->contiguous_memory_optimization && !a->synchronize_checkpoint_boundary &&
+                     !a->profile,
+                 "empty section: every layer");
+    /* DeepSpeed's own spelling of every default */
+    c = OK(AC("\"partition_activations\": false, \"number_checkpoints\": null, "
+              "\"contiguous_memory_optimization\": false, \"synchronize_checkpoint_boundary\": "
+              "false, \"profile\": false, \"cpu_checkpointing\": false"));
+    ZT_TEST_TRUE(a->enabled && a->number_checkpoints == -1 && !a->cpu_checkpointing &&
+                     !a->contiguous_memory_optimization && !a->synchronize_checkpoint_boundary &&
+                     !a->profile,
+                 "DeepSpeed's defaults spelled out");
+}
+
+static void test_accepted(void) {
+    struct zt_config c = OK(AC("\"cpu_checkpointing\": true, \"contiguous_memory_optimization\": "
+                               "true, \"synchronize_checkpoint_boundary\": true, "
+                               "\"number_checkpoints\": 4"));
+    const struct zt_actckpt_cfg *a = &c.actckpt;
+    ZT_TEST_TRUE(a->enabled && a->number_checkpoints == 4 && a->cpu_checkpointing &&
+                     a->contiguous_memory_optimization && a->synchronize_checkpoint_boundary &&
+                     !a->profile,
+                 "every accepted key true");
+    /* DeepSpeed ties these to partition_activations; zerotask takes them without it */
+    c = OK(AC("\"partition_activations\": false, \"cpu_checkpointing\": true"));
+    ZT_TEST_TRUE(a->enabled && a->cpu_checkpointing, "cpu_checkpointing alone");
+    c = OK(AC("\"contiguous_memory_optimization\": true"));
+    ZT_TEST_TRUE(a->enabled && a->contiguous_memory_optimization && a->number_checkpoints == -1,
+                 "contiguous_memory_optimization without number_checkpoints");
+    c = OK(AC("\"number_checkpoints\": 0, \"cpu_checkpointing\": true"));
+    ZT_TEST_TRUE(!a->enabled && a->number_checkpoints == 0 && a->cpu_checkpointing,
+                 "number_checkpoints 0: off");
+    c = OK(AC("\"number_checkpoints\": 1"));
+    ZT_TEST_TRUE(a->enabled && a->number_checkpoints == 1, "number_checkpoints 1");
+    c = OK(AC("\"number_checkpoints\": 1.2e1"));
+    ZT_TEST_TRUE(a->enabled && a->number_checkpoints == 12, "number_checkpoints 1.2e1 is 12");
+    c = OK(AC("\"number_checkpoints\": null"));
+    ZT_TEST_TRUE(a->enabled && a->number_checkpoints == -1, "number_checkpoints null");
+}
+
+static void test_refused(void) {
+    EXPECT_ERR(AC("\"partition_activations\": true"),
+               "config case.json: activation_checkpointing.partition_activations: true is not "
+               "implemented: it splits the checkpointed activations across the model-parallel "
+               "ranks, and zerotask has no tensor parallelism");
+    EXPECT_ERR(AC("\"profile\": true"), "config case.json: activation_checkpointing.profile: "
+               "true is not implemented: zt-train --trace shows the recompute tasks");
+    /* refused even when the section is off: the key asks for something zerotask cannot do */
+    EXPECT_ERR(AC("\"number_checkpoints\": 0, \"profile\": true"),
+               "activation_checkpointing.profile: true is not implemented");
+    EXPECT_ERR(AC("\"enabled\": false"), "config case.json: activation_checkpointing.enabled: "
+               "unknown key (DeepSpeed's section has none: the section present turns "
+               "checkpointing on, \"number_checkpoints\": 0 turns it off)");
+}
+
+static void test_types(void) {
+    static const char *const flags[] = {"partition_activations", "cpu_checkpointing",
+                                        "contiguous_memory_optimization",
+                                        "synchronize_checkpoint_boundary", "profile", NULL};
+    static const char *const bad[] = {"1", "0", "\"true\"", "null", "[]", "{}", NULL};
+    char json[256], want[160];
+    for (int i = 0; flags[i]; i++)
+        for (int j = 0; bad[j]; j++) {
+            snprintf(json, sizeof json, AC("\"%s\": %s"), flags[i], bad[j]);
+            snprintf(want, sizeof want, "config case.json: activation_checkpointing.%s: "
+                     "expected true or false, got ", flags[i]);
+            expect_err_(__LINE__, json, want, NULL);
+        }
+    const char *want_n = "config case.json: activation_checkpointing.number_checkpoints: "
+                         "expected null (every layer) or an integer >= 0 (the first layers), "
+                         "got ";
+    static const char *const bad_n[] = {"-1", "2.5", "\"4\"", "true", "[4]", "{}", "1e10",
+                                        NULL};
+    for (int j = 0; bad_n[j]; j++) {
+        snprintf(json, sizeof json, AC("\"number_checkpoints\": %s"), bad_n[j]);
+        expect_err_(__LINE__, json, want_n, NULL);
+    }
+    EXPECT_ERR(AC("\"number_checkpoints\": -1"), "got -1");
+    EXPECT_ERR(AC("\"number_checkpoints\": \"4\""), "got a string (\"4\")");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"activation_checkpointing\": true}",
+               "config case.json: activation_checkpointing: expected an object, got true");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"activation_checkpointing\": null}",
+               "activation_checkpointing: expected an object");
+}
+
+static void test_keys(void) {
+    /* DeepSpeed's own format string spells the first key this way */
+    EXPECT_ERR(AC("\"partitioned_activations\": false"),
+               "config case.json: activation_checkpointing.partitioned_activations: unknown key; "
+               "did you mean 'partition_activations'?");
+    EXPECT_ERR(AC("\"number_checkpoint\": 2"), "activation_checkpointing.number_checkpoint: "
+               "unknown key; did you mean 'number_checkpoints'?");
+    EXPECT_ERR(AC("\"cpu_checkpoint\": true"), "did you mean 'cpu_checkpointing'?");
+    EXPECT_ERR(AC("\"synchronize\": true"), "activation_checkpointing.synchronize: unknown key");
+    EXPECT_ERR(AC("\"profile\": false, \"profile\": false"),
+               "activation_checkpointing.profile: key appears more than once");
+    EXPECT_ERR("{\"train_batch_size\": 8, \"activation_checkpointng\": {}}",
+               "activation_checkpointng: unknown key; did you mean 'activation_checkpointing'?");
+}
+
+static void test_layers(void) {
+    struct zt_config c = OK(AC(""));
+    const struct zt_actckpt_cfg *a = &c.actckpt;
+    for (int l = 0; l < 48; l++)
+        ZT_TEST_TRUE(zt_actckpt_layer(a, l), "every layer: layer %d", l);
+    ZT_TEST_TRUE(!zt_actckpt_layer(a, -1), "layer -1");
+    ZT_TEST_TRUE(zt_actckpt_check_layers(a, 1) == ZT_OK, "every layer fits any n_layer");
+    c = OK(AC("\"number_checkpoints\": 3"));
+    for (int l = 0; l < 12; l++)
+        ZT_TEST_TRUE(zt_actckpt_layer(a, l) == (l < 3), "first 3: layer %d", l);
+    ZT_TEST_TRUE(zt_actckpt_check_layers(a, 3) == ZT_OK && zt_actckpt_check_layers(a, 12) == ZT_OK,
+                 "3 of 3 and 3 of 12 layers");
+    c = OK(AC("\"number_checkpoints\": 30"));
+    ZT_TEST_TRUE(zt_actckpt_check_layers(a, 12) == ZT_ERR_CONFIG &&
+                     strstr(zt_error_last(), "activation_checkpointing.number_checkpoints 30 "
+                                             "exceeds the model's n_layer 12") &&
+                     !strchr(zt_error_last(), '\n'),
+                 "n_layer check: %s", zt_error_last());
+    c = OK(AC("\"number_checkpoints\": 0"));
+    for (int l = 0; l < 4; l++) ZT_TEST_TRUE(!zt_actckpt_layer(a, l), "off: layer %d", l);
+    ZT_TEST_TRUE(zt_actckpt_check_layers(a, 1) == ZT_OK, "off: no n_layer check");
+    c = OK("{\"train_batch_size\": 8}");
+    ZT_TEST_TRUE(!zt_actckpt_layer(a, 0) && zt_actckpt_check_layers(a, 1) == ZT_OK, "no section");
+    ZT_TEST_TRUE(!zt_actckpt_layer(NULL, 0) && zt_actckpt_check_layers(NULL, 1) == ZT_OK, "NULL");
+    /* a failed parse leaves the config as it was */
+    struct zt_config keep;
+    zt_config_defaults(&keep);
+    keep.actckpt.number_checkpoints = 5;
+    ZT_TEST_TRUE(zt_config_parse(&keep, AC("\"profile\": true"), NAME, 1) == ZT_ERR_CONFIG &&
+                     keep.actckpt.number_checkpoints == 5,
+                 "failed parse leaves the config");
+}
+
+int main(void) {
+    test_defaults();
+    test_accepted();
+    test_refused();
+    test_types();
+    test_keys();
+    test_layers();
+    return zt_test_finish("test_actckpt");
+}
