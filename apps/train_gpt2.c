@@ -9,15 +9,14 @@
  * or config, 1 otherwise.
  */
 #include <errno.h>      /* errno */
-#include <fcntl.h>      /* open */
 #include <math.h>       /* isfinite */
 #include <stdio.h>      /* printf, fopen */
 #include <string.h>     /* strcmp, strerror */
-#include <sys/stat.h>   /* fstat */
-#include <unistd.h>     /* sysconf, pread */
+#include <unistd.h>     /* sysconf */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zt_clock.h"   /* zt_clock_ms */
 #include "train_data.h"   /* the data side */
+#include "train_digest.h" /* the inputs' fingerprints */
 #include "zt_tracefile.h" /* zt_tracefile_replay_path */
 #include "zerotask.h"   /* everything public */
 
@@ -46,7 +45,9 @@ static const char *usage_text =
     "                       zt-train trains with the config as given), curriculum_learning\n"
     "                       {enabled, curriculum_type seqlen, min_difficulty, max_difficulty,\n"
     "                       schedule_type fixed_linear|fixed_root|fixed_discrete,\n"
-    "                       schedule_config} (docs/data.md)\n"
+    "                       schedule_config} (docs/data.md), activation_checkpointing\n"
+    "                       {number_checkpoints, cpu_checkpointing, ...} (recompute during the\n"
+    "                       backward; docs/activation-checkpointing.md)\n"
     "                       (unknown or unimplemented keys are errors)\n"
     "  --model F            model shape JSON: vocab_size, seq_len, n_embd, n_layer, n_head\n"
     "  --data D             token file(s) in llm.c's format (zt-prepare makes them; uint16 or\n"
@@ -304,7 +305,8 @@ static int load_inputs(struct train_run *r) {
         ZT_LOG_I("config %s: autotuning.enabled: zt-tune reads that section; zt-train trains "
                  "with the config as given", o->ds_config);
     if (zt_model_shape_load(&r->shape, o->model) != ZT_OK ||
-        zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK)
+        zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK ||
+        zt_actckpt_check_layers(&r->cfg.actckpt, r->shape.n_layer) != ZT_OK)
         return fail(2);
     const struct train_data_options d = {o->data, o->eval_data, o->data_order, o->eval_interval,
                                          o->eval_steps, o->dump_data, r->rank};
@@ -405,78 +407,21 @@ static int check_outputs(const struct train_run *r) {
     return 0;
 }
 
-static uint64_t hash_file(uint64_t h, const char *path) {
-    FILE *f = fopen(path, "rb");
-    char buf[4096];
-    size_t n;
-    while (f && (n = fread(buf, 1, sizeof buf, f)) > 0) h = zt_hash_bytes(h, buf, n);
-    if (f) fclose(f);
-    return h;
-}
-
-/* A fingerprint of a big input's contents, never of its path (ranks may see one file under
- * different paths): its size, its first and last 64 KiB and 256 blocks of 4 KiB spread evenly
- * between them, about 1 MiB read whatever the file's size. A full hash would read the whole
- * file on every rank before step 1; these blocks catch another file, another version of it or
- * a truncated copy. A file that cannot be read gives a digest of its own (its error). */
-static uint64_t sampled_digest(const char *path) {
-    enum { EDGE = 65536, BLOCK = 4096, NBLOCKS = 256 };
-    static unsigned char buf[EDGE];
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        int err = errno;
-        if (fd >= 0) close(fd);
-        return zt_hash_bytes(0, &err, sizeof err);
-    }
-    int64_t size = (int64_t)st.st_size;
-    uint64_t h = zt_hash_bytes(0, &size, sizeof size);
-    for (int i = 0; i < NBLOCKS + 2; i++) {
-        int64_t len = i == 0 || i == NBLOCKS + 1 ? EDGE : BLOCK;
-        int64_t at = i == 0 ? 0 : i == NBLOCKS + 1 ? size - EDGE : size / (NBLOCKS + 1) * i;
-        if (at < 0) at = 0;
-        if (at + len > size) len = size - at;
-        ssize_t n = len > 0 ? pread(fd, buf, (size_t)len, (off_t)at) : 0;
-        if (n > 0) h = zt_hash_bytes(h, buf, (size_t)n);
-    }
-    close(fd);
-    return h;
-}
-
-/* the digests of every data file, in the order --data and --eval-data name them, and how the
- * sources draw from them (rule, weights, sequences) */
-static uint64_t data_digest(const struct zt_dataset *d) {
-    uint64_t h = zt_hash_bytes(0, &d->legacy, sizeof d->legacy);
-    for (int i = 0; i < d->nfiles; i++) {
-        uint64_t f = sampled_digest(d->files[i].path);
-        h = zt_hash_bytes(h, &f, sizeof f);
-    }
-    const struct zt_data_set *sets[2] = {&d->train, &d->valid};
-    for (int k = 0; k < 2; k++)
-        for (int s = 0; s < sets[k]->nsources; s++) {
-            const struct zt_data_source *src = &sets[k]->src[s];
-            const int64_t shape[3] = {src->file, src->first, src->nseq};
-            h = zt_hash_bytes(h, shape, sizeof shape);
-            h = zt_hash_bytes(h, &src->weight, sizeof src->weight);
-        }
-    return h;
-}
-
 /* every rank must run the same job: same config, model, steps, seed and mode, and the same
  * --data and --init-from contents (collective) */
 static int check_same_job(const struct train_run *r) {
     const struct train_options *o = &r->opt;
-    uint64_t h = hash_file(hash_file(0, o->ds_config), o->model);
+    uint64_t h = train_file_hash(train_file_hash(0, o->ds_config), o->model);
     int64_t options[9] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
                           (int64_t)(o->resume != NULL), r->save_interval, r->data.ds.order,
                           r->data.eval_interval, r->data.eval_steps};
     h = zt_hash_bytes(h, options, sizeof options);
     if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume, "
                               "--save-interval, --data-order or --eval-*") != ZT_OK ||
-        zt_comm_check_same(data_digest(&r->data.ds), "--data file set (size+digest of each)") !=
-            ZT_OK ||
+        zt_comm_check_same(train_data_digest(&r->data.ds),
+                           "--data file set (size+digest of each)") != ZT_OK ||
         (o->init_from && /* the same on every rank: the check above compared its presence */
-         zt_comm_check_same(sampled_digest(o->init_from), "--init-from file (size+digest)") !=
+         zt_comm_check_same(train_sampled_digest(o->init_from), "--init-from file (size+digest)") !=
              ZT_OK))
         return fail(2);
     return 0;
@@ -575,6 +520,12 @@ static void print_memory_plan(const struct train_run *r) {
     if (zt_memory_predict(&in, &pred) == ZT_OK)
         at += snprintf(line + at, sizeof line - (size_t)at, " | predicted peak %.1f MiB",
                        mib(pred.peak));
+    int nckpt, window;
+    int64_t window_bytes = zt_gpt2_recompute(r->model, &nckpt, &window);
+    if (nckpt) /* inside the activations */
+        at += snprintf(line + at, sizeof line - (size_t)at, " | recompute: %d of %d layers "
+                       "checkpointed, window of %d (%.3f MiB)", nckpt, r->shape.n_layer, window,
+                       mib(window_bytes));
     if (r->cfg.zero_stage >= 2) /* the slots inside params and grads */
         at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
                        "MiB, gradient slots %.3f MiB", mib(m->value_slots), mib(m->grad_slots));

@@ -14,6 +14,7 @@
 #include "zt_comm.h"      /* zt_comm_sum_double, zt_comm_rank */
 #include "zt_gpt2.h"      /* our API */
 #include "zt_safetensors.h" /* struct zt_safetensors, zt_st_find */
+#include "zt_sched.h"     /* zt_knob_int */
 #include "zt_tasks.h"     /* zt_task_* */
 #include "zt_tokens.h"    /* struct zt_tokens */
 
@@ -42,7 +43,12 @@ struct zt_gpt2 {
     /* activations (one micro-batch) */
     zt_tensor_t inputs, targets;         /* [Bm,T] int32 */
     zt_tensor_t encoded;                 /* [N,C] */
-    struct zt_layer_acts *layer_acts;    /* [L] */
+    struct zt_layer_acts *layer_acts;    /* [L]; a checkpointed layer's are the window's but
+                                          * res3, its output (the next layer's input) */
+    unsigned char *ckpt;                 /* [L]: layer l is checkpointed (recomputed) */
+    int nckpt;                           /* checkpointed layers */
+    struct zt_layer_acts *window;        /* [nwindow]: the recompute window (res3 unused) */
+    int nwindow;
     zt_tensor_t lnf, lnf_mean, lnf_rstd;
     zt_tensor_t logits;                  /* [N,V], holds dlogits after the loss task */
     zt_tensor_t *losses;                 /* [accum] x [N] */
@@ -200,10 +206,21 @@ static int64_t act_dim(const struct zt_model_shape *s, enum act_dim d) {
 typedef enum zt_status (*act_fn)(void *ctx, const struct zt_model_shape *s,
                                  const struct act_row *r, zt_tensor_t *t);
 
+/* which of a layer's activations: all, only its output (a checkpointed layer keeps it), or all
+ * but the output (a window of the recompute) */
+enum layer_part { PART_ALL, PART_OUTPUT, PART_WINDOW };
+
+static int in_part(const struct act_row *r, enum layer_part part) {
+    const int output = r->off == offsetof(struct zt_layer_acts, res3);
+    return part == PART_ALL || (part == PART_OUTPUT) == output;
+}
+
 static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn fn,
-                               const struct act_row *rows, size_t n, char *base, int accum) {
+                               const struct act_row *rows, size_t n, char *base, int accum,
+                               enum layer_part part) {
     for (size_t k = 0; k < n; k++) {
         const struct act_row *r = &rows[k];
+        if (rows == g_layer_acts && !in_part(r, part)) continue;
         if (rows == g_tail_acts && r->off == offsetof(struct zt_gpt2, losses)) {
             zt_tensor_t *losses = base ? ((struct zt_gpt2 *)base)->losses : NULL;
             for (int j = 0; j < accum; j++) ZT_CHECK(fn(ctx, s, r, losses ? &losses[j] : NULL));
@@ -214,15 +231,37 @@ static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn
     return ZT_OK;
 }
 
-/* every activation in allocation order: the head, each layer's, the tail; m NULL: sizing */
-static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s, int accum,
-                                   act_fn fn, void *ctx) {
+/* The recompute window: how many checkpointed layers' recomputable activations exist at once
+ * (ZT_RECOMPUTE_WINDOW, at most the checkpointed layers). One: the least memory, every recompute
+ * waits for the backward of the layer above to finish with the buffers; two: the recompute of a
+ * layer can run beside the backward of the layer above. */
+static int window_slots(int nckpt) {
+    int64_t w = 2;
+    if (zt_knob_int("ZT_RECOMPUTE_WINDOW", &w) != ZT_OK) w = 2; /* checked at start-up */
+    return nckpt < w ? nckpt : (int)w;
+}
+
+static int count_ckpt(const struct zt_config *cfg, int L) {
+    int n = 0;
+    for (int l = 0; l < L; l++) n += zt_actckpt_layer(&cfg->actckpt, l);
+    return n;
+}
+
+/* every activation in allocation order: the head, each layer's (a checkpointed layer only its
+ * output), the recompute window, the tail; m NULL: sizing */
+static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
+                                   const struct zt_config *cfg, act_fn fn, void *ctx) {
 #define N_(a) (sizeof(a) / sizeof *(a))
-    ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)m, accum));
-    for (int l = 0; l < s->n_layer; l++)
+    const int accum = cfg->grad_accum, L = s->n_layer;
+    ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)m, accum, PART_ALL));
+    for (int l = 0; l < L; l++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                          m ? (char *)&m->layer_acts[l] : NULL, accum));
-    return each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum);
+                          m ? (char *)&m->layer_acts[l] : NULL, accum,
+                          zt_actckpt_layer(&cfg->actckpt, l) ? PART_OUTPUT : PART_ALL));
+    for (int w = 0; w < window_slots(count_ckpt(cfg, L)); w++)
+        ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
+                          m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW));
+    return each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL);
 #undef N_
 }
 
@@ -254,10 +293,22 @@ static enum zt_status size_act(void *ctx, const struct zt_model_shape *s, const 
     return ZT_OK;
 }
 
+int64_t zt_gpt2_recompute(zt_gpt2_t m, int *nckpt, int *window) {
+    *nckpt = m->nckpt;
+    *window = m->nwindow;
+    int64_t bytes = 0;
+    for (int w = 0; w < m->nwindow; w++)
+        for (size_t k = 0; k < sizeof g_layer_acts / sizeof *g_layer_acts; k++) {
+            const zt_tensor_t t = *(zt_tensor_t *)((char *)&m->window[w] + g_layer_acts[k].off);
+            if (t) bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
+        }
+    return bytes;
+}
+
 int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
                           int chunks) {
     struct act_sizing z = {cfg, chunks, 0};
-    for_each_act(NULL, s, cfg->grad_accum, size_act, &z); /* sizing cannot fail */
+    for_each_act(NULL, s, cfg, size_act, &z); /* sizing cannot fail */
     return z.bytes;
 }
 
@@ -267,6 +318,17 @@ enum zt_status zt_gpt2_check_shape(const struct zt_model_shape *s) {
         return zt_error_set(ZT_ERR_CONFIG, "model: bad shape V=%d T=%d C=%d L=%d NH=%d", V, T, C,
                             L, NH);
     return ZT_OK;
+}
+
+/* a checkpointed layer's recomputable activations are the tensors of window slot k % nwindow
+ * (k: its index among the checkpointed layers); its output stays its own */
+static void alias_window(zt_gpt2_t m, const struct zt_config *cfg) {
+    for (int l = 0, k = 0; l < m->s.n_layer; l++) {
+        if (!(m->ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l))) continue;
+        zt_tensor_t own = m->layer_acts[l].res3;
+        m->layer_acts[l] = m->window[k++ % m->nwindow];
+        m->layer_acts[l].res3 = own;
+    }
 }
 
 enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model_shape *s) {
@@ -283,14 +345,20 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->layer_params = calloc((size_t)s->n_layer, sizeof *m->layer_params);
     m->layer_acts = calloc((size_t)s->n_layer, sizeof *m->layer_acts);
     m->losses = calloc((size_t)m->accum, sizeof *m->losses);
-    if (!m->layer_params || !m->layer_acts || !m->losses) {
+    m->ckpt = calloc((size_t)s->n_layer, 1);
+    m->nckpt = count_ckpt(cfg, s->n_layer);
+    m->nwindow = window_slots(m->nckpt);
+    m->window = calloc((size_t)m->nwindow + 1, sizeof *m->window);
+    if (!m->layer_params || !m->layer_acts || !m->losses || !m->ckpt || !m->window) {
         zt_gpt2_free(m);
         return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     }
     *out = m;
     ZT_CHECK(declare_params(m));
     ZT_CHECK(zt_engine_finalize(e));
-    return for_each_act(m, s, m->accum, make_act, e);
+    ZT_CHECK(for_each_act(m, s, cfg, make_act, e));
+    alias_window(m, cfg);
+    return ZT_OK;
 }
 
 zt_tensor_t zt_gpt2_logits(zt_gpt2_t m) { return m->logits; }
@@ -300,6 +368,8 @@ void zt_gpt2_free(zt_gpt2_t m) {
     free(m->layer_params);
     free(m->layer_acts);
     free(m->losses);
+    free(m->ckpt);
+    free(m->window);
     free(m); /* tensors belong to the engine */
 }
 
@@ -359,6 +429,41 @@ struct step_data {
     int64_t step;
 };
 
+/* Layer l's forward from its input res, in context c: attention, then the MLP; whole == 0 (the
+ * recompute of a checkpointed layer) stops before the MLP's projection, whose output (res3,
+ * the layer's output) the layer kept and its backward does not read. */
+static enum zt_status layer_forward(zt_gpt2_t m, int l, const struct zt_step_ctx *cp,
+                                    zt_tensor_t res, int whole) {
+    const int nb = zt_engine_nblk(m->e), NH = m->s.n_head;
+    const struct zt_step_ctx c = *cp;
+    const struct zt_task_opts *o = &c.opts;
+    struct zt_layer_acts *a = &m->layer_acts[l];
+    zt_param_t *p = m->layer_params[l];
+    FOR_BLK ZT_CHECK(zt_task_layernorm_forward(o, a->ln1, a->ln1_mean, a->ln1_rstd, b, res,
+                                               V_(&c, p[P_LN1W]), V_(&c, p[P_LN1B])));
+    ZT_CHECK(linear_forward(&c, nb, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB]));
+    FOR_BLK ZT_CHECK(zt_task_attention_forward(o, a->atty, a->att, b, a->qkv, NH));
+    ZT_CHECK(linear_forward(&c, nb, m->proj, a->atty, p[P_ATTPW], p[P_ATTPB]));
+    FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res2, b, res, m->proj));
+    FOR_BLK ZT_CHECK(zt_task_layernorm_forward(o, a->ln2, a->ln2_mean, a->ln2_rstd, b, a->res2,
+                                               V_(&c, p[P_LN2W]), V_(&c, p[P_LN2B])));
+    ZT_CHECK(linear_forward(&c, nb, a->fch, a->ln2, p[P_FCW], p[P_FCB]));
+    FOR_BLK ZT_CHECK(zt_task_gelu_forward(o, a->fch_gelu, b, a->fch));
+    if (!whole) return ZT_OK;
+    ZT_CHECK(linear_forward(&c, nb, m->proj, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
+    FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res3, b, a->res2, m->proj));
+    return ZT_OK;
+}
+
+/* whether checkpointed layer l's recomputable activations must be recomputed before its
+ * backward: not when no later checkpointed layer has used its window slot since its forward */
+static int needs_recompute(zt_gpt2_t m, int l) {
+    if (!m->ckpt[l]) return 0;
+    int later = 0;
+    for (int k = l + 1; k < m->s.n_layer; k++) later += m->ckpt[k];
+    return later >= m->nwindow;
+}
+
 static enum zt_status micro_batch(zt_gpt2_t m, const struct step_data *d, int mb, int train) {
     zt_engine_t e = m->e;
     int nb = zt_engine_nblk(e), L = m->s.n_layer, NH = m->s.n_head;
@@ -376,24 +481,9 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct step_data *d, int mb
                                              V_(&c, m->wpe)));
     zt_tensor_t res = m->encoded;
     for (int l = 0; l < L; l++) {
-        struct zt_layer_acts *a = &m->layer_acts[l];
-        zt_param_t *p = m->layer_params[l];
         c = zt_engine_ctx(e, ZT_PRIO_FORWARD, l, L, mb);
-        const struct zt_task_opts *o = &c.opts;
-        FOR_BLK ZT_CHECK(zt_task_layernorm_forward(o, a->ln1, a->ln1_mean, a->ln1_rstd, b, res,
-                                                   V_(&c, p[P_LN1W]), V_(&c, p[P_LN1B])));
-        ZT_CHECK(linear_forward(&c, nb, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB]));
-        FOR_BLK ZT_CHECK(zt_task_attention_forward(o, a->atty, a->att, b, a->qkv, NH));
-        ZT_CHECK(linear_forward(&c, nb, m->proj, a->atty, p[P_ATTPW], p[P_ATTPB]));
-        FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res2, b, res, m->proj));
-        FOR_BLK ZT_CHECK(zt_task_layernorm_forward(o, a->ln2, a->ln2_mean, a->ln2_rstd, b,
-                                                   a->res2, V_(&c, p[P_LN2W]),
-                                                   V_(&c, p[P_LN2B])));
-        ZT_CHECK(linear_forward(&c, nb, a->fch, a->ln2, p[P_FCW], p[P_FCB]));
-        FOR_BLK ZT_CHECK(zt_task_gelu_forward(o, a->fch_gelu, b, a->fch));
-        ZT_CHECK(linear_forward(&c, nb, m->proj, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
-        FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res3, b, a->res2, m->proj));
-        res = a->res3;
+        ZT_CHECK(layer_forward(m, l, &c, res, 1));
+        res = m->layer_acts[l].res3;
     }
     c = zt_engine_ctx(e, ZT_PRIO_FORWARD, L, L, mb);
     FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&c.opts, m->lnf, m->lnf_mean, m->lnf_rstd, b, res,
@@ -428,6 +518,9 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct step_data *d, int mb
         zt_tensor_t res_in = l == 0 ? m->encoded : m->layer_acts[l - 1].res3;
         cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, l, L, mb);
         cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, l, L, mb);
+        /* a checkpointed layer's activations again, from its input, at its backward's priority
+         * (the scheduler runs them beside the backward of the layer above) */
+        if (needs_recompute(m, l)) ZT_CHECK(layer_forward(m, l, &cb, res_in, 0));
         /* dres = d(res3): MLP branch */
         ZT_CHECK(linear_backward(m, l, mb, m->d4C, m->dres, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
         FOR_BLK ZT_CHECK(zt_task_gelu_backward(&cb.opts, m->d4C, b, a->fch));
