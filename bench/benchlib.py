@@ -1,8 +1,11 @@
 """bench/benchlib.py: what the Python benchmarks share (standard library only: the peers'
 Pythons import it too)."""
+import array
 import os
+import random
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import time
@@ -89,3 +92,30 @@ def lscpu_flags():
         return "", ""
     info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
     return info.get("Model name", "").strip(), info.get("Flags", "").strip()
+
+
+def random_tokens(path, n, vocab, seed):
+    """an llm.c uint16 token file (magic 20240520, version 1) of n uniform random ids in
+    0..vocab-1, seeded; written to a temporary and renamed"""
+    rng = random.Random(seed)
+    raw = array.array("I", rng.randbytes(4 * n))
+    tok = array.array("H", [x % vocab for x in raw])
+    if sys.byteorder != "little":
+        tok.byteswap()
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
+        tok.tofile(f)
+    os.replace(tmp, path)
+
+
+def git_commit(root):
+    """the short commit of the checkout at root, "+dirty" when tracked files changed"""
+    try:
+        head = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "-uno"],
+                               capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return ""
+    return head + ("+dirty" if dirty else "")

@@ -47,8 +47,10 @@ struct zt_gpt2 {
                                           * res3, its output (the next layer's input) */
     unsigned char *ckpt;                 /* [L]: layer l is checkpointed (recomputed) */
     int nckpt;                           /* checkpointed layers */
-    struct zt_layer_acts *window;        /* [nwindow]: the recompute window (res3 unused) */
+    struct zt_layer_acts *window;        /* [nwindow]: the recompute window (only the
+                                          * recomputed activations) */
     int nwindow;
+    enum zt_recompute recompute;         /* what a checkpointed layer recomputes */
     zt_tensor_t lnf, lnf_mean, lnf_rstd;
     zt_tensor_t logits;                  /* [N,V], holds dlogits after the loss task */
     zt_tensor_t *losses;                 /* [accum] x [N] */
@@ -206,21 +208,29 @@ static int64_t act_dim(const struct zt_model_shape *s, enum act_dim d) {
 typedef enum zt_status (*act_fn)(void *ctx, const struct zt_model_shape *s,
                                  const struct act_row *r, zt_tensor_t *t);
 
-/* which of a layer's activations: all, only its output (a checkpointed layer keeps it), or all
- * but the output (a window of the recompute) */
-enum layer_part { PART_ALL, PART_OUTPUT, PART_WINDOW };
+/* which of a layer's activations: all, those a checkpointed layer keeps (its output, and with
+ * recompute "mlp" the attention's), or those it recomputes (a window of the recompute) */
+enum layer_part { PART_ALL, PART_KEPT, PART_WINDOW };
 
-static int in_part(const struct act_row *r, enum layer_part part) {
-    const int output = r->off == offsetof(struct zt_layer_acts, res3);
-    return part == PART_ALL || (part == PART_OUTPUT) == output;
+/* whether a checkpointed layer recomputes activation r */
+static int recomputed(const struct act_row *r, enum zt_recompute mode) {
+#define IS_(f) (r->off == offsetof(struct zt_layer_acts, f))
+    if (IS_(res3)) return 0;
+    return mode == ZT_RECOMPUTE_FULL || IS_(ln2) || IS_(ln2_mean) || IS_(ln2_rstd) ||
+           IS_(fch) || IS_(fch_gelu);
+#undef IS_
+}
+
+static int in_part(const struct act_row *r, enum layer_part part, enum zt_recompute mode) {
+    return part == PART_ALL || (part == PART_WINDOW) == recomputed(r, mode);
 }
 
 static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn fn,
                                const struct act_row *rows, size_t n, char *base, int accum,
-                               enum layer_part part) {
+                               enum layer_part part, enum zt_recompute mode) {
     for (size_t k = 0; k < n; k++) {
         const struct act_row *r = &rows[k];
-        if (rows == g_layer_acts && !in_part(r, part)) continue;
+        if (rows == g_layer_acts && !in_part(r, part, mode)) continue;
         if (rows == g_tail_acts && r->off == offsetof(struct zt_gpt2, losses)) {
             zt_tensor_t *losses = base ? ((struct zt_gpt2 *)base)->losses : NULL;
             for (int j = 0; j < accum; j++) ZT_CHECK(fn(ctx, s, r, losses ? &losses[j] : NULL));
@@ -253,15 +263,18 @@ static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
                                    const struct zt_config *cfg, act_fn fn, void *ctx) {
 #define N_(a) (sizeof(a) / sizeof *(a))
     const int accum = cfg->grad_accum, L = s->n_layer;
-    ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)m, accum, PART_ALL));
+    const enum zt_recompute mode = cfg->actckpt.recompute;
+    ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)m, accum, PART_ALL,
+                      mode));
     for (int l = 0; l < L; l++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                           m ? (char *)&m->layer_acts[l] : NULL, accum,
-                          zt_actckpt_layer(&cfg->actckpt, l) ? PART_OUTPUT : PART_ALL));
+                          zt_actckpt_layer(&cfg->actckpt, l) ? PART_KEPT : PART_ALL, mode));
     for (int w = 0; w < window_slots(count_ckpt(cfg, L)); w++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                          m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW));
-    return each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL);
+                          m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW, mode));
+    return each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL,
+                    mode);
 #undef N_
 }
 
@@ -320,14 +333,17 @@ enum zt_status zt_gpt2_check_shape(const struct zt_model_shape *s) {
     return ZT_OK;
 }
 
-/* a checkpointed layer's recomputable activations are the tensors of window slot k % nwindow
- * (k: its index among the checkpointed layers); its output stays its own */
+/* a checkpointed layer's recomputed activations are the tensors of window slot k % nwindow
+ * (k: its index among the checkpointed layers); the rest stay its own */
 static void alias_window(zt_gpt2_t m, const struct zt_config *cfg) {
+    m->recompute = cfg->actckpt.recompute;
     for (int l = 0, k = 0; l < m->s.n_layer; l++) {
         if (!(m->ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l))) continue;
-        zt_tensor_t own = m->layer_acts[l].res3;
-        m->layer_acts[l] = m->window[k++ % m->nwindow];
-        m->layer_acts[l].res3 = own;
+        const char *slot = (const char *)&m->window[k++ % m->nwindow];
+        for (size_t i = 0; i < sizeof g_layer_acts / sizeof *g_layer_acts; i++)
+            if (recomputed(&g_layer_acts[i], m->recompute))
+                memcpy((char *)&m->layer_acts[l] + g_layer_acts[i].off,
+                       slot + g_layer_acts[i].off, sizeof(zt_tensor_t));
     }
 }
 
@@ -429,11 +445,9 @@ struct step_data {
     int64_t step;
 };
 
-/* Layer l's forward from its input res, in context c: attention, then the MLP; whole == 0 (the
- * recompute of a checkpointed layer) stops before the MLP's projection, whose output (res3,
- * the layer's output) the layer kept and its backward does not read. */
-static enum zt_status layer_forward(zt_gpt2_t m, int l, const struct zt_step_ctx *cp,
-                                    zt_tensor_t res, int whole) {
+/* Layer l's attention half from its input res, in context c: ln_1 .. res2 */
+static enum zt_status attention_forward(zt_gpt2_t m, int l, const struct zt_step_ctx *cp,
+                                        zt_tensor_t res) {
     const int nb = zt_engine_nblk(m->e), NH = m->s.n_head;
     const struct zt_step_ctx c = *cp;
     const struct zt_task_opts *o = &c.opts;
@@ -445,6 +459,18 @@ static enum zt_status layer_forward(zt_gpt2_t m, int l, const struct zt_step_ctx
     FOR_BLK ZT_CHECK(zt_task_attention_forward(o, a->atty, a->att, b, a->qkv, NH));
     ZT_CHECK(linear_forward(&c, nb, m->proj, a->atty, p[P_ATTPW], p[P_ATTPB]));
     FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res2, b, res, m->proj));
+    return ZT_OK;
+}
+
+/* Layer l's MLP half from res2, in context c: ln_2 .. gelu, then with whole the projection and
+ * the residual into res3 (the recompute of a checkpointed layer stops before them: the layer
+ * kept their result, its output, and its backward does not read the rest) */
+static enum zt_status mlp_forward(zt_gpt2_t m, int l, const struct zt_step_ctx *cp, int whole) {
+    const int nb = zt_engine_nblk(m->e);
+    const struct zt_step_ctx c = *cp;
+    const struct zt_task_opts *o = &c.opts;
+    struct zt_layer_acts *a = &m->layer_acts[l];
+    zt_param_t *p = m->layer_params[l];
     FOR_BLK ZT_CHECK(zt_task_layernorm_forward(o, a->ln2, a->ln2_mean, a->ln2_rstd, b, a->res2,
                                                V_(&c, p[P_LN2W]), V_(&c, p[P_LN2B])));
     ZT_CHECK(linear_forward(&c, nb, a->fch, a->ln2, p[P_FCW], p[P_FCB]));
@@ -453,6 +479,14 @@ static enum zt_status layer_forward(zt_gpt2_t m, int l, const struct zt_step_ctx
     ZT_CHECK(linear_forward(&c, nb, m->proj, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
     FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res3, b, a->res2, m->proj));
     return ZT_OK;
+}
+
+/* checkpointed layer l's activations again, from its input res (recompute "mlp": from its
+ * kept res2) */
+static enum zt_status recompute_layer(zt_gpt2_t m, int l, const struct zt_step_ctx *c,
+                                      zt_tensor_t res) {
+    if (m->recompute == ZT_RECOMPUTE_FULL) ZT_CHECK(attention_forward(m, l, c, res));
+    return mlp_forward(m, l, c, 0);
 }
 
 /* whether checkpointed layer l's recomputable activations must be recomputed before its
@@ -482,7 +516,8 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct step_data *d, int mb
     zt_tensor_t res = m->encoded;
     for (int l = 0; l < L; l++) {
         c = zt_engine_ctx(e, ZT_PRIO_FORWARD, l, L, mb);
-        ZT_CHECK(layer_forward(m, l, &c, res, 1));
+        ZT_CHECK(attention_forward(m, l, &c, res));
+        ZT_CHECK(mlp_forward(m, l, &c, 1));
         res = m->layer_acts[l].res3;
     }
     c = zt_engine_ctx(e, ZT_PRIO_FORWARD, L, L, mb);
@@ -520,7 +555,7 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct step_data *d, int mb
         cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, l, L, mb);
         /* a checkpointed layer's activations again, from its input, at its backward's priority
          * (the scheduler runs them beside the backward of the layer above) */
-        if (needs_recompute(m, l)) ZT_CHECK(layer_forward(m, l, &cb, res_in, 0));
+        if (needs_recompute(m, l)) ZT_CHECK(recompute_layer(m, l, &cb, res_in));
         /* dres = d(res3): MLP branch */
         ZT_CHECK(linear_backward(m, l, mb, m->d4C, m->dres, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
         FOR_BLK ZT_CHECK(zt_task_gelu_backward(&cb.opts, m->d4C, b, a->fch));

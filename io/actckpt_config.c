@@ -17,11 +17,28 @@
  */
 #include <limits.h>      /* INT_MAX */
 #include <math.h>        /* floor */
+#include <string.h>      /* strcmp */
 #include "config_impl.h" /* zt_config_parse_actckpt, zt_actckpt_defaults */
 
 static const char *const ac_keys[] = {"partition_activations", "cpu_checkpointing",
                                       "contiguous_memory_optimization", "number_checkpoints",
-                                      "synchronize_checkpoint_boundary", "profile", NULL};
+                                      "synchronize_checkpoint_boundary", "profile", "recompute",
+                                      NULL};
+
+/* "recompute" (zerotask's key, not DeepSpeed's): full (default) or mlp (selective) */
+static enum zt_status parse_recompute(const struct zt_json_ctx *c, const cJSON *v,
+                                      enum zt_recompute *out) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, "recompute");
+    const char *s = "full";
+    if (x) ZT_CHECK(zt_json_string(c, x, "activation_checkpointing.recompute", &s));
+    if (!strcmp(s, "full") || !strcmp(s, "mlp")) {
+        *out = !strcmp(s, "mlp") ? ZT_RECOMPUTE_MLP : ZT_RECOMPUTE_FULL;
+        return ZT_OK;
+    }
+    return zt_json_err(c, "activation_checkpointing.recompute", "expected \"full\" (all of a "
+                       "checkpointed layer's activations but its output) or \"mlp\" (only "
+                       "the MLP's; the attention's are kept), got \"%s\"", s);
+}
 
 void zt_actckpt_defaults(struct zt_actckpt_cfg *ac) {
     *ac = (struct zt_actckpt_cfg){.number_checkpoints = -1};
@@ -91,6 +108,7 @@ enum zt_status zt_config_parse_actckpt(const struct zt_json_ctx *c, const cJSON 
     ZT_CHECK(flag(c, v, "synchronize_checkpoint_boundary", &a.synchronize_checkpoint_boundary));
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, "number_checkpoints");
     if (x) ZT_CHECK(parse_number(c, x, &a.number_checkpoints));
+    ZT_CHECK(parse_recompute(c, v, &a.recompute));
     a.enabled = a.number_checkpoints != 0;
     *ac = a;
     return ZT_OK;

@@ -102,6 +102,10 @@ struct zt_actckpt_cfg {
                                          * checkpoints */
     int synchronize_checkpoint_boundary;/* DeepSpeed: torch.cuda.synchronize at each boundary */
     int profile;                        /* always 0: profile true is refused (use --trace) */
+    /* "recompute" (zerotask's key): what a checkpointed layer recomputes in the backward */
+    enum zt_recompute { ZT_RECOMPUTE_FULL = 0, /* "full": all but its output (default) */
+                        ZT_RECOMPUTE_MLP       /* "mlp": the MLP's; the attention's are kept */
+    } recompute;
 };
 
 struct zt_config {

@@ -43,13 +43,10 @@ Usage: bench/data/run.py [--small] [--rounds 3] [--steps 6] [--sizes 8M,5M,3M]
            [--work /tmp/zt-bench-data] [--json OUT]
 """
 import argparse
-import array
 import bisect
 import json
 import os
-import random
 import statistics
-import struct
 import subprocess
 import sys
 import time
@@ -61,7 +58,6 @@ sys.path.insert(0, BENCH)
 import benchlib  # noqa: E402  bench/benchlib.py: drop_caches, lscpu_flags
 
 GPT2_VOCAB = 50257
-MAGIC, VERSION = 20240520, 1
 CONFIGS = {"gpt2-124M": (os.path.join(BENCH, "configs", "gpt2-124M_model.json"),
                          os.path.join(BENCH, "configs", "gpt2-124M_ds.json"), "8M,5M,3M", 6, 3),
            "small": (os.path.join(ROOT, "configs", "demo_model.json"),
@@ -73,31 +69,6 @@ def count(text):
     """8M, 500K, 1000 -> tokens"""
     mult = {"K": 10**3, "M": 10**6, "G": 10**9}.get(text[-1:].upper(), 1)
     return int(float(text[:-1] if mult > 1 else text) * mult)
-
-
-def make_tokens(path, n, vocab, seed):
-    """an llm.c uint16 token file of n uniform random ids in 0..vocab-1 (seeded)"""
-    rng = random.Random(seed)
-    raw = array.array("I", rng.randbytes(4 * n))
-    tok = array.array("H", [x % vocab for x in raw])
-    if sys.byteorder != "little":
-        tok.byteswap()
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<256i", MAGIC, VERSION, n, *([0] * 253)))
-        tok.tofile(f)
-    os.replace(tmp, path)
-
-
-def commit():
-    try:
-        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "-uno"],
-                               capture_output=True, text=True).stdout.strip()
-    except OSError:
-        return ""
-    return head + ("+dirty" if dirty else "")
 
 
 # ----------------------------------------------------------------------------
@@ -258,7 +229,7 @@ def main():
     files = []
     for i, (n, letter) in enumerate(zip(a.sizes, "abc")):
         path = os.path.join(a.work, "%s.bin" % letter)
-        make_tokens(path, n, vocab, a.seed + i)
+        benchlib.random_tokens(path, n, vocab, a.seed + i)
         files.append(path)
     gen_s = time.perf_counter() - t0
     blend = ",".join("%g:%s" % (w, p) for w, p in zip(weights, files))
@@ -271,7 +242,8 @@ def main():
     print("bench/data: %s, %d CPUs, load average %.2f; zerotask %s (%s); config %s (V%d T%d C%d "
           "L%d, batch %d = micro %d x accumulation %d); STARPU_NCPU=%d; %d rounds x %d steps "
           "(step 1 warm-up); %s page cache" % (
-              cpu or "?", os.cpu_count(), os.getloadavg()[0], commit(), a.zt, cfg,
+              cpu or "?", os.cpu_count(), os.getloadavg()[0], benchlib.git_commit(ROOT), a.zt,
+              cfg,
               shape["vocab_size"], shape["seq_len"], shape["n_embd"], shape["n_layer"],
               dsj["train_batch_size"], dsj["train_micro_batch_size_per_gpu"],
               dsj.get("gradient_accumulation_steps", 1), a.ncpu, a.rounds, a.steps,
@@ -326,7 +298,8 @@ def main():
               TARGET_PCT, cfg, A["load_pct"], A["exposed_pct"], "met" if met else "NOT met"))
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"cpu": cpu, "flags": flags, "commit": commit(), "zt_train": a.zt,
+            json.dump({"cpu": cpu, "flags": flags, "commit": benchlib.git_commit(ROOT),
+                       "zt_train": a.zt,
                        "config": cfg, "model": a.model, "ds_config": a.ds,
                        "ncpu": a.ncpu, "steps": a.steps, "rounds": a.rounds, "cold": a.cold,
                        "seed": a.seed, "files": dict(zip(files, a.sizes)), "weights": weights,

@@ -68,6 +68,9 @@ CASES = [  # label, stage, ranks, accum, precision, checkpoint section, window, 
     ("bf16", 2, 1, 2, "bf16", {}, "2", None),
     ("fp16", 0, 1, 1, "fp16", {"number_checkpoints": 2}, "1", None),
     ("s3nvme", 3, 1, 1, None, {}, "2", {"device": "nvme", "nvme_path": NVME}),
+    ("mlp_s0", 0, 1, 2, None, {"recompute": "mlp"}, "1", None),
+    ("mlp_s3n2", 3, 2, 1, None, {"recompute": "mlp"}, "2", None),
+    ("mlp_bf16", 1, 1, 1, "bf16", {"recompute": "mlp"}, "1", None),
 ]
 for label, stage, n, accum, prec, ckpt, window, par in CASES:
     base = run(label + "_plain", n, config(label + "_plain", stage, n, accum, None, prec, par))
@@ -91,13 +94,15 @@ def forward_tasks(label, cfg, env):
 
 
 plain_n = forward_tasks("trace_plain", config("tr_plain", 0, 1, 1), None)
-for window, layers in (("1", 2), ("2", 1)):
-    ckpt_n = forward_tasks("trace_ckpt" + window, config("tr_ckpt", 0, 1, 1, {}),
+for window, layers, mode in (("1", 2, "full"), ("2", 1, "full"), ("1", 2, "mlp")):
+    ckpt_n = forward_tasks("trace_ckpt" + window + mode,
+                           config("tr_ckpt", 0, 1, 1, {"recompute": mode}),
                            {"ZT_RECOMPUTE_WINDOW": window})
     nblk = plain_n // (2 * L + 1)  # two layer norms per layer and ln_f, per row block
-    R.check(plain_n > 0 and ckpt_n == plain_n + layers * 2 * nblk,
-            "window %s: %d layer(s) recomputed (layernorm_forward tasks %d -> %d)" %
-            (window, layers, plain_n, ckpt_n))
+    norms = 2 if mode == "full" else 1  # recompute "mlp" starts at ln_2
+    R.check(plain_n > 0 and ckpt_n == plain_n + layers * norms * nblk,
+            "window %s, recompute %s: %d layer(s) recomputed (layernorm_forward tasks %d -> "
+            "%d)" % (window, mode, layers, plain_n, ckpt_n))
 
 # ---- memory ----------------------------------------------------------------------------------
 MEM = re.compile(r"activations ([0-9.]+) MiB \| total ([0-9.]+) MiB")
@@ -137,6 +142,11 @@ R.check(acts0 - acts1 >= want * 0.999,
 R.check(rss0 - rss1 >= 0.7 * want,
         "measured peak RSS %.1f -> %.1f MiB, down %.1f MiB (>= 70%% of the plan's %.1f)" %
         (rss0, rss1, rss0 - rss1, want))
+(acts2, _, _), _ = plan("ckpt_mlp", {"recompute": "mlp"})
+mlp_part = Bm * TT * ((9 * CC) * 4 + 2 * 4) / 2**20  # ln2, fch, fch_gelu; ln_2's statistics
+R.check(acts0 - acts2 >= (LL - 1) * mlp_part * 0.999 and acts2 > acts1,
+        "recompute mlp: activations %.2f -> %.2f MiB, down (L-1)/L of the MLPs' %.2f MiB and "
+        "more than full's %.2f" % (acts0, acts2, LL * mlp_part, acts1))
 limit = "%dM" % int((total0 + total1) / 2)
 _, p0 = plan("plain_limit", None, {"ZT_HOST_MEM_LIMIT": limit}, expect_ok=False)
 R.check(p0.returncode == 1 and "ZT_HOST_MEM_LIMIT" in p0.stderr,
@@ -149,7 +159,8 @@ R.check(p1.returncode == 0, "with checkpointing it fits under ZT_HOST_MEM_LIMIT=
 # ---- bad input -------------------------------------------------------------------------------
 for ckpt, text in (({"partition_activations": True}, "partition_activations"),
                    ({"profile": True}, "profile"),
-                   ({"number_checkpoints": 9}, "exceeds the model's n_layer 3")):
+                   ({"number_checkpoints": 9}, "exceeds the model's n_layer 3"),
+                   ({"recompute": "attention"}, "activation_checkpointing.recompute")):
     cfg = config("bad", 0, 1, 1, ckpt)
     q = subprocess.run([R.zt, "--ds-config", cfg, "--model", model, "--data", data],
                        capture_output=True, text=True, env=dict(os.environ, STARPU_SILENT="1"))

@@ -110,6 +110,16 @@ static void test_accepted(void) {
     ZT_TEST_TRUE(a->enabled && a->number_checkpoints == 12, "number_checkpoints 1.2e1 is 12");
     c = OK(AC("\"number_checkpoints\": null"));
     ZT_TEST_TRUE(a->enabled && a->number_checkpoints == -1, "number_checkpoints null");
+    /* zerotask's recompute key */
+    ZT_TEST_TRUE(a->recompute == ZT_RECOMPUTE_FULL, "recompute: full by default");
+    c = OK(AC("\"recompute\": \"mlp\""));
+    ZT_TEST_TRUE(a->enabled && a->recompute == ZT_RECOMPUTE_MLP, "recompute mlp");
+    c = OK(AC("\"recompute\": \"full\""));
+    ZT_TEST_TRUE(a->recompute == ZT_RECOMPUTE_FULL, "recompute full");
+    EXPECT_ERR(AC("\"recompute\": \"attention\""), "activation_checkpointing.recompute: "
+               "expected \"full\" (all of a checkpointed layer's activations but its output) "
+               "or \"mlp\" (only the MLP's; the attention's are kept), got \"attention\"");
+    EXPECT_ERR(AC("\"recompute\": 1"), "activation_checkpointing.recompute");
 }
 
 static void test_refused(void) {

@@ -394,32 +394,39 @@ def gpt2_loss(P, m, idx, tgt, mask, fast=False):
     return F.cross_entropy(logits.reshape(B * T, -1), tgt.reshape(B * T))
 
 
+def gpt2_block(P, m, i, x, mask, fast=False):
+    """transformer block i of GPT-2 on x [B, T, C] (causal, from position 0)"""
+    B, T, _ = x.shape
+    C, NH = m["n_embd"], m["n_head"]
+    hs = C // NH
+    p = "transformer.h.%d." % i
+    h = F.layer_norm(x, (C,), P[p + "ln_1.weight"], P[p + "ln_1.bias"], 1e-5)
+    qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]      # [B, T, 3C]
+    q, k, v = qkv.split(C, dim=2)
+    q = q.view(B, T, NH, hs).transpose(1, 2)                                # [B, NH, T, hs]
+    k = k.view(B, T, NH, hs).transpose(1, 2)
+    v = v.view(B, T, NH, hs).transpose(1, 2)
+    if fast and hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0: fused kernel
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))             # [B, NH, T, T]
+        att = att.masked_fill(~mask[:T, :T], float("-inf")).softmax(dim=-1)
+        y = att @ v
+    y = y.transpose(1, 2).reshape(B, T, C)
+    x = x + (y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"])
+    h = F.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], 1e-5)
+    h = F.gelu(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"], approximate="tanh")
+    return x + (h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"])
+
+
 def gpt2_logits(P, m, idx, mask, fast=False):
     """GPT-2's logits [B, T, V] at every position of idx [B, T] (causal, from position 0)."""
     B, T = idx.shape
-    C, NH = m["n_embd"], m["n_head"]
-    hs = C // NH
+    C = m["n_embd"]
     wte = P["transformer.wte.weight"]
     x = wte[idx] + P["transformer.wpe.weight"][:T]                        # [B, T, C]
     for i in range(m["n_layer"]):
-        p = "transformer.h.%d." % i
-        h = F.layer_norm(x, (C,), P[p + "ln_1.weight"], P[p + "ln_1.bias"], 1e-5)
-        qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]  # [B, T, 3C]
-        q, k, v = qkv.split(C, dim=2)
-        q = q.view(B, T, NH, hs).transpose(1, 2)                            # [B, NH, T, hs]
-        k = k.view(B, T, NH, hs).transpose(1, 2)
-        v = v.view(B, T, NH, hs).transpose(1, 2)
-        if fast and hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0: fused kernel
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))         # [B, NH, T, T]
-            att = att.masked_fill(~mask[:T, :T], float("-inf")).softmax(dim=-1)
-            y = att @ v
-        y = y.transpose(1, 2).reshape(B, T, C)
-        x = x + (y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"])
-        h = F.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], 1e-5)
-        h = F.gelu(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"], approximate="tanh")
-        x = x + (h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"])
+        x = gpt2_block(P, m, i, x, mask, fast)
     x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], 1e-5)
     return x @ wte.t()                                                      # [B, T, V]
 
