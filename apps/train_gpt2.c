@@ -412,12 +412,17 @@ static int check_outputs(const struct train_run *r) {
 static int check_same_job(const struct train_run *r) {
     const struct train_options *o = &r->opt;
     uint64_t h = train_file_hash(train_file_hash(0, o->ds_config), o->model);
-    int64_t options[9] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
-                          (int64_t)(o->resume != NULL), r->save_interval, r->data.ds.order,
-                          r->data.eval_interval, r->data.eval_steps};
+    /* knobs that shape the graph, and so the order of its collectives */
+    int64_t chunks = 0, window = 0;
+    (void)zt_knob_int("ZT_GRAPH_CHUNKS", &chunks);
+    (void)zt_knob_int("ZT_RECOMPUTE_WINDOW", &window);
+    int64_t options[11] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
+                           (int64_t)(o->resume != NULL), r->save_interval, r->data.ds.order,
+                           r->data.eval_interval, r->data.eval_steps, chunks, window};
     h = zt_hash_bytes(h, options, sizeof options);
     if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume, "
-                              "--save-interval, --data-order or --eval-*") != ZT_OK ||
+                              "--save-interval, --data-order, --eval-*, ZT_GRAPH_CHUNKS or "
+                              "ZT_RECOMPUTE_WINDOW") != ZT_OK ||
         zt_comm_check_same(train_data_digest(&r->data.ds),
                            "--data file set (size+digest of each)") != ZT_OK ||
         (o->init_from && /* the same on every rank: the check above compared its presence */
@@ -521,11 +526,12 @@ static void print_memory_plan(const struct train_run *r) {
         at += snprintf(line + at, sizeof line - (size_t)at, " | predicted peak %.1f MiB",
                        mib(pred.peak));
     int nckpt, window;
-    int64_t window_bytes = zt_gpt2_recompute(r->model, &nckpt, &window);
+    int64_t window_bytes = zt_gpt2_recompute_info(r->model, &nckpt, &window);
     if (nckpt) /* inside the activations */
         at += snprintf(line + at, sizeof line - (size_t)at, " | recompute: %d of %d layers "
-                       "checkpointed, window of %d (%.3f MiB)", nckpt, r->shape.n_layer, window,
-                       mib(window_bytes));
+                       "checkpointed, window of %d (%.3f MiB)%s", nckpt, r->shape.n_layer,
+                       window, mib(window_bytes),
+                       nckpt > window ? "" : ", so none is recomputed and nothing saved");
     if (r->cfg.zero_stage >= 2) /* the slots inside params and grads */
         at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
                        "MiB, gradient slots %.3f MiB", mib(m->value_slots), mib(m->grad_slots));

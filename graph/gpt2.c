@@ -247,7 +247,9 @@ static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn
  * layer can run beside the backward of the layer above. */
 static int window_slots(int nckpt) {
     int64_t w = 2;
-    if (zt_knob_int("ZT_RECOMPUTE_WINDOW", &w) != ZT_OK) w = 2; /* checked at start-up */
+    /* zt-train checks every knob at start-up; a library caller with a bad value gets the
+     * default (the error stays recorded) */
+    if (zt_knob_int("ZT_RECOMPUTE_WINDOW", &w) != ZT_OK) w = 2;
     return nckpt < w ? nckpt : (int)w;
 }
 
@@ -270,7 +272,8 @@ static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                           m ? (char *)&m->layer_acts[l] : NULL, accum,
                           zt_actckpt_layer(&cfg->actckpt, l) ? PART_KEPT : PART_ALL, mode));
-    for (int w = 0; w < window_slots(count_ckpt(cfg, L)); w++)
+    const int nwindow = m ? m->nwindow : window_slots(count_ckpt(cfg, L)); /* m: as allocated */
+    for (int w = 0; w < nwindow; w++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                           m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW, mode));
     return each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL,
@@ -306,7 +309,7 @@ static enum zt_status size_act(void *ctx, const struct zt_model_shape *s, const 
     return ZT_OK;
 }
 
-int64_t zt_gpt2_recompute(zt_gpt2_t m, int *nckpt, int *window) {
+int64_t zt_gpt2_recompute_info(zt_gpt2_t m, int *nckpt, int *window) {
     *nckpt = m->nckpt;
     *window = m->nwindow;
     int64_t bytes = 0;
@@ -364,7 +367,7 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->ckpt = calloc((size_t)s->n_layer, 1);
     m->nckpt = count_ckpt(cfg, s->n_layer);
     m->nwindow = window_slots(m->nckpt);
-    m->window = calloc((size_t)m->nwindow + 1, sizeof *m->window);
+    m->window = calloc((size_t)m->nwindow + 1, sizeof *m->window); /* + 1: never calloc(0) */
     if (!m->layer_params || !m->layer_acts || !m->losses || !m->ckpt || !m->window) {
         zt_gpt2_free(m);
         return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");

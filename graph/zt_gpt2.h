@@ -44,8 +44,9 @@ struct zt_gpt2_batch {
 };
 /* Activation checkpointing (the config's activation_checkpointing): *nckpt layers keep only
  * their output and recompute the rest during the backward into a window of *window layers'
- * activations, whose bytes it returns (0 without checkpointing). */
-int64_t zt_gpt2_recompute(zt_gpt2_t m, int *nckpt, int *window);
+ * activations, whose bytes it returns (0 without checkpointing). Nothing is recomputed (nor
+ * saved) unless *nckpt > *window. */
+int64_t zt_gpt2_recompute_info(zt_gpt2_t m, int *nckpt, int *window);
 /* The global batch rows this rank's micro-batch mb (0..accum-1) trains: first .. first + Bm - 1
  * (README, "Data parallelism"); *accum and *Bm may be NULL. */
 int zt_gpt2_rank_rows(zt_gpt2_t m, int mb, int *accum, int *Bm);

@@ -15,7 +15,7 @@
 #include <string.h>      /* strlen, strchr, memset */
 #include <cjson/cJSON.h> /* the JSON spec */
 #include "json_fields.h" /* zt_json_* checked readers */
-#include "zt_file.h"     /* zt_file_read_all */
+#include "zt_file.h"     /* zt_file_read_all, zt_path_has_suffix */
 
 #define SPEC_MAX_BYTES ((size_t)4 << 20)
 
@@ -162,11 +162,6 @@ static enum zt_status parse_spec(const char *file, struct source_list *train,
 // ----------------------------------------------------------------------------
 // opening the files and building the sets
 
-static int has_suffix(const char *s, const char *suf) {
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && !strcmp(s + n - m, suf);
-}
-
 /* weights all given or none (then the sources' sizes), normalised */
 static enum zt_status normalise(const char *what, struct zt_data_set *set,
                                 const struct source_list *l) {
@@ -244,7 +239,7 @@ static enum zt_status open_lists(struct zt_dataset *d, const char *data,
     char what[600];
     snprintf(what, sizeof what, "--data %s", data);
     double split = -1;
-    int spec = has_suffix(data, ".json");
+    int spec = zt_path_has_suffix(data, ".json");
     if (spec) ZT_CHECK(parse_spec(data, train, valid, &split));
     else ZT_CHECK(parse_list(what, data, train));
     d->legacy = !spec && train->n == 1 && train->a[0].weight == 0 && d->order == ZT_DATA_LINEAR;
@@ -256,7 +251,7 @@ static enum zt_status open_lists(struct zt_dataset *d, const char *data,
     if (valid->n || split > 0)
         return zt_error_set(ZT_ERR_USAGE, "%s: the data spec %s names validation data already "
                             "(validation or valid_split): give one of them", what, data);
-    if (has_suffix(eval_data, ".json"))
+    if (zt_path_has_suffix(eval_data, ".json"))
         return zt_error_set(ZT_ERR_USAGE, "%s: expected token files (PATH, a list, or a "
                             "WEIGHT:PATH blend); a spec's validation list comes with --data",
                             what);

@@ -210,3 +210,8 @@ void zt_file_remove_dir(const char *dir) {
     }
     rmdir(dir);
 }
+
+int zt_path_has_suffix(const char *path, const char *suffix) {
+    size_t n = strlen(path), m = strlen(suffix);
+    return n >= m && !strcmp(path + n - m, suffix);
+}

@@ -53,6 +53,9 @@ int zt_file_open_regular(const char *path, int64_t *size);
 // or ZT_ERR_IO "<kind> <path>: not a regular file" / "<kind> <path>: cannot open (<errno>)".
 enum zt_status zt_file_open_input(const char *kind, const char *path, int *fd, int64_t *size);
 
+// Whether the file name or path ends with suffix (".json").
+int zt_path_has_suffix(const char *path, const char *suffix);
+
 // Read the regular file path into a NUL-terminated buffer of *len bytes (owner: caller, free).
 // 0 on success; -1 with errno set: open's errno, EINVAL when path is not a regular file, EFBIG
 // when it holds more than max bytes (*len is then its size), ENOMEM, EIO on a read error.

@@ -14,13 +14,9 @@
 #include <string.h>    /* memcpy, memchr, strcmp, strerror */
 #include <sys/stat.h>  /* stat, S_ISREG, S_ISDIR */
 #include "prepare.h"
+#include "zt_file.h"   /* zt_path_has_suffix */
 
 #define READ_CHUNK ((size_t)1 << 20)
-
-static int has_suffix(const char *s, const char *suf) {
-    size_t n = strlen(s), m = strlen(suf);
-    return n >= m && !strcmp(s + n - m, suf);
-}
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -29,7 +25,8 @@ static int cmp_str(const void *a, const void *b) {
 /* a plain fortune file: not hidden, not a strfile index (.dat) or UTF-8 copy (.u8), a regular
  * file (not a directory or a broken link) */
 static int is_fortune_file(const char *dir, const char *name, char *path, size_t n) {
-    if (name[0] == '.' || has_suffix(name, ".dat") || has_suffix(name, ".u8")) return 0;
+    if (name[0] == '.' || zt_path_has_suffix(name, ".dat") || zt_path_has_suffix(name, ".u8"))
+        return 0;
     if (snprintf(path, n, "%s/%s", dir, name) >= (int)n) return 0;
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
@@ -205,7 +202,7 @@ int reader_next(struct reader *r, struct batch *b) {
             return -1;
         }
         r->files_read++;
-        if (!r->byte_level && has_suffix(path, ".jsonl")) {
+        if (!r->byte_level && zt_path_has_suffix(path, ".jsonl")) {
             r->f = f;
             r->line = 1;
             continue;
