@@ -6,59 +6,18 @@
  * true, each key's wrong types, unknown keys (with "did you mean"); and which layers
  * zt_actckpt_layer checkpoints and the n_layer check of zt_actckpt_check_layers.
  */
-#include <stdarg.h> /* va_list */
 #include <stdio.h>  /* fprintf, snprintf */
 #include <string.h> /* strstr, strchr */
 
 #include "zt_config.h" /* zt_config_parse, zt_actckpt_layer, zt_actckpt_check_layers */
 #include "zt_status.h" /* zt_error_last */
 #include "zt_test.h"   /* ZT_TEST_TRUE, zt_test_finish */
+#include "config_check.h" /* EXPECT_ERR, OK_WS */
 
-#define NAME "case.json"
 /* a config around an activation_checkpointing section body */
 #define AC(body) "{\"train_batch_size\": 8, \"activation_checkpointing\": {" body "}}"
 
-/* Parse json and expect ZT_ERR_CONFIG, a one-line message and every NULL-terminated substring. */
-static void expect_err_(int line, const char *json, ...) {
-    struct zt_config cfg;
-    zt_config_defaults(&cfg);
-    enum zt_status rc = zt_config_parse(&cfg, json, NAME, 1);
-    if (rc != ZT_ERR_CONFIG) {
-        fprintf(stderr, "FAIL %s:%d: %s: got %s (%s), want ZT_ERR_CONFIG\n", __FILE__, line,
-                json, zt_status_str(rc), zt_error_last());
-        zt_test_failures++;
-        return;
-    }
-    const char *msg = zt_error_last();
-    if (strchr(msg, '\n')) {
-        fprintf(stderr, "FAIL %s:%d: message is not one line: %s\n", __FILE__, line, msg);
-        zt_test_failures++;
-    }
-    va_list ap;
-    va_start(ap, json);
-    for (const char *s; (s = va_arg(ap, const char *));) {
-        if (!strstr(msg, s)) {
-            fprintf(stderr, "FAIL %s:%d: %s\n  message: %s\n  lacks: %s\n", __FILE__, line, json,
-                    msg, s);
-            zt_test_failures++;
-        }
-    }
-    va_end(ap);
-}
-#define EXPECT_ERR(json, ...) expect_err_(__LINE__, json, __VA_ARGS__, NULL)
-
-static struct zt_config ok_(int line, const char *json) {
-    struct zt_config cfg;
-    zt_config_defaults(&cfg);
-    enum zt_status rc = zt_config_parse(&cfg, json, NAME, 1);
-    if (rc != ZT_OK) {
-        fprintf(stderr, "FAIL %s:%d: %s: unexpected %s: %s\n", __FILE__, line, json,
-                zt_status_str(rc), zt_error_last());
-        zt_test_failures++;
-    }
-    return cfg;
-}
-#define OK(json) ok_(__LINE__, json)
+#define OK(json) OK_WS(json, 1)
 
 /* no section: off; an empty one: every layer, DeepSpeed's false defaults */
 static void test_defaults(void) {
@@ -148,7 +107,7 @@ static void test_types(void) {
             snprintf(json, sizeof json, AC("\"%s\": %s"), flags[i], bad[j]);
             snprintf(want, sizeof want, "config case.json: activation_checkpointing.%s: "
                      "expected true or false, got ", flags[i]);
-            expect_err_(__LINE__, json, want, NULL);
+            EXPECT_ERR(json, want);
         }
     const char *want_n = "config case.json: activation_checkpointing.number_checkpoints: "
                          "expected null (every layer) or an integer >= 0 (the first layers), "
@@ -157,7 +116,7 @@ static void test_types(void) {
                                         NULL};
     for (int j = 0; bad_n[j]; j++) {
         snprintf(json, sizeof json, AC("\"number_checkpoints\": %s"), bad_n[j]);
-        expect_err_(__LINE__, json, want_n, NULL);
+        EXPECT_ERR(json, want_n);
     }
     EXPECT_ERR(AC("\"number_checkpoints\": -1"), "got -1");
     EXPECT_ERR(AC("\"number_checkpoints\": \"4\""), "got a string (\"4\")");

@@ -7,15 +7,14 @@
  * enabled, the error naming the enabled part. Also a few schedule values worked out by hand and
  * the seq_len check; the full comparison with DeepSpeed's formulas is test_curriculum.py.
  */
-#include <stdarg.h> /* va_list */
 #include <stdio.h>  /* fprintf, snprintf */
 #include <string.h> /* strstr, strchr */
 
 #include "zt_config.h" /* zt_config_parse, zt_curriculum_seqlen */
 #include "zt_status.h" /* zt_error_last */
 #include "zt_test.h"   /* ZT_TEST_TRUE, zt_test_finish */
+#include "config_check.h" /* EXPECT_ERR, OK_WS */
 
-#define NAME "case.json"
 /* a config around a curriculum_learning section body */
 #define CL(body) "{\"train_batch_size\": 8, \"curriculum_learning\": {" body "}}"
 /* an enabled seqlen curriculum with these keys after the first three */
@@ -23,47 +22,7 @@
 #define LINEAR_SC "\"schedule_config\": {\"total_curriculum_step\": 10, \"difficulty_step\": 8}"
 #define DE(body) "{\"train_batch_size\": 8, \"data_efficiency\": {" body "}}"
 
-/* Parse json and expect ZT_ERR_CONFIG, a one-line message and every NULL-terminated substring. */
-static void expect_err_(int line, const char *json, ...) {
-    struct zt_config cfg;
-    zt_config_defaults(&cfg);
-    enum zt_status rc = zt_config_parse(&cfg, json, NAME, 1);
-    if (rc != ZT_ERR_CONFIG) {
-        fprintf(stderr, "FAIL %s:%d: %s: got %s (%s), want ZT_ERR_CONFIG\n", __FILE__, line,
-                json, zt_status_str(rc), zt_error_last());
-        zt_test_failures++;
-        return;
-    }
-    const char *msg = zt_error_last();
-    if (strchr(msg, '\n')) {
-        fprintf(stderr, "FAIL %s:%d: message is not one line: %s\n", __FILE__, line, msg);
-        zt_test_failures++;
-    }
-    va_list ap;
-    va_start(ap, json);
-    for (const char *s; (s = va_arg(ap, const char *));) {
-        if (!strstr(msg, s)) {
-            fprintf(stderr, "FAIL %s:%d: %s\n  message: %s\n  lacks: %s\n", __FILE__, line, json,
-                    msg, s);
-            zt_test_failures++;
-        }
-    }
-    va_end(ap);
-}
-#define EXPECT_ERR(json, ...) expect_err_(__LINE__, json, __VA_ARGS__, NULL)
-
-static struct zt_config ok_(int line, const char *json) {
-    struct zt_config cfg;
-    zt_config_defaults(&cfg);
-    enum zt_status rc = zt_config_parse(&cfg, json, NAME, 1);
-    if (rc != ZT_OK) {
-        fprintf(stderr, "FAIL %s:%d: %s: unexpected %s: %s\n", __FILE__, line, json,
-                zt_status_str(rc), zt_error_last());
-        zt_test_failures++;
-    }
-    return cfg;
-}
-#define OK(json) ok_(__LINE__, json)
+#define OK(json) OK_WS(json, 1)
 
 static void test_valid(void) {
     struct zt_config c = OK("{\"train_batch_size\": 8}");
