@@ -18,7 +18,6 @@ Usage: test_data_vs_torch.py ZT_TRAIN GPT2_TORCH_PY WORKDIR
 import json
 import os
 import random
-import struct
 import subprocess
 import sys
 
@@ -28,29 +27,12 @@ import torch
 ZT, ORACLE, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
 sys.path.insert(0, os.path.dirname(os.path.abspath(ORACLE)))
 import gpt2_torch as ref  # noqa: E402  (the oracle's own model, trainer and safetensors)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainlib import Runner  # noqa: E402
 
 STEPS, LOSS_TOL, PARAM_TOL = 7, 1e-4, 1e-3
 V, T = 80, 16
-os.makedirs(WORK, exist_ok=True)
-
-
-def path(name):
-    return os.path.join(WORK, name)
-
-
-def write(name, obj):
-    with open(path(name), "w") as f:
-        json.dump(obj, f)
-    return path(name)
-
-
-def token_file(name, toks, wide):
-    """llm.c's header: uint16 (20240520, 1) or uint32 (20240801, 7)"""
-    magic, version, fmt = (20240801, 7, "I") if wide else (20240520, 1, "H")
-    with open(path(name), "wb") as f:
-        f.write(struct.pack("<256i", magic, version, len(toks), *([0] * 253)))
-        f.write(struct.pack("<%d%s" % (len(toks), fmt), *toks))
-    return path(name)
+R = Runner(ZT, None, WORK)  # a fresh WORK, its paths and files
 
 
 def sh(cmd, what):
@@ -65,10 +47,10 @@ def sh(cmd, what):
 rng = random.Random(9)
 streams = [[(i * 3 + (rng.randrange(V) if rng.random() < 0.3 else 0)) % V for i in range(330)],
            [(i * 7 + (rng.randrange(V) if rng.random() < 0.3 else 0)) % V for i in range(209)]]
-files = [token_file("a.bin", streams[0], False), token_file("b.bin", streams[1], True)]
-model = write("model.json", {"vocab_size": V, "seq_len": T, "n_embd": 32, "n_layer": 2,
+files = [R.tokens("a.bin", streams[0]), R.tokens("b.bin", streams[1], wide=True)]
+model = R.write("model.json", {"vocab_size": V, "seq_len": T, "n_embd": 32, "n_layer": 2,
                              "n_head": 2})
-ds = write("ds.json", {
+ds = R.write("ds.json", {
     "train_batch_size": 4, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2,
     "gradient_clipping": 1.0, "seed": 21,
     "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.1}},
@@ -76,9 +58,9 @@ ds = write("ds.json", {
                             "max_difficulty": 16, "schedule_type": "fixed_root",
                             "schedule_config": {"total_curriculum_step": 5,
                                                 "difficulty_step": 4, "root_degree": 2}}})
-init = path("init.safetensors")
+init = R.path("init.safetensors")
 sh([sys.executable, ORACLE, "--model", model, "--write-init", init, "--seed", "21"], "init")
-log, params, dump = path("zt.jsonl"), path("zt.safetensors"), path("rows")
+log, params, dump = R.path("zt.jsonl"), R.path("zt.safetensors"), R.path("rows")
 sh([ZT, "--ds-config", ds, "--model", model, "--data", "0.6:%s,0.4:%s" % tuple(files),
     "--data-order", "shuffle", "--init-from", init, "--steps", str(STEPS), "--log", log,
     "--export", params, "--dump-data", dump, "--quiet"], "zt-train")

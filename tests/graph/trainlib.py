@@ -44,12 +44,14 @@ class Runner:
             json.dump(obj, f)
         return p
 
-    def tokens(self, name, toks):
-        """a token file (llm.c's header: magic 20240520, version 1, count) into WORK/name"""
+    def tokens(self, name, toks, wide=False):
+        """a token file into WORK/name, llm.c's header: uint16 tokens (magic 20240520, version
+        1), or with wide uint32 tokens (magic 20240801, version 7)"""
+        magic, version, fmt = (20240801, 7, "I") if wide else (20240520, 1, "H")
         p = self.path(name)
         with open(p, "wb") as f:
-            f.write(struct.pack("<256i", 20240520, 1, len(toks), *([0] * 253)))
-            f.write(struct.pack("<%dH" % len(toks), *toks))
+            f.write(struct.pack("<256i", magic, version, len(toks), *([0] * 253)))
+            f.write(struct.pack("<%d%s" % (len(toks), fmt), *toks))
         return p
 
     def tiny_gpt2(self, V=64, T=16, n_layer=2):
