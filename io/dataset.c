@@ -73,11 +73,10 @@ void zt_dataset_next(const struct zt_dataset *d, const struct zt_data_set *set,
                      struct zt_sampler_state *st, int B, struct zt_data_row *rows) {
     for (int k = 0; k < B; k++, st->consumed++) {
         int64_t g = st->consumed;
-        if (is_legacy(d, set)) { /* token (g * T) mod count, without overflow */
-            uint64_t n = d->files[set->src[0].file].count;
-            rows[k] = (struct zt_data_row){set->src[0].file,
-                                           (int64_t)((((uint64_t)g % n) * ((uint64_t)d->T % n))
-                                                     % n)};
+        if (is_legacy(d, set)) {
+            const int f = set->src[0].file;
+            rows[k] = (struct zt_data_row){f, (int64_t)zt_tokens_step_pos(&d->files[f],
+                                                                          (uint64_t)g, d->T)};
             st->drawn[0]++;
             continue;
         }

@@ -206,13 +206,19 @@ enum zt_status zt_tokens_batch(const struct zt_tokens *t, int64_t step, int B, i
                   row0, nrows, B, T);
     /* position ((step-1)*B*T + k*T + t) mod count without overflow: count < 2^31, so a product
      * of two residues fits in 64 bits */
-    uint64_t n = t->count;
-    uint64_t base = (((uint64_t)(step - 1) % n) * (((uint64_t)B * (uint64_t)T) % n)) % n;
+    /* row k of the step is the run's row (step-1)*B + k; only its residue mod count matters,
+     * and a product of two residues (count < 2^31) fits in 64 bits */
+    const uint64_t n = t->count, first = ((uint64_t)(step - 1) % n) * ((uint64_t)B % n) % n;
     for (int r = 0; r < nrows; r++) {
-        uint64_t p = (base + ((uint64_t)(row0 + r) * (uint64_t)T) % n) % n;
+        uint64_t p = zt_tokens_step_pos(t, (first + (uint64_t)(row0 + r)) % n, T);
         ZT_CHECK(read_row(t, p, T, T, inputs + (size_t)r * T, targets + (size_t)r * T));
     }
     return ZT_OK;
+}
+
+uint64_t zt_tokens_step_pos(const struct zt_tokens *t, uint64_t g, int T) {
+    const uint64_t n = t->count; /* (g * T) mod n without overflow: residues below 2^31 */
+    return ((g % n) * ((uint64_t)T % n)) % n;
 }
 
 enum zt_status zt_tokens_row(const struct zt_tokens *files, const struct zt_data_row *row, int T,

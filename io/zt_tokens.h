@@ -64,6 +64,10 @@ void zt_tokens_close(struct zt_tokens *t);
 enum zt_status zt_tokens_batch(const struct zt_tokens *t, int64_t step, int B, int T, int row0,
                                int nrows, int32_t *inputs, int32_t *targets);
 
+/* The step rule's first token of the run's row g (0-based; row k of step i is g = (i-1)*B + k):
+ * (g * T) mod count, for any g. zt_tokens_batch and the sampler's step rule both use it. */
+uint64_t zt_tokens_step_pos(const struct zt_tokens *t, uint64_t g, int T);
+
 /* One row: the T + 1 tokens of `row` in files[row->file]; inputs[t] = token t, targets[t] =
  * token t + 1, except targets[t] = -1 (no loss) for t >= active (0 < active <= T; the
  * sequence-length curriculum). Errors as zt_tokens_batch. */
