@@ -441,13 +441,6 @@ static enum zt_status layernorm_backward(zt_gpt2_t m, int layer, int mb, zt_tens
     return ZT_OK;
 }
 
-/* the step's data: a planned batch, or the step rule over tok */
-struct step_data {
-    const struct zt_gpt2_batch *batch; /* NULL: the step rule */
-    const struct zt_tokens *tok;
-    int64_t step;
-};
-
 /* Layer l's attention half from its input res, in context c: ln_1 .. res2 */
 static enum zt_status attention_forward(zt_gpt2_t m, int l, const struct zt_step_ctx *cp,
                                         zt_tensor_t res) {
@@ -501,17 +494,14 @@ static int needs_recompute(zt_gpt2_t m, int l) {
     return later >= m->nwindow;
 }
 
-static enum zt_status micro_batch(zt_gpt2_t m, const struct step_data *d, int mb, int train) {
+static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, int mb,
+                                  int train) {
     zt_engine_t e = m->e;
     int nb = zt_engine_nblk(e), L = m->s.n_layer, NH = m->s.n_head;
     struct zt_step_ctx c = zt_engine_ctx(e, ZT_PRIO_IO, -1, L, mb);
     const int row0 = zt_gpt2_rank_rows(m, mb, NULL, NULL);
-    if (d->batch)
-        FOR_BLK ZT_CHECK(zt_task_load_rows(&c.opts, m->inputs, m->targets, b, d->batch->files,
-                                           d->batch->rows, row0, m->active));
-    else
-        FOR_BLK ZT_CHECK(zt_task_load_batch(&c.opts, m->inputs, m->targets, b, d->tok, d->step,
-                                            m->B, row0));
+    FOR_BLK ZT_CHECK(zt_task_load_rows(&c.opts, m->inputs, m->targets, b, d->files, d->rows,
+                                       row0, m->active));
     /* ---- forward ---- */
     c = zt_engine_ctx(e, ZT_PRIO_FORWARD, -1, L, mb);
     FOR_BLK ZT_CHECK(zt_task_encoder_forward(&c.opts, m->encoded, b, m->inputs, V_(&c, m->wte),
@@ -591,19 +581,6 @@ int zt_gpt2_rank_rows(zt_gpt2_t m, int mb, int *accum, int *Bm) {
     return (mb * zt_engine_world_size(m->e) + zt_engine_rank(m->e)) * m->Bm;
 }
 
-static enum zt_status submit(zt_gpt2_t m, const struct step_data *d, int train) {
-    if (train) ZT_CHECK(zt_engine_step_begin(m->e, d->step));
-    for (int mb = 0; mb < m->accum; mb++) ZT_CHECK(micro_batch(m, d, mb, train));
-    if (train) ZT_CHECK(zt_engine_step_end(m->e));
-    return ZT_OK;
-}
-
-enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step,
-                                   int train) {
-    m->active = m->s.seq_len;
-    return submit(m, &(struct step_data){.tok = tok, .step = step}, train);
-}
-
 enum zt_status zt_gpt2_batch_submit(zt_gpt2_t m, const struct zt_gpt2_batch *batch, int64_t step,
                                     int train) {
     if (!batch || !batch->files || !batch->rows || batch->active < 1 ||
@@ -611,7 +588,24 @@ enum zt_status zt_gpt2_batch_submit(zt_gpt2_t m, const struct zt_gpt2_batch *bat
         return zt_error_set(ZT_ERR_INVALID, "zt_gpt2_batch_submit: a batch needs files, rows and "
                             "an active length in 1..%d", m->s.seq_len);
     m->active = batch->active;
-    return submit(m, &(struct step_data){.batch = batch, .step = step}, train);
+    if (train) ZT_CHECK(zt_engine_step_begin(m->e, step));
+    for (int mb = 0; mb < m->accum; mb++) ZT_CHECK(micro_batch(m, batch, mb, train));
+    if (train) ZT_CHECK(zt_engine_step_end(m->e));
+    return ZT_OK;
+}
+
+/* the step rule of zt_tokens.h as planned rows (the load tasks copy them: freed at once) */
+enum zt_status zt_gpt2_step_submit(zt_gpt2_t m, const struct zt_tokens *tok, int64_t step,
+                                   int train) {
+    struct zt_data_row *rows = calloc((size_t)m->B, sizeof *rows);
+    if (!rows) return zt_error_set(ZT_ERR_NOMEM, "out of memory for the step's rows");
+    for (int k = 0; k < m->B; k++)
+        rows[k] = (struct zt_data_row){0, (int64_t)zt_tokens_step_pos(
+                                              tok, (uint64_t)(step - 1) * m->B + k, m->s.seq_len)};
+    const struct zt_gpt2_batch b = {tok, rows, m->s.seq_len};
+    enum zt_status rc = zt_gpt2_batch_submit(m, &b, step, train);
+    free(rows);
+    return rc;
 }
 
 /* The sum of every position's loss of the step: each row's positions added in order (in
