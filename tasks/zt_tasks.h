@@ -33,6 +33,8 @@ struct zt_task_opts {
     int mb;        /* micro-batch index, -1 when not */
     int64_t step;  /* training step (trace) */
     int priority;  /* StarPU priority (see sched/zt_prio) */
+    int recompute; /* 1: the task recomputes activations a checkpointed block did not keep
+                    * (activation checkpointing): marked as such in traces */
 };
 
 /* Start the runtime (StarPU, single-threaded BLAS); reference counted. */
