@@ -13,6 +13,7 @@
 #include <string.h>       /* strcmp, strncmp, memcmp */
 #include "zt_comm.h"      /* zt_comm_sum_double, zt_comm_rank */
 #include "zt_gpt2.h"      /* our API */
+#include "zt_recompute.h" /* the checkpointed layers and their window sets */
 #include "zt_safetensors.h" /* struct zt_safetensors, zt_st_find */
 #include "zt_sched.h"     /* zt_knob_int */
 #include "zt_tasks.h"     /* zt_task_* */
@@ -45,11 +46,9 @@ struct zt_gpt2 {
     zt_tensor_t encoded;                 /* [N,C] */
     struct zt_layer_acts *layer_acts;    /* [L]; a checkpointed layer's are the window's but
                                           * res3, its output (the next layer's input) */
-    unsigned char *ckpt;                 /* [L]: layer l is checkpointed (recomputed) */
-    int nckpt;                           /* checkpointed layers */
-    struct zt_layer_acts *window;        /* [nwindow]: the recompute window (only the
+    struct zt_recompute_plan rc;         /* which layers are checkpointed, their sets */
+    struct zt_layer_acts *window;        /* [rc.window]: the recompute window (only the
                                           * recomputed activations) */
-    int nwindow;
     enum zt_recompute recompute;         /* what a checkpointed layer recomputes */
     zt_tensor_t lnf, lnf_mean, lnf_rstd;
     zt_tensor_t logits;                  /* [N,V], holds dlogits after the loss task */
@@ -241,18 +240,6 @@ static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn
     return ZT_OK;
 }
 
-/* The recompute window: how many checkpointed layers' recomputable activations exist at once
- * (ZT_RECOMPUTE_WINDOW, at most the checkpointed layers). One: the least memory, every recompute
- * waits for the backward of the layer above to finish with the buffers; two: the recompute of a
- * layer can run beside the backward of the layer above. */
-static int window_slots(int nckpt) {
-    int64_t w = 2;
-    /* zt-train checks every knob at start-up; a library caller with a bad value gets the
-     * default (the error stays recorded) */
-    if (zt_knob_int("ZT_RECOMPUTE_WINDOW", &w) != ZT_OK) w = 2;
-    return nckpt < w ? nckpt : (int)w;
-}
-
 static int count_ckpt(const struct zt_config *cfg, int L) {
     int n = 0;
     for (int l = 0; l < L; l++) n += zt_actckpt_layer(&cfg->actckpt, l);
@@ -272,7 +259,7 @@ static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                           m ? (char *)&m->layer_acts[l] : NULL, accum,
                           zt_actckpt_layer(&cfg->actckpt, l) ? PART_KEPT : PART_ALL, mode));
-    const int nwindow = m ? m->nwindow : window_slots(count_ckpt(cfg, L)); /* m: as allocated */
+    const int nwindow = m ? m->rc.window : zt_recompute_window(count_ckpt(cfg, L));
     for (int w = 0; w < nwindow; w++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                           m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW, mode));
@@ -310,10 +297,10 @@ static enum zt_status size_act(void *ctx, const struct zt_model_shape *s, const 
 }
 
 int64_t zt_gpt2_recompute_info(zt_gpt2_t m, int *nckpt, int *window) {
-    *nckpt = m->nckpt;
-    *window = m->nwindow;
+    *nckpt = m->rc.nckpt;
+    *window = m->rc.window;
     int64_t bytes = 0;
-    for (int w = 0; w < m->nwindow; w++)
+    for (int w = 0; w < m->rc.window; w++)
         for (size_t k = 0; k < sizeof g_layer_acts / sizeof *g_layer_acts; k++) {
             const zt_tensor_t t = *(zt_tensor_t *)((char *)&m->window[w] + g_layer_acts[k].off);
             if (t) bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
@@ -336,13 +323,13 @@ enum zt_status zt_gpt2_check_shape(const struct zt_model_shape *s) {
     return ZT_OK;
 }
 
-/* a checkpointed layer's recomputed activations are the tensors of window slot k % nwindow
- * (k: its index among the checkpointed layers); the rest stay its own */
-static void alias_window(zt_gpt2_t m, const struct zt_config *cfg) {
-    m->recompute = cfg->actckpt.recompute;
-    for (int l = 0, k = 0; l < m->s.n_layer; l++) {
-        if (!(m->ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l))) continue;
-        const char *slot = (const char *)&m->window[k++ % m->nwindow];
+/* a checkpointed layer's recomputed activations are the tensors of its window set; the rest
+ * stay its own */
+static void alias_window(zt_gpt2_t m) {
+    for (int l = 0; l < m->s.n_layer; l++) {
+        const int w = zt_recompute_slot(&m->rc, l);
+        if (w < 0) continue;
+        const char *slot = (const char *)&m->window[w];
         for (size_t i = 0; i < sizeof g_layer_acts / sizeof *g_layer_acts; i++)
             if (recomputed(&g_layer_acts[i], m->recompute))
                 memcpy((char *)&m->layer_acts[l] + g_layer_acts[i].off,
@@ -364,11 +351,14 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->layer_params = calloc((size_t)s->n_layer, sizeof *m->layer_params);
     m->layer_acts = calloc((size_t)s->n_layer, sizeof *m->layer_acts);
     m->losses = calloc((size_t)m->accum, sizeof *m->losses);
-    m->ckpt = calloc((size_t)s->n_layer, 1);
-    m->nckpt = count_ckpt(cfg, s->n_layer);
-    m->nwindow = window_slots(m->nckpt);
-    m->window = calloc((size_t)m->nwindow + 1, sizeof *m->window); /* + 1: never calloc(0) */
-    if (!m->layer_params || !m->layer_acts || !m->losses || !m->ckpt || !m->window) {
+    m->recompute = cfg->actckpt.recompute;
+    unsigned char *ckpt = calloc((size_t)s->n_layer, 1);
+    for (int l = 0; ckpt && l < s->n_layer; l++)
+        ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l);
+    enum zt_status rc = ckpt ? zt_recompute_init(&m->rc, s->n_layer, ckpt, 0) : ZT_ERR_NOMEM;
+    free(ckpt);
+    m->window = calloc((size_t)m->rc.window + 1, sizeof *m->window); /* + 1: never calloc(0) */
+    if (rc != ZT_OK || !m->layer_params || !m->layer_acts || !m->losses || !m->window) {
         zt_gpt2_free(m);
         return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     }
@@ -376,7 +366,7 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     ZT_CHECK(declare_params(m));
     ZT_CHECK(zt_engine_finalize(e));
     ZT_CHECK(for_each_act(m, s, cfg, make_act, e));
-    alias_window(m, cfg);
+    alias_window(m);
     return ZT_OK;
 }
 
@@ -387,7 +377,7 @@ void zt_gpt2_free(zt_gpt2_t m) {
     free(m->layer_params);
     free(m->layer_acts);
     free(m->losses);
-    free(m->ckpt);
+    zt_recompute_free(&m->rc);
     free(m->window);
     free(m); /* tensors belong to the engine */
 }
@@ -485,15 +475,6 @@ static enum zt_status recompute_layer(zt_gpt2_t m, int l, const struct zt_step_c
     return mlp_forward(m, l, c, 0);
 }
 
-/* whether checkpointed layer l's recomputable activations must be recomputed before its
- * backward: not when no later checkpointed layer has used its window slot since its forward */
-static int needs_recompute(zt_gpt2_t m, int l) {
-    if (!m->ckpt[l]) return 0;
-    int later = 0;
-    for (int k = l + 1; k < m->s.n_layer; k++) later += m->ckpt[k];
-    return later >= m->nwindow;
-}
-
 static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, int mb,
                                   int train) {
     zt_engine_t e = m->e;
@@ -548,7 +529,10 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, in
         cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, l, L, mb);
         /* a checkpointed layer's activations again, from its input, at its backward's priority
          * (the scheduler runs them beside the backward of the layer above) */
-        if (needs_recompute(m, l)) ZT_CHECK(recompute_layer(m, l, &cb, res_in));
+        if (zt_recompute_needed(&m->rc, l)) {
+            const struct zt_step_ctx cr = zt_recompute_ctx(&cb);
+            ZT_CHECK(recompute_layer(m, l, &cr, res_in));
+        }
         /* dres = d(res3): MLP branch */
         ZT_CHECK(linear_backward(m, l, mb, m->d4C, m->dres, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
         FOR_BLK ZT_CHECK(zt_task_gelu_backward(&cb.opts, m->d4C, b, a->fch));

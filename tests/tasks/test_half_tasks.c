@@ -64,7 +64,7 @@ static int same(zt_tensor_t t, const float *want, const char *what, enum zt_dtyp
 
 static void run(enum zt_dtype dt) {
     enum { N = 6, C = 5, OC = 7, V = 9 };
-    struct zt_task_opts o = {-1, -1, 0, 0};
+    struct zt_task_opts o = {.layer = -1, .mb = -1};
     float *inp, *w, *b, *out0, *dw, *dout, *lw, *lb, *logits, *tmp;
     zt_tensor_t tinp = make("inp", N, C, dt, 2, &inp), tw = make("w", C, OC, dt, 1, &w);
     zt_tensor_t tb = make("b", 1, OC, dt, 1, &b), tout = make("out", N, OC, dt, 2, &out0);
@@ -171,7 +171,7 @@ static void round_to(enum zt_dtype dt, float *x, size_t n) {
  * gradient, the gradient norm over more than one conversion chunk, and zeroing */
 static void run_native(enum zt_dtype dt) {
     enum { B = 2, T = 3, N = B * T, C = 5, V = 11, OC = 7, E = 5000, G = 3001 };
-    struct zt_task_opts o = {-1, -1, 0, 0};
+    struct zt_task_opts o = {.layer = -1, .mb = -1};
     float *wte, *wpe, *out, *dwte, *dwpe, *dout, *x, *y, *z, *g, *db, *dd;
     zt_tensor_t tt, twte = make("wte", V, C, dt, 1, &wte), twpe = make("wpe", T, C, dt, 1, &wpe);
     zt_tensor_t tout = make("emb", N, C, dt, 2, &out), tdwte = make("dwte", V, C, dt, 1, &dwte);
