@@ -143,11 +143,12 @@ run.check(rep["durations"] == "wall" and auto1["durations"] == "cpu" and
           "(%.3f ms)" % (rep["durations"], auto1["durations"], auto1["predicted_ms"],
                          wall1["durations"], wall1["predicted_ms"]))
 with open(z1) as f, open(run.path("v2.ztr"), "w") as g:
-    g.write(f.readline().replace("replay 3:", "replay 2:").replace(" cpu_us waited_us", ""))
+    g.write(f.readline().replace("replay 4:", "replay 2:").replace(" cpu_us waited_us", "")
+            .replace(" recompute", ""))
     g.write(f.readline())
     for line in f:
-        x = line.split()
-        g.write(" ".join(x[:12] + x[14:]) + "\n")
+        x = line.split()  # less cpu_us, waited_us (12, 13) and recompute (17)
+        g.write(" ".join(x[:12] + x[14:17] + x[18:]) + "\n")
 v2 = json.loads(ztt("replay", run.path("v2.ztr"), "--json").stdout)
 v2w = json.loads(ztt("replay", run.path("v2.ztr"), "--workers", 1, "--json").stdout)
 run.check(abs(v2["predicted_ms"] - rep["predicted_ms"]) < 1e-3 and v2w["durations"] == "wall" and
@@ -208,7 +209,7 @@ bad_files = {
     "notreplay.ztr": "hello\n",
     "truncated.ztr": "".join(lines[:5]) + " ".join(lines[5].split()[:6]) + "\n",
     "forward_dep.ztr": "".join(lines[:2]) + "0 1 matmul_forward 1 0 0 -1 0 0 1.0 2.0 3.0 1.0 0 "
-                       "8 8 0 1 2\n0 2 matmul_forward 1 0 0 -1 0 0 1.0 4.0 5.0 1.0 0 8 8 0 0\n",
+                       "8 8 0 0 1 2\n0 2 matmul_forward 1 0 0 -1 0 0 1.0 4.0 5.0 1.0 0 8 8 0 0 0\n",
 }
 for name, text in bad_files.items():
     with open(run.path(name), "w") as f:
