@@ -4,8 +4,9 @@
  * Layer: io/ (platform; no StarPU). sched/trace.c writes a run's tasks through these calls, next
  * to the replay file of io/tracefile.c; declared in zt_tracefile.h, described in
  * docs/traces.md. A process per rank, a thread per worker, a complete ("X") event per task with
- * its record in args, and a flow arrow per dependency (an "s" event at the end of the
- * dependency's slice, an "f" event with "bp": "e" at the start of the task, one id per arrow).
+ * its record in args (a recompute task's name marked " (recompute)"), and a flow arrow per
+ * dependency (an "s" event at the end of the dependency's slice, an "f" event with "bp": "e" at
+ * the start of the task, one id per arrow).
  */
 #include "zt_tracefile.h"
 
@@ -34,13 +35,15 @@ void zt_tracefile_json_thread(struct zt_tracefile_json *j, int rank, int tid, co
 void zt_tracefile_json_task(struct zt_tracefile_json *j, const struct zt_tracefile_task *t,
                             int64_t bytes, int submitted) {
     FILE *f = j->f;
-    fprintf(f, "%s{\"name\":\"%s\",\"cat\":\"task\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
+    /* a recompute stands out by its name; args.kind stays the kind for tools that group */
+    fprintf(f, "%s{\"name\":\"%s%s\",\"cat\":\"task\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,"
                "\"ts\":%.3f,\"dur\":%.3f,\"args\":{\"kind\":\"%s\",\"rank\":%d,\"step\":%lld,"
                "\"layer\":%d,\"mb\":%d,\"blk\":%d,\"worker\":%d,\"node\":%d,\"bytes\":%lld,"
-               "\"id\":%lld", next_event(j), t->kind, t->rank, t->worker,
-            t->start_us - j->origin_us, t->end_us - t->start_us, t->kind, t->rank,
-            (long long)t->step, t->layer, t->mb, t->blk, t->worker, t->node, (long long)bytes,
-            (long long)t->id);
+               "\"id\":%lld", next_event(j), t->kind, t->recompute ? " (recompute)" : "",
+            t->rank, t->worker, t->start_us - j->origin_us, t->end_us - t->start_us, t->kind,
+            t->rank, (long long)t->step, t->layer, t->mb, t->blk, t->worker, t->node,
+            (long long)bytes, (long long)t->id);
+    if (t->recompute) fprintf(f, ",\"recompute\":1");
     if (t->cpu_us >= 0) fprintf(f, ",\"cpu_us\":%.3f", t->cpu_us);
     if (t->waited_us >= 0) fprintf(f, ",\"waited_us\":%.3f", t->waited_us);
     if (submitted) {

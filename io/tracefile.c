@@ -19,12 +19,11 @@
 
 /* the header line's words; the version and columns follow */
 #define HEADER_PREFIX "# zerotask replay "
-#define COLUMNS_V2                                                                               \
-    "rank id kind step layer mb blk worker node submit_us start_us end_us bytes_read "           \
-    "bytes_written prio ndeps deps..."
-#define COLUMNS_V3                                                                               \
-    "rank id kind step layer mb blk worker node submit_us start_us end_us cpu_us waited_us "     \
-    "bytes_read bytes_written prio ndeps deps..."
+#define COLUMNS_WHAT "rank id kind step layer mb blk worker node submit_us start_us end_us "
+#define COLUMNS_V2 COLUMNS_WHAT "bytes_read bytes_written prio ndeps deps..."
+#define COLUMNS_V3 COLUMNS_WHAT "cpu_us waited_us bytes_read bytes_written prio ndeps deps..."
+#define COLUMNS_V4                                                                               \
+    COLUMNS_WHAT "cpu_us waited_us bytes_read bytes_written prio recompute ndeps deps..."
 #define META_PREFIX "# meta"
 
 static int starts_with(const char *s, const char *prefix) {
@@ -69,7 +68,7 @@ void zt_tracefile_replay_path(char *out, size_t n, const char *json_path) {
 }
 
 void zt_tracefile_write_header(FILE *f, const struct zt_tracefile_meta *meta) {
-    fprintf(f, HEADER_PREFIX "%d: " COLUMNS_V3 "\n" META_PREFIX, ZT_TRACEFILE_VERSION);
+    fprintf(f, HEADER_PREFIX "%d: " COLUMNS_V4 "\n" META_PREFIX, ZT_TRACEFILE_VERSION);
     for (int i = 0; i < meta->n; i++) fprintf(f, " %s=%s", meta->key[i], meta->value[i]);
     fprintf(f, "\n");
 }
@@ -77,10 +76,10 @@ void zt_tracefile_write_header(FILE *f, const struct zt_tracefile_meta *meta) {
 void zt_tracefile_write_task(FILE *f, const struct zt_tracefile_task *t, double origin_us) {
     fprintf(f, "%d %lld %s %lld %d %d %d %d %d", t->rank, (long long)t->id, t->kind,
             (long long)t->step, t->layer, t->mb, t->blk, t->worker, t->node);
-    fprintf(f, " %.3f %.3f %.3f %.3f %.3f %lld %lld %lld %lld", t->submit_us - origin_us,
+    fprintf(f, " %.3f %.3f %.3f %.3f %.3f %lld %lld %lld %d %lld", t->submit_us - origin_us,
             t->start_us - origin_us, t->end_us - origin_us, t->cpu_us, t->waited_us,
             (long long)t->bytes_read, (long long)t->bytes_written, (long long)t->prio,
-            (long long)t->ndeps);
+            t->recompute ? 1 : 0, (long long)t->ndeps);
     for (int64_t k = 0; k < t->ndeps; k++) fprintf(f, " %lld", (long long)t->deps[k]);
     fprintf(f, "\n");
 }
@@ -314,20 +313,33 @@ static enum zt_status time_field(const struct zt_tracefile_reader *r, const char
                        unknown ? "-1 (not measured) or " : "", ZT_TRACEFILE_TIME_MAX_US);
 }
 
-/* the columns of a version 3 line (version 2 lacks cpu_us and waited_us) */
+/* the columns of a version 4 line (version 3 lacks recompute, version 2 also cpu_us and
+ * waited_us) */
 enum column {
     C_RANK, C_ID, C_KIND, C_STEP, C_LAYER, C_MB, C_BLK, C_WORKER, C_NODE, C_SUBMIT, C_START,
-    C_END, C_CPU, C_WAITED, C_BREAD, C_BWRITTEN, C_PRIO, C_NDEPS, C_COUNT
+    C_END, C_CPU, C_WAITED, C_BREAD, C_BWRITTEN, C_PRIO, C_RECOMPUTE, C_NDEPS, C_COUNT
 };
 static const char *const column_names[C_COUNT] = {
     "rank", "id", "kind", "step", "layer", "mb", "blk", "worker", "node", "submit_us",
-    "start_us", "end_us", "cpu_us", "waited_us", "bytes_read", "bytes_written", "prio", "ndeps"};
+    "start_us", "end_us", "cpu_us", "waited_us", "bytes_read", "bytes_written", "prio",
+    "recompute", "ndeps"};
+
+/* whether a version's lines lack column c */
+static int absent(int version, enum column c) {
+    return (version < 4 && c == C_RECOMPUTE) || (version < 3 && (c == C_CPU || c == C_WAITED));
+}
 
 /* which of a version's words is column c (-1: the version has none) */
 static int word_of(int version, enum column c) {
-    if (version >= 3) return (int)c;
-    if (c == C_CPU || c == C_WAITED) return -1;
-    return c > C_WAITED ? (int)c - 2 : (int)c;
+    if (absent(version, c)) return -1;
+    int w = 0;
+    for (int k = 0; k < (int)c; k++) w += !absent(version, (enum column)k);
+    return w;
+}
+
+/* the header's column list of a version, for messages */
+static const char *columns_of(int version) {
+    return version >= 4 ? COLUMNS_V4 : version == 3 ? COLUMNS_V3 : COLUMNS_V2;
 }
 
 /* where a task ran: its rank, worker and node, within the file's world and workers */
@@ -393,14 +405,14 @@ static enum zt_status time_fields(struct zt_tracefile_reader *r, char **w,
         return field_error(r, "end_us", w[word_of(v, C_END)], "at least start_us %.3f",
                            t->start_us);
     t->cpu_us = t->waited_us = -1;
-    if (v >= 3) {
-        ZT_CHECK(time_field(r, "cpu_us", w[C_CPU], 1, &t->cpu_us));
-        ZT_CHECK(time_field(r, "waited_us", w[C_WAITED], 1, &t->waited_us));
+    if (!absent(v, C_CPU)) {
+        ZT_CHECK(time_field(r, "cpu_us", w[word_of(v, C_CPU)], 1, &t->cpu_us));
+        ZT_CHECK(time_field(r, "waited_us", w[word_of(v, C_WAITED)], 1, &t->waited_us));
     }
     return ZT_OK;
 }
 
-/* its bytes, priority and dependency count */
+/* its bytes, priority, recompute mark and dependency count */
 static enum zt_status size_fields(struct zt_tracefile_reader *r, char **w,
                                   struct zt_tracefile_task *t) {
     long long v;
@@ -411,6 +423,13 @@ static enum zt_status size_fields(struct zt_tracefile_reader *r, char **w,
     t->bytes_written = v;
     ZT_CHECK(int_field(r, "prio", w[word_of(ver, C_PRIO)], INT32_MIN, INT32_MAX, &v));
     t->prio = v;
+    if (!absent(ver, C_RECOMPUTE)) { /* else 0 */
+        const char *mark = w[word_of(ver, C_RECOMPUTE)];
+        if (strcmp(mark, "0") != 0 && strcmp(mark, "1") != 0)
+            return field_error(r, "recompute", mark, "0 or 1 (1: the task recomputes a "
+                               "checkpointed block's activations)");
+        t->recompute = mark[0] == '1';
+    }
     ZT_CHECK(int_field(r, "ndeps", w[word_of(ver, C_NDEPS)], 0, ZT_TRACEFILE_DEPS_MAX, &v));
     t->ndeps = v;
     return ZT_OK;
@@ -467,7 +486,7 @@ static enum zt_status parse_task(struct zt_tracefile_reader *r, ssize_t len,
         return zt_error_set(ZT_ERR_DATA, "trace %s line %ld: truncated (no newline at its end): "
                             "expected a whole task line", r->path, r->line);
     r->buf[len - 1] = '\0';
-    int ncol = r->version >= 3 ? C_COUNT : C_COUNT - 2, n;
+    int ncol = word_of(r->version, C_NDEPS) + 1, n; /* ndeps: every version's last column */
     char *w[C_COUNT], *save;
     split_words(r->buf, w, ncol, &n, &save);
     *t = (struct zt_tracefile_task){0};
@@ -475,8 +494,7 @@ static enum zt_status parse_task(struct zt_tracefile_reader *r, ssize_t len,
         int c = 0;
         while (word_of(r->version, (enum column)c) != n) c++;
         return zt_error_set(ZT_ERR_DATA, "trace %s line %ld: %s missing: expected \"%s\"",
-                            r->path, r->line, column_names[c],
-                            r->version >= 3 ? COLUMNS_V3 : COLUMNS_V2);
+                            r->path, r->line, column_names[c], columns_of(r->version));
     }
     ZT_CHECK(place_fields(r, w, t));
     ZT_CHECK(label_fields(r, w, t));

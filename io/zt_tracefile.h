@@ -10,7 +10,7 @@
  * "# meta key=value ..." line, then one line per task:
  *
  *   rank id kind step layer mb blk worker node submit_us start_us end_us cpu_us waited_us
- *   bytes_read bytes_written prio ndeps deps...
+ *   bytes_read bytes_written prio recompute ndeps deps...
  */
 #ifndef ZT_TRACEFILE_H
 #define ZT_TRACEFILE_H
@@ -24,9 +24,9 @@
 extern "C" {
 #endif
 
-/* The replay file's version: the one written, and the oldest the reader accepts (version 2
- * has no cpu_us and waited_us columns). */
-#define ZT_TRACEFILE_VERSION     3
+/* The replay file's version: the one written, and the oldest the reader accepts (version 3
+ * has no recompute column, version 2 neither cpu_us and waited_us). */
+#define ZT_TRACEFILE_VERSION     4
 #define ZT_TRACEFILE_VERSION_MIN 2
 
 /* Worker id of zerotask's own I/O threads (swaps, checkpoint writes): ZT_TRACE_IO_WORKER +
@@ -74,6 +74,8 @@ struct zt_tracefile_task {
     double waited_us;        /* how long its worker waited for a core before it; < 0: unknown */
     int64_t bytes_read, bytes_written;
     int64_t prio;            /* its StarPU priority */
+    int recompute;           /* 1: it recomputes a checkpointed block's activations (activation
+                              * checkpointing), else 0 (always 0 in versions 2 and 3) */
     int64_t ndeps;
     const int64_t *deps;     /* [ndeps]: ids of the tasks it waits for */
 };
@@ -178,7 +180,8 @@ void zt_tracefile_json_process(struct zt_tracefile_json *j, int rank);
 void zt_tracefile_json_thread(struct zt_tracefile_json *j, int rank, int tid, const char *name);
 /* A task's complete event on thread t->worker of process t->rank. bytes: the bytes of its
  * buffers. With submitted == 0 only what is known at its end is written (no submit time,
- * bytes read and written, priority or dependencies). */
+ * bytes read and written, priority or dependencies). A recompute task's event is named
+ * "KIND (recompute)" and has "recompute": 1 in its args (whose kind stays KIND). */
 void zt_tracefile_json_task(struct zt_tracefile_json *j, const struct zt_tracefile_task *t,
                             int64_t bytes, int submitted);
 /* A dependency's flow arrow on rank's process: from the last instant of the dependency's slice

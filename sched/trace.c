@@ -314,9 +314,9 @@ static void file_task(const struct rank_part *x, int r, const struct zt_trace_re
                       const char *kind, struct zt_tracefile_task *t) {
     *t = (struct zt_tracefile_task){
         .rank = r, .id = e->id, .kind = kind, .step = e->step, .layer = e->layer, .mb = e->mb,
-        .blk = e->blk, .worker = e->worker, .node = e->node, .submit_us = e->start_us,
-        .start_us = e->start_us, .end_us = e->end_us, .cpu_us = e->cpu_us,
-        .waited_us = e->waited_us, .bytes_read = e->bytes};
+        .blk = e->blk, .recompute = e->recompute, .worker = e->worker, .node = e->node,
+        .submit_us = e->start_us, .start_us = e->start_us, .end_us = e->end_us,
+        .cpu_us = e->cpu_us, .waited_us = e->waited_us, .bytes_read = e->bytes};
     const struct trace_sub *sb = sub_of(x, e->id);
     if (sb) {
         t->submit_us = sb->submit_us;

@@ -111,6 +111,7 @@ struct zt_trace_rec {
     int layer;     /* -1 when not per layer */
     int mb;        /* micro-batch, -1 when not */
     int blk;       /* row block, -1 when whole */
+    int recompute; /* 1: it recomputes a checkpointed block's activations (zt_task_opts) */
     int worker;    /* StarPU worker, or ZT_TRACE_IO_WORKER + index of one of our I/O threads */
     int node;      /* memory node the task ran on (StarPU's numbering; 0 = host memory) */
     int64_t step;

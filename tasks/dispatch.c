@@ -15,8 +15,9 @@
  * 16-bit result is exactly round(fp32 computation on the widened inputs), and an accumulating
  * task (+=) rounds once per task.
  *
- * Tracing: when it is on, each task records kind/layer/micro-batch/block/worker/start/end/bytes,
- * the worker's CPU time in the task and how long the worker waited for a core before it.
+ * Tracing: when it is on, each task records kind/layer/micro-batch/block/recompute mark/worker/
+ * start/end/bytes, the worker's CPU time in the task and how long the worker waited for a core
+ * before it.
  */
 #include <fcntl.h>         /* open: /proc/thread-self/schedstat */
 #include <pthread.h>       /* pthread_key_t: per-worker areas and their destructors */
@@ -279,9 +280,10 @@ static void record(void *buffers[], const struct zt_task_hdr *h, double t0, doub
                    double cpu_us, double waited_us) {
     int w = starpu_worker_get_id();
     struct zt_trace_rec r = {.kind = h->kind, .layer = h->layer, .mb = h->mb, .blk = h->blk,
-                             .worker = w, .node = (int)starpu_worker_get_memory_node(w),
-                             .step = h->step, .id = h->trace_id, .start_us = t0, .end_us = t1,
-                             .cpu_us = cpu_us, .waited_us = waited_us, .bytes = 0};
+                             .recompute = h->recompute, .worker = w,
+                             .node = (int)starpu_worker_get_memory_node(w), .step = h->step,
+                             .id = h->trace_id, .start_us = t0, .end_us = t1, .cpu_us = cpu_us,
+                             .waited_us = waited_us, .bytes = 0};
     struct starpu_task *task = starpu_task_get_current();
     unsigned nb = task ? STARPU_TASK_GET_NBUFFERS(task) : 0;
     for (unsigned i = 0; i < nb; i++)

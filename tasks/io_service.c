@@ -27,6 +27,7 @@ struct io_request {
     int nseg;     /* segments (a host task: its blocks) */
     int nhandles; /* distinct handles in d */
     int kind, layer, mb;
+    int recompute; /* 1: submitted for a recompute of a checkpointed block (the opts' mark) */
     int prio;    /* the task's priority: ready requests are served highest first */
     int pending; /* acquisitions not yet granted, plus one while submitting */
     int64_t step;
@@ -148,6 +149,7 @@ static void *io_thread(void *arg) {
                                      .layer = r->layer,
                                      .mb = r->mb,
                                      .blk = -1,
+                                     .recompute = r->recompute,
                                      .worker = ZT_TRACE_IO_WORKER + id,
                                      .node = STARPU_MAIN_RAM,
                                      .step = r->step,
@@ -308,6 +310,15 @@ static void submit(struct io_request *r, const char *what) {
     acquired(r);
 }
 
+/* the request's priority and trace fields from the task options (NULL: none) */
+static void take_opts(struct io_request *r, const struct zt_task_opts *o) {
+    r->prio = o ? o->priority : 0;
+    r->layer = o ? o->layer : -1;
+    r->mb = o ? o->mb : -1;
+    r->step = o ? o->step : 0;
+    r->recompute = o ? o->recompute != 0 : 0;
+}
+
 enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_ref *refs, int n,
                           int64_t bytes, zt_io_fn fn, void *ctx) {
     if (!g.started)
@@ -334,10 +345,7 @@ enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_re
     r->ctx = ctx;
     r->bytes = bytes;
     r->kind = ZT_KIND_ckpt_write;
-    r->prio = o ? o->priority : 0;
-    r->layer = o ? o->layer : -1;
-    r->mb = o ? o->mb : -1;
-    r->step = o ? o->step : 0;
+    take_opts(r, o);
     submit(r, "host task");
     return ZT_OK;
 }
@@ -361,10 +369,7 @@ static enum zt_status swap(const struct zt_task_opts *o, int out, const struct z
     r->to_file = out;
     r->nseg = n;
     r->kind = out ? ZT_KIND_swap_out : ZT_KIND_swap_in;
-    r->prio = o ? o->priority : 0;
-    r->layer = o ? o->layer : -1;
-    r->mb = o ? o->mb : -1;
-    r->step = o ? o->step : 0;
+    take_opts(r, o);
     for (int i = 0; i < n; i++) {
         const struct zt_swap_seg *s = &segs[i];
         int64_t bytes = s->t && s->blk >= 0 && s->blk < zt_tensor_nblk(s->t)

@@ -32,6 +32,7 @@
 struct zt_task_hdr {
     int kind;                /* enum zt_task_kind */
     int layer, mb, blk;      /* layer, micro-batch, row block (-1: none), from the opts */
+    int recompute;           /* 1: it recomputes a checkpointed block's activations (opts) */
     int64_t step;
     int64_t trace_id;        /* zt_trace_submit's id (0: not traced) */
     int nslot;

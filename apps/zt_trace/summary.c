@@ -2,7 +2,8 @@
  * apps/zt_trace/summary.c: `zt-trace summary`: where each step's time went, per rank.
  *
  * Layer: apps/ (zt-trace). Per step window and rank: the span, task time per bucket (compute,
- * communication, swap, checkpoint; data loading counted with compute and also shown alone),
+ * communication, swap, checkpoint; data loading and the recompute of activation checkpointing
+ * counted with compute and also shown alone),
  * idle time per compute worker, the critical path (analysis.c) and the fraction of
  * communication and swap time during which a compute task ran ("hidden"). plot.c draws the same
  * numbers as bars.
@@ -63,6 +64,7 @@ void step_summary(const struct trace *tr, int r, int w, struct step_summary *s) 
         if (y <= x) continue;
         s->busy[t->bucket] += y - x;
         if (t->cls == ZT_TASK_CLASS_DATA) s->data += y - x;
+        if (t->recompute && t->bucket == BUCKET_COMPUTE) s->recompute += y - x;
         if (!on_io_thread(t)) wb[t->worker] += y - x;
         if (t->bucket == BUCKET_COMPUTE) comp[nc++] = (struct interval){x, y};
     }
@@ -93,13 +95,14 @@ static void print_row_json(const struct trace *tr, int r, int w, const struct st
     int nw = tr->r[r].nworkers ? tr->r[r].nworkers : 1;
     printf("%s\n {\"step\": %lld, \"rank\": %d, \"span_ms\": %.4f, \"compute_ms\": %.4f, "
            "\"comm_ms\": %.4f, \"swap_ms\": %.4f, \"ckpt_ms\": %.4f, \"data_ms\": %.4f, "
-           "\"idle_ms_per_worker\": %.4f, \"idle_ms_max\": %.4f, \"critical_ms\": %.4f, "
-           "\"critical_tasks\": %d, \"comm_hidden\": %.4f, \"swap_hidden\": %.4f, "
-           "\"critical_kinds\": {", (w || r) ? "," : "", (long long)tr->win_step[w], r,
-           s->span / 1e3, s->busy[BUCKET_COMPUTE] / 1e3, s->busy[BUCKET_COMM] / 1e3,
-           s->busy[BUCKET_SWAP] / 1e3, s->busy[BUCKET_CKPT] / 1e3, s->data / 1e3,
-           s->idle_sum / nw / 1e3, s->idle_max / 1e3, s->cp.length_us / 1e3, s->cp.ntasks,
-           hidden_share(s, BUCKET_COMM), hidden_share(s, BUCKET_SWAP));
+           "\"recompute_ms\": %.4f, \"idle_ms_per_worker\": %.4f, \"idle_ms_max\": %.4f, "
+           "\"critical_ms\": %.4f, \"critical_tasks\": %d, \"comm_hidden\": %.4f, "
+           "\"swap_hidden\": %.4f, \"critical_kinds\": {", (w || r) ? "," : "",
+           (long long)tr->win_step[w], r, s->span / 1e3, s->busy[BUCKET_COMPUTE] / 1e3,
+           s->busy[BUCKET_COMM] / 1e3, s->busy[BUCKET_SWAP] / 1e3, s->busy[BUCKET_CKPT] / 1e3,
+           s->data / 1e3, s->recompute / 1e3, s->idle_sum / nw / 1e3, s->idle_max / 1e3,
+           s->cp.length_us / 1e3, s->cp.ntasks, hidden_share(s, BUCKET_COMM),
+           hidden_share(s, BUCKET_SWAP));
     for (int k = 0; k < s->cp.nkinds; k++)
         printf("%s\"%s\": %.4f", k ? ", " : "", s->cp.kind[k], s->cp.kind_us[k] / 1e3);
     printf("}}");
@@ -111,10 +114,11 @@ static void print_row_text(const struct trace *tr, int r, int w, const struct st
     char h1[16] = "-", h2[16] = "-";
     if (hc >= 0) snprintf(h1, sizeof h1, "%.0f%%", 100 * hc);
     if (hs >= 0) snprintf(h2, sizeof h2, "%.0f%%", 100 * hs);
-    printf("%5lld %4d %9.2f %10.2f %9.2f %9.2f %9.2f %13.2f %9.2f %6d %7s %7s\n",
+    printf("%5lld %4d %9.2f %10.2f %9.2f %9.2f %9.2f %9.2f %13.2f %9.2f %6d %7s %7s\n",
            (long long)tr->win_step[w], r, s->span / 1e3, s->busy[BUCKET_COMPUTE] / 1e3,
-           s->busy[BUCKET_COMM] / 1e3, s->busy[BUCKET_SWAP] / 1e3, s->busy[BUCKET_CKPT] / 1e3,
-           s->idle_sum / nw / 1e3, s->cp.length_us / 1e3, s->cp.ntasks, h1, h2);
+           s->recompute / 1e3, s->busy[BUCKET_COMM] / 1e3, s->busy[BUCKET_SWAP] / 1e3,
+           s->busy[BUCKET_CKPT] / 1e3, s->idle_sum / nw / 1e3, s->cp.length_us / 1e3,
+           s->cp.ntasks, h1, h2);
 }
 
 /* the last step's critical path on rank 0, its largest kinds first */
@@ -143,9 +147,9 @@ enum zt_status cmd_summary(const struct trace *tr, int json) {
         printf("{\"trace\": \"%s\", \"ranks\": %d, \"steps\": [", tr->path, tr->nranks);
     else
         printf("trace %s: %d rank(s) x %d worker(s), ZeRO stage %s, scheduler %s, %d step(s)\n"
-               "%5s %4s %9s %10s %9s %9s %9s %13s %9s %6s %7s %7s\n", tr->path, tr->nranks,
+               "%5s %4s %9s %10s %9s %9s %9s %9s %13s %9s %6s %7s %7s\n", tr->path, tr->nranks,
                tr->r[0].nworkers, trace_meta(tr, "stage", "?"), trace_meta(tr, "sched", "?"),
-               tr->nwin, "step", "rank", "span ms", "compute ms", "comm ms", "swap ms",
+               tr->nwin, "step", "rank", "span ms", "compute ms", "recomp ms", "comm ms", "swap ms",
                "ckpt ms", "idle/worker ms", "crit ms", "tasks", "comm%hid", "swap%hid");
     for (int w = 0; w < tr->nwin; w++)
         for (int r = 0; r < tr->nranks; r++) {

@@ -56,8 +56,8 @@ static enum bucket bucket_of(enum zt_task_class cls) {
 static void task_from_file(const struct zt_tracefile_task *f, struct task *t) {
     *t = (struct task){
         .id = f->id, .step = f->step, .layer = f->layer, .mb = f->mb, .blk = f->blk,
-        .worker = f->worker, .node = f->node, .submit = f->submit_us, .start = f->start_us,
-        .end = f->end_us, .cpu = f->cpu_us, .waited = f->waited_us,
+        .recompute = f->recompute, .worker = f->worker, .node = f->node, .submit = f->submit_us,
+        .start = f->start_us, .end = f->end_us, .cpu = f->cpu_us, .waited = f->waited_us,
         .bytes_read = f->bytes_read, .bytes_written = f->bytes_written, .prio = f->prio,
         .ndep = (int)f->ndeps};
     snprintf(t->kind, sizeof t->kind, "%s", f->kind);

@@ -21,7 +21,7 @@
 
 /* What a task occupies, as the tool adds time up. A data-loading task runs as a codelet on a
  * compute worker and holds a core as a compute task does, so it is counted with them (the
- * summary shows its part as data_ms). */
+ * summary shows its part as data_ms, and the recompute tasks' part as recompute_ms). */
 enum bucket { BUCKET_COMPUTE, BUCKET_COMM, BUCKET_SWAP, BUCKET_CKPT, BUCKET_COUNT };
 /* "compute", "comm", "swap", "ckpt": the names of the buckets in the tool's output */
 extern const char *const bucket_names[BUCKET_COUNT];
@@ -29,6 +29,7 @@ extern const char *const bucket_names[BUCKET_COUNT];
 struct task {
     int64_t id, step;
     int layer, mb, blk, worker, node;
+    int recompute;                    /* 1: it recomputes a checkpointed block's activations */
     char kind[ZT_TRACEFILE_KIND_LEN]; /* its kind's name as recorded */
     int kind_id;                      /* enum zt_task_kind; -1 for a name the table lacks */
     enum zt_task_class cls;           /* tasks/zt_task_kinds.h's class and phase columns */
@@ -143,6 +144,7 @@ struct step_summary {
     double span;                 /* us */
     double busy[BUCKET_COUNT];   /* task time per bucket, clipped to the window, all lanes */
     double data;                 /* of busy[BUCKET_COMPUTE]: data-loading tasks */
+    double recompute;            /* of busy[BUCKET_COMPUTE]: recompute tasks (checkpointing) */
     double idle_sum, idle_max;   /* compute workers' idle time: summed, largest */
     double hidden[BUCKET_COUNT]; /* time of non-compute tasks while a compute task ran */
     double total[BUCKET_COUNT];  /* time of non-compute tasks (hidden's denominator) */

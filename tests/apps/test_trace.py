@@ -6,8 +6,9 @@ kinds of a training step (forward, backward, gradient norm, AdamW) are all there
 also carries its id, submit time, memory node, bytes read and written and the ids it depends
 on: each dependency is a task of the trace that ended before the task started, every task after
 the first step has one, and each has a flow arrow (an "s" and an "f" event with one id, on the
-two tasks' threads). The replay file (trace.ztr) has one line per task with the same id, times
-and dependencies.
+two tasks' threads). The replay file (trace.ztr, version 4) has one line per task with the same
+id, times, recompute mark (none here: nothing is checkpointed; an event's name is its kind) and
+dependencies.
 
 Usage: test_trace.py ZT_TRAIN WORKDIR
 """
@@ -116,7 +117,7 @@ if len(flows) != ndeps or any(set(f) != {"s", "f"} for f in flows.values()):
 rows = {}
 with open(os.path.join(WORK, "trace.ztr")) as f:
     head = f.readline()
-    if not head.startswith("# zerotask replay 3:"):
+    if not head.startswith("# zerotask replay 4:") or " prio recompute ndeps " not in head:
         bad.append("replay file header: %r" % head)
     meta = dict(kv.split("=", 1) for kv in f.readline().split()[2:])
     if meta.get("world") != "1" or meta.get("workers") != str(ncpu) or meta.get("stage") != "0" \
@@ -132,9 +133,10 @@ for i, x in rows.items():
     e = by_id.get(i)
     if e is None:
         continue
-    deps = [int(d) for d in x[18:]]
+    deps = [int(d) for d in x[19:]]
     cpu = float(x[12])
-    if (x[2] != e["name"] or int(x[17]) != len(deps) or deps != e["args"]["deps"] or
+    if (x[2] != e["args"]["kind"] or x[2] != e["name"] or x[17] != "0" or
+            "recompute" in e["args"] or int(x[18]) != len(deps) or deps != e["args"]["deps"] or
             int(x[16]) != e["args"]["prio"] or
             abs(float(x[10]) - e["ts"]) > 0.01 or
             abs(float(x[11]) - float(x[10]) - e["dur"]) > 0.01 or

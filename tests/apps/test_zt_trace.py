@@ -10,6 +10,10 @@ not against zt-trace's own output:
   simulation leaves out only the scheduler's gaps between tasks); one worker never beats two,
   nor two four; with one worker a step takes at least its tasks' total time; faster links never
   lengthen a step and slower ones never shorten it;
+- summary's recompute column: on a small hand-written replay file, "recomp ms" (text) and
+  recompute_ms (JSON) are the compute time of the tasks marked recompute in each step (a swap-in
+  marked so counts as swap, not compute), part of compute_ms; the same file as version 3 (no
+  recompute column) reads with none;
 - plot: two PNG files; project: memory per rank falls as ranks grow at stage 2, communication
   volume follows the ring's (N-1)/N, shares lie in [0, 1);
 - bad input: a missing file, a file that is not a replay file, a truncated line, a dependency on
@@ -143,11 +147,12 @@ run.check(rep["durations"] == "wall" and auto1["durations"] == "cpu" and
           "(%.3f ms)" % (rep["durations"], auto1["durations"], auto1["predicted_ms"],
                          wall1["durations"], wall1["predicted_ms"]))
 with open(z1) as f, open(run.path("v2.ztr"), "w") as g:
-    g.write(f.readline().replace("replay 3:", "replay 2:").replace(" cpu_us waited_us", ""))
+    g.write(f.readline().replace("replay 4:", "replay 2:").replace(" cpu_us waited_us", "")
+            .replace(" recompute", ""))
     g.write(f.readline())
     for line in f:
-        x = line.split()
-        g.write(" ".join(x[:12] + x[14:]) + "\n")
+        x = line.split()  # less cpu_us, waited_us (12, 13) and recompute (17)
+        g.write(" ".join(x[:12] + x[14:17] + x[18:]) + "\n")
 v2 = json.loads(ztt("replay", run.path("v2.ztr"), "--json").stdout)
 v2w = json.loads(ztt("replay", run.path("v2.ztr"), "--workers", 1, "--json").stdout)
 run.check(abs(v2["predicted_ms"] - rep["predicted_ms"]) < 1e-3 and v2w["durations"] == "wall" and
@@ -201,6 +206,41 @@ vr = proj[2]["comm_mib"] / proj[0]["comm_mib"] if proj[0]["comm_mib"] else 0
 run.check(abs(vr / ((1023 / 1024) / (7 / 8)) - 1) < 1e-3, "project: communication volume at 1024 "
           "ranks / at 8 = %.6f, the ring's (N-1)/N gives %.6f" % (vr, (1023 / 1024) / (7 / 8)))
 
+# ---- the recompute column, on a file written here ----
+# step 1: load 0.1 ms, a forward 1.0 ms, its recompute (matmul 0.5 + layernorm 0.25 ms, marked),
+# a swap-in for the recompute (0.5 ms, marked: swap time, not compute), AdamW 0.2 ms; step 2: a
+# recompute of 0.4 ms and AdamW 0.1 ms
+with open(z1) as f:
+    head = f.readline()
+tasks = ["0 1 load_batch 1 -1 0 -1 0 0 0 0 100 100 0 0 8 0 0 0",
+         "0 2 matmul_forward 1 0 0 -1 0 0 0 100 1100 1000 0 8 8 0 0 1 1",
+         "0 3 matmul_forward 1 0 0 -1 1 0 0 100 600 500 0 8 8 0 1 1 1",
+         "0 4 layernorm_forward 1 0 0 -1 1 0 0 600 850 250 0 8 8 0 1 1 3",
+         "0 5 swap_in 1 0 0 -1 1000 0 0 200 700 -1 -1 0 8 0 1 0",
+         "0 6 adamw 1 -1 -1 -1 0 0 0 1100 1300 200 0 8 8 0 0 2 2 4",
+         "0 7 matmul_forward 2 0 0 -1 0 0 2000 2000 2400 400 0 8 8 0 1 1 6",
+         "0 8 adamw 2 -1 -1 -1 0 0 2000 2400 2500 100 0 8 8 0 0 1 7"]
+with open(run.path("recompute.ztr"), "w") as f:
+    f.write(head + "# meta world=1 workers=2\n" + "".join(t + "\n" for t in tasks))
+with open(run.path("recompute_v3.ztr"), "w") as f:
+    f.write(head.replace("replay 4:", "replay 3:").replace(" recompute", "") +
+            "# meta world=1 workers=2\n" +
+            "".join(" ".join(t.split()[:17] + t.split()[18:]) + "\n" for t in tasks))
+rows = json.loads(ztt("summary", run.path("recompute.ztr"), "--json").stdout)["steps"]
+got = [(x["step"], x["compute_ms"], x["recompute_ms"], x["data_ms"], x["swap_ms"]) for x in rows]
+run.check(got == [(1, 2.05, 0.75, 0.1, 0.5), (2, 0.5, 0.4, 0.0, 0.0)],
+          "summary --json recompute_ms: (step, compute, recompute, data, swap ms) %s, want "
+          "(1, 2.05, 0.75, 0.1, 0.5), (2, 0.5, 0.4, 0, 0)" % got)
+text = ztt("summary", run.path("recompute.ztr")).stdout.splitlines()
+vals = [line.split()[:5] for line in text[2:4]]
+run.check(text[1].split()[:8] == ["step", "rank", "span", "ms", "compute", "ms", "recomp", "ms"]
+          and vals == [["1", "0", "2.00", "2.05", "0.75"], ["2", "0", "0.50", "0.50", "0.40"]],
+          "summary's recomp ms column: header %r, rows %s" % (text[1], vals))
+rows = json.loads(ztt("summary", run.path("recompute_v3.ztr"), "--json").stdout)["steps"]
+got = [(x["step"], x["compute_ms"], x["recompute_ms"]) for x in rows]
+run.check(got == [(1, 2.05, 0.0), (2, 0.5, 0.0)], "summary of a version 3 file (no recompute "
+          "column): (step, compute, recompute ms) %s" % got)
+
 # ---- bad input ----
 with open(z1) as f:
     lines = f.readlines()
@@ -208,7 +248,7 @@ bad_files = {
     "notreplay.ztr": "hello\n",
     "truncated.ztr": "".join(lines[:5]) + " ".join(lines[5].split()[:6]) + "\n",
     "forward_dep.ztr": "".join(lines[:2]) + "0 1 matmul_forward 1 0 0 -1 0 0 1.0 2.0 3.0 1.0 0 "
-                       "8 8 0 1 2\n0 2 matmul_forward 1 0 0 -1 0 0 1.0 4.0 5.0 1.0 0 8 8 0 0\n",
+                       "8 8 0 0 1 2\n0 2 matmul_forward 1 0 0 -1 0 0 1.0 4.0 5.0 1.0 0 8 8 0 0 0\n",
 }
 for name, text in bad_files.items():
     with open(run.path(name), "w") as f:

@@ -8,10 +8,11 @@ a timeout, and must print exactly one line "zt-trace: error: trace FILE line N: 
 expected ..." (or the file-level message for an empty or non-replay file) and exit 1. The cases:
 a negative worker id, a worker id at or above the "# meta" line's workers, a rank at or above its
 world, NaN, Inf, negative and too large times, an end before its start, a start before its
-submission, a duplicate id, a dependency on an id no task has, a self-dependency, a cycle (a
-dependency on a later task), more or fewer dependencies than announced, a kind name too long, a
-"# meta" value out of range (cores=nan, workers=0), a "# meta" line after the tasks, a truncated
-last line, binary garbage in a line and as the whole file, an empty file.
+submission, a recompute mark other than 0 or 1, a duplicate id, a dependency on an id no task
+has, a self-dependency, a cycle (a dependency on a later task), more or fewer dependencies than
+announced, a kind name too long, a "# meta" value out of range (cores=nan, workers=0), a
+"# meta" line after the tasks, a truncated last line, binary garbage in a line and as the whole
+file, an empty file.
 
 The replay is bounded on what passes: steps of zero length, and times near the largest accepted,
 replay and summarise within the timeout, exit 0, and print no "nan" or "inf"; so do a trace of
@@ -38,6 +39,7 @@ with open(F.path("run.ztr")) as f:
     LINES = f.read().splitlines(True)
 HEAD = 2  # the header and the "# meta" line
 WORDS = [l.split() for l in LINES]  # column 1: id, 7: worker, 9-11: submit, start, end
+RECOMPUTE, NDEPS = 17, 18  # columns of a version 4 line; the dependencies follow ndeps
 
 
 def task_lines():
@@ -46,7 +48,7 @@ def task_lines():
 
 def with_deps():
     """the first task line with a dependency"""
-    return next(i for i in task_lines() if int(WORDS[i][17]) > 0)
+    return next(i for i in task_lines() if int(WORDS[i][NDEPS]) > 0)
 
 
 def changed(i, col, value):
@@ -85,7 +87,7 @@ def case(label, content, words):
 i = next(k for k in task_lines() if k >= HEAD + 3 and float(WORDS[k][9]) > 0)
 n = i + 1     # its line number
 d = with_deps()
-dep = int(WORDS[d][18])
+dep = int(WORDS[d][NDEPS + 1])
 meta = LINES[1]
 
 case("negative worker", changed(i, 7, "-1"), ["line %d:" % n, "worker -1: expected"])
@@ -99,21 +101,22 @@ case("huge end", changed(i, 11, "1e300"), ["line %d:" % n, "end_us 1e300: expect
 case("nan cpu time", changed(i, 12, "nan"), ["line %d:" % n, "cpu_us nan: expected"])
 case("end before start", changed(i, 11, "0.000"), ["line %d:" % n, "end_us 0.000: expected"])
 case("start before submit", changed(i, 10, "0.000"), ["line %d:" % n, "start_us 0.000: expected"])
+case("recompute 2", changed(i, RECOMPUTE, "2"), ["line %d:" % n, "recompute 2: expected 0 or 1"])
 case("duplicate id", LINES + [LINES[i]],
      ["line %d:" % (len(LINES) + 1), "id %s: expected" % WORDS[i][1], "line %d" % n])
 # a missing dependency: the task dep's line dropped; the first line that names it is reported
 j = next(k for k in task_lines() if WORDS[k][0] == "0" and int(WORDS[k][1]) == dep)
-first = next(k for k in task_lines() if WORDS[k][0] == "0" and str(dep) in WORDS[k][18:])
+first = next(k for k in task_lines() if WORDS[k][0] == "0" and str(dep) in WORDS[k][NDEPS + 1:])
 case("missing dependency", LINES[:j] + LINES[j + 1:],
      ["line %d:" % (first + 1 if first < j else first), "dependency %d: expected" % dep])
-case("self dependency", changed(d, 18, WORDS[d][1]),
+case("self dependency", changed(d, NDEPS + 1, WORDS[d][1]),
      ["line %d:" % (d + 1), "dependency %s: expected" % WORDS[d][1], "itself"])
 # a cycle: the dependency dep (line j) also waits for the task d (which waits for dep)
-cyc = list(WORDS[j][:17]) + [str(int(WORDS[j][17]) + 1)] + WORDS[j][18:] + [WORDS[d][1]]
+cyc = WORDS[j][:NDEPS] + [str(int(WORDS[j][NDEPS]) + 1)] + WORDS[j][NDEPS + 1:] + [WORDS[d][1]]
 case("cycle", LINES[:j] + [" ".join(cyc) + "\n"] + LINES[j + 1:],
      ["line %d:" % (j + 1), "dependency %s: expected" % WORDS[d][1]])
-case("more deps than announced", changed(d, 17, "0"), ["line %d:" % (d + 1), "more listed"])
-case("fewer deps than announced", changed(d, 17, "9"), ["line %d:" % (d + 1), "fewer listed"])
+case("more deps than announced", changed(d, NDEPS, "0"), ["line %d:" % (d + 1), "more listed"])
+case("fewer deps than announced", changed(d, NDEPS, "9"), ["line %d:" % (d + 1), "fewer listed"])
 case("long kind", changed(i, 2, "k" * 40), ["line %d:" % n, "kind", "expected"])
 case("meta cores nan", [LINES[0], meta.replace(" cores=", " cores=nan x=")] + LINES[2:],
      ["line 2:", "cores=nan", "expected"])
@@ -145,9 +148,9 @@ for label, content in (("zero-length step", zero), ("times near the limit", big)
 # independent tasks submitted at once (a ready list of 100k under every policy), and 40k steps
 # of one task each, recorded in reverse (a window per task, records out of order)
 HDR = [LINES[0], "# meta world=1 ranks_per_node=1 cores=2 workers=2\n"]
-flat = ["0 %d matmul_forward 1 0 0 -1 %d 0 0.000 %d.000 %d.500 0.5 0 8 8 0 0\n" % (k, k % 2, k, k)
+flat = ["0 %d matmul_forward 1 0 0 -1 %d 0 0.000 %d.000 %d.500 0.5 0 8 8 0 0 0\n" % (k, k % 2, k, k)
         for k in range(1, 100001)]
-steps = ["0 %d matmul_forward %d 0 0 -1 0 0 %d.000 %d.500 %d.900 0.5 0 8 8 0 %s\n" %
+steps = ["0 %d matmul_forward %d 0 0 -1 0 0 %d.000 %d.500 %d.900 0.5 0 8 8 0 0 %s\n" %
          (k, k, 10 * k, 10 * k, 10 * k, "1 %d" % (k - 1) if k > 1 else "0")
          for k in range(40000, 0, -1)]
 for label, content in (("100k ready tasks", HDR + flat), ("40k steps", HDR + steps)):

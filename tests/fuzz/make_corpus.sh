@@ -4,7 +4,8 @@
 # configs, exported weights, checkpoint (meta.json and a shard) and replay file. Run it again
 # when a format changes; the seeds are small on purpose (libFuzzer mutates them). The seeds of
 # corpus/tokenizer (texts) and corpus/prompts (prompts files and inference configs) are written
-# by hand and left alone here.
+# by hand and left alone here, and so are corpus/replay's other seeds (v3.ztr: a replay file of
+# the older version 3, which the reader still reads; recompute.ztr: tasks marked recompute).
 set -euo pipefail
 build=$(cd "${1:?usage: make_corpus.sh BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +25,7 @@ PY
 STARPU_NCPU=1 STARPU_SILENT=1 "$build/apps/zt-train" --ds-config ds.json --model model.json \
   --data tokens.bin --steps 1 --quiet --export w.safetensors --save-dir ckpt --trace t.json
 c=$here/corpus
-rm -rf "$c"/{safetensors,tokens,config,ckpt_meta,ckpt_shard,replay}  # not tokenizer, prompts
+rm -rf "$c"/{safetensors,tokens,config,ckpt_meta,ckpt_shard}  # not tokenizer, prompts, replay
 mkdir -p "$c"/{safetensors,tokens,config,ckpt_meta,ckpt_shard,replay}
 cp w.safetensors "$c/safetensors/export.safetensors"
 cp tokens.bin "$c/tokens/tokens.bin"

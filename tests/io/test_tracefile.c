@@ -1,10 +1,12 @@
 /*
  * tests/io/test_tracefile.c: proves the trace file format module (io/zt_tracefile.h) keeps its
  * contract:
- * - the replay file's writer and reader round-trip every column of every task, the metadata
- *   (a key set twice keeps its last value, blanks and quotes in a value become '_') and the
- *   dependency lists, with times relative to the origin and the header at the current version;
- * - a version 2 file (no cpu_us and waited_us columns) reads with both at -1;
+ * - the replay file's writer and reader round-trip every column of every task (the recompute
+ *   mark included), the metadata (a key set twice keeps its last value, blanks and quotes in a
+ *   value become '_') and the dependency lists, with times relative to the origin and the
+ *   header at the current version (4, its recompute column before ndeps);
+ * - a version 2 file (no cpu_us and waited_us columns) reads with both at -1, and a version 3
+ *   file (no recompute column) with its CPU times and recompute 0;
  * - the reader finds the replay file beside the JSON path (F.json -> F.ztr, F -> F.ztr when that
  *   exists, else F itself) and names the replay file it read;
  * - damaged files fail with ZT_ERR_IO or ZT_ERR_DATA and one message naming the file (and the
@@ -15,11 +17,13 @@
  *   threads 1000 + [0, 64)), times finite in [0, 1e15] with submit <= start <= end, cpu_us and
  *   waited_us -1 or such a time, a kind name that fits, dependencies on earlier tasks that the
  *   file has (none on itself), ids unique per rank, nothing after the dependencies, a whole last
- *   line, no NUL byte, "# meta" values in range and before the tasks;
+ *   line, no NUL byte, "# meta" values in range and before the tasks, a recompute mark of 0 or
+ *   1 (a version 3 line in a version 4 file lacks a column);
  * - a replay file in memory reads as the same file does (zt_tracefile_parse), an empty buffer
  *   is "empty";
  * - the Chrome JSON writer puts the separators, flow ids and optional fields where the JSON's
- *   readers expect them.
+ *   readers expect them; a recompute task's event is named "KIND (recompute)" with
+ *   "recompute": 1 in its args and args.kind the plain kind.
  */
 #include <stdio.h>    /* fopen, fprintf, open_memstream */
 #include <stdlib.h>   /* getenv, free */
@@ -48,7 +52,7 @@ static const struct zt_tracefile_task tasks[] = {
     {.rank = 1, .id = 3, .kind = "swap_in", .step = 2, .layer = 4, .mb = 1, .blk = 2,
      .worker = ZT_TRACE_IO_WORKER + 1, .node = 0, .submit_us = 1002, .start_us = 1020,
      .end_us = 1030.125, .cpu_us = -1, .waited_us = 0.5, .bytes_read = 4096,
-     .bytes_written = 8192, .prio = -2, .ndeps = 2, .deps = deps_b},
+     .bytes_written = 8192, .prio = -2, .recompute = 1, .ndeps = 2, .deps = deps_b},
     /* the tasks swap_in depends on: a dependency names an earlier task of the same rank */
     {.rank = 1, .id = 1, .kind = "fill_zero", .step = 1, .layer = -1, .mb = -1, .blk = -1,
      .worker = 1, .node = 0, .submit_us = 1000, .start_us = 1003, .end_us = 1004, .cpu_us = 1,
@@ -74,6 +78,13 @@ static void check_round_trip(void) {
     char p[1024];
     pathof(p, "rt.ztr");
     write_sample(p);
+    char head[256] = "";
+    FILE *f = fopen(p, "r");
+    if (f && !fgets(head, sizeof head, f)) head[0] = '\0';
+    if (f) fclose(f);
+    ZT_TEST_TRUE(ZT_TRACEFILE_VERSION == 4 && !strncmp(head, "# zerotask replay 4: ", 21) &&
+                     strstr(head, " prio recompute ndeps deps...\n"),
+                 "header line: %s", head);
     struct zt_tracefile_reader r;
     enum zt_status rc = zt_tracefile_open(&r, p);
     ZT_TEST_TRUE(rc == ZT_OK && r.version == ZT_TRACEFILE_VERSION, "open %s: %s", p,
@@ -91,8 +102,9 @@ static void check_round_trip(void) {
                          t.waited_us == w->waited_us,
                      "task %d: times relative to the origin", n);
         ZT_TEST_TRUE(t.bytes_read == w->bytes_read && t.bytes_written == w->bytes_written &&
-                         t.prio == w->prio && t.ndeps == w->ndeps,
-                     "task %d: bytes, priority, dependency count", n);
+                         t.prio == w->prio && t.recompute == w->recompute &&
+                         t.ndeps == w->ndeps,
+                     "task %d: bytes, priority, recompute mark, dependency count", n);
         for (int k = 0; k < t.ndeps && k < w->ndeps; k++)
             ZT_TEST_TRUE(t.deps[k] == w->deps[k], "task %d dependency %d", n, k);
     }
@@ -117,8 +129,28 @@ static void check_version2(void) {
     enum zt_status rc = zt_tracefile_open(&r, p);
     if (rc == ZT_OK) rc = zt_tracefile_next(&r, &t, &got);
     ZT_TEST_TRUE(rc == ZT_OK && got && r.version == 2 && t.cpu_us == -1 && t.waited_us == -1 &&
-                     t.end_us == 3.5 && t.bytes_written == 20 && !strcmp(t.kind, "adamw"),
+                     t.end_us == 3.5 && t.bytes_written == 20 && !strcmp(t.kind, "adamw") &&
+                     t.recompute == 0,
                  "version 2 line: %s", zt_error_last());
+    zt_tracefile_close(&r);
+}
+
+static void check_version3(void) {
+    char p[1024];
+    pathof(p, "v3.ztr");
+    write_text(p, "# zerotask replay 3: columns\n# meta world=1\n"
+                  "0 1 matmul_forward 3 0 -1 -1 1 0 1.0 2.0 3.5 1.25 0.5 10 20 -4 0\n"
+                  "0 2 matmul_forward 3 0 -1 -1 1 0 1.0 4.0 5.0 1.0 0 10 20 1 1 1\n");
+    struct zt_tracefile_reader r;
+    struct zt_tracefile_task t[2];
+    int got[2] = {0, 0};
+    enum zt_status rc = zt_tracefile_open(&r, p);
+    for (int i = 0; i < 2 && rc == ZT_OK; i++) rc = zt_tracefile_next(&r, &t[i], &got[i]);
+    ZT_TEST_TRUE(rc == ZT_OK && got[0] && got[1] && r.version == 3 && t[0].cpu_us == 1.25 &&
+                     t[0].waited_us == 0.5 && t[0].prio == -4 && t[0].ndeps == 0 &&
+                     t[0].recompute == 0 && t[1].prio == 1 && t[1].ndeps == 1 &&
+                     t[1].recompute == 0,
+                 "version 3 lines (no recompute column): %s", zt_error_last());
     zt_tracefile_close(&r);
 }
 
@@ -184,6 +216,24 @@ static void check_errors(void) {
     expect_fail("fewdeps.ztr", line, ZT_ERR_DATA, "line 4: 3 dependencies announced");
     snprintf(line, sizeof line, "%s0 1 adamw 1 -1 -1 -1 0 0 1 5 3 1 0 8 8 0 0\n", head);
     expect_fail("backwards.ztr", line, ZT_ERR_DATA, "line 3");
+}
+
+/* version 4's recompute column: 0 or 1, and there in every line */
+static void check_recompute_errors(void) {
+    const char *head = "# zerotask replay 4: columns\n# meta world=1\n"
+                       "0 1 matmul_forward 1 0 0 -1 0 0 1 2 3 1 0 8 8 0 1 0\n";
+    const char *marks[] = {"2", "x", "-1", "01", "1.0"};
+    char text[512], name[64], want[64];
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0]; i++) {
+        snprintf(text, sizeof text, "%s0 2 matmul_forward 1 0 0 -1 0 0 1 2 3 1 0 8 8 0 %s 0\n",
+                 head, marks[i]);
+        snprintf(name, sizeof name, "recompute%zu.ztr", i);
+        snprintf(want, sizeof want, "line 4: recompute %s: expected 0 or 1", marks[i]);
+        expect_fail(name, text, ZT_ERR_DATA, want);
+    }
+    /* a version 3 line (no recompute) in a version 4 file: a column short */
+    snprintf(text, sizeof text, "%s0 2 matmul_forward 1 0 0 -1 0 0 1 2 3 1 0 8 8 0 0\n", head);
+    expect_fail("v3line.ztr", text, ZT_ERR_DATA, "line 4: ndeps missing: expected \"rank id");
 }
 
 /* one task line, version 3, with the given worker, times and dependencies */
@@ -284,6 +334,13 @@ static void check_json(void) {
     const char *opening = "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"stage\":\"2\"},"
                           "\"traceEvents\":[\n{\"name\":\"process_name\"";
     ZT_TEST_TRUE(!strncmp(buf, opening, strlen(opening)), "JSON opening: %.120s", buf);
+    const char *mark = strstr(buf, "\"recompute\":1"); /* swap_in's, and no other */
+    ZT_TEST_TRUE(strstr(buf, "{\"name\":\"load_batch\",") &&
+                     strstr(buf, "{\"name\":\"swap_in (recompute)\",") &&
+                     strstr(buf, "\"kind\":\"swap_in\",") &&
+                     strstr(buf, "\"id\":3,\"recompute\":1,") && mark &&
+                     !strstr(mark + 1, "\"recompute\""),
+                 "JSON names and recompute marks: %s", buf);
     ZT_TEST_TRUE(strstr(buf, "\"ts\":1.250,\"dur\":8.750") && strstr(buf, "\"cpu_us\":8.500") &&
                      !strstr(buf, "\"submit\":0.500") && strstr(buf, "\"waited_us\":0.500") &&
                      strstr(buf, "\"submit\":2.000,\"bytes_read\":4096") &&
@@ -303,8 +360,10 @@ int main(void) {
     mkdir(dir, 0755);
     check_round_trip();
     check_version2();
+    check_version3();
     check_paths();
     check_errors();
+    check_recompute_errors();
     check_field_errors();
     check_buffer();
     check_json();
