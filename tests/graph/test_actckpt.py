@@ -90,20 +90,30 @@ def forward_tasks(label, cfg, env):
         return -1
     with open(trace) as f:
         events = json.load(f)["traceEvents"]
-    # by args.kind: a recompute's events are named "layernorm_forward (recompute)"
-    return sum(1 for e in events if e.get("args", {}).get("kind") == "layernorm_forward")
+    # by args.kind: a recompute's events are named "layernorm_forward (recompute)", and marked
+    ln = [e for e in events if e.get("args", {}).get("kind") == "layernorm_forward"]
+    marked = [e for e in ln if e["args"].get("recompute") == 1 and
+              e["name"] == "layernorm_forward (recompute)"]
+    summary = subprocess.run([ZT_TRACE, "summary", "--json", trace], capture_output=True,
+                             text=True, timeout=120)
+    recomp_ms = sum(r["recompute_ms"] for r in json.loads(summary.stdout)["steps"])
+    return len(ln), len(marked), recomp_ms
 
 
-plain_n = forward_tasks("trace_plain", config("tr_plain", 0, 1, 1), None)
+ZT_TRACE = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "zt-trace")
+plain_n, plain_marked, plain_ms = forward_tasks("trace_plain", config("tr_plain", 0, 1, 1), None)
+R.check(plain_n > 0 and plain_marked == 0 and plain_ms == 0,
+        "without checkpointing no task is marked recompute (zt-trace summary: %.3f ms)" % plain_ms)
 for window, layers, mode in (("1", 2, "full"), ("2", 1, "full"), ("1", 2, "mlp")):
-    ckpt_n = forward_tasks("trace_ckpt" + window + mode,
-                           config("tr_ckpt", 0, 1, 1, {"recompute": mode}),
-                           {"ZT_RECOMPUTE_WINDOW": window})
+    ckpt_n, marked, ms = forward_tasks("trace_ckpt" + window + mode,
+                                       config("tr_ckpt", 0, 1, 1, {"recompute": mode}),
+                                       {"ZT_RECOMPUTE_WINDOW": window})
     nblk = plain_n // (2 * L + 1)  # two layer norms per layer and ln_f, per row block
     norms = 2 if mode == "full" else 1  # recompute "mlp" starts at ln_2
-    R.check(plain_n > 0 and ckpt_n == plain_n + layers * norms * nblk,
-            "window %s, recompute %s: %d layer(s) recomputed (layernorm_forward tasks %d -> "
-            "%d)" % (window, mode, layers, plain_n, ckpt_n))
+    R.check(ckpt_n == plain_n + layers * norms * nblk and marked == layers * norms * nblk and
+            ms > 0, "window %s, recompute %s: %d layer(s) recomputed (layernorm_forward tasks "
+            "%d -> %d, %d marked recompute in the trace; zt-trace summary recomp %.3f ms)" %
+            (window, mode, layers, plain_n, ckpt_n, marked, ms))
 
 # ---- memory ----------------------------------------------------------------------------------
 MEM = re.compile(r"activations ([0-9.]+) MiB \| total ([0-9.]+) MiB")
