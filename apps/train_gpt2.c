@@ -514,7 +514,7 @@ static void print_banner(const struct train_run *r) {
  * (zt_memory_predict, compared with the peak printed at the end) (collective) */
 static void print_memory_plan(const struct train_run *r) {
     const struct zt_engine_mem *m = &r->mem;
-    char line[640];
+    char line[1024]; /* every part below at its longest fits */
     int at = snprintf(line, sizeof line, "memory (host, rank %d of %d): params %.3f MiB | grads "
                       "%.3f MiB | optimizer %.3f MiB | activations %.3f MiB | total %.3f MiB",
                       r->rank, r->world, mib(m->params), mib(m->grads), mib(m->optim),
@@ -525,13 +525,17 @@ static void print_memory_plan(const struct train_run *r) {
     if (zt_memory_predict(&in, &pred) == ZT_OK)
         at += snprintf(line + at, sizeof line - (size_t)at, " | predicted peak %.1f MiB",
                        mib(pred.peak));
-    int nckpt, window;
-    int64_t window_bytes = zt_gpt2_recompute_info(r->model, &nckpt, &window);
-    if (nckpt) /* inside the activations */
+    struct zt_gpt2_recompute rc;
+    zt_gpt2_recompute_info(r->model, &rc);
+    if (rc.nckpt) /* inside the activations */
         at += snprintf(line + at, sizeof line - (size_t)at, " | recompute: %d of %d layers "
-                       "checkpointed, window of %d (%.3f MiB)%s", nckpt, r->shape.n_layer,
-                       window, mib(window_bytes),
-                       nckpt > window ? "" : ", so none is recomputed and nothing saved");
+                       "checkpointed, window of %d (%.3f MiB)%s", rc.nckpt, r->shape.n_layer,
+                       rc.window, mib(rc.window_bytes),
+                       rc.nckpt > rc.window ? "" : ", so none is recomputed and nothing saved");
+    if (rc.moved) /* the sets inside the activations too */
+        at += snprintf(line + at, sizeof line - (size_t)at, " | checkpointed inputs: %d in %d "
+                       "set(s) (%.3f MiB), %d through NVMe (%.3f MiB)", rc.moved, rc.sets,
+                       mib(rc.set_bytes), rc.swapped, mib(rc.file_bytes));
     if (r->cfg.zero_stage >= 2) /* the slots inside params and grads */
         at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
                        "MiB, gradient slots %.3f MiB", mib(m->value_slots), mib(m->grad_slots));

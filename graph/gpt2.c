@@ -8,6 +8,7 @@
  */
 #include <math.h>         /* sqrtf */
 #include <stddef.h>       /* offsetof */
+#include <stdint.h>       /* SIZE_MAX */
 #include <stdio.h>        /* snprintf, fprintf */
 #include <stdlib.h>       /* calloc */
 #include <string.h>       /* strcmp, strncmp, memcmp */
@@ -47,6 +48,8 @@ struct zt_gpt2 {
     struct zt_layer_acts *layer_acts;    /* [L]; a checkpointed layer's are the window's but
                                           * res3, its output (the next layer's input) */
     struct zt_recompute_plan rc;         /* which layers are checkpointed, their sets */
+    zt_ckpt_swap_t swap;                 /* the kept inputs on NVMe (NULL: in memory) */
+    int inputs_to_host;                  /* offload cpu: the kept inputs leave the devices */
     struct zt_layer_acts *window;        /* [rc.window]: the recompute window (only the
                                           * recomputed activations) */
     enum zt_recompute recompute;         /* what a checkpointed layer recomputes */
@@ -224,12 +227,14 @@ static int in_part(const struct act_row *r, enum layer_part part, enum zt_recomp
     return part == PART_ALL || (part == PART_WINDOW) == recomputed(r, mode);
 }
 
+/* the rows of one table (a layer's: those of part); the row at offset `moved` is not made (a
+ * kept input on NVMe lives in the swap's sets), SIZE_MAX: none */
 static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn fn,
                                const struct act_row *rows, size_t n, char *base, int accum,
-                               enum layer_part part, enum zt_recompute mode) {
+                               enum layer_part part, enum zt_recompute mode, size_t moved) {
     for (size_t k = 0; k < n; k++) {
         const struct act_row *r = &rows[k];
-        if (rows == g_layer_acts && !in_part(r, part, mode)) continue;
+        if ((rows == g_layer_acts && !in_part(r, part, mode)) || r->off == moved) continue;
         if (rows == g_tail_acts && r->off == offsetof(struct zt_gpt2, losses)) {
             zt_tensor_t *losses = base ? ((struct zt_gpt2 *)base)->losses : NULL;
             for (int j = 0; j < accum; j++) ZT_CHECK(fn(ctx, s, r, losses ? &losses[j] : NULL));
@@ -240,31 +245,47 @@ static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn
     return ZT_OK;
 }
 
-static int count_ckpt(const struct zt_config *cfg, int L) {
-    int n = 0;
-    for (int l = 0; l < L; l++) n += zt_actckpt_layer(&cfg->actckpt, l);
-    return n;
+/* the config's checkpointed layers and their recompute window */
+static enum zt_status plan_layers(const struct zt_config *cfg, int L,
+                                  struct zt_recompute_plan *rc) {
+    unsigned char *ckpt = calloc((size_t)L + 1, 1);
+    if (!ckpt) return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
+    for (int l = 0; l < L; l++) ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l);
+    enum zt_status st = zt_recompute_init(rc, L, ckpt, 0);
+    free(ckpt);
+    return st;
+}
+
+/* whether layer l's input (the output of the layer below, or the embeddings) waits on NVMe
+ * between its forward and backward: activation_checkpointing.offload nvme, and its backward
+ * recomputes from it */
+static int input_moves(const struct zt_config *cfg, const struct zt_recompute_plan *rc, int l) {
+    return cfg->actckpt.offload == ZT_OFFLOAD_NVME && zt_recompute_needed(rc, l);
 }
 
 /* every activation in allocation order: the head, each layer's (a checkpointed layer only its
- * output), the recompute window, the tail; m NULL: sizing */
+ * output), the recompute window, the tail; the inputs on NVMe are not made (the swap's sets
+ * hold them); m NULL: sizing */
 static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
-                                   const struct zt_config *cfg, act_fn fn, void *ctx) {
+                                   const struct zt_config *cfg,
+                                   const struct zt_recompute_plan *rc, act_fn fn, void *ctx) {
 #define N_(a) (sizeof(a) / sizeof *(a))
+#define MOVED_(l, type, f) (input_moves(cfg, rc, l) ? offsetof(type, f) : SIZE_MAX)
     const int accum = cfg->grad_accum, L = s->n_layer;
     const enum zt_recompute mode = cfg->actckpt.recompute;
     ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)m, accum, PART_ALL,
-                      mode));
+                      mode, MOVED_(0, struct zt_gpt2, encoded)));
     for (int l = 0; l < L; l++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                           m ? (char *)&m->layer_acts[l] : NULL, accum,
-                          zt_actckpt_layer(&cfg->actckpt, l) ? PART_KEPT : PART_ALL, mode));
-    const int nwindow = m ? m->rc.window : zt_recompute_window(count_ckpt(cfg, L));
-    for (int w = 0; w < nwindow; w++)
+                          zt_recompute_slot(rc, l) >= 0 ? PART_KEPT : PART_ALL, mode,
+                          MOVED_(l + 1, struct zt_layer_acts, res3)));
+    for (int w = 0; w < rc->window; w++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                          m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW, mode));
+                          m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW, mode, SIZE_MAX));
     return each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL,
-                    mode);
+                    mode, SIZE_MAX);
+#undef MOVED_
 #undef N_
 }
 
@@ -296,22 +317,28 @@ static enum zt_status size_act(void *ctx, const struct zt_model_shape *s, const 
     return ZT_OK;
 }
 
-int64_t zt_gpt2_recompute_info(zt_gpt2_t m, int *nckpt, int *window) {
-    *nckpt = m->rc.nckpt;
-    *window = m->rc.window;
-    int64_t bytes = 0;
+void zt_gpt2_recompute_info(zt_gpt2_t m, struct zt_gpt2_recompute *out) {
+    *out = (struct zt_gpt2_recompute){.nckpt = m->rc.nckpt, .window = m->rc.window};
     for (int w = 0; w < m->rc.window; w++)
         for (size_t k = 0; k < sizeof g_layer_acts / sizeof *g_layer_acts; k++) {
             const zt_tensor_t t = *(zt_tensor_t *)((char *)&m->window[w] + g_layer_acts[k].off);
-            if (t) bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
+            if (t) out->window_bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
         }
-    return bytes;
+    out->set_bytes = zt_ckpt_swap_info(m->swap, &out->moved, &out->sets, &out->swapped,
+                                       &out->file_bytes);
 }
 
 int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
                           int chunks) {
     struct act_sizing z = {cfg, chunks, 0};
-    for_each_act(NULL, s, cfg, size_act, &z); /* sizing cannot fail */
+    struct zt_recompute_plan rc;
+    if (plan_layers(cfg, s->n_layer, &rc) != ZT_OK) return -1;
+    for_each_act(NULL, s, cfg, &rc, size_act, &z); /* sizing cannot fail */
+    if (cfg->actckpt.offload == ZT_OFFLOAD_NVME) /* the sets of the inputs on NVMe */
+        z.bytes += zt_ckpt_swap_sets(&rc) *
+                   zt_engine_act_size(cfg, chunks, s->seq_len, s->n_embd,
+                                      zt_dtype_size(zt_engine_config_dtype(cfg)));
+    zt_recompute_free(&rc);
     return z.bytes;
 }
 
@@ -337,6 +364,19 @@ static void alias_window(zt_gpt2_t m) {
     }
 }
 
+/* the inputs that wait on NVMe: the swap's sets take the places for_each_act left empty */
+static enum zt_status swap_inputs(zt_gpt2_t m, const struct zt_config *cfg) {
+    const struct zt_ckpt_swap_spec spec = {
+        .rows_per_seq = m->s.seq_len, .cols = m->s.n_embd, .dtype = zt_engine_dtype(m->e),
+        .nvme_path = cfg->actckpt.nvme_path, .key = "activation_checkpointing.offload.nvme_path"};
+    ZT_CHECK(zt_ckpt_swap_init(&m->swap, m->e, &m->rc, &spec));
+    for (int l = 0; l < m->s.n_layer; l++) {
+        const zt_tensor_t t = zt_ckpt_swap_input(m->swap, l);
+        if (t) *(l ? &m->layer_acts[l - 1].res3 : &m->encoded) = t;
+    }
+    return ZT_OK;
+}
+
 enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model_shape *s) {
     *out = NULL;
     const struct zt_config *cfg = zt_engine_config(e);
@@ -352,11 +392,8 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->layer_acts = calloc((size_t)s->n_layer, sizeof *m->layer_acts);
     m->losses = calloc((size_t)m->accum, sizeof *m->losses);
     m->recompute = cfg->actckpt.recompute;
-    unsigned char *ckpt = calloc((size_t)s->n_layer, 1);
-    for (int l = 0; ckpt && l < s->n_layer; l++)
-        ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l);
-    enum zt_status rc = ckpt ? zt_recompute_init(&m->rc, s->n_layer, ckpt, 0) : ZT_ERR_NOMEM;
-    free(ckpt);
+    m->inputs_to_host = cfg->actckpt.offload == ZT_OFFLOAD_CPU;
+    enum zt_status rc = plan_layers(cfg, s->n_layer, &m->rc);
     m->window = calloc((size_t)m->rc.window + 1, sizeof *m->window); /* + 1: never calloc(0) */
     if (rc != ZT_OK || !m->layer_params || !m->layer_acts || !m->losses || !m->window) {
         zt_gpt2_free(m);
@@ -365,9 +402,9 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     *out = m;
     ZT_CHECK(declare_params(m));
     ZT_CHECK(zt_engine_finalize(e));
-    ZT_CHECK(for_each_act(m, s, cfg, make_act, e));
+    ZT_CHECK(for_each_act(m, s, cfg, &m->rc, make_act, e));
     alias_window(m);
-    return ZT_OK;
+    return cfg->actckpt.offload == ZT_OFFLOAD_NVME ? swap_inputs(m, cfg) : ZT_OK;
 }
 
 zt_tensor_t zt_gpt2_logits(zt_gpt2_t m) { return m->logits; }
@@ -377,6 +414,7 @@ void zt_gpt2_free(zt_gpt2_t m) {
     free(m->layer_params);
     free(m->layer_acts);
     free(m->losses);
+    zt_ckpt_swap_free(m->swap);
     zt_recompute_free(&m->rc);
     free(m->window);
     free(m); /* tensors belong to the engine */
@@ -490,8 +528,11 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, in
     zt_tensor_t res = m->encoded;
     for (int l = 0; l < L; l++) {
         c = zt_engine_ctx(e, ZT_PRIO_FORWARD, l, L, mb);
+        if (train) ZT_CHECK(zt_ckpt_swap_out(m->swap, &c, l)); /* its input, to NVMe */
         ZT_CHECK(attention_forward(m, l, &c, res));
         ZT_CHECK(mlp_forward(m, l, &c, 1));
+        /* offload cpu: its input to host memory until the backward (devices only) */
+        if (train && m->inputs_to_host && zt_recompute_needed(&m->rc, l)) zt_tensor_wont_use(res);
         res = m->layer_acts[l].res3;
     }
     c = zt_engine_ctx(e, ZT_PRIO_FORWARD, L, L, mb);
@@ -527,6 +568,7 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, in
         zt_tensor_t res_in = l == 0 ? m->encoded : m->layer_acts[l - 1].res3;
         cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, l, L, mb);
         cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, l, L, mb);
+        ZT_CHECK(zt_ckpt_swap_in(m->swap, &cb, l)); /* an input on NVMe, ahead of its need */
         /* a checkpointed layer's activations again, from its input, at its backward's priority
          * (the scheduler runs them beside the backward of the layer above) */
         if (zt_recompute_needed(&m->rc, l)) {
@@ -621,6 +663,7 @@ enum zt_status zt_gpt2_step_wait(zt_gpt2_t m, double *loss, struct zt_step_info 
     struct zt_step_info own;
     if (!info) info = &own;
     ZT_CHECK(zt_engine_step_wait(m->e, info));
+    if (m->swap) ZT_CHECK(zt_io_service_status()); /* an input on NVMe that did not come back */
     double s = 0;
     ZT_CHECK(global_loss_sum(m, &s));
     *loss = s / ((double)m->B * (double)m->active); /* the positions that carry a loss */

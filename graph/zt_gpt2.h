@@ -42,11 +42,18 @@ struct zt_gpt2_batch {
     const struct zt_data_row *rows;
     int active;
 };
-/* Activation checkpointing (the config's activation_checkpointing): *nckpt layers keep only
- * their output and recompute the rest during the backward into a window of *window layers'
- * activations, whose bytes it returns (0 without checkpointing). Nothing is recomputed (nor
- * saved) unless *nckpt > *window. */
-int64_t zt_gpt2_recompute_info(zt_gpt2_t m, int *nckpt, int *window);
+/* Activation checkpointing (the config's activation_checkpointing): nckpt layers keep only
+ * their output and recompute the rest during the backward into a window of `window` layers'
+ * activations (window_bytes; nothing is recomputed, nor saved, unless nckpt > window). With
+ * offload nvme, the inputs of the `moved` layers that recompute live in `sets` sets of tensors
+ * (set_bytes in all), and `swapped` of them wait in a swap file of file_bytes. */
+struct zt_gpt2_recompute {
+    int nckpt, window;
+    int64_t window_bytes;
+    int moved, sets, swapped;
+    int64_t set_bytes, file_bytes;
+};
+void zt_gpt2_recompute_info(zt_gpt2_t m, struct zt_gpt2_recompute *out);
 /* The global batch rows this rank's micro-batch mb (0..accum-1) trains: first .. first + Bm - 1
  * (README, "Data parallelism"); *accum and *Bm may be NULL. */
 int zt_gpt2_rank_rows(zt_gpt2_t m, int mb, int *accum, int *Bm);

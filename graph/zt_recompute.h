@@ -17,8 +17,10 @@
 #ifndef ZT_RECOMPUTE_H
 #define ZT_RECOMPUTE_H
 
-#include "zt_engine.h" /* struct zt_step_ctx */
+#include <stdint.h>    /* int64_t */
+#include "zt_engine.h" /* struct zt_step_ctx, zt_engine_t */
 #include "zt_status.h" /* enum zt_status */
+#include "zt_tensor.h" /* zt_tensor_t, enum zt_dtype */
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,6 +54,47 @@ int zt_recompute_needed(const struct zt_recompute_plan *r, int b);
  * ZeRO stage 3 zt_param_value gathers the block's parameters once for both), with the task
  * options marked `recompute`, which traces and zt-trace summary show. */
 struct zt_step_ctx zt_recompute_ctx(const struct zt_step_ctx *backward);
+
+/* ---- the kept inputs on NVMe (graph/ckpt_swap.c) ----
+ * A model whose checkpointed blocks' inputs are all [rows_per_seq, cols] activations of one type
+ * can keep them on NVMe between a block's forward and its backward: the inputs of the blocks
+ * whose backward recomputes (zt_recompute_needed) live in zt_ckpt_swap_sets() sets of tensors
+ * instead of one each, and those the forward overwrites wait in a swap file under nvme_path. */
+struct zt_ckpt_swap_spec {
+    int64_t rows_per_seq, cols; /* of each input, as zt_engine_act_dtype takes them */
+    enum zt_dtype dtype;
+    const char *nvme_path;      /* the directory of the swap file */
+    const char *key;            /* the config key that named it, for messages */
+};
+typedef struct zt_ckpt_swap *zt_ckpt_swap_t;
+/* The sets of inputs that the plan's moved inputs share (ZT_RECOMPUTE_WINDOW, at most the
+ * moved inputs; 0: no backward recomputes, nothing moves). For sizing. */
+int zt_ckpt_swap_sets(const struct zt_recompute_plan *blocks);
+/* Make the sets (zt_engine_act_dtype) and the swap file (io/zt_swapdir.h: a bad nvme_path is
+ * ZT_ERR_CONFIG naming spec->key; too little room, ZT_ERR_IO) and start the engine's I/O
+ * service; *out NULL when nothing moves. blocks must outlive it. Owner: caller, with
+ * zt_ckpt_swap_free (before the engine's). */
+enum zt_status zt_ckpt_swap_init(zt_ckpt_swap_t *out, zt_engine_t e,
+                                 const struct zt_recompute_plan *blocks,
+                                 const struct zt_ckpt_swap_spec *spec);
+void zt_ckpt_swap_free(zt_ckpt_swap_t s);
+/* The tensor block b's input must be (the model writes the previous block's output there), or
+ * NULL when b's input stays the model's own. */
+zt_tensor_t zt_ckpt_swap_input(zt_ckpt_swap_t s, int b);
+/* Before block b's forward tasks are submitted, its input complete (a training step only: an
+ * evaluation has no backward): its input to the file when a later block's input takes its set
+ * (with one set, b's own output: the swap-out reads the input before b's forward overwrites
+ * it). */
+enum zt_status zt_ckpt_swap_out(zt_ckpt_swap_t s, const struct zt_step_ctx *forward, int b);
+/* At block b's backward, before its recompute: the swap-in of the input that is next to be
+ * needed in b's set, prefetched as a backward prefetch of its block. Call it for every block. */
+enum zt_status zt_ckpt_swap_in(zt_ckpt_swap_t s, const struct zt_step_ctx *backward, int b);
+/* What s holds (all 0 for NULL): *moved inputs in *sets sets (their bytes returned), *swapped
+ * of them through a swap file of *file_bytes. */
+int64_t zt_ckpt_swap_info(zt_ckpt_swap_t s, int *moved, int *sets, int *swapped,
+                          int64_t *file_bytes);
+/* A swap's failure (the disk full, an I/O error) shows here: check it once a step's losses are
+ * in (zt_io_service_status, tasks/zt_tasks.h). */
 
 #ifdef __cplusplus
 }

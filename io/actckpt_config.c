@@ -14,6 +14,8 @@
  * profile) are refused when true. The keys DeepSpeed ties to partition_activations
  * (cpu_checkpointing, contiguous_memory_optimization) are accepted without it: zerotask's
  * checkpointed inputs are whole per-layer tensors, in host memory on a CPU build already.
+ * zerotask's own keys: "recompute" (what a checkpointed layer recomputes) and "offload"
+ * (device and nvme_path: the kept inputs on NVMe through the swap engine).
  */
 #include <limits.h>      /* INT_MAX */
 #include <math.h>        /* floor */
@@ -23,7 +25,8 @@
 static const char *const ac_keys[] = {"partition_activations", "cpu_checkpointing",
                                       "contiguous_memory_optimization", "number_checkpoints",
                                       "synchronize_checkpoint_boundary", "profile", "recompute",
-                                      NULL};
+                                      "offload", NULL};
+static const char *const offload_keys[] = {"device", "nvme_path", NULL};
 
 /* "recompute" (zerotask's key, not DeepSpeed's): full (default) or mlp (selective) */
 static enum zt_status parse_recompute(const struct zt_json_ctx *c, const cJSON *v,
@@ -41,7 +44,26 @@ static enum zt_status parse_recompute(const struct zt_json_ctx *c, const cJSON *
 }
 
 void zt_actckpt_defaults(struct zt_actckpt_cfg *ac) {
-    *ac = (struct zt_actckpt_cfg){.number_checkpoints = -1};
+    *ac = (struct zt_actckpt_cfg){.number_checkpoints = -1, .nvme_path = "/local_nvme"};
+}
+
+/* "offload" (zerotask's key, shaped as DeepSpeed's offload sections): where the kept inputs
+ * live; absent, cpu_checkpointing true says cpu. A contradiction of the two is an error. */
+static enum zt_status parse_offload(const struct zt_json_ctx *c, const cJSON *v,
+                                    struct zt_actckpt_cfg *a) {
+    const char *path = "activation_checkpointing.offload";
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, "offload");
+    a->offload = a->cpu_checkpointing ? ZT_OFFLOAD_CPU : ZT_OFFLOAD_NONE;
+    if (!x) return ZT_OK;
+    ZT_CHECK(zt_json_object(c, x, path));
+    ZT_CHECK(zt_json_check_keys(c, x, path, offload_keys, NULL));
+    a->offload = ZT_OFFLOAD_NONE;
+    ZT_CHECK(zt_config_parse_target(c, x, path, &a->offload, a->nvme_path));
+    if (a->cpu_checkpointing && a->offload == ZT_OFFLOAD_NONE)
+        return zt_json_err(c, "activation_checkpointing.offload.device", "\"none\" contradicts "
+                           "cpu_checkpointing true (the kept inputs in host memory): expected "
+                           "\"cpu\" or \"nvme\", or cpu_checkpointing false");
+    return ZT_OK;
 }
 
 int zt_actckpt_layer(const struct zt_actckpt_cfg *c, int layer) {
@@ -109,6 +131,7 @@ enum zt_status zt_config_parse_actckpt(const struct zt_json_ctx *c, const cJSON 
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, "number_checkpoints");
     if (x) ZT_CHECK(parse_number(c, x, &a.number_checkpoints));
     ZT_CHECK(parse_recompute(c, v, &a.recompute));
+    ZT_CHECK(parse_offload(c, v, &a));
     a.enabled = a.number_checkpoints != 0;
     *ac = a;
     return ZT_OK;

@@ -256,15 +256,10 @@ static enum zt_status parse_precisions(const struct zt_json_ctx *c, const cJSON 
     return ZT_OK;
 }
 
-/* zero_optimization.offload_optimizer / offload_param (which: 0 / 1) */
-static enum zt_status parse_offload(const struct zt_json_ctx *c, const cJSON *v, int which,
-                                    struct zt_offload_cfg *o) {
-    const char *path = which ? "zero_optimization.offload_param"
-                             : "zero_optimization.offload_optimizer";
+enum zt_status zt_config_parse_target(const struct zt_json_ctx *c, const cJSON *v,
+                                      const char *path, enum zt_offload_device *device,
+                                      char nvme_path[ZT_NVME_PATH_MAX]) {
     char p[ZT_JSON_PATH_MAX];
-    ZT_CHECK(zt_json_object(c, v, path));
-    ZT_CHECK(zt_json_check_keys(c, v, path, which ? offparam_impl : offopt_impl,
-                        which ? NULL : offopt_notimpl));
     const cJSON *x;
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "device"))) {
         const char *d = NULL;
@@ -274,17 +269,31 @@ static enum zt_status parse_offload(const struct zt_json_ctx *c, const cJSON *v,
         while (k <= ZT_OFFLOAD_NVME && strcmp(d, offload_device_names[k]) != 0) k++;
         if (k > ZT_OFFLOAD_NVME)
             return zt_json_err(c, p, "expected \"none\", \"cpu\" or \"nvme\", got \"%s\"", d);
-        o->device = (enum zt_offload_device)k;
+        *device = (enum zt_offload_device)k;
     }
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "nvme_path"))) {
         const char *d = NULL;
         zt_json_path(p, path, "nvme_path");
         ZT_CHECK(zt_json_string(c, x, p, &d));
-        if (!*d || strlen(d) >= sizeof o->nvme_path - 64)
-            return zt_json_err(c, p, "expected a directory path of 1 to %zu characters",
-                           sizeof o->nvme_path - 65);
-        snprintf(o->nvme_path, sizeof o->nvme_path, "%s", d);
+        if (!*d || strlen(d) >= ZT_NVME_PATH_MAX - 64)
+            return zt_json_err(c, p, "expected a directory path of 1 to %d characters",
+                               ZT_NVME_PATH_MAX - 65);
+        snprintf(nvme_path, ZT_NVME_PATH_MAX, "%s", d);
     }
+    return ZT_OK;
+}
+
+/* zero_optimization.offload_optimizer / offload_param (which: 0 / 1) */
+static enum zt_status parse_offload(const struct zt_json_ctx *c, const cJSON *v, int which,
+                                    struct zt_offload_cfg *o) {
+    const char *path = which ? "zero_optimization.offload_param"
+                             : "zero_optimization.offload_optimizer";
+    char p[ZT_JSON_PATH_MAX];
+    ZT_CHECK(zt_json_object(c, v, path));
+    ZT_CHECK(zt_json_check_keys(c, v, path, which ? offparam_impl : offopt_impl,
+                        which ? NULL : offopt_notimpl));
+    ZT_CHECK(zt_config_parse_target(c, v, path, &o->device, o->nvme_path));
+    const cJSON *x;
     static const char *const bools[] = {"pin_memory", "pipeline_read", "pipeline_write",
                                         "pipeline"};
     int *bdst[] = {&o->pin_memory, &o->pipeline_read, &o->pipeline_write, NULL};

@@ -23,6 +23,11 @@ enum zt_status zt_config_parse_curriculum(const struct zt_json_ctx *c, const cJS
  * the enabled part; legacy_enabled: the top-level curriculum is on (two curricula). */
 enum zt_status zt_config_check_data_efficiency(const struct zt_json_ctx *c, const cJSON *v,
                                                int legacy_enabled);
+/* An offload section's "device" and "nvme_path" (path: the section's JSON path) into *device
+ * and nvme_path, each left as it is when absent */
+enum zt_status zt_config_parse_target(const struct zt_json_ctx *c, const cJSON *v,
+                                      const char *path, enum zt_offload_device *device,
+                                      char nvme_path[ZT_NVME_PATH_MAX]);
 /* No "activation_checkpointing" section: off, number_checkpoints -1 (io/actckpt_config.c) */
 void zt_actckpt_defaults(struct zt_actckpt_cfg *ac);
 /* The "activation_checkpointing" section v into ac (io/actckpt_config.c: DeepSpeed's keys; the

@@ -93,11 +93,22 @@ struct zt_curriculum_cfg {
  * calls deepspeed.checkpointing.checkpoint itself; zerotask's GPT-2 has no such call site), for
  * every layer, or for the first number_checkpoints layers; number_checkpoints 0 turns it off.
  * Parsed by io/actckpt_config.c; partition_activations true and profile true are refused. */
+/* where offloaded state goes (DeepSpeed's "device" of an offload section), and the size of an
+ * offload section's nvme_path (with room for the run's directory and file names under it) */
+enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME };
+#define ZT_NVME_PATH_MAX 512
+
 struct zt_actckpt_cfg {
     int enabled;                        /* the section present and number_checkpoints != 0 */
     int number_checkpoints;             /* layers checkpointed from the first; -1: every layer */
     int cpu_checkpointing;              /* DeepSpeed: the checkpoints in host memory (CPU
                                          * build: they are) */
+    /* "offload" (zerotask's key, DeepSpeed's offload-section shape): where the inputs kept by
+     * the checkpointed layers that recompute live between their forward and backward: none
+     * (the activations' memory; cpu_checkpointing true means cpu), cpu (host memory), nvme (a
+     * swap file under nvme_path, default "/local_nvme") */
+    enum zt_offload_device offload;
+    char nvme_path[ZT_NVME_PATH_MAX];
     int contiguous_memory_optimization; /* DeepSpeed: one contiguous buffer for the
                                          * checkpoints */
     int synchronize_checkpoint_boundary;/* DeepSpeed: torch.cuda.synchronize at each boundary */
@@ -163,8 +174,8 @@ struct zt_config {
     /* zero_optimization.offload_optimizer (DeepSpeed's keys; stage >= 1). Unlike DeepSpeed,
      * nvme works at every stage >= 1 and pipeline_read/pipeline_write default to true */
     struct zt_offload_cfg {
-        enum zt_offload_device { ZT_OFFLOAD_NONE = 0, ZT_OFFLOAD_CPU, ZT_OFFLOAD_NVME } device;
-        char nvme_path[512];     /* default "/local_nvme" (DeepSpeed's) */
+        enum zt_offload_device device;
+        char nvme_path[ZT_NVME_PATH_MAX]; /* default "/local_nvme" (DeepSpeed's) */
         int pin_memory;          /* accepted; host buffers are pinned when CUDA workers exist */
         int buffer_count;        /* optimizer: 0 = "auto" (default; the engine fills
                                   * ZT_SWAP_BUFFER_MEM), parameters: 5 (DeepSpeed's default) */

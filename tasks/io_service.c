@@ -87,6 +87,25 @@ static enum zt_status read_bounce(const struct zt_swapfile *f, char *dst, int64_
     return ZT_OK;
 }
 
+/* an unaligned write at an aligned offset: through the bounce buffer, the last chunk padded
+ * with zeros to the next 4096 boundary (the file region of the segment, rounded up, is the
+ * caller's) */
+static enum zt_status write_bounce(const struct zt_swapfile *f, const char *src, int64_t len,
+                                   int64_t off, char *bounce) {
+    if (off % ZT_AIO_ALIGN)
+        return zt_error_set(ZT_ERR_INVALID, "swap file %s: write of %lld bytes at offset %lld: "
+                            "expected a 4096-aligned offset", f->path, (long long)len,
+                            (long long)off);
+    for (int64_t at = 0; at < len; at += g.bounce_bytes) {
+        int64_t n = len - at < g.bounce_bytes ? len - at : g.bounce_bytes;
+        int64_t padded = (n + ZT_AIO_ALIGN - 1) / ZT_AIO_ALIGN * ZT_AIO_ALIGN;
+        memcpy(bounce, src + at, (size_t)n);
+        memset(bounce + n, 0, (size_t)(padded - n));
+        ZT_CHECK(zt_aio_write(g.aio, f->fd, f->path, bounce, (size_t)padded, off + at));
+    }
+    return ZT_OK;
+}
+
 static enum zt_status move(const struct io_request *r, char *bounce) {
     const struct zt_swapfile *f = r->f;
     for (int i = 0; i < r->nseg; i++) {
@@ -94,13 +113,10 @@ static enum zt_status move(const struct io_request *r, char *bounce) {
         int64_t len = r->seg[i][1], off = r->seg[i][2];
         if (len == 0) continue;
         int aligned = is_aligned(p, len, off);
-        if (r->to_file) {
-            if (!aligned)
-                return zt_error_set(ZT_ERR_INVALID,
-                                    "swap file %s: write of %lld bytes at "
-                                    "offset %lld is not 4096-aligned",
-                                    f->path, (long long)len, (long long)off);
+        if (r->to_file && aligned) {
             ZT_CHECK(zt_aio_write(g.aio, f->fd, f->path, p, (size_t)len, off));
+        } else if (r->to_file) {
+            ZT_CHECK(write_bounce(f, p, len, off, bounce));
         } else if (aligned) {
             ZT_CHECK(zt_aio_read(g.aio, f->fd, f->path, p, (size_t)len, off));
         } else {
@@ -179,7 +195,7 @@ enum zt_status zt_io_service_init(const struct zt_aio_cfg *cfg, int nthreads) {
         return zt_error_set(ZT_ERR_INVALID, "swap: %d I/O threads (expected 1 to %d)", nthreads,
                             MAX_IO_THREADS);
     ZT_CHECK(zt_aio_init(&g.aio, cfg));
-    /* unaligned reads go through a bounce buffer of queue_depth requests (at most 16 MiB) */
+    /* unaligned transfers go through a bounce buffer of queue_depth requests (at most 16 MiB) */
     int64_t bs = cfg->block_size > 0 ? cfg->block_size : 1 << 20;
     int64_t qd = cfg->queue_depth > 0 ? cfg->queue_depth : 8;
     g.bounce_bytes = bs * qd < (16 << 20) ? bs * qd : (16 << 20) / bs * bs;

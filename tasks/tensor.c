@@ -191,6 +191,7 @@ void zt_tensor_release(zt_tensor_t t) {
 }
 
 void zt_tensor_wont_use(zt_tensor_t t) {
+    if (starpu_worker_get_count() == starpu_cpu_worker_get_count()) return;
     for (int j = 0; j < t->nblk; j++) starpu_data_wont_use(t->handle[j]);
 }
 

@@ -311,8 +311,10 @@ enum zt_status zt_task_io(const struct zt_task_opts *o, const struct zt_block_re
 /* swap_in: the segments from the file into the blocks (the blocks written); swap_out: the
  * blocks into the file (the blocks read). order: blocks that order the file's regions across
  * tasks (may be NULL): a swap-out takes them RW, a swap-in R; pipe: an optional RW token
- * serializing the task with others. Swap-outs must be 4096-aligned (memory, length, offset);
- * swap-ins may be unaligned (a bounce buffer is used). */
+ * serializing the task with others. A swap-out's file offset must be 4096-aligned; an unaligned
+ * block or length goes through a bounce buffer, and the region is written up to the next 4096
+ * boundary (with zeros): leave it to the segment. Swap-ins may be unaligned (a bounce buffer is
+ * used). */
 enum zt_status zt_task_swap_in(const struct zt_task_opts *o, const struct zt_swapfile *f,
                                const struct zt_swap_seg *segs, int n,
                                const struct zt_block_ref *order, int norder, zt_tensor_t pipe);

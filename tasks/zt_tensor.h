@@ -78,7 +78,10 @@ starpu_data_handle_t zt_tensor_handle(zt_tensor_t t, int blk);
  * write != 0 also allows the caller to modify it. Pair with zt_tensor_release. */
 enum zt_status zt_tensor_acquire(zt_tensor_t t, int write);
 void zt_tensor_release(zt_tensor_t t);
-/* Hint that the tensor is not used again soon (StarPU may evict/flush it). */
+/* Hint that the tensor is not used on a device again soon: with device (CUDA, OpenCL) workers,
+ * StarPU writes its device copies back to host memory and frees them, in submission order
+ * (starpu_data_wont_use); on a run with CPU workers only, where host memory is its only place,
+ * nothing is submitted. */
 void zt_tensor_wont_use(zt_tensor_t t);
 
 #ifdef __cplusplus

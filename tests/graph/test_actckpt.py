@@ -25,7 +25,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from trainlib import Runner, zero_section  # noqa: E402
+from trainlib import Runner  # noqa: E402
 
 R = Runner(sys.argv[1], sys.argv[2], sys.argv[3], {"STARPU_SILENT": "1"})
 V, T, C, L, NH = 64, 16, 32, 3, 2
@@ -36,16 +36,7 @@ NVME = R.path("nvme")
 os.makedirs(NVME, exist_ok=True)
 
 
-def config(tag, stage, n, accum, ckpt=None, prec=None, par=None):
-    d = {"train_batch_size": 4 * accum, "train_micro_batch_size_per_gpu": 4 // n,
-         "gradient_accumulation_steps": accum, "seed": 3, "gradient_clipping": 1.0,
-         "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}},
-         "zero_optimization": zero_section(stage, par, par)}
-    if prec:
-        d[prec] = {"enabled": True}
-    if ckpt is not None:
-        d["activation_checkpointing"] = ckpt
-    return R.write("ds_%s.json" % tag, d)
+config = R.ckpt_config
 
 
 def run(label, n, cfg, steps=4, env=None):

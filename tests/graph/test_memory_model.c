@@ -3,10 +3,11 @@
  *
  * For a grid of configs on one rank (ZeRO stages 0-3, fp32 and bf16, micro-batch 1-2,
  * accumulation 1-2, offload_optimizer none/cpu/nvme at stages 1-3, offload_param nvme at stage
- * 3, ZT_GRAPH_CHUNKS 1 and 4, small reduction buckets so that the gradient slots grow) a real
- * engine and GPT-2 are built and the prediction's params, grads, optim, acts, value_slots,
- * swap_buffers and nvme must equal zt_engine_memory before step 1, and grad_slots after one
- * training step. ZT_GRAPH_CHUNKS comes once from the knob (chunks 0) and once from the inputs.
+ * 3, each offload with activation checkpointing whose recomputing layer's input stays in
+ * host memory (cpu) or goes to NVMe, ZT_GRAPH_CHUNKS 1 and 4, small reduction buckets so that
+ * the gradient slots grow) a real engine and GPT-2 are built and the prediction's params,
+ * grads, optim, acts, value_slots, swap_buffers and nvme must equal zt_engine_memory before
+ * step 1, and grad_slots after one training step. ZT_GRAPH_CHUNKS comes once from the knob (chunks 0) and once from the inputs.
  * Under mpirun every rank checks its own prediction (world size and rank from MPI). The
  * predicted peak against the measured one is tests/graph/test_memory_model.py's.
  *
@@ -39,13 +40,17 @@ static int write_tokens(const char *path) {
 /* the DeepSpeed JSON of one case into path */
 static int write_config(const char *path, const char *nvme, int world, int stage, int bf16,
                         int micro, int accum, enum offload off) {
-    char opt[700] = "", par[700] = "";
+    char opt[700] = "", par[700] = "", ckpt[700] = "";
     if (off != OFF_NONE)
         snprintf(opt, sizeof opt, ", \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": "
                  "\"%s\"}", off == OFF_CPU ? "cpu" : "nvme", nvme);
     if (off == OFF_NVME_PARAMS)
         snprintf(par, sizeof par, ", \"offload_param\": {\"device\": \"nvme\", \"nvme_path\": "
                  "\"%s\", \"buffer_size\": 100000}", nvme);
+    /* with offload, activation checkpointing too: the inputs in host memory, or on NVMe */
+    if (off != OFF_NONE)
+        snprintf(ckpt, sizeof ckpt, ", \"activation_checkpointing\": {\"offload\": {\"device\": "
+                 "\"%s\", \"nvme_path\": \"%s\"}}", off == OFF_CPU ? "cpu" : "nvme", nvme);
     FILE *f = fopen(path, "w");
     if (!f) return -1;
     fprintf(f, "{\"train_batch_size\": %d, \"train_micro_batch_size_per_gpu\": %d, "
@@ -53,7 +58,8 @@ static int write_config(const char *path, const char *nvme, int world, int stage
             "\"params\": {\"lr\": 0.001}}, \"bf16\": {\"enabled\": %s}, \"zero_optimization\": "
             "{\"stage\": %d, \"reduce_bucket_size\": 5000, "
             "\"stage3_param_persistence_threshold\": 300, \"stage3_prefetch_bucket_size\": 20000"
-            "%s%s}}", micro * accum * world, micro, accum, bf16 ? "true" : "false", stage, opt, par);
+            "%s%s}%s}", micro * accum * world, micro, accum, bf16 ? "true" : "false", stage, opt,
+            par, ckpt);
     return fclose(f);
 }
 
@@ -128,6 +134,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int cases = 0;
+    setenv("ZT_RECOMPUTE_WINDOW", "1", 1); /* of the 2 layers, layer 0 recomputes */
     for (int chunks = 1; chunks <= 4; chunks += 3) {
         setenv("ZT_GRAPH_CHUNKS", chunks == 1 ? "1" : "4", 1);
         for (int stage = 0; stage <= 3; stage++)

@@ -44,6 +44,21 @@ class Runner:
             json.dump(obj, f)
         return p
 
+    def ckpt_config(self, tag, stage, n, accum, ckpt=None, prec=None, par=None, batch=4):
+        """WORK/ds_TAG.json for the activation checkpointing tests: a global batch of `batch`
+        sequences per micro-batch over n ranks, accumulation accum, ZeRO stage (par: the
+        offload section of both the optimizer and the parameters), precision prec, and the
+        activation_checkpointing section ckpt (None: none)"""
+        d = {"train_batch_size": batch * accum, "train_micro_batch_size_per_gpu": batch // n,
+             "gradient_accumulation_steps": accum, "seed": 3, "gradient_clipping": 1.0,
+             "optimizer": {"type": "AdamW", "params": {"lr": 3e-3}},
+             "zero_optimization": zero_section(stage, par, par)}
+        if prec:
+            d[prec] = {"enabled": True}
+        if ckpt is not None:
+            d["activation_checkpointing"] = ckpt
+        return self.write("ds_%s.json" % tag, d)
+
     def tokens(self, name, toks, wide=False):
         """a token file into WORK/name, llm.c's header: uint16 tokens (magic 20240520, version
         1), or with wide uint32 tokens (magic 20240801, version 7)"""

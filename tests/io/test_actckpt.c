@@ -81,6 +81,34 @@ static void test_accepted(void) {
     EXPECT_ERR(AC("\"recompute\": 1"), "activation_checkpointing.recompute");
 }
 
+/* zerotask's offload key: where the kept inputs live; cpu_checkpointing true means cpu */
+static void test_offload(void) {
+    struct zt_config c = OK(AC(""));
+    const struct zt_actckpt_cfg *a = &c.actckpt;
+    ZT_TEST_TRUE(a->offload == ZT_OFFLOAD_NONE && !strcmp(a->nvme_path, "/local_nvme"),
+                 "offload: none by default, nvme_path DeepSpeed's /local_nvme");
+    c = OK(AC("\"cpu_checkpointing\": true"));
+    ZT_TEST_TRUE(a->offload == ZT_OFFLOAD_CPU, "cpu_checkpointing true: offload cpu");
+    c = OK(AC("\"offload\": {\"device\": \"nvme\", \"nvme_path\": \"/mnt/x\"}"));
+    ZT_TEST_TRUE(a->enabled && a->offload == ZT_OFFLOAD_NVME && !strcmp(a->nvme_path, "/mnt/x"),
+                 "offload nvme with its path");
+    c = OK(AC("\"cpu_checkpointing\": true, \"offload\": {\"device\": \"nvme\"}"));
+    ZT_TEST_TRUE(a->offload == ZT_OFFLOAD_NVME && !strcmp(a->nvme_path, "/local_nvme"),
+                 "offload nvme beside cpu_checkpointing true, the default path");
+    c = OK(AC("\"offload\": {}"));
+    ZT_TEST_TRUE(a->offload == ZT_OFFLOAD_NONE, "offload {}: none");
+    EXPECT_ERR(AC("\"cpu_checkpointing\": true, \"offload\": {\"device\": \"none\"}"),
+               "config case.json: activation_checkpointing.offload.device: \"none\" contradicts "
+               "cpu_checkpointing true (the kept inputs in host memory): expected \"cpu\" or "
+               "\"nvme\", or cpu_checkpointing false");
+    EXPECT_ERR(AC("\"offload\": {\"device\": \"disk\"}"), "activation_checkpointing.offload."
+               "device: expected \"none\", \"cpu\" or \"nvme\", got \"disk\"");
+    EXPECT_ERR(AC("\"offload\": {\"nvme_path\": \"\"}"), "activation_checkpointing.offload."
+               "nvme_path: expected a directory path of 1 to");
+    EXPECT_ERR(AC("\"offload\": {\"nvme\": \"/x\"}"), "activation_checkpointing.offload.nvme");
+    EXPECT_ERR(AC("\"offload\": \"nvme\""), "activation_checkpointing.offload");
+}
+
 static void test_refused(void) {
     EXPECT_ERR(AC("\"partition_activations\": true"),
                "config case.json: activation_checkpointing.partition_activations: true is not "
@@ -177,6 +205,7 @@ static void test_layers(void) {
 int main(void) {
     test_defaults();
     test_accepted();
+    test_offload();
     test_refused();
     test_types();
     test_keys();

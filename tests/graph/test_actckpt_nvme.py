@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""tests/graph/test_actckpt_nvme.py: activation checkpointing with the checkpointed layers'
+inputs on NVMe ("activation_checkpointing": {"offload": {"device": "nvme", "nvme_path": D}}):
+the inputs of the layers that recompute wait in a swap file between their forward and backward.
+
+- Bit-identical losses and exported weights against storing everything: ZeRO stages 0-3, 1-2
+  ranks, accumulation 1-2, fp32/bf16 (rows not 4096-aligned: the bounce buffer)/fp16, recompute
+  full and mlp, and with the parameters on NVMe too.
+- The swaps are real: the trace has a swap-out and a swap-in of layer 0's input per micro-batch,
+  the memory plan names them, and the run removes its swap directory.
+- Memory: the plan's activations fall by the inputs that no longer have a tensor of their own.
+- Bad input: a missing nvme_path, a device that does not exist, "none" against
+  cpu_checkpointing true: one line, exit 2; a disk that fills up during the swap-outs (two ranks,
+  room for one; root and mkfs.ext4): one line naming the file, exit non-zero.
+
+Usage: test_actckpt_nvme.py ZT_TRAIN MPIEXEC WORKDIR
+"""
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from trainlib import Runner  # noqa: E402
+
+R = Runner(sys.argv[1], sys.argv[2], sys.argv[3], {"STARPU_SILENT": "1"})
+V, T, C, L = 64, 16, 32, 3
+model = R.write("model.json", {"vocab_size": V, "seq_len": T, "n_embd": C, "n_layer": L,
+                               "n_head": 2})
+data = R.tokens("tokens.bin", [(i * 7 + i // 13) % V for i in range(5000)])
+SWAP = R.path("swap")
+os.makedirs(SWAP, exist_ok=True)
+NV = {"device": "nvme", "nvme_path": SWAP}
+
+
+config = R.ckpt_config
+
+
+def swapdirs():
+    return [d for d in os.listdir(SWAP) if d.startswith("zerotask-swap-")]
+
+
+def run(label, n, cfg, args=()):
+    # a window of one: with 3 layers, layers 0 and 1 recompute and layer 0's input is swapped
+    recs, out, p = R.train(label, n, ["--ds-config", cfg, "--model", model, "--data", data,
+                                      "--steps", "3"] + list(args), {"ZT_RECOMPUTE_WINDOW": "1"})
+    with open(out, "rb") as f:
+        return [r["loss"] for r in recs], f.read(), p
+
+
+# ---- the same bits ---------------------------------------------------------------------------
+CASES = [  # label, stage, ranks, accum, precision, checkpoint section, parameters on NVMe
+    ("s0a2", 0, 1, 2, None, {"offload": NV}, None),
+    ("s1fp16", 1, 1, 2, "fp16", {"cpu_checkpointing": True, "offload": NV}, None),
+    ("s2mlp", 2, 1, 1, None, {"recompute": "mlp", "offload": NV}, None),
+    ("s3bf16n2", 3, 2, 1, "bf16", {"offload": NV}, None),
+    ("s1n2a2", 1, 2, 2, None, {"offload": NV}, None),
+    ("s3par", 3, 1, 1, None, {"offload": NV}, dict(NV, nvme_path=R.path("par"))),
+]
+os.makedirs(R.path("par"), exist_ok=True)
+for label, stage, n, accum, prec, ckpt, par in CASES:
+    base = run(label + "_plain", n, config(label + "_plain", stage, n, accum, None, prec, par))
+    got = run(label + "_nvme", n, config(label + "_nvme", stage, n, accum, ckpt, prec, par))
+    R.check(got[0] == base[0] and got[1] == base[1] and swapdirs() == [],
+            "%s (stage %d, %d rank(s), accumulation %d, %s, %s): losses and weights "
+            "bit-identical with the checkpointed inputs on NVMe, swap directory removed" %
+            (label, stage, n, accum, prec or "fp32", ckpt))
+
+# ---- the swaps are real ----------------------------------------------------------------------
+trace = R.path("swaps.json")
+_, _, p = run("traced", 1, config("traced", 0, 1, 2, {"offload": NV}), ["--trace", trace])
+with open(trace) as f:
+    events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+swaps = collections.Counter((e["args"]["kind"], e["args"]["layer"]) for e in events
+                            if e["args"]["kind"] in ("swap_in", "swap_out"))
+R.check(swaps == {("swap_out", 0): 6, ("swap_in", 0): 6},
+        "3 steps x 2 micro-batches: layer 0's input out and in each time, nothing else (%s)" %
+        dict(swaps))
+R.check("checkpointed inputs: 2 in 1 set(s)" in p.stdout and "1 through NVMe" in p.stdout,
+        "the memory plan names the inputs on NVMe")
+
+# ---- memory ----------------------------------------------------------------------------------
+MEM = re.compile(r"activations ([0-9.]+) MiB")
+big = R.write("big_model.json", {"vocab_size": V, "seq_len": 128, "n_embd": 64, "n_layer": 6,
+                                  "n_head": 4})
+
+
+def acts(label, ckpt):
+    q = R.launch(1, ["--ds-config", config(label, 0, 1, 1, ckpt, batch=8), "--model", big,
+                     "--data", data, "--steps", "1"], {"ZT_RECOMPUTE_WINDOW": "1"})
+    m = MEM.search(q.stdout)
+    return float(m.group(1)) if q.returncode == 0 and m else -1
+
+
+a_mem, a_nv = acts("mem_ckpt", {}), acts("mem_nvme", {"offload": NV})
+want = (5 - 1) * 8 * 128 * 64 * 4 / 2**20  # 5 layers recompute: 5 inputs in 1 set
+R.check(a_mem > 0 and abs((a_mem - a_nv) - want) < 1e-3,
+        "memory plan: activations %.3f -> %.3f MiB with the inputs on NVMe (%.3f MiB less "
+        "expected: 4 of the 5 inputs of the recomputing layers have no tensor)" %
+        (a_mem, a_nv, want))
+
+# ---- bad input -------------------------------------------------------------------------------
+for ckpt, text, code in (
+        ({"offload": dict(NV, nvme_path=R.path("missing"))},
+         "activation_checkpointing.offload.nvme_path", 2),
+        ({"offload": {"device": "disk"}}, "activation_checkpointing.offload.device", 2),
+        ({"cpu_checkpointing": True, "offload": {"device": "none"}}, "contradicts", 2)):
+    q = R.launch(1, ["--ds-config", config("bad", 0, 1, 1, ckpt), "--model", model, "--data",
+                     data, "--steps", "1"], {"ZT_RECOMPUTE_WINDOW": "1"})
+    R.check(q.returncode == code and text in q.stderr and q.stderr.count("\n") == 1,
+            "%s: exit %d, one line (%s)" % (ckpt, q.returncode, q.stderr.strip()[:240]))
+
+if os.geteuid() == 0 and subprocess.run(["which", "mkfs.ext4"], capture_output=True).returncode \
+        == 0:
+    with R.small_ext4("small", mib=2) as mnt:
+        if mnt:
+            # each rank's file: 2 blocks of 4 KiB (2 sequences of 16 x 32 fp32 values each);
+            # leave room for 1.5 of them: both start checks pass, the second writer runs out
+            st = os.statvfs(mnt)
+            with open(os.path.join(mnt, "filler"), "wb") as f:
+                os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize - 12 * 1024)
+            cfg = config("full", 1, 2, 1, {"offload": dict(NV, nvme_path=mnt)}, batch=4)
+            q = R.launch(2, ["--ds-config", cfg, "--model", model, "--data", data, "--steps",
+                             "2"], {"ZT_RECOMPUTE_WINDOW": "1"}, timeout=120)
+            err = [l for l in q.stderr.splitlines() if "error" in l]
+            R.check(q.returncode != 0 and any("ckpt_inputs.swp" in l and "No space left" in l
+                                              for l in err),
+                    "disk full during the swap-outs: exit %d, %s" % (q.returncode, err[:2]))
+else:
+    print("skip: a full filesystem needs root and mkfs.ext4")
+sys.exit(R.finish("test_actckpt_nvme"))
