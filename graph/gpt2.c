@@ -218,8 +218,14 @@ enum layer_part { PART_ALL, PART_KEPT, PART_WINDOW };
 static int recomputed(const struct act_row *r, enum zt_recompute mode) {
 #define IS_(f) (r->off == offsetof(struct zt_layer_acts, f))
     if (IS_(res3)) return 0;
-    return mode == ZT_RECOMPUTE_FULL || IS_(ln2) || IS_(ln2_mean) || IS_(ln2_rstd) ||
-           IS_(fch) || IS_(fch_gelu);
+    const int attention = IS_(ln1) || IS_(ln1_mean) || IS_(ln1_rstd) || IS_(qkv) || IS_(atty) ||
+                          IS_(att);
+    switch (mode) {
+    case ZT_RECOMPUTE_MLP: return IS_(ln2) || IS_(ln2_mean) || IS_(ln2_rstd) || IS_(fch) ||
+                                  IS_(fch_gelu);
+    case ZT_RECOMPUTE_ATTENTION: return attention;
+    default: return 1;
+    }
 #undef IS_
 }
 
@@ -469,9 +475,11 @@ static enum zt_status layernorm_backward(zt_gpt2_t m, int layer, int mb, zt_tens
     return ZT_OK;
 }
 
-/* Layer l's attention half from its input res, in context c: ln_1 .. res2 */
+/* Layer l's attention half from its input res, in context c: ln_1 .. the attention, then with
+ * whole the projection and the residual into res2 (the recompute "attention" stops before them:
+ * the layer kept res2, and its backward does not read the projection's output) */
 static enum zt_status attention_forward(zt_gpt2_t m, int l, const struct zt_step_ctx *cp,
-                                        zt_tensor_t res) {
+                                        zt_tensor_t res, int whole) {
     const int nb = zt_engine_nblk(m->e), NH = m->s.n_head;
     const struct zt_step_ctx c = *cp;
     const struct zt_task_opts *o = &c.opts;
@@ -481,6 +489,7 @@ static enum zt_status attention_forward(zt_gpt2_t m, int l, const struct zt_step
                                                V_(&c, p[P_LN1W]), V_(&c, p[P_LN1B])));
     ZT_CHECK(linear_forward(&c, nb, a->qkv, a->ln1, p[P_QKVW], p[P_QKVB]));
     FOR_BLK ZT_CHECK(zt_task_attention_forward(o, a->atty, a->att, b, a->qkv, NH));
+    if (!whole) return ZT_OK;
     ZT_CHECK(linear_forward(&c, nb, m->proj, a->atty, p[P_ATTPW], p[P_ATTPB]));
     FOR_BLK ZT_CHECK(zt_task_residual_forward(o, a->res2, b, res, m->proj));
     return ZT_OK;
@@ -505,12 +514,15 @@ static enum zt_status mlp_forward(zt_gpt2_t m, int l, const struct zt_step_ctx *
     return ZT_OK;
 }
 
-/* checkpointed layer l's activations again, from its input res (recompute "mlp": from its
- * kept res2) */
+/* checkpointed layer l's activations again, from its input res: all but its output (recompute
+ * "full"), the MLP's from its kept res2 ("mlp"), or the attention's up to atty ("attention") */
 static enum zt_status recompute_layer(zt_gpt2_t m, int l, const struct zt_step_ctx *c,
                                       zt_tensor_t res) {
-    if (m->recompute == ZT_RECOMPUTE_FULL) ZT_CHECK(attention_forward(m, l, c, res));
-    return mlp_forward(m, l, c, 0);
+    switch (m->recompute) {
+    case ZT_RECOMPUTE_MLP: return mlp_forward(m, l, c, 0);
+    case ZT_RECOMPUTE_ATTENTION: return attention_forward(m, l, c, res, 0);
+    default: ZT_CHECK(attention_forward(m, l, c, res, 1)); return mlp_forward(m, l, c, 0);
+    }
 }
 
 static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, int mb,
@@ -529,7 +541,7 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, in
     for (int l = 0; l < L; l++) {
         c = zt_engine_ctx(e, ZT_PRIO_FORWARD, l, L, mb);
         if (train) ZT_CHECK(zt_ckpt_swap_out(m->swap, &c, l)); /* its input, to NVMe */
-        ZT_CHECK(attention_forward(m, l, &c, res));
+        ZT_CHECK(attention_forward(m, l, &c, res, 1));
         ZT_CHECK(mlp_forward(m, l, &c, 1));
         /* offload cpu: its input to host memory until the backward (devices only) */
         if (train && m->inputs_to_host && zt_recompute_needed(&m->rc, l)) zt_tensor_wont_use(res);

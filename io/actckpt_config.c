@@ -28,19 +28,23 @@ static const char *const ac_keys[] = {"partition_activations", "cpu_checkpointin
                                       "offload", NULL};
 static const char *const offload_keys[] = {"device", "nvme_path", NULL};
 
-/* "recompute" (zerotask's key, not DeepSpeed's): full (default) or mlp (selective) */
+/* "recompute" (zerotask's key, not DeepSpeed's): full (default), or selective: mlp, attention
+ * (in enum zt_recompute's order) */
 static enum zt_status parse_recompute(const struct zt_json_ctx *c, const cJSON *v,
                                       enum zt_recompute *out) {
+    static const char *const names[] = {"full", "mlp", "attention"};
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, "recompute");
     const char *s = "full";
     if (x) ZT_CHECK(zt_json_string(c, x, "activation_checkpointing.recompute", &s));
-    if (!strcmp(s, "full") || !strcmp(s, "mlp")) {
-        *out = !strcmp(s, "mlp") ? ZT_RECOMPUTE_MLP : ZT_RECOMPUTE_FULL;
-        return ZT_OK;
-    }
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(s, names[k])) {
+            *out = (enum zt_recompute)k;
+            return ZT_OK;
+        }
     return zt_json_err(c, "activation_checkpointing.recompute", "expected \"full\" (all of a "
-                       "checkpointed layer's activations but its output) or \"mlp\" (only "
-                       "the MLP's; the attention's are kept), got \"%s\"", s);
+                       "checkpointed layer's activations but its output), \"mlp\" (only the "
+                       "MLP's; the attention's are kept) or \"attention\" (only the "
+                       "attention's; the MLP's are kept), got \"%s\"", s);
 }
 
 void zt_actckpt_defaults(struct zt_actckpt_cfg *ac) {

@@ -133,8 +133,9 @@ enum zt_status zt_swapdir_open(struct zt_swapdir *d, const char *base, const cha
         if (avail < (double)need) {
             zt_swapdir_close(d);
             return zt_error_set(ZT_ERR_IO, "%s %s: %.1f MiB free, but this rank's swap files "
-                                "need %.1f MiB", key, base, avail / 1048576.0,
-                                need / 1048576.0);
+                                "need %.1f MiB (%.0f KiB free, %lld KiB needed)", key, base,
+                                avail / 1048576.0, need / 1048576.0, avail / 1024.0,
+                                (long long)((need + 1023) / 1024));
         }
     }
     pthread_mutex_lock(&g_mu);

@@ -115,7 +115,9 @@ struct zt_actckpt_cfg {
     int profile;                        /* always 0: profile true is refused (use --trace) */
     /* "recompute" (zerotask's key): what a checkpointed layer recomputes in the backward */
     enum zt_recompute { ZT_RECOMPUTE_FULL = 0, /* "full": all but its output (default) */
-                        ZT_RECOMPUTE_MLP       /* "mlp": the MLP's; the attention's are kept */
+                        ZT_RECOMPUTE_MLP,      /* "mlp": the MLP's; the attention's are kept */
+                        ZT_RECOMPUTE_ATTENTION /* "attention": the attention's up to its
+                                                * output; the MLP's and res2 are kept */
     } recompute;
 };
 

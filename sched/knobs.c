@@ -66,10 +66,10 @@ static const struct zt_knob g_knobs[] = {
      "ZT_HOST_MEM_LIMIT at most 1/8 of the limit. More buffers read further ahead",
      0, 0, NULL},
     {"ZT_RECOMPUTE_WINDOW", ZT_KNOB_INT, "2",
-     "activation checkpointing: checkpointed layers whose recomputed activations exist at once; "
-     "1 keeps the least memory (each recompute waits for the backward of the layer above to "
-     "finish with the buffers), 2 lets a layer's recompute run beside the layer above's "
-     "backward",
+     "activation checkpointing: checkpointed layers whose recomputed activations exist at once "
+     "(and, with offload nvme, kept inputs in memory); 1 keeps the least memory (each "
+     "recompute waits for the backward of the layer above to finish with the buffers), 2 lets "
+     "a layer's recompute run beside the layer above's backward",
      1, 8, NULL},
     {"ZT_ON_NONFINITE", ZT_KNOB_STR, "stop",
      "fp32/bf16 training step whose loss or gradient norm is NaN or Inf: stop (exit 1 naming "

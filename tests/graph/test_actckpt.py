@@ -5,8 +5,8 @@ same bits as storing everything.
 
 - Bit-identical losses and exported weights with and without checkpointing: ZeRO stages 0-3 on
   1 rank and stages 1 and 3 on 2 ranks, gradient accumulation 1 and 2, bf16 and fp16, every layer
-  or the first number_checkpoints, a recompute window of 1 and 2 (ZT_RECOMPUTE_WINDOW), and with
-  the parameters on NVMe at stage 3.
+  or the first number_checkpoints, a recompute window of 1 and 2 (ZT_RECOMPUTE_WINDOW), recompute
+  full, mlp and attention, and with the parameters on NVMe at stage 3.
 - Memory: with every layer checkpointed and a window of 1, the activations of the memory plan
   fall by (L-1)/L of the layers' recomputable activations (each layer keeps its output, the next
   layer's input); the measured peak resident memory falls by most of it; a batch whose plan is
@@ -62,6 +62,9 @@ CASES = [  # label, stage, ranks, accum, precision, checkpoint section, window, 
     ("mlp_s0", 0, 1, 2, None, {"recompute": "mlp"}, "1", None),
     ("mlp_s3n2", 3, 2, 1, None, {"recompute": "mlp"}, "2", None),
     ("mlp_bf16", 1, 1, 1, "bf16", {"recompute": "mlp"}, "1", None),
+    ("att_s0a2", 0, 1, 2, None, {"recompute": "attention"}, "1", None),
+    ("att_s3n2", 3, 2, 1, None, {"recompute": "attention"}, "2", None),
+    ("att_fp16", 2, 1, 1, "fp16", {"recompute": "attention"}, "1", None),
 ]
 for label, stage, n, accum, prec, ckpt, window, par in CASES:
     base = run(label + "_plain", n, config(label + "_plain", stage, n, accum, None, prec, par))
@@ -95,12 +98,13 @@ ZT_TRACE = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "zt-trace
 plain_n, plain_marked, plain_ms = forward_tasks("trace_plain", config("tr_plain", 0, 1, 1), None)
 R.check(plain_n > 0 and plain_marked == 0 and plain_ms == 0,
         "without checkpointing no task is marked recompute (zt-trace summary: %.3f ms)" % plain_ms)
-for window, layers, mode in (("1", 2, "full"), ("2", 1, "full"), ("1", 2, "mlp")):
+for window, layers, mode in (("1", 2, "full"), ("2", 1, "full"), ("1", 2, "mlp"),
+                             ("1", 2, "attention")):
     ckpt_n, marked, ms = forward_tasks("trace_ckpt" + window + mode,
                                        config("tr_ckpt", 0, 1, 1, {"recompute": mode}),
                                        {"ZT_RECOMPUTE_WINDOW": window})
     nblk = plain_n // (2 * L + 1)  # two layer norms per layer and ln_f, per row block
-    norms = 2 if mode == "full" else 1  # recompute "mlp" starts at ln_2
+    norms = 2 if mode == "full" else 1  # "mlp": ln_2 on, "attention": ln_1 to the attention
     R.check(ckpt_n == plain_n + layers * norms * nblk and marked == layers * norms * nblk and
             ms > 0, "window %s, recompute %s: %d layer(s) recomputed (layernorm_forward tasks "
             "%d -> %d, %d marked recompute in the trace; zt-trace summary recomp %.3f ms)" %
@@ -149,6 +153,11 @@ mlp_part = Bm * TT * ((9 * CC) * 4 + 2 * 4) / 2**20  # ln2, fch, fch_gelu; ln_2'
 R.check(acts0 - acts2 >= (LL - 1) * mlp_part * 0.999 and acts2 > acts1,
         "recompute mlp: activations %.2f -> %.2f MiB, down (L-1)/L of the MLPs' %.2f MiB and "
         "more than full's %.2f" % (acts0, acts2, LL * mlp_part, acts1))
+(acts3, _, _), _ = plan("ckpt_attention", {"recompute": "attention"})
+att_part = Bm * TT * ((5 * CC + NHH * TT) * 4 + 2 * 4) / 2**20  # ln1, qkv, atty, att; stats
+R.check(acts0 - acts3 >= (LL - 1) * att_part * 0.999 and acts3 > acts1,
+        "recompute attention: activations %.2f -> %.2f MiB, down (L-1)/L of the attentions' "
+        "%.2f MiB and more than full's %.2f" % (acts0, acts3, LL * att_part, acts1))
 limit = "%dM" % int((total0 + total1) / 2)
 _, p0 = plan("plain_limit", None, {"ZT_HOST_MEM_LIMIT": limit}, expect_ok=False)
 R.check(p0.returncode == 1 and "ZT_HOST_MEM_LIMIT" in p0.stderr,
@@ -162,7 +171,7 @@ R.check(p1.returncode == 0, "with checkpointing it fits under ZT_HOST_MEM_LIMIT=
 for ckpt, text in (({"partition_activations": True}, "partition_activations"),
                    ({"profile": True}, "profile"),
                    ({"number_checkpoints": 9}, "exceeds the model's n_layer 3"),
-                   ({"recompute": "attention"}, "activation_checkpointing.recompute")):
+                   ({"recompute": "attn"}, "activation_checkpointing.recompute")):
     cfg = config("bad", 0, 1, 1, ckpt)
     q = subprocess.run([R.zt, "--ds-config", cfg, "--model", model, "--data", data],
                        capture_output=True, text=True, env=dict(os.environ, STARPU_SILENT="1"))

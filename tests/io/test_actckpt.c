@@ -75,9 +75,12 @@ static void test_accepted(void) {
     ZT_TEST_TRUE(a->enabled && a->recompute == ZT_RECOMPUTE_MLP, "recompute mlp");
     c = OK(AC("\"recompute\": \"full\""));
     ZT_TEST_TRUE(a->recompute == ZT_RECOMPUTE_FULL, "recompute full");
-    EXPECT_ERR(AC("\"recompute\": \"attention\""), "activation_checkpointing.recompute: "
-               "expected \"full\" (all of a checkpointed layer's activations but its output) "
-               "or \"mlp\" (only the MLP's; the attention's are kept), got \"attention\"");
+    c = OK(AC("\"recompute\": \"attention\""));
+    ZT_TEST_TRUE(a->enabled && a->recompute == ZT_RECOMPUTE_ATTENTION, "recompute attention");
+    EXPECT_ERR(AC("\"recompute\": \"attn\""), "activation_checkpointing.recompute: "
+               "expected \"full\" (all of a checkpointed layer's activations but its output), "
+               "\"mlp\" (only the MLP's; the attention's are kept) or \"attention\" (only the "
+               "attention's; the MLP's are kept), got \"attn\"");
     EXPECT_ERR(AC("\"recompute\": 1"), "activation_checkpointing.recompute");
 }
 
