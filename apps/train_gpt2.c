@@ -314,6 +314,7 @@ static int load_inputs(struct train_run *r) {
         return fail(zt_error_last_code() == ZT_ERR_USAGE || zt_error_last_code() == ZT_ERR_CONFIG
                         ? 2 : 1);
     int64_t need = zt_gpt2_mem_estimate(&r->shape, &r->cfg), have = cli_mem_available();
+    if (need < 0) return fail(1);
     if (need > have) {
         char largest[256];
         zt_model_shape_largest(&r->shape, r->cfg.micro_batch, largest, sizeof largest);

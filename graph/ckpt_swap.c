@@ -16,6 +16,7 @@
  */
 #include <stdlib.h>       /* calloc, free */
 #include "engine_impl.h"  /* zt_engine_io_start */
+#include "zt_sched.h"     /* zt_runtime_wait_all, zt_prio */
 #include "zt_recompute.h" /* our API */
 #include "zt_swapdir.h"   /* struct zt_swapdir, struct zt_swapfile */
 #include "zt_tasks.h"     /* zt_task_swap_in, zt_task_swap_out */
@@ -32,22 +33,23 @@ struct zt_ckpt_swap {
     struct zt_swapfile file;
 };
 
-static int moves(const struct zt_recompute_plan *blocks, int b) {
+int zt_ckpt_swap_moves(const struct zt_recompute_plan *blocks, int b) {
     return zt_recompute_needed(blocks, b);
 }
 
 int zt_ckpt_swap_sets(const struct zt_recompute_plan *blocks) {
     int n = 0;
-    for (int b = 0; b < blocks->nblocks; b++) n += moves(blocks, b);
-    return zt_recompute_window(n);
+    for (int b = 0; b < blocks->nblocks; b++) n += zt_ckpt_swap_moves(blocks, b);
+    return n < blocks->window ? n : blocks->window;
 }
 
 static enum zt_status plan_moved(struct zt_ckpt_swap *s) {
     const int nb = s->blocks->nblocks;
     unsigned char *m = calloc((size_t)nb + 1, 1);
     if (!m) return zt_error_set(ZT_ERR_NOMEM, "checkpointed inputs: out of memory");
-    for (int b = 0; b < nb; b++) m[b] = (unsigned char)moves(s->blocks, b);
-    enum zt_status rc = zt_recompute_init(&s->moved, nb, m, 0);
+    for (int b = 0; b < nb; b++) m[b] = (unsigned char)zt_ckpt_swap_moves(s->blocks, b);
+    /* the blocks' window (at most the moved inputs): what zt_ckpt_swap_sets sized */
+    enum zt_status rc = zt_recompute_init(&s->moved, nb, m, s->blocks->window);
     free(m);
     ZT_CHECK(rc);
     s->block_of = calloc((size_t)s->moved.nckpt + 1, sizeof *s->block_of);
@@ -59,7 +61,8 @@ static enum zt_status plan_moved(struct zt_ckpt_swap *s) {
     return ZT_OK;
 }
 
-/* the sets, the row blocks' places in a region, the file (one region per swapped input) */
+/* the sets, the row blocks' places in a region, the file (one region per swapped input; when
+ * none is swapped, no file: nvme_path is only checked) */
 static enum zt_status open_storage(struct zt_ckpt_swap *s, zt_engine_t e,
                                    const struct zt_ckpt_swap_spec *sp) {
     for (int w = 0; w < s->moved.window; w++)
@@ -75,9 +78,10 @@ static enum zt_status open_storage(struct zt_ckpt_swap *s, zt_engine_t e,
     }
     for (int k = 0; k < s->moved.nckpt; k++)
         s->swapped += zt_recompute_needed(&s->moved, s->block_of[k]);
+    if (s->swapped == 0) return zt_swapdir_check(sp->nvme_path, sp->key);
     const int64_t bytes = (int64_t)s->swapped * s->blk_off[s->nblk];
     ZT_CHECK(zt_swapdir_open(&s->dir, sp->nvme_path, sp->key, bytes));
-    ZT_CHECK(zt_swapdir_file(&s->dir, "ckpt_inputs.swp", bytes > 0 ? bytes : 4096, &s->file));
+    ZT_CHECK(zt_swapdir_file(&s->dir, "ckpt_inputs.swp", bytes, &s->file));
     return zt_engine_io_start(e);
 }
 
@@ -85,7 +89,8 @@ enum zt_status zt_ckpt_swap_init(zt_ckpt_swap_t *out, zt_engine_t e,
                                  const struct zt_recompute_plan *blocks,
                                  const struct zt_ckpt_swap_spec *spec) {
     *out = NULL;
-    if (zt_ckpt_swap_sets(blocks) == 0) return ZT_OK; /* no backward recomputes */
+    if (zt_ckpt_swap_sets(blocks) == 0) /* no backward recomputes: nothing moves */
+        return zt_swapdir_check(spec->nvme_path, spec->key);
     struct zt_ckpt_swap *s = calloc(1, sizeof *s);
     if (!s) return zt_error_set(ZT_ERR_NOMEM, "checkpointed inputs: out of memory");
     s->blocks = blocks;
@@ -103,6 +108,9 @@ enum zt_status zt_ckpt_swap_init(zt_ckpt_swap_t *out, zt_engine_t e,
 
 void zt_ckpt_swap_free(zt_ckpt_swap_t s) {
     if (!s) return;
+    /* the swaps still queued (after a failed submission, say) point at the file */
+    (void)zt_runtime_wait_all();
+    if (s->swapped) zt_io_service_wait();
     if (s->file.fd >= 0) zt_swapfile_close(&s->file);
     zt_swapdir_close(&s->dir);
     zt_recompute_free(&s->moved);
@@ -129,10 +137,11 @@ zt_tensor_t zt_ckpt_swap_input(zt_ckpt_swap_t s, int b) {
     return w < 0 ? NULL : s->set[w];
 }
 
-/* a swap of block b's input between its set and its region of the file */
+/* a swap of block b's input between its set and its region of the file (the swapped inputs are
+ * the first moved ones, so its place among the moved is its region) */
 static enum zt_status swap(zt_ckpt_swap_t s, const struct zt_task_opts *o, int b, int out) {
     struct zt_swap_seg segs[64];
-    const int k = s->moved.index[b]; /* swapped inputs are the first moved ones: k is theirs */
+    const int k = s->moved.index[b];
     const zt_tensor_t t = s->set[zt_recompute_slot(&s->moved, b)];
     const int64_t region = (int64_t)k * s->blk_off[s->nblk];
     int n = 0;
@@ -161,5 +170,6 @@ enum zt_status zt_ckpt_swap_in(zt_ckpt_swap_t s, const struct zt_step_ctx *backw
     struct zt_task_opts o = backward->opts;
     o.layer = s->block_of[k];
     o.priority = zt_prio(ZT_PRIO_PREFETCH_BWD, o.layer, backward->n_layer);
+    o.recompute = 1; /* a swap-in for a recompute: marked in traces */
     return swap(s, &o, s->block_of[k], 0);
 }

@@ -266,7 +266,7 @@ static enum zt_status plan_layers(const struct zt_config *cfg, int L,
  * between its forward and backward: activation_checkpointing.offload nvme, and its backward
  * recomputes from it */
 static int input_moves(const struct zt_config *cfg, const struct zt_recompute_plan *rc, int l) {
-    return cfg->actckpt.offload == ZT_OFFLOAD_NVME && zt_recompute_needed(rc, l);
+    return cfg->actckpt.offload == ZT_OFFLOAD_NVME && zt_ckpt_swap_moves(rc, l);
 }
 
 /* every activation in allocation order: the head, each layer's (a checkpointed layer only its
@@ -339,7 +339,7 @@ int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config
     struct act_sizing z = {cfg, chunks, 0};
     struct zt_recompute_plan rc;
     if (plan_layers(cfg, s->n_layer, &rc) != ZT_OK) return -1;
-    for_each_act(NULL, s, cfg, &rc, size_act, &z); /* sizing cannot fail */
+    for_each_act(NULL, s, cfg, &rc, size_act, &z); /* size_act cannot fail */
     if (cfg->actckpt.offload == ZT_OFFLOAD_NVME) /* the sets of the inputs on NVMe */
         z.bytes += zt_ckpt_swap_sets(&rc) *
                    zt_engine_act_size(cfg, chunks, s->seq_len, s->n_embd,
@@ -704,7 +704,8 @@ int64_t zt_gpt2_numel(const struct zt_model_shape *s) {
 
 int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg) {
     /* fp32 values, gradients and the two Adam moments; the activations with one block */
-    return 16 * zt_gpt2_numel(s) + zt_gpt2_act_bytes(s, cfg, 1);
+    const int64_t acts = zt_gpt2_act_bytes(s, cfg, 1);
+    return acts < 0 ? -1 : 16 * zt_gpt2_numel(s) + acts;
 }
 
 // ----------------------------------------------------------------------------

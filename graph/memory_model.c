@@ -249,6 +249,7 @@ enum zt_status zt_memory_predict(const struct zt_mem_inputs *in, struct zt_mem_p
         rc = grad_slot_bytes(&m, in->shape, (int64_t)zt_dtype_size(dt), &out->grad_slots);
     if (rc == ZT_OK) {
         out->acts = zt_gpt2_act_bytes(in->shape, in->cfg, (int)chunks);
+        if (out->acts < 0) rc = zt_error_last_code();
         const int64_t per_worker = gemm_bytes(in->shape, in->cfg, (int)chunks) +
                                    reduce_scratch(&m, in->rank, in->world_size, dt);
         out->runtime = ZT_MEM_PROCESS_BASE + in->workers * per_worker;

@@ -91,7 +91,8 @@ enum zt_status zt_gpt2_check_weights(const struct zt_model_shape *shape,
                                      const struct zt_safetensors *st, int relaxed);
 
 /* Without an engine: the bytes of the activations zt_gpt2_init allocates in an engine of config
- * cfg with ZT_GRAPH_CHUNKS = chunks (zt_engine_memory's acts). */
+ * cfg with ZT_GRAPH_CHUNKS = chunks (zt_engine_memory's acts); -1 (error set) when the plan of
+ * the checkpointed layers finds no memory. */
 int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
                           int chunks);
 
@@ -104,7 +105,7 @@ int zt_gpt2_grad_events(const struct zt_model_shape *s, int *ev);
 /* The number of parameter elements of a GPT-2 of shape s. */
 int64_t zt_gpt2_numel(const struct zt_model_shape *s);
 /* Host bytes the model needs (parameters, gradients, Adam moments, activations) before it is
- * built, so a caller can refuse a model that does not fit. */
+ * built, so a caller can refuse a model that does not fit; -1 as zt_gpt2_act_bytes. */
 int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg);
 
 /* Floating-point operations of one training step (forward + backward, matmuls and attention),

@@ -67,13 +67,16 @@ struct zt_ckpt_swap_spec {
     const char *key;            /* the config key that named it, for messages */
 };
 typedef struct zt_ckpt_swap *zt_ckpt_swap_t;
-/* The sets of inputs that the plan's moved inputs share (ZT_RECOMPUTE_WINDOW, at most the
- * moved inputs; 0: no backward recomputes, nothing moves). For sizing. */
+/* Whether block b's input moves (into a set; then maybe to the file): its backward recomputes. */
+int zt_ckpt_swap_moves(const struct zt_recompute_plan *blocks, int b);
+/* The sets of inputs that the plan's moved inputs share (the plan's window, at most the moved
+ * inputs; 0: no backward recomputes, nothing moves). For sizing. */
 int zt_ckpt_swap_sets(const struct zt_recompute_plan *blocks);
-/* Make the sets (zt_engine_act_dtype) and the swap file (io/zt_swapdir.h: a bad nvme_path is
- * ZT_ERR_CONFIG naming spec->key; too little room, ZT_ERR_IO) and start the engine's I/O
- * service; *out NULL when nothing moves. blocks must outlive it. Owner: caller, with
- * zt_ckpt_swap_free (before the engine's). */
+/* Make the sets (zt_engine_act_dtype) and, when an input is swapped, the swap file
+ * (io/zt_swapdir.h: too little room is ZT_ERR_IO) and start the engine's I/O service; a bad
+ * nvme_path is ZT_ERR_CONFIG naming spec->key even when nothing moves (*out NULL then). blocks
+ * must outlive it. Owner: caller, with zt_ckpt_swap_free (before the engine's: it waits for
+ * the tasks and swaps still queued). */
 enum zt_status zt_ckpt_swap_init(zt_ckpt_swap_t *out, zt_engine_t e,
                                  const struct zt_recompute_plan *blocks,
                                  const struct zt_ckpt_swap_spec *spec);

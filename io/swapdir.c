@@ -73,26 +73,68 @@ static void clean_stale(const char *base, const char *host) {
     closedir(dp);
 }
 
-enum zt_status zt_swapdir_open(struct zt_swapdir *d, const char *base, const char *key,
-                               int64_t need) {
-    memset(d, 0, sizeof *d);
-    d->lock_fd = -1;
+static void unregister(struct zt_swapdir *d) {
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < MAX_OPEN; i++)
+        if (g_open[i] == d) g_open[i] = NULL;
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* this run's directory under base into d->path, registered as open: <host>-<pid>, or
+ * <host>-<pid>.<k> when this process has that one open already (the engine's offload and the
+ * checkpointed inputs under one nvme_path: each its own, so that neither removes the other's).
+ * 0, or -1 when MAX_OPEN are open or the path is too long. */
+static int claim_path(struct zt_swapdir *d, const char *base, const char *host) {
+    pthread_mutex_lock(&g_mu);
+    int slot = 0;
+    while (slot < MAX_OPEN && g_open[slot]) slot++;
+    for (int k = 1; slot < MAX_OPEN && k <= MAX_OPEN; k++) {
+        int n = k == 1 ? snprintf(d->path, sizeof d->path, "%s/" PREFIX "%s-%ld", base, host,
+                                  (long)getpid())
+                       : snprintf(d->path, sizeof d->path, "%s/" PREFIX "%s-%ld.%d", base, host,
+                                  (long)getpid(), k);
+        if (n < 0 || (size_t)n >= sizeof d->path) break;
+        int taken = 0;
+        for (int i = 0; i < MAX_OPEN; i++) taken |= g_open[i] && !strcmp(g_open[i]->path, d->path);
+        if (taken) continue;
+        g_open[slot] = d;
+        pthread_mutex_unlock(&g_mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&g_mu);
+    d->path[0] = '\0';
+    return -1;
+}
+
+enum zt_status zt_swapdir_check(const char *base, const char *key) {
     struct stat st;
     if (stat(base, &st) != 0)
         return zt_error_set(ZT_ERR_CONFIG, "%s %s: %s (expected an existing directory on a "
                             "fast disk)", key, base, strerror(errno));
     if (!S_ISDIR(st.st_mode))
         return zt_error_set(ZT_ERR_CONFIG, "%s %s: not a directory", key, base);
+    return ZT_OK;
+}
+
+enum zt_status zt_swapdir_open(struct zt_swapdir *d, const char *base, const char *key,
+                               int64_t need) {
+    memset(d, 0, sizeof *d);
+    d->lock_fd = -1;
+    ZT_CHECK(zt_swapdir_check(base, key));
     char host[128];
     host_name(host, sizeof host);
     clean_stale(base, host);
-    int n = snprintf(d->path, sizeof d->path, "%s/" PREFIX "%s-%ld", base, host, (long)getpid());
-    if (n < 0 || (size_t)n >= sizeof d->path)
-        return zt_error_set(ZT_ERR_CONFIG, "%s %s: path too long", key, base);
+    if (claim_path(d, base, host) != 0)
+        return zt_error_set(ZT_ERR_CONFIG, "%s %s: path too long, or %d swap directories open "
+                            "in this process already", key, base, MAX_OPEN);
     zt_file_remove_dir(d->path); /* our pid's, from an earlier life of this pid */
-    if (mkdir(d->path, 0700) != 0)
+    if (mkdir(d->path, 0700) != 0) {
+        int err = errno;
+        unregister(d);
+        d->path[0] = '\0';
         return zt_error_set(ZT_ERR_CONFIG, "%s %s: cannot create a directory there (%s); "
-                            "expected a writable directory", key, base, strerror(errno));
+                            "expected a writable directory", key, base, strerror(err));
+    }
     char p[1024];
     snprintf(p, sizeof p, "%s/lock", d->path);
     d->lock_fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -138,13 +180,6 @@ enum zt_status zt_swapdir_open(struct zt_swapdir *d, const char *base, const cha
                                 (long long)((need + 1023) / 1024));
         }
     }
-    pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < MAX_OPEN; i++)
-        if (!g_open[i]) {
-            g_open[i] = d;
-            break;
-        }
-    pthread_mutex_unlock(&g_mu);
     ZT_LOG_I("swap: %s (%s)", d->path, d->direct ? "O_DIRECT" : "buffered");
     return ZT_OK;
 }
@@ -171,13 +206,6 @@ enum zt_status zt_swapdir_file(struct zt_swapdir *d, const char *name, int64_t b
 void zt_swapfile_close(struct zt_swapfile *f) {
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
-}
-
-static void unregister(struct zt_swapdir *d) {
-    pthread_mutex_lock(&g_mu);
-    for (int i = 0; i < MAX_OPEN; i++)
-        if (g_open[i] == d) g_open[i] = NULL;
-    pthread_mutex_unlock(&g_mu);
 }
 
 void zt_swapdir_close(struct zt_swapdir *d) {

@@ -1,8 +1,9 @@
 /*
  * io/zt_swapdir.h: the per-run swap directory under a config's nvme_path, and its swap files.
  *
- * A process (one per MPI rank) keeps its swap files in <nvme_path>/zerotask-swap-<host>-<pid>,
- * holding an flock on the "lock" file inside it while it lives. zt_swapdir_open first removes
+ * A process (one per MPI rank) keeps its swap files in <nvme_path>/zerotask-swap-<host>-<pid>
+ * (a second directory it opens under the same path: ...-<pid>.2, and so on), holding an flock
+ * on the "lock" file inside it while it lives. zt_swapdir_open first removes
  * the directories of runs that ended without cleaning up (a crash, a kill, MPI_Abort): a
  * directory is stale when its lock is free and its owner is not a live process of this host.
  * zt_swapdir_close removes the files and the directory; a process that dies leaves them to the
@@ -35,8 +36,12 @@ struct zt_swapfile {
     char path[700];
 };
 
-/* Validate nvme_path (key: the config key that named it, for messages), clean stale runs, create
- * this run's directory, probe O_DIRECT and check that need_bytes fit in the free space. */
+/* Whether nvme_path (key: the config key that named it, for messages) is an existing directory:
+ * ZT_ERR_CONFIG naming the key otherwise. */
+enum zt_status zt_swapdir_check(const char *nvme_path, const char *key);
+/* Validate nvme_path as zt_swapdir_check, clean stale runs, create this run's directory (another
+ * one opened by this process under the same path gets a name of its own), probe O_DIRECT and
+ * check that need_bytes fit in the free space. */
 enum zt_status zt_swapdir_open(struct zt_swapdir *d, const char *nvme_path, const char *key,
                                int64_t need_bytes);
 /* Create (truncate) file `name` of `bytes` bytes (sparse: reads of unwritten parts give zeros). */

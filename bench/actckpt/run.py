@@ -15,6 +15,10 @@ round runs, one process each, alternating (the order rotates by one every round)
   zerotask full-w1  the same section with ZT_RECOMPUTE_WINDOW=1 (the least memory)
   zerotask mlp      "activation_checkpointing": {"recompute": "mlp"} (selective: the attention's
                     activations kept, the MLP's recomputed; window 2)
+  zerotask attention  {"recompute": "attention"} (selective, the reverse: the MLP's activations
+                    kept, the attention's recomputed; window 2)
+  zerotask nvme     {"offload": {"device": "nvme", "nvme_path": WORK/swap}} (full, window 2, the
+                    inputs of the layers that recompute on NVMe between forward and backward)
 zerotask: zt-train --log (each step's "ms"), its memory plan line before step 1 (the planned
 activations, "recompute: N of L layers checkpointed, window of W (Z MiB)") and its "peak memory
 (rank 0 of 1): X MiB resident" line (VmHWM) after the last step. PyTorch:
@@ -77,10 +81,11 @@ CONFIGS = {  # name: (model, ds, steps, rounds)
     "small": (os.path.join(ROOT, "configs", "demo_model.json"),
               os.path.join(ROOT, "configs", "demo_ds.json"), 5, 2)}
 # (side, mode): zerotask's ZT_RECOMPUTE_WINDOW (None: no activation_checkpointing section)
-ZT_MODES = {"none": None, "full": 2, "full-w1": 1, "mlp": 2}
+ZT_MODES = {"none": None, "full": 2, "full-w1": 1, "mlp": 2, "attention": 2, "nvme": 2}
 TORCH_MODES = ("none", "full")
 ORDER = [("zerotask", "none"), ("PyTorch", "none"), ("zerotask", "full"), ("PyTorch", "full"),
-         ("zerotask", "full-w1"), ("zerotask", "mlp")]
+         ("zerotask", "full-w1"), ("zerotask", "mlp"), ("zerotask", "attention"),
+         ("zerotask", "nvme")]
 PLAN_RE = re.compile(r"^memory \(host, rank 0 of 1\):.*?activations ([0-9.]+) MiB \| total "
                      r"([0-9.]+) MiB(?:.*?predicted peak ([0-9.]+) MiB)?(?:.*?recompute: (\d+) of "
                      r"(\d+) layers checkpointed, window of (\d+) \(([0-9.]+) MiB\))?", re.M)
@@ -235,17 +240,17 @@ def main():
     ntok = max(65536, a.steps * B * T + 1)
     a.tokens = os.path.join(a.work, "tokens.bin")
     benchlib.random_tokens(a.tokens, ntok, vocab, a.seed)
-    ck = dict(dsj, activation_checkpointing={})
+    swap = os.path.join(a.work, "swap")
+    os.makedirs(swap, exist_ok=True)
+    sections = {"full": {}, "mlp": {"recompute": "mlp"}, "attention": {"recompute": "attention"},
+                "nvme": {"offload": {"device": "nvme", "nvme_path": swap}}}
     a.ds_files = {"none": a.ds}
-    path = os.path.join(a.work, "ds_full.json")
-    with open(path, "w") as f:
-        json.dump(ck, f, indent=1)
-        f.write("\n")
-    a.ds_files["full"] = a.ds_files["full-w1"] = path
-    a.ds_files["mlp"] = os.path.join(a.work, "ds_mlp.json")
-    with open(a.ds_files["mlp"], "w") as f:
-        json.dump(dict(dsj, activation_checkpointing={"recompute": "mlp"}), f, indent=1)
-        f.write("\n")
+    for mode, section in sections.items():
+        a.ds_files[mode] = os.path.join(a.work, "ds_%s.json" % mode)
+        with open(a.ds_files[mode], "w") as f:
+            json.dump(dict(dsj, activation_checkpointing=section), f, indent=1)
+            f.write("\n")
+    a.ds_files["full-w1"] = path = a.ds_files["full"]
 
     cpu, flags = benchlib.lscpu_flags()
     sh = a.shape
@@ -272,14 +277,12 @@ def main():
             r["round"] = rnd
             runs[side, mode].append(r)
             print_run(rnd, r)
-        print("  round %d: full / none: zerotask %.3fx (full-w1 %.3fx, mlp %.3fx), PyTorch "
-              "%.3fx" % (
-            rnd, runs["zerotask", "full"][-1]["step_ms"] / runs["zerotask", "none"][-1]["step_ms"],
-            runs["zerotask", "full-w1"][-1]["step_ms"] /
-            runs["zerotask", "none"][-1]["step_ms"],
-            runs["zerotask", "mlp"][-1]["step_ms"] / runs["zerotask", "none"][-1]["step_ms"],
-            runs["PyTorch", "full"][-1]["step_ms"] / runs["PyTorch", "none"][-1]["step_ms"]),
-            flush=True)
+        def last(side, mode):
+            return runs[side, mode][-1]["step_ms"] / runs[side, "none"][-1]["step_ms"]
+        print("  round %d: full / none: zerotask %.3fx (%s), PyTorch %.3fx" % (
+            rnd, last("zerotask", "full"), ", ".join(
+                "%s %.3fx" % (m, last("zerotask", m)) for m in ZT_MODES if m not in
+                ("none", "full")), last("PyTorch", "full")), flush=True)
     for mode in ZT_MODES:
         print("  zerotask %-7s %s" % (mode, runs["zerotask", mode][-1]["plan_line"]))
 
@@ -308,7 +311,9 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|")
     labels = {("zerotask", "none"): "none", ("zerotask", "full"): "full (window 2)",
               ("zerotask", "full-w1"): "full (window 1)",
-              ("zerotask", "mlp"): "selective: the MLPs (window 2)", ("PyTorch", "none"): "none",
+              ("zerotask", "mlp"): "selective: the MLPs (window 2)",
+              ("zerotask", "attention"): "selective: the attentions (window 2)",
+              ("zerotask", "nvme"): "full, inputs on NVMe (window 2)", ("PyTorch", "none"): "none",
               ("PyTorch", "full"): "checkpoint() per block"}
     for side, mode in sorted(ORDER, key=lambda x: (x[0] != "zerotask", ORDER.index(x))):
         s = summary["%s %s" % (side, mode)]

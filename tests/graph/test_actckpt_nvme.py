@@ -43,31 +43,46 @@ def swapdirs():
     return [d for d in os.listdir(SWAP) if d.startswith("zerotask-swap-")]
 
 
-def run(label, n, cfg, args=()):
-    # a window of one: with 3 layers, layers 0 and 1 recompute and layer 0's input is swapped
-    recs, out, p = R.train(label, n, ["--ds-config", cfg, "--model", model, "--data", data,
-                                      "--steps", "3"] + list(args), {"ZT_RECOMPUTE_WINDOW": "1"})
+model6 = R.write("model6.json", {"vocab_size": V, "seq_len": T, "n_embd": C, "n_layer": 6,
+                                 "n_head": 2})
+
+
+def run(label, n, cfg, args=(), window="1", mdl=model):
+    # window 1, 3 layers: layers 0 and 1 recompute, their inputs share 1 set, layer 0's is
+    # swapped; window 2, 6 layers: layers 0-3 recompute, 2 sets, the inputs of 0 and 1 swapped
+    recs, out, p = R.train(label, n, ["--ds-config", cfg, "--model", mdl, "--data", data,
+                                      "--steps", "3"] + list(args),
+                           {"ZT_RECOMPUTE_WINDOW": window})
     with open(out, "rb") as f:
         return [r["loss"] for r in recs], f.read(), p
 
 
 # ---- the same bits ---------------------------------------------------------------------------
-CASES = [  # label, stage, ranks, accum, precision, checkpoint section, parameters on NVMe
-    ("s0a2", 0, 1, 2, None, {"offload": NV}, None),
-    ("s1fp16", 1, 1, 2, "fp16", {"cpu_checkpointing": True, "offload": NV}, None),
-    ("s2mlp", 2, 1, 1, None, {"recompute": "mlp", "offload": NV}, None),
-    ("s3bf16n2", 3, 2, 1, "bf16", {"offload": NV}, None),
-    ("s1n2a2", 1, 2, 2, None, {"offload": NV}, None),
-    ("s3par", 3, 1, 1, None, {"offload": NV}, dict(NV, nvme_path=R.path("par"))),
+CASES = [  # label, stage, ranks, accum, precision, checkpoint section, parameters on NVMe, window
+    ("s0a2", 0, 1, 2, None, {"offload": NV}, None, "1"),
+    ("s1fp16", 1, 1, 2, "fp16", {"cpu_checkpointing": True, "offload": NV}, None, "1"),
+    ("s2mlp", 2, 1, 1, None, {"recompute": "mlp", "offload": NV}, None, "1"),
+    ("s3bf16n2", 3, 2, 1, "bf16", {"offload": NV}, None, "1"),
+    ("s1n2a2", 1, 2, 2, None, {"offload": NV}, None, "1"),
+    ("s3par", 3, 1, 1, None, {"offload": NV}, dict(NV, nvme_path=R.path("par")), "1"),
+    # the engine's swap files and the inputs' under one nvme_path: each its own directory
+    ("s3same", 3, 1, 2, None, {"offload": NV}, NV, "1"),
+    ("w2s0a2", 0, 1, 2, None, {"offload": NV}, None, "2"),
+    ("w2s3bf16n2", 3, 2, 1, "bf16", {"recompute": "attention", "offload": NV}, None, "2"),
+    ("w2s1fp16", 1, 1, 2, "fp16", {"offload": NV}, None, "2"),
 ]
 os.makedirs(R.path("par"), exist_ok=True)
-for label, stage, n, accum, prec, ckpt, par in CASES:
-    base = run(label + "_plain", n, config(label + "_plain", stage, n, accum, None, prec, par))
-    got = run(label + "_nvme", n, config(label + "_nvme", stage, n, accum, ckpt, prec, par))
+for label, stage, n, accum, prec, ckpt, par, window in CASES:
+    mdl = model if window == "1" else model6
+    base = run(label + "_plain", n, config(label + "_plain", stage, n, accum, None, prec, par),
+               window=window, mdl=mdl)
+    got = run(label + "_nvme", n, config(label + "_nvme", stage, n, accum, ckpt, prec, par),
+              window=window, mdl=mdl)
     R.check(got[0] == base[0] and got[1] == base[1] and swapdirs() == [],
-            "%s (stage %d, %d rank(s), accumulation %d, %s, %s): losses and weights "
-            "bit-identical with the checkpointed inputs on NVMe, swap directory removed" %
-            (label, stage, n, accum, prec or "fp32", ckpt))
+            "%s (stage %d, %d rank(s), accumulation %d, %s, %s, window %s, %s layers): losses "
+            "and weights bit-identical with the checkpointed inputs on NVMe, swap directory "
+            "removed" % (label, stage, n, accum, prec or "fp32", ckpt, window,
+                         3 if window == "1" else 6))
 
 # ---- the swaps are real ----------------------------------------------------------------------
 trace = R.path("swaps.json")
@@ -81,6 +96,17 @@ R.check(swaps == {("swap_out", 0): 6, ("swap_in", 0): 6},
         dict(swaps))
 R.check("checkpointed inputs: 2 in 1 set(s)" in p.stdout and "1 through NVMe" in p.stdout,
         "the memory plan names the inputs on NVMe")
+# window 2: a swap-in is prefetched at the backward of the recomputing layer above, marked
+_, _, p = run("traced2", 1, config("traced2", 0, 1, 1, {"offload": NV}), ["--trace", trace],
+              window="2", mdl=model6)
+with open(trace) as f:
+    events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+swaps = collections.Counter((e["args"]["kind"], e["args"]["layer"], e["args"].get("recompute", 0))
+                            for e in events if e["args"]["kind"] in ("swap_in", "swap_out"))
+R.check(swaps == {("swap_out", 0, 0): 3, ("swap_out", 1, 0): 3, ("swap_in", 0, 1): 3,
+                  ("swap_in", 1, 1): 3} and "checkpointed inputs: 4 in 2 set(s)" in p.stdout,
+        "window 2, 6 layers: the inputs of layers 0 and 1 out and in each step, the swap-ins "
+        "marked recompute (%s)" % dict(swaps))
 
 # ---- memory ----------------------------------------------------------------------------------
 MEM = re.compile(r"activations ([0-9.]+) MiB")
@@ -107,9 +133,13 @@ for ckpt, text, code in (
         ({"offload": dict(NV, nvme_path=R.path("missing"))},
          "activation_checkpointing.offload.nvme_path", 2),
         ({"offload": {"device": "disk"}}, "activation_checkpointing.offload.device", 2),
-        ({"cpu_checkpointing": True, "offload": {"device": "none"}}, "contradicts", 2)):
+        ({"cpu_checkpointing": True, "offload": {"device": "none"}}, "contradicts", 2),
+        # nothing moves (window 8 of 3 layers: none recomputes): the path is checked all the same
+        ({"number_checkpoints": 2, "offload": dict(NV, nvme_path=R.path("missing"))},
+         "activation_checkpointing.offload.nvme_path", 2)):
     q = R.launch(1, ["--ds-config", config("bad", 0, 1, 1, ckpt), "--model", model, "--data",
-                     data, "--steps", "1"], {"ZT_RECOMPUTE_WINDOW": "1"})
+                     data, "--steps", "1"],
+                 {"ZT_RECOMPUTE_WINDOW": "8" if "number_checkpoints" in ckpt else "1"})
     R.check(q.returncode == code and text in q.stderr and q.stderr.count("\n") == 1,
             "%s: exit %d, one line (%s)" % (ckpt, q.returncode, q.stderr.strip()[:240]))
 
