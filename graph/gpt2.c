@@ -16,7 +16,6 @@
 #include "zt_gpt2.h"      /* our API */
 #include "zt_recompute.h" /* the checkpointed layers and their window sets */
 #include "zt_safetensors.h" /* struct zt_safetensors, zt_st_find */
-#include "zt_sched.h"     /* zt_knob_int */
 #include "zt_tasks.h"     /* zt_task_* */
 #include "zt_tokens.h"    /* struct zt_tokens */
 
