@@ -60,14 +60,14 @@ static const char *const top_impl[] = {
     /* the legacy curriculum (seqlen); data_efficiency only with nothing enabled in it */
     "curriculum_learning", "data_efficiency",
     /* the section present turns checkpointing on (io/actckpt_config.c) */
-    "activation_checkpointing", NULL};
+    "activation_checkpointing", "pipeline", NULL};
 
 static const char *const top_notimpl[] = {
     "flops_profiler", "tensorboard", "wandb", "csv_monitor", "comet",
     "wall_clock_breakdown", "memory_breakdown", "dump_state", "prescale_gradients",
     "gradient_predivide_factor", "sparse_gradients",
     "seq_parallel_communication_data_type", "data_types", "elasticity",
-    "pipeline", "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
+    "zero_allow_untested_optimizer", "zero_force_ds_cpu_optimizer",
     "disable_allgather", "fp32_allreduce", "allreduce_always_fp32", "sparse_attention",
     "compression_training", "quantize_training", "eigenvalue", "progressive_layer_drop",
     "nebula", "hybrid_engine", "weight_quantization", "dataloader_drop_last", "timers",
@@ -636,8 +636,10 @@ static enum zt_status parse_scheduler(const struct zt_json_ctx *c, const cJSON *
 }
 
 /* DeepSpeed's batch rule (see the file comment). */
+/* DeepSpeed's batch rule over the ws ranks of the job, dp of them data-parallel replicas (ws
+ * without a pipeline, ws / stages with one) */
 static enum zt_status resolve_batch(const struct zt_json_ctx *c, struct zt_config *cfg, int has_tbs,
-                                    int has_micro, int has_acc, int ws) {
+                                    int has_micro, int has_acc, int world_size, int ws) {
     long long tbs = cfg->train_batch_size, mb = cfg->micro_batch, ga = cfg->grad_accum;
     if (has_tbs && has_micro && has_acc) {
         /* checked below */
@@ -664,12 +666,13 @@ static enum zt_status resolve_batch(const struct zt_json_ctx *c, struct zt_confi
     if (mb < 1 || ga < 1 || tbs != mb * ga * ws)
         return zt_json_err(c, NULL,
                        "train_batch_size must equal train_micro_batch_size_per_gpu * "
-                       "gradient_accumulation_steps * world_size: %lld != %lld * %lld * %d",
-                       tbs, mb, ga, ws);
+                       "gradient_accumulation_steps * %s: %lld != %lld * %lld * %d",
+                       ws == world_size ? "world_size" : "the data-parallel replicas (world_size"
+                       " / pipeline.stages)", tbs, mb, ga, ws);
     cfg->train_batch_size = (int)tbs;
     cfg->micro_batch = (int)mb;
     cfg->grad_accum = (int)ga;
-    cfg->world_size = ws;
+    cfg->world_size = world_size;
     return ZT_OK;
 }
 
@@ -726,6 +729,7 @@ void zt_config_defaults(struct zt_config *cfg) {
     cfg->aio_thread_count = 1;
     zt_autotune_defaults(&cfg->autotune);
     zt_actckpt_defaults(&cfg->actckpt);
+    zt_pipeline_defaults(&cfg->pipeline);
 }
 
 static enum zt_status parse_config(struct zt_config *out, const char *json, size_t len,
@@ -790,8 +794,13 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
         rc = zt_config_check_data_efficiency(&c, x, cfg.curriculum.enabled);
     if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "activation_checkpointing")))
         rc = zt_config_parse_actckpt(&c, x, &cfg.actckpt);
+    if (rc == ZT_OK && (x = cJSON_GetObjectItemCaseSensitive(root, "pipeline")))
+        rc = zt_config_parse_pipeline(&c, x, &cfg.pipeline);
     if (rc == ZT_OK) rc = parse_precisions(&c, root, &cfg);
-    if (rc == ZT_OK) rc = resolve_batch(&c, &cfg, has_tbs, has_micro, has_acc, world_size);
+    int dp = world_size;
+    if (rc == ZT_OK)
+        rc = zt_config_check_pipeline(&c, &cfg.pipeline, world_size, cfg.zero_stage, &dp);
+    if (rc == ZT_OK) rc = resolve_batch(&c, &cfg, has_tbs, has_micro, has_acc, world_size, dp);
     cJSON_Delete(root);
     if (rc != ZT_OK) return rc;
     if (!has_optim)

@@ -23,6 +23,17 @@ enum zt_status zt_config_parse_curriculum(const struct zt_json_ctx *c, const cJS
  * the enabled part; legacy_enabled: the top-level curriculum is on (two curricula). */
 enum zt_status zt_config_check_data_efficiency(const struct zt_json_ctx *c, const cJSON *v,
                                                int legacy_enabled);
+/* No "pipeline" section: 1 stage, DeepSpeed's defaults (io/pipeline_config.c) */
+void zt_pipeline_defaults(struct zt_pipeline_cfg *p);
+/* The "pipeline" section v into p (DeepSpeed's keys; the types checked, seed_layers true and
+ * partition "profile" refused) */
+enum zt_status zt_config_parse_pipeline(const struct zt_json_ctx *c, const cJSON *v,
+                                        struct zt_pipeline_cfg *p);
+/* Whether p's stages divide world_size and allow zero_stage (0-1 with a pipeline, as in
+ * DeepSpeed): ZT_ERR_CONFIG naming the keys otherwise; *dp the data-parallel replicas. */
+enum zt_status zt_config_check_pipeline(const struct zt_json_ctx *c,
+                                        const struct zt_pipeline_cfg *p, int world_size,
+                                        int zero_stage, int *dp);
 /* An offload section's "device" and "nvme_path" (path: the section's JSON path) into *device
  * and nvme_path, each left as it is when absent */
 enum zt_status zt_config_parse_target(const struct zt_json_ctx *c, const cJSON *v,

@@ -121,6 +121,28 @@ struct zt_actckpt_cfg {
     } recompute;
 };
 
+/* "pipeline" (DeepSpeed's section; io/pipeline_config.c, docs/pipeline.md): the model's layers
+ * cut into `stages` consecutive ranges, one per pipeline stage, each run by world_size / stages
+ * data-parallel replicas. */
+struct zt_pipeline_cfg {
+    int stages; /* 1: no pipeline (DeepSpeed's "auto") */
+    enum zt_pipe_partition {
+        ZT_PIPE_PARAMETERS = 0, /* "parameters" (and DeepSpeed's config default "best") */
+        ZT_PIPE_UNIFORM,        /* "uniform": as many layers per stage */
+        ZT_PIPE_TYPE            /* "type:REGEX": as many layers matching REGEX per stage */
+    } partition;
+    char partition_type[64];            /* the REGEX of "type:REGEX" */
+    int activation_checkpoint_interval; /* every k-th layer checkpointed; 0: none */
+    int pipe_partitioned, grad_partitioned; /* accepted (no tensor parallelism to split over) */
+    enum zt_pipe_schedule { ZT_PIPE_1F1B = 0, ZT_PIPE_GPIPE } schedule; /* zerotask's key */
+};
+/* Where a rank sits: DeepSpeed's PipeDataParallelTopology (pipe outermost): rank = stage * dp +
+ * dp_rank. */
+struct zt_pipe_rank {
+    int stage, stages; /* its pipeline stage of `stages` */
+    int dp_rank, dp;   /* its place among the stage's data-parallel replicas */
+};
+
 struct zt_config {
     char path[512];              /* file it was read from ("" when built in code) */
     /* batch: train_batch_size = micro_batch * grad_accum * world_size (DeepSpeed's rule; any
@@ -199,7 +221,11 @@ struct zt_config {
     struct zt_autotune_cfg autotune;
     struct zt_curriculum_cfg curriculum;
     struct zt_actckpt_cfg actckpt;
+    struct zt_pipeline_cfg pipeline;
 };
+
+/* rank's stage and data-parallel place in a world of world_size ranks laid out by p */
+struct zt_pipe_rank zt_pipe_rank(const struct zt_pipeline_cfg *p, int world_size, int rank);
 
 /* The names of the enums above as the config spells them: "none", "cpu", "nvme"; "fp32",
  * "bf16", "fp16"; "constant" (no scheduler section), "WarmupLR", "WarmupDecayLR",

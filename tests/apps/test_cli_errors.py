@@ -138,6 +138,10 @@ case("option without value", base + ["--export"], 2, r"--export needs a value")
 case("config missing", ["--ds-config", path("nope.json"), "--model", model, "--data", data], 2,
      r"nope\.json")
 ds_case("unknown_key", json.dumps(dict(DS, train_batch_sizee=2)), r"train_batch_sizee.*did you mean")
+ds_case("pipeline_world", json.dumps(dict(DS, pipeline={"stages": 2})),
+        r"ds_pipeline_world\.json: pipeline\.stages: 2 does not divide the world size 1")
+ds_case("pipeline_stages", json.dumps(dict(DS, pipeline={"stages": 1, "seed_layers": True})),
+        r"pipeline\.seed_layers: true is not implemented")
 ds_case("not_implemented", json.dumps(dict(DS, fp16={"enabled": True, "auto_cast": True})),
         r"fp16\.auto_cast.*not implement")
 ds_case("duplicate", '{"train_batch_size": 2, "train_batch_size": 2}', r"train_batch_size.*(duplicate|twice|more than once)")

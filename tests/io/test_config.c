@@ -240,7 +240,7 @@ static void test_not_implemented(void) {
         "flops_profiler", "tensorboard", "wandb", "csv_monitor",
         "wall_clock_breakdown", "dump_state", "prescale_gradients", "gradient_predivide_factor",
         "sparse_gradients", "data_types",
-        "elasticity", "pipeline", "zero_allow_untested_optimizer", NULL};
+        "elasticity", "zero_allow_untested_optimizer", NULL};
     for (int i = 0; keys[i]; i++) {
         char json[256], want[128];
         snprintf(json, sizeof json, "{\"train_batch_size\": 8, \"%s\": {}}", keys[i]);
