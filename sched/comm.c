@@ -43,6 +43,7 @@ static int g_we_init = 0;
 static int g_rank = 0, g_size = 1;
 static MPI_Comm g_comm = MPI_COMM_NULL;
 static MPI_Comm g_note = MPI_COMM_NULL; /* progress notes of the watchdog */
+static MPI_Comm g_p2p = MPI_COMM_NULL;  /* point-to-point tasks (tasks/p2p.c) */
 static int g_lrank = 0, g_lsize = 1; /* rank and count on this machine */
 static int64_t g_timeout_s = 300;
 static int g_skip_rank = -1;
@@ -107,9 +108,11 @@ enum zt_status zt_comm_init(void) {
     }
     MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
     MPI_Comm_dup(MPI_COMM_WORLD, &g_note);
+    MPI_Comm_dup(MPI_COMM_WORLD, &g_p2p);
     /* errors come back as codes, so a failing collective is reported with its name */
     MPI_Comm_set_errhandler(g_comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(g_note, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(g_p2p, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g_comm, &g_rank);
     MPI_Comm_size(g_comm, &g_size);
     for (int i = 0; i < NOTE_RING; i++) g_ring_req[i] = MPI_REQUEST_NULL;
@@ -149,6 +152,7 @@ void zt_comm_free(void) {
     g_seen = NULL;
     g_last = NULL;
     g_heard = NULL;
+    MPI_Comm_free(&g_p2p);
     MPI_Comm_free(&g_note);
     MPI_Comm_free(&g_comm);
     if (g_we_init) MPI_Finalize();
@@ -162,6 +166,8 @@ int zt_comm_local_rank(void) { return g_lrank; }
 int zt_comm_local_size(void) { return g_lsize; }
 int zt_comm_size(void) { return g_size; }
 MPI_Comm zt_comm_mpi(void) { return g_comm; }
+MPI_Comm zt_comm_p2p_mpi(void) { return g_p2p; }
+int64_t zt_comm_timeout_s(void) { return g_timeout_s; }
 
 uint64_t zt_hash_bytes(uint64_t h, const void *p, size_t n) {
     const unsigned char *c = p;

@@ -9,6 +9,11 @@
 #include <stdint.h> /* int64_t */
 
 MPI_Comm zt_comm_mpi(void);
+/* The communicator of the point-to-point tasks (tasks/p2p.c): a duplicate of its own, so that
+ * their messages never match a collective's or the watchdog's, whatever their tags. */
+MPI_Comm zt_comm_p2p_mpi(void);
+/* ZT_COMM_TIMEOUT, in seconds: how long any wait on another rank may last. */
+int64_t zt_comm_timeout_s(void);
 
 /* One collective, as progress notes and timeout reports name it. seq numbers the collectives
  * of a process in submission order (the same on every rank: the token orders them). */

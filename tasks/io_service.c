@@ -227,6 +227,8 @@ void zt_io_service_free(void) {
     g.started = 0;
 }
 
+int zt_io_service_nthreads(void) { return g.started ? g.nth : 0; }
+
 const char *zt_io_service_engine_name(void) { return g.aio ? zt_aio_engine_name(g.aio) : "none"; }
 
 enum zt_status zt_io_write_sync(const struct zt_swapfile *f, const void *buf, int64_t len,

@@ -87,9 +87,9 @@ static void cuda_codelets(void) {
 
 #ifdef ZT_USE_CUDA
 #include <starpu_cublas.h> /* starpu_cublas_init, starpu_cublas_shutdown */
+#endif
 
 static int g_tasks_refs; /* zt_tasks_init calls not yet matched by zt_tasks_free */
-#endif
 
 static void blas_init_worker(void *arg) {
     (void)arg;
@@ -145,11 +145,12 @@ static enum zt_status gemm_engine(void) {
 enum zt_status zt_tasks_init(void) {
     ZT_CHECK(gemm_engine());
     ZT_CHECK(zt_runtime_init()); /* MPI, StarPU and (GPU build) the NCCL communicator */
+    g_tasks_refs++;
 #ifdef ZT_USE_CUDA
     cuda_codelets();
     /* one handle per CUDA worker, on its stream (nothing without one); once per StarPU run:
      * StarPU creates new handles on every call and destroys them on every shutdown */
-    if (g_tasks_refs++ == 0) starpu_cublas_init();
+    if (g_tasks_refs == 1) starpu_cublas_init();
 #endif
     zt_kern_blas_init();
     /* OpenBLAS' thread count is per process, but be explicit on every worker too */
@@ -159,8 +160,12 @@ enum zt_status zt_tasks_init(void) {
 
 void zt_tasks_free(void) {
     starpu_task_wait_for_all();
+    if (g_tasks_refs > 0 && --g_tasks_refs == 0) {
+        /* the sends and recvs no task waits for, before MPI goes down */
+        zt_p2p_free();
 #ifdef ZT_USE_CUDA
-    if (--g_tasks_refs == 0) starpu_cublas_shutdown();
+        starpu_cublas_shutdown();
 #endif
+    }
     zt_runtime_free();
 }

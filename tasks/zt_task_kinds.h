@@ -52,7 +52,9 @@ extern "C" {
     X(gather_rows, COMPUTE, FORWARD)                                                             \
     X(sample, COMPUTE, FORWARD)                                                                  \
     X(matmul_cols, COMPUTE, FORWARD)                                                             \
-    X(concat_cols, COMPUTE, FORWARD)
+    X(concat_cols, COMPUTE, FORWARD)                                                             \
+    X(send, COMMUNICATION, NONE)                                                                 \
+    X(recv, COMMUNICATION, NONE)
 
 enum zt_task_kind {
 #define ZT_KIND_ENUM_(k, cls, phase) ZT_KIND_##k,

@@ -352,6 +352,34 @@ enum zt_status zt_task_comm_allgather(const struct zt_task_opts *o, const struct
  * arena of the worker that ran the task: they count once per worker towards a process's peak. */
 size_t zt_task_comm_reduce_scratch(int64_t my, int nranks, enum zt_dtype dt, enum zt_dtype acc,
                                    int64_t max_block);
+/* ---- point-to-point ---- (MPI, host memory; tasks/p2p.c) Block blk of t to or from rank
+ * `peer` (0 to world size - 1, this rank included): pipeline parallelism's activations forward
+ * to the next stage and their gradients back. (peer, tag) is a stream: the k-th send to peer
+ * with tag matches the k-th recv from that rank with that tag, in submission order on both
+ * sides, whatever order the tasks become ready in (tags 0 to zt_p2p_tag_max(); at most 4096
+ * messages of one stream in flight at once). A send reads its block and a recv writes it, in
+ * StarPU's sequential consistency like any task: a send waits for the block's last writer, and
+ * later readers of a recv's block wait for the recv. Neither runs on a worker: the block is
+ * acquired asynchronously and zerotask's communication thread moves the bytes, so a recv
+ * submitted long before its data comes holds only its block. The bytes move as they are (16-bit
+ * tensors as their raw bytes), at most 2^31 - 1 per block. Fatal for the job, after one line
+ * "zerotask: error: rank R: recv from rank P tag T (step S ...) ..." on stderr: a recv whose
+ * block is not as large as the message (expected and got bytes are named), a failing MPI call,
+ * or a send or recv waiting longer than ZT_COMM_TIMEOUT seconds (a peer that never sends or
+ * never receives). Returns ZT_ERR_INVALID for a bad block, peer or tag, or before
+ * zt_tasks_init. Thread-safe; submission order is the order of the calls. */
+enum zt_status zt_task_send(const struct zt_task_opts *o, zt_tensor_t t, int blk, int peer,
+                            int tag);
+enum zt_status zt_task_recv(const struct zt_task_opts *o, zt_tensor_t t, int blk, int peer,
+                            int tag);
+/* Block until every submitted send and recv has moved its bytes and released its block. Tasks
+ * waited for with zt_runtime_wait_all include the recvs whose blocks they read, not a trailing
+ * send; zt_tasks_free waits for everything. */
+void zt_p2p_wait(void);
+/* The largest tag a send or recv takes (MPI_TAG_UB / 4096: 524287 on Open MPI, at least 7 on
+ * any MPI); -1 before zt_tasks_init. */
+int zt_p2p_tag_max(void);
+
 /* Bytes a CPU worker keeps resident once it has run products of at most M x N x K (the parts
  * of its GEMM packing buffers they wrote). */
 size_t zt_task_worker_gemm_bytes(int64_t M, int64_t N, int64_t K);

@@ -2,10 +2,10 @@
  * tests/tasks/test_task_kinds.c: proves that the tables generated from the ZT_TASK_KINDS X-macro
  * (tasks/task_kinds.c) agree with it: every kind has a distinct name that zt_task_kind_find
  * maps back to it, the name table is the one zt_task_kind_name reads, every kind's class and
- * phase are in range and named, the classes of the collectives, swaps, checkpoint writes and
- * batch loads are the ones the trace tools sort by, every compute kind has a phase and no
- * communication, swap or checkpoint kind has one, and out-of-range kinds and unknown names give
- * "?", COMPUTE/NONE and -1.
+ * phase are in range and named, the classes of the collectives, sends and recvs, swaps,
+ * checkpoint writes and batch loads are the ones the trace tools sort by, every compute kind has
+ * a phase and no communication, swap or checkpoint kind has one, and out-of-range kinds and
+ * unknown names give "?", COMPUTE/NONE and -1.
  */
 #include <string.h>          /* strcmp */
 #include "zt_task_kinds.h"   /* the tables under test */
@@ -38,6 +38,9 @@ int main(void) {
                          ZT_TASK_CLASS_COMMUNICATION &&
                      zt_task_kind_class(ZT_KIND_comm_allgather) == ZT_TASK_CLASS_COMMUNICATION,
                  "collectives are communication");
+    ZT_TEST_TRUE(zt_task_kind_class(ZT_KIND_send) == ZT_TASK_CLASS_COMMUNICATION &&
+                     zt_task_kind_class(ZT_KIND_recv) == ZT_TASK_CLASS_COMMUNICATION,
+                 "point-to-point is communication");
     ZT_TEST_TRUE(zt_task_kind_class(ZT_KIND_swap_in) == ZT_TASK_CLASS_SWAP &&
                      zt_task_kind_class(ZT_KIND_swap_out) == ZT_TASK_CLASS_SWAP,
                  "swaps are swap");
