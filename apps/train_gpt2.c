@@ -295,6 +295,23 @@ static int parse_options(struct train_run *r, int argc, char **argv) {
 // ----------------------------------------------------------------------------
 // validate: every input, before the runtime starts or any output file is touched
 
+/* A pipeline: the plan (rank 0 prints each rank's place and layers), then the refusal: running
+ * one is not implemented yet. Returns the exit code, the error reported. */
+static int refuse_pipeline(const struct train_run *r) {
+    struct zt_pipe_plan pl;
+    if (zt_pipe_plan_gpt2(&r->shape, &r->cfg.pipeline, &pl) != ZT_OK) return fail(2);
+    for (int k = 0; r->rank == 0 && k < r->world; k++) {
+        const struct zt_pipe_rank x = zt_pipe_rank(&r->cfg.pipeline, r->world, k);
+        char what[192];
+        zt_pipe_plan_describe(&pl, &r->shape, x.stage, what, sizeof what);
+        printf("pipeline: rank %d: data-parallel rank %d of %d, %s\n", k, x.dp_rank, x.dp, what);
+    }
+    zt_error_set(ZT_ERR_CONFIG, "pipeline.stages %d: training across pipeline stages is not "
+                 "implemented yet (the section is read and checked, the stages planned as "
+                 "printed: docs/pipeline.md); expected 1 or \"auto\"", r->cfg.pipeline.stages);
+    return fail(2);
+}
+
 /* config (the --seed override applied), model shape, token file, and whether the model fits in
  * the host memory available. Returns 0 or the exit code, the error reported. */
 static int load_inputs(struct train_run *r) {
@@ -308,6 +325,7 @@ static int load_inputs(struct train_run *r) {
         zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK ||
         zt_actckpt_check_layers(&r->cfg.actckpt, r->shape.n_layer) != ZT_OK)
         return fail(2);
+    if (r->cfg.pipeline.stages > 1) return refuse_pipeline(r);
     const struct train_data_options d = {o->data, o->eval_data, o->data_order, o->eval_interval,
                                          o->eval_steps, o->dump_data, r->rank};
     if (train_data_open(&r->data, &d, &r->cfg, &r->shape) != ZT_OK)

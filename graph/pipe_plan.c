@@ -1,9 +1,9 @@
 /*
  * graph/pipe_plan.c: cutting a model's layer specs into pipeline stages (zt_pipe_plan.h).
  *
- * Layer: graph/. The balanced cut is an exact dynamic programme over (stages, specs): with at
- * most ZT_PIPE_MAX_STAGES stages and a few hundred specs it costs nothing, and it gives the
- * least possible largest stage, where a greedy cut can miss it.
+ * Layer: graph/. The balanced cut is an exact dynamic programme over (stages, specs), run twice:
+ * the least possible largest stage, then the most even cut that keeps it. With at most
+ * ZT_PIPE_MAX_STAGES stages and a few hundred specs it costs nothing.
  */
 #include "zt_pipe_plan.h"
 
@@ -22,12 +22,15 @@ enum zt_status zt_pipe_partition_uniform(int n, int parts, int *first) {
     return ZT_OK;
 }
 
-/* best[k * (n + 1) + i]: the least largest part of items 0..i-1 in k + 1 parts; cut[...]: where
- * its last part starts */
-static void balance(const double *prefix, int n, int parts, double *best, int *cut) {
+/* The cut of items 0..n-1 into `parts` non-empty parts, by dynamic programme: best[k][i] is the
+ * least cost of items 0..i-1 in k + 1 parts and cut[k][i] where its last part starts. cap < 0:
+ * the cost is the largest part; cap >= 0: the sum of the parts' squares, every part at most cap
+ * (DBL_MAX: no such cut). Row `parts` of cut receives the answer: first[k] for k = 1..parts. */
+static void cut_dp(const double *prefix, int n, int parts, double cap, double *best, int *cut) {
 #define AT_(k, i) ((size_t)(k) * (size_t)(n + 1) + (size_t)(i))
+#define COST_(last) (cap < 0 ? (last) : (last) > cap ? DBL_MAX : (last) * (last))
     for (int i = 1; i <= n; i++) {
-        best[AT_(0, i)] = prefix[i];
+        best[AT_(0, i)] = COST_(prefix[i]);
         cut[AT_(0, i)] = 0;
     }
     for (int k = 1; k < parts; k++)
@@ -35,8 +38,9 @@ static void balance(const double *prefix, int n, int parts, double *best, int *c
             double b = DBL_MAX;
             int at = k;
             for (int j = k; j < i; j++) { /* the last part: items j..i-1 */
-                const double last = prefix[i] - prefix[j];
-                const double m = best[AT_(k - 1, j)] > last ? best[AT_(k - 1, j)] : last;
+                const double head = best[AT_(k - 1, j)], last = COST_(prefix[i] - prefix[j]);
+                if (head == DBL_MAX || last == DBL_MAX) continue;
+                const double m = cap < 0 ? (head > last ? head : last) : head + last;
                 if (m < b) {
                     b = m;
                     at = j;
@@ -46,9 +50,10 @@ static void balance(const double *prefix, int n, int parts, double *best, int *c
             cut[AT_(k, i)] = at;
         }
     for (int k = parts - 1, i = n; k >= 0; k--) { /* the cuts, from the last part back */
-        cut[AT_(parts, k + 1)] = i; /* row `parts` keeps the answer: first[k + 1] = i */
+        cut[AT_(parts, k + 1)] = i;
         i = cut[AT_(k, i)];
     }
+#undef COST_
 #undef AT_
 }
 
@@ -64,7 +69,11 @@ enum zt_status zt_pipe_partition_balanced(const double *w, int n, int parts, int
         return zt_error_set(ZT_ERR_NOMEM, "pipeline: out of memory");
     }
     for (int i = 0; i < n; i++) prefix[i + 1] = prefix[i] + w[i];
-    balance(prefix, n, parts, best, cut);
+    /* the least largest part, then among the cuts that reach it the most even (the least sum
+     * of squares): with many equally good bottlenecks (one heavy layer), the others share the
+     * rest instead of the last stages taking it all */
+    cut_dp(prefix, n, parts, -1, best, cut);
+    cut_dp(prefix, n, parts, best[(size_t)(parts - 1) * (size_t)(n + 1) + (size_t)n], best, cut);
     first[0] = 0;
     for (int k = 0; k < parts; k++) first[k + 1] = cut[(size_t)parts * (size_t)(n + 1) + k + 1];
     free(prefix);

@@ -14,6 +14,7 @@
 #include "zt_tasks.h"    /* task insert functions */
 #include "zt_engine.h"   /* engine: parameters, step lifecycle */
 #include "zt_recompute.h" /* activation checkpointing of a model's blocks */
+#include "zt_pipe_plan.h" /* a pipeline's cut of GPT-2 into stages */
 #include "zt_gpt2.h"     /* the GPT-2 model */
 #include "zt_memory_model.h" /* peak memory of a training run, predicted */
 #include "zt_generate.h" /* the inference engine */

@@ -28,7 +28,8 @@ struct zt_pipe_plan {
 };
 
 /* Cut the weights w[0..n) into `parts` consecutive non-empty ranges (first[0..parts]) whose
- * largest sum is the least possible (DeepSpeed's partition_balanced; ties: the earlier cut). */
+ * largest sum is the least possible (the bottleneck DeepSpeed's partition_balanced reaches) and,
+ * among those, whose sums are the most even (the least sum of squares; ties: the earlier cut). */
 enum zt_status zt_pipe_partition_balanced(const double *w, int n, int parts, int *first);
 /* as many items per part, the remainder to the first parts (DeepSpeed's partition_uniform) */
 enum zt_status zt_pipe_partition_uniform(int n, int parts, int *first);

@@ -145,8 +145,9 @@ struct zt_pipe_rank {
 
 struct zt_config {
     char path[512];              /* file it was read from ("" when built in code) */
-    /* batch: train_batch_size = micro_batch * grad_accum * world_size (DeepSpeed's rule; any
-     * one missing is derived from the other two, a missing pair defaults the accumulation to 1) */
+    /* batch: train_batch_size = micro_batch * grad_accum * data-parallel replicas, world_size
+     * without a pipeline, world_size / pipeline.stages with one (DeepSpeed's rule; any one
+     * missing is derived from the other two, a missing pair defaults the accumulation to 1) */
     int train_batch_size;
     int micro_batch;             /* train_micro_batch_size_per_gpu */
     int grad_accum;              /* gradient_accumulation_steps */

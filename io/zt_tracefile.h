@@ -102,6 +102,8 @@ void zt_tracefile_write_task(FILE *f, const struct zt_tracefile_task *t, double 
  * ZT_TRACEFILE_DEPS_MAX dependencies. */
 #define ZT_TRACEFILE_TIME_MAX_US 1e15
 #define ZT_TRACE_IO_THREADS_MAX  64
+/* the lane of the point-to-point communication thread (tasks/p2p.c): the last I/O lane */
+#define ZT_TRACE_COMM_LANE (ZT_TRACE_IO_WORKER + ZT_TRACE_IO_THREADS_MAX - 1)
 #define ZT_TRACEFILE_RANKS_MAX   65536
 #define ZT_TRACEFILE_DEPS_MAX    (1 << 20)
 

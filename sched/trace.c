@@ -336,12 +336,13 @@ static void json_rank_names(struct zt_tracefile_json *j, const struct rank_part 
         snprintf(name, sizeof name, "%.*s", TRACE_WNAME, x->worker_names + (size_t)w * TRACE_WNAME);
         zt_tracefile_json_thread(j, r, w, name);
     }
-    int io_named[8] = {0};
+    unsigned char io_named[ZT_TRACE_IO_THREADS_MAX] = {0};
     for (int64_t i = 0; i < x->h.nrec; i++) {
         int k = x->rec[i].worker - ZT_TRACE_IO_WORKER;
-        if (k < 0 || k >= 8 || io_named[k]) continue;
+        if (k < 0 || k >= ZT_TRACE_IO_THREADS_MAX || io_named[k]) continue;
         io_named[k] = 1;
-        snprintf(name, sizeof name, "I/O thread %d", k);
+        if (x->rec[i].worker == ZT_TRACE_COMM_LANE) snprintf(name, sizeof name, "communication");
+        else snprintf(name, sizeof name, "I/O thread %d", k);
         zt_tracefile_json_thread(j, r, x->rec[i].worker, name);
     }
 }

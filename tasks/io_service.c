@@ -18,7 +18,7 @@
 #include "zt_swapdir.h" /* struct zt_swapfile */
 #include "tasks_impl.h" /* zt_tensor_handle */
 
-#define MAX_IO_THREADS 64
+#define MAX_IO_THREADS (ZT_TRACE_IO_THREADS_MAX - 1) /* the last trace lane is the comm thread's */
 
 /* a transfer: its handles (each once), the segments, and how many acquisitions are pending */
 struct io_request {
@@ -226,8 +226,6 @@ void zt_io_service_free(void) {
     g.aio = NULL;
     g.started = 0;
 }
-
-int zt_io_service_nthreads(void) { return g.started ? g.nth : 0; }
 
 const char *zt_io_service_engine_name(void) { return g.aio ? zt_aio_engine_name(g.aio) : "none"; }
 

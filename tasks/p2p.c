@@ -32,7 +32,7 @@
 #include <stdio.h>         /* fprintf, snprintf */
 #include <stdlib.h>        /* calloc, free */
 #include <time.h>          /* nanosleep */
-#include "tasks_impl.h"    /* zt_check_blk, zt_io_service_nthreads */
+#include "tasks_impl.h"    /* zt_check_blk */
 #include "zt_comm.h"       /* zt_comm_rank, zt_comm_size */
 #include "zt_comm_mpi.h"   /* zt_comm_p2p_mpi, zt_comm_timeout_s, zt_comm_abort_job */
 #include "zt_sched.h"      /* zt_trace_submit, zt_trace_record, zt_runtime_io_thread */
@@ -41,10 +41,11 @@
 #define P2P_BUCKETS 64   /* hash buckets of the stream table */
 #define P2P_SPIN 2000    /* polls without sleeping after the last progress */
 
-/* one (peer, tag) pair: how many sends to it and recvs from it were submitted */
+/* one (peer, tag) pair: how many sends to it and recvs from it were submitted, and finished */
 struct p2p_stream {
     int peer, tag;
     int64_t nsend, nrecv;
+    int64_t done_send, done_recv;
     struct p2p_stream *next;
 };
 
@@ -54,6 +55,7 @@ struct p2p_req {
     int is_send;
     int peer, tag, mpi_tag;
     int64_t seq;   /* its number in its stream (0, 1, ...) */
+    struct p2p_stream *stream;
     int64_t bytes; /* of the block */
     int layer, mb, blk, recompute;
     int64_t step;
@@ -165,8 +167,7 @@ static void finish(struct p2p_req *r) {
                                  .mb = r->mb,
                                  .blk = r->blk,
                                  .recompute = r->recompute,
-                                 /* the lane after the I/O service's threads */
-                                 .worker = ZT_TRACE_IO_WORKER + zt_io_service_nthreads(),
+                                 .worker = ZT_TRACE_COMM_LANE,
                                  .node = STARPU_MAIN_RAM,
                                  .step = r->step,
                                  .id = r->trace_id,
@@ -177,6 +178,10 @@ static void finish(struct p2p_req *r) {
                                  .bytes = r->bytes};
         zt_trace_record(&t);
     }
+    pthread_mutex_lock(&g.sub);
+    if (r->is_send) r->stream->done_send++;
+    else r->stream->done_recv++;
+    pthread_mutex_unlock(&g.sub);
     starpu_data_release(r->h);
     free(r);
     pthread_mutex_lock(&g.mu);
@@ -307,7 +312,15 @@ static enum zt_status next_seq(struct p2p_req *r) {
         s->next = g.streams[b];
         g.streams[b] = s;
     }
+    /* the MPI tag holds the number modulo the window: two messages of one stream in flight
+     * with the same tag could be matched out of order */
+    if ((r->is_send ? s->nsend - s->done_send : s->nrecv - s->done_recv) >= P2P_WINDOW)
+        return zt_error_set(ZT_ERR_INVALID, "%s %s rank %d tag %d: %d messages of the stream "
+                            "in flight already (expected at most %d)",
+                            r->is_send ? "zt_task_send" : "zt_task_recv",
+                            r->is_send ? "to" : "from", r->peer, r->tag, P2P_WINDOW, P2P_WINDOW);
     r->seq = r->is_send ? s->nsend++ : s->nrecv++;
+    r->stream = s;
     r->mpi_tag = r->tag * P2P_WINDOW + (int)(r->seq % P2P_WINDOW);
     return ZT_OK;
 }

@@ -145,7 +145,6 @@ enum zt_status zt_check_same_blocks(const char *fn, zt_tensor_t a, zt_tensor_t b
 
 /* The I/O service's thread count (0 when it is not running): the communication thread of the
  * point-to-point tasks records its tasks on the trace lane after them. */
-int zt_io_service_nthreads(void);
 /* zt_tasks_free (the last one): wait for every send and recv, stop the communication thread and
  * forget the streams (a later run numbers them from 0 again, as every rank does). */
 void zt_p2p_free(void);

@@ -365,9 +365,12 @@ size_t zt_task_comm_reduce_scratch(int64_t my, int nranks, enum zt_dtype dt, enu
  * tensors as their raw bytes), at most 2^31 - 1 per block. Fatal for the job, after one line
  * "zerotask: error: rank R: recv from rank P tag T (step S ...) ..." on stderr: a recv whose
  * block is not as large as the message (expected and got bytes are named), a failing MPI call,
- * or a send or recv waiting longer than ZT_COMM_TIMEOUT seconds (a peer that never sends or
- * never receives). Returns ZT_ERR_INVALID for a bad block, peer or tag, or before
- * zt_tasks_init. Thread-safe; submission order is the order of the calls. */
+ * or a send or recv waiting longer than ZT_COMM_TIMEOUT seconds from when it was posted (a peer
+ * that never sends; a peer that never receives a message too large for MPI to send eagerly:
+ * a small one completes on the sender's side, and one never received is not reported). A
+ * send holds its block for reading until MPI has taken the bytes, for a large message until
+ * the peer has posted the matching recv. Returns ZT_ERR_INVALID for a bad block, peer or tag,
+ * for a 4097th message of one stream in flight, or before zt_tasks_init. Thread-safe; submission order is the order of the calls. */
 enum zt_status zt_task_send(const struct zt_task_opts *o, zt_tensor_t t, int blk, int peer,
                             int tag);
 enum zt_status zt_task_recv(const struct zt_task_opts *o, zt_tensor_t t, int blk, int peer,

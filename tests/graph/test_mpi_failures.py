@@ -128,8 +128,10 @@ dspipe = write("ds_pipe.json", {"train_batch_size": 8, "train_micro_batch_size_p
                                 "gradient_accumulation_steps": 2, "pipeline": {"stages": 2}})
 p, _ = run(["--ds-config", dspipe, "--model", model, "--data", data, "--steps", "1"], np_=2)
 msg = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
+plan = [l for l in p.stdout.splitlines() if l.startswith("pipeline: rank ")]
 if p.returncode != 2 or len(msg) != 1 or "pipeline.stages 2: training across pipeline stages " \
-        "is not implemented yet" not in msg[0]:
+        "is not implemented yet" not in msg[0] or len(plan) != 2 or \
+        "rank 1: data-parallel rank 0 of 1, stage 1 of 2: layers" not in plan[1]:
     bad.append("pipeline stages 2 under mpirun: exit %d, messages %s" % (p.returncode, msg))
 else:
     print("pipeline, 2 ranks: exit 2, one message: %s" % msg[0])

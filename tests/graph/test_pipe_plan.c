@@ -1,7 +1,8 @@
 /*
  * tests/graph/test_pipe_plan.c: proves the pipeline plan (graph/zt_pipe_plan.h): the balanced cut
  * gives the least possible largest stage (checked against every cut by brute force on small
- * cases, zeros included), every stage non-empty and the ranges consecutive; the uniform cut puts
+ * cases, zeros included), every stage non-empty and the ranges consecutive, and shares the rest
+ * evenly when one heavy layer is the bottleneck (gpt2-124M on 8 stages); the uniform cut puts
  * the remainder first (DeepSpeed's partition_uniform); GPT-2's specs (embed, blocks, ln_f, head)
  * with their parameter counts; the three methods on gpt2-124M's shape; the refusals (more stages
  * than layers, a regex that matches nothing); the description line.
@@ -80,6 +81,20 @@ static void test_gpt2(void) {
                      pl.first[1] == 7 && pl.first[2] == 15,
                  "parameters, 2 stages: embed + blocks 0-5 | blocks 6-11, ln_f, head (cut %d)",
                  pl.first[1]);
+    /* 8 stages: the embedding alone is the bottleneck; the blocks still share out evenly */
+    p.stages = 8;
+    ZT_TEST_TRUE(zt_pipe_plan_gpt2(&s, &p, &pl) == ZT_OK, "8 stages");
+    int most = 0; /* blocks (specs 1..12) in a middle stage */
+    for (int k = 1; k < 7; k++) {
+        int blocks = 0;
+        for (int i = pl.first[k]; i < pl.first[k + 1]; i++) blocks += i >= 1 && i <= 12;
+        if (blocks > most) most = blocks;
+    }
+    ZT_TEST_TRUE(pl.first[1] == 1 && most <= 2 && pl.first[7] >= 13,
+                 "8 stages by parameters: embed alone, at most 2 blocks a middle stage (cuts "
+                 "%d %d %d %d %d %d %d)", pl.first[1], pl.first[2], pl.first[3], pl.first[4],
+                 pl.first[5], pl.first[6], pl.first[7]);
+    p.stages = 2;
     p.partition = ZT_PIPE_UNIFORM;
     ZT_TEST_TRUE(zt_pipe_plan_gpt2(&s, &p, &pl) == ZT_OK && pl.first[1] == 8,
                  "uniform, 2 stages: 8 | 7 specs (cut %d)", pl.first[1]);

@@ -14,7 +14,7 @@
  *    order, and if a recv occupied rank 1's only worker, the compute tasks would never run and
  *    the job would hang (ZT_COMM_TIMEOUT ends it);
  *  - bad arguments (peer, tag, block) are refused with ZT_ERR_INVALID;
- *  - the trace records every send and recv once, on an I/O-thread lane, as kinds send/recv.
+ *  - the trace records every send and recv once, on the communication lane, as kinds send/recv.
  * Modes for tests/tasks/test_p2p.py, which checks the one error line and the exit status:
  *  mismatch: rank 1 receives 128 bytes where rank 0 sends 64;
  *  silent:   rank 1 receives from rank 0, which never sends (the job must end after
@@ -196,7 +196,7 @@ static void bad_args(void) {
 }
 
 /* how many events of kind `kind` rank `rank` has in the JSON trace at path, and whether they
- * all lie on I/O-thread lanes */
+ * all lie on the communication thread's lane */
 static int count_events(const char *json, const char *kind, int rank, int *off_lane) {
     char key[64];
     snprintf(key, sizeof key, "{\"name\":\"%s\",\"cat\":\"task\",\"ph\":\"X\",\"pid\":", kind);
@@ -205,7 +205,7 @@ static int count_events(const char *json, const char *kind, int rank, int *off_l
         int pid = -1, tid = -1;
         if (sscanf(p + strlen(key), "%d,\"tid\":%d", &pid, &tid) != 2 || pid != rank) continue;
         n++;
-        if (tid < ZT_TRACE_IO_WORKER) (*off_lane)++;
+        if (tid != ZT_TRACE_COMM_LANE) (*off_lane)++;
     }
     return n;
 }
@@ -233,10 +233,15 @@ static void check_trace(const char *dir) {
         int order_recv = r == 0 ? 1 : r == 1 ? 3 : 0;
         if (g_size < 2) order_send = order_recv = 0;
         int ns = count_events(json, "send", r, &off), nr = count_events(json, "recv", r, &off);
-        ZT_TEST_TRUE(ns == ROUNDS * NB + NB16 + order_send, "rank %d: %d send records", r, ns);
-        ZT_TEST_TRUE(nr == ROUNDS * NB + NB16 + order_recv, "rank %d: %d recv records", r, nr);
-        ZT_TEST_TRUE(off == 0, "rank %d: %d records off the I/O-thread lanes", r, off);
+        const int extra = 4096 + 1; /* window_and_large: the window's and the large block */
+        ZT_TEST_TRUE(ns == ROUNDS * NB + NB16 + order_send + extra, "rank %d: %d send records",
+                     r, ns);
+        ZT_TEST_TRUE(nr == ROUNDS * NB + NB16 + order_recv + extra, "rank %d: %d recv records",
+                     r, nr);
+        ZT_TEST_TRUE(off == 0, "rank %d: %d records off the communication lane", r, off);
     }
+    ZT_TEST_TRUE(strstr(json, "\"args\":{\"name\":\"communication\"}") != NULL,
+                 "the communication thread's lane is named");
     free(json);
 }
 
@@ -254,6 +259,37 @@ static void failure(const char *mode) {
     zt_p2p_wait();
     zt_tensor_free(t);
     zt_tensor_free(big);
+}
+
+/* a stream holds at most 4096 messages in flight: 4096 recvs from this rank itself are taken,
+ * the 4097th is refused (ZT_ERR_INVALID, one line); 4096 sends then complete them all. And a
+ * large block (1 MiB: past the eager limit, the send waits for the recv) reaches a peer. */
+static void window_and_large(void) {
+    enum { W = 4096 };
+    zt_tensor_t in = make("win_in", 1, 4, ZT_DTYPE_F32, 1), out = make("win_out", 1, 4,
+                                                                         ZT_DTYPE_F32, 1);
+    for (int i = 0; i < W; i++) ok(zt_task_recv(NULL, in, 0, g_rank, 9), "window recv");
+    ZT_TEST_TRUE(zt_task_recv(NULL, in, 0, g_rank, 9) == ZT_ERR_INVALID &&
+                     strstr(zt_error_last(), "4096 messages of the stream in flight already"),
+                 "the 4097th recv of a stream refused: %s", zt_error_last());
+    for (int i = 0; i < W; i++) ok(zt_task_send(NULL, out, 0, g_rank, 9), "window send");
+    zt_p2p_wait();
+    const int peer = (g_rank + 1) % g_size, from = (g_rank + g_size - 1) % g_size;
+    zt_tensor_t a = make("large_out", 512, 512, ZT_DTYPE_F32, 1);
+    zt_tensor_t b = make("large_in", 512, 512, ZT_DTYPE_F32, 1);
+    float *p = zt_tensor_data(a);
+    for (int i = 0; i < 512 * 512; i++) p[i] = (float)(g_rank * 1000003 + i);
+    ok(zt_task_send(NULL, a, 0, peer, 10), "large send");
+    ok(zt_task_recv(NULL, b, 0, from, 10), "large recv");
+    zt_p2p_wait();
+    const float *q = zt_tensor_data(b);
+    int bad = 0;
+    for (int i = 0; i < 512 * 512; i++) bad += q[i] != (float)(from * 1000003 + i);
+    ZT_TEST_TRUE(!bad, "a 1 MiB block from rank %d: %d values differ", from, bad);
+    zt_tensor_free(in);
+    zt_tensor_free(out);
+    zt_tensor_free(a);
+    zt_tensor_free(b);
 }
 
 int main(int argc, char **argv) {
@@ -275,6 +311,7 @@ int main(int argc, char **argv) {
     ring();
     raw16();
     order();
+    window_and_large();
     zt_p2p_wait();
     if (argc > 2) check_trace(argv[2]);
     zt_tasks_free();
