@@ -370,7 +370,8 @@ size_t zt_task_comm_reduce_scratch(int64_t my, int nranks, enum zt_dtype dt, enu
  * a small one completes on the sender's side, and one never received is not reported). A
  * send holds its block for reading until MPI has taken the bytes, for a large message until
  * the peer has posted the matching recv. Returns ZT_ERR_INVALID for a bad block, peer or tag,
- * for a 4097th message of one stream in flight, or before zt_tasks_init. Thread-safe; submission order is the order of the calls. */
+ * for a 4097th message of one stream in flight, or before zt_tasks_init. Thread-safe;
+ * submission order is the order of the calls. */
 enum zt_status zt_task_send(const struct zt_task_opts *o, zt_tensor_t t, int blk, int peer,
                             int tag);
 enum zt_status zt_task_recv(const struct zt_task_opts *o, zt_tensor_t t, int blk, int peer,
