@@ -233,7 +233,7 @@ static void check_trace(const char *dir) {
         int order_recv = r == 0 ? 1 : r == 1 ? 3 : 0;
         if (g_size < 2) order_send = order_recv = 0;
         int ns = count_events(json, "send", r, &off), nr = count_events(json, "recv", r, &off);
-        const int extra = 4096 + 1; /* window_and_large: the window's and the large block */
+        const int extra = (g_size == 1 ? 4096 : 0) + 1; /* window_and_large */
         ZT_TEST_TRUE(ns == ROUNDS * NB + NB16 + order_send + extra, "rank %d: %d send records",
                      r, ns);
         ZT_TEST_TRUE(nr == ROUNDS * NB + NB16 + order_recv + extra, "rank %d: %d recv records",
@@ -262,17 +262,19 @@ static void failure(const char *mode) {
 }
 
 /* a stream holds at most 4096 messages in flight: 4096 recvs from this rank itself are taken,
- * the 4097th is refused (ZT_ERR_INVALID, one line); 4096 sends then complete them all. And a
- * large block (1 MiB: past the eager limit, the send waits for the recv) reaches a peer. */
+ * the 4097th is refused (ZT_ERR_INVALID, one line); 4096 sends then complete them all (on one
+ * rank only: 8192 messages are slow under ASan on oversubscribed ranks). And a large block
+ * (1 MiB: past the eager limit, the send waits for the recv) reaches a peer. */
 static void window_and_large(void) {
     enum { W = 4096 };
     zt_tensor_t in = make("win_in", 1, 4, ZT_DTYPE_F32, 1), out = make("win_out", 1, 4,
                                                                          ZT_DTYPE_F32, 1);
-    for (int i = 0; i < W; i++) ok(zt_task_recv(NULL, in, 0, g_rank, 9), "window recv");
-    ZT_TEST_TRUE(zt_task_recv(NULL, in, 0, g_rank, 9) == ZT_ERR_INVALID &&
-                     strstr(zt_error_last(), "4096 messages of the stream in flight already"),
+    for (int i = 0; g_size == 1 && i < W; i++) ok(zt_task_recv(NULL, in, 0, 0, 9), "recv");
+    ZT_TEST_TRUE(g_size > 1 || (zt_task_recv(NULL, in, 0, 0, 9) == ZT_ERR_INVALID &&
+                                strstr(zt_error_last(), "4096 messages of the stream in flight "
+                                                        "already")),
                  "the 4097th recv of a stream refused: %s", zt_error_last());
-    for (int i = 0; i < W; i++) ok(zt_task_send(NULL, out, 0, g_rank, 9), "window send");
+    for (int i = 0; g_size == 1 && i < W; i++) ok(zt_task_send(NULL, out, 0, 0, 9), "send");
     zt_p2p_wait();
     const int peer = (g_rank + 1) % g_size, from = (g_rank + g_size - 1) % g_size;
     zt_tensor_t a = make("large_out", 512, 512, ZT_DTYPE_F32, 1);
