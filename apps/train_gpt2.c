@@ -306,9 +306,7 @@ static int refuse_pipeline(const struct train_run *r) {
         zt_pipe_plan_describe(&pl, &r->shape, x.stage, what, sizeof what);
         printf("pipeline: rank %d: data-parallel rank %d of %d, %s\n", k, x.dp_rank, x.dp, what);
     }
-    zt_error_set(ZT_ERR_CONFIG, "pipeline.stages %d: training across pipeline stages is not "
-                 "implemented yet (the section is read and checked, the stages planned as "
-                 "printed: docs/pipeline.md); expected 1 or \"auto\"", r->cfg.pipeline.stages);
+    (void)zt_pipeline_check_runnable(&r->cfg.pipeline); /* the refusal, its error set */
     return fail(2);
 }
 

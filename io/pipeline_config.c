@@ -131,6 +131,13 @@ enum zt_status zt_config_check_pipeline(const struct zt_json_ctx *c,
     return ZT_OK;
 }
 
+enum zt_status zt_pipeline_check_runnable(const struct zt_pipeline_cfg *p) {
+    if (p->stages <= 1) return ZT_OK;
+    return zt_error_set(ZT_ERR_CONFIG, "pipeline.stages %d: training across pipeline stages is "
+                        "not implemented yet (the section is read and checked, the stages "
+                        "planned: docs/pipeline.md); expected 1 or \"auto\"", p->stages);
+}
+
 struct zt_pipe_rank zt_pipe_rank(const struct zt_pipeline_cfg *p, int world_size, int rank) {
     const int dp = world_size / (p->stages > 0 ? p->stages : 1);
     /* DeepSpeed's PipeDataParallelTopology: axes [pipe, data], pipe outermost */
