@@ -7,10 +7,13 @@ safetensors initialisation, data and DeepSpeed config (bench/configs), one rank:
                         the tasks with a CUDA body)
   zerotask GPU+Offload  the same with zero_optimization stage 2 and offload_optimizer cpu
                         (ZeRO-Offload: AdamW and its state on the CPU, pinned host buffers)
-  PyTorch GPU           tests/ref/gpt2_torch.py --bench --device cuda (foreach AdamW, fused
+  zerotask GPU bf16     the first with bf16.enabled
+  PyTorch GPU           tests/ref/gpt2_torch.py --bench --device cuda (fused AdamW, fused
                         attention) with the peer Python (its image's PyTorch)
+  PyTorch GPU bf16      the same under torch.autocast(bfloat16)
 and prints tokens/s, achieved TFLOP/s (6 N + 12 L T C per token, N the non-embedding parameters
-plus the tied head) and the ratio of each zerotask row to PyTorch's time (below 1: faster).
+plus the tied head) and the ratio of each row to PyTorch's time in the same precision
+(below 1: faster).
 
 Usage: bench/gpu_step.py [--build build-cuda] [--peer python3] [--configs gpt2-124M]
                          [--steps 8] [--device cuda] [--json FILE]
@@ -100,8 +103,12 @@ def main():
         offf = os.path.join(a.out, cname + "_offload_ds.json")
         with open(offf, "w") as f:
             json.dump(off, f)
+        bff = os.path.join(a.out, cname + "_bf16_ds.json")
+        with open(bff, "w") as f:
+            json.dump(dict(ds, bf16={"enabled": True}), f)
         res, D = {}, "GPU" if a.device == "cuda" else "CPU"
-        for name, cfgf in (("zerotask " + D, dsf), ("zerotask %s+Offload" % D, offf)):
+        for name, cfgf in (("zerotask " + D, dsf), ("zerotask %s+Offload" % D, offf),
+                           ("zerotask %s bf16" % D, bff)):
             log = os.path.join(a.out, cname + "_zt.jsonl")
             if os.path.exists(log):
                 os.remove(log)
@@ -109,19 +116,21 @@ def main():
                  init, "--steps", str(a.steps), "--log", log, "--quiet"], env, name)
             with open(log) as f:
                 res[name] = statistics.median([json.loads(l)["ms"] for l in f][2:])
-        out = run([a.peer, ORACLE, "--model", model, "--ds-config", dsf, "--data", a.data,
-                   "--init", init, "--steps", str(a.steps), "--bench", "--device", a.device],
-                  env, "PyTorch")
-        mm = re.search(r"^ms/step ([0-9.]+)", out, re.M)
-        if not mm:
-            sys.exit("gpu_step: no ms/step line from PyTorch:\n" + out[-1000:])
-        res["PyTorch " + D] = float(mm.group(1))
+        for name, amp in (("PyTorch " + D, []), ("PyTorch %s bf16" % D, ["--autocast", "bf16"])):
+            out = run([a.peer, ORACLE, "--model", model, "--ds-config", dsf, "--data", a.data,
+                       "--init", init, "--steps", str(a.steps), "--bench", "--device",
+                       a.device] + amp, env, name)
+            mm = re.search(r"^ms/step ([0-9.]+)", out, re.M)
+            if not mm:
+                sys.exit("gpu_step: no ms/step line from %s:\n%s" % (name, out[-1000:]))
+            res[name] = float(mm.group(1))
         fpt = flops_per_token(m)
         for name, ms in res.items():
+            peer = "PyTorch %s bf16" % D if name.endswith("bf16") else "PyTorch " + D
             r = {"config": cname, "row": name, "ms_per_step": ms,
                  "tokens_per_s": tokens / (ms / 1e3),
                  "tflops": fpt * tokens / (ms / 1e3) / 1e12,
-                 "ratio_vs_pytorch": ms / res["PyTorch " + D]}
+                 "ratio_vs_pytorch": ms / res[peer]}
             rows.append(r)
             print("  %-10s %-22s %9.2f ms/step %10.0f tokens/s %7.2f TFLOP/s  ratio %.2f"
                   % (cname, name, ms, r["tokens_per_s"], r["tflops"], r["ratio_vs_pytorch"]),

@@ -451,6 +451,8 @@ class Trainer:
         self.device_type = torch.device(device).type
         kw = dict(lr=cfg["lr"], betas=cfg["betas"], eps=cfg["eps"],
                   weight_decay=cfg["weight_decay"], foreach=None if fast else False)
+        if fast and self.device_type == "cuda":  # PyTorch at its best on a GPU: fused AdamW
+            kw.update(foreach=None, fused=True)
         if cfg["adam_w_mode"]:
             self.opt = torch.optim.AdamW(self.params, **kw)
         else:

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""tests/graph/test_cuda_model.py: the whole GPT-2 step of the GPU build on a GPU against the same
+build with its CUDA workers switched off (STARPU_NCUDA=0: the CPU bodies, the CPU build's bits).
+
+Needs a CUDA device (skips with 77 without one; test_cuda_build.py covers that case). One rank:
+  - fp32: per-step losses and the exported weights within 1e-4 (relative to the largest
+    magnitude) of the CPU run's, and at least one task on a CUDA worker (read from the trace:
+    the workers StarPU names "CUDA ...");
+  - ZeRO-Offload (stage 2, offload_optimizer cpu) on the GPU: losses within 1e-4 of the GPU run's;
+  - bf16 on the GPU: losses within 1e-2 of the CPU bf16 run's.
+It prints which task kinds ran on the GPU and how many, so that a device check can tell what the
+GPU took. The model is MODEL_JSON (the device check uses bench/configs/gpt2-124M_model.json).
+
+Usage: test_cuda_model.py CUDA_ZT_TRAIN MODEL_JSON WORKDIR [STEPS]
+"""
+import array
+import json
+import os
+import random
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainlib import Runner  # noqa: E402
+
+ZT, MODEL, WORK = sys.argv[1:4]
+STEPS = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+
+smi = subprocess.run(["sh", "-c", "nvidia-smi -L 2>/dev/null"], capture_output=True, text=True)
+if smi.returncode != 0 or "GPU" not in smi.stdout:
+    print("SKIP test_cuda_model: no CUDA device (nvidia-smi -L: %r)" % smi.stdout.strip())
+    sys.exit(77)
+
+run = Runner(ZT, "mpiexec", WORK, env={"STARPU_SILENT": "1"})
+with open(MODEL) as f:
+    m = json.load(f)
+rng = random.Random(7)
+data = run.tokens("tokens.bin", [rng.randrange(m["vocab_size"]) for _ in range(200000)],
+                  wide=m["vocab_size"] > 65535)
+base = {"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4, "gradient_clipping": 1.0,
+        "seed": 11, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.1}}}
+
+
+def weights(path):
+    """every tensor of a safetensors file as (name, array of floats); F32 only"""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        body = f.read()
+    out = {}
+    for name, t in head.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            sys.exit("FAIL test_cuda_model: %s is %s, expected F32" % (name, t["dtype"]))
+        a = array.array("f")
+        a.frombytes(body[t["data_offsets"][0]:t["data_offsets"][1]])
+        out[name] = a
+    return out
+
+
+def rel_diff(a, b):
+    scale = max(max(abs(x) for x in a), 1e-30)
+    return max(abs(x - y) for x, y in zip(a, b)) / scale
+
+
+def gpu_kinds(trace):
+    """{kind: tasks on CUDA workers}, {kind: all tasks} from a Chrome trace of zt-train"""
+    with open(trace) as f:
+        ev = json.load(f)
+    ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+    cuda = {(e["pid"], e["tid"]) for e in ev if e.get("ph") == "M" and
+            e.get("name") == "thread_name" and e["args"]["name"].startswith("CUDA")}
+    on_gpu, total = {}, {}
+    for e in ev:
+        if e.get("ph") != "X":
+            continue
+        k = e.get("args", {}).get("kind", e.get("name"))
+        total[k] = total.get(k, 0) + 1
+        if (e["pid"], e["tid"]) in cuda:
+            on_gpu[k] = on_gpu.get(k, 0) + 1
+    return on_gpu, total
+
+
+def train(label, ds, env, trace=False):
+    args = ["--ds-config", run.write(label + "_ds.json", ds), "--model", MODEL, "--data", data,
+            "--steps", str(STEPS)]
+    if trace:
+        args += ["--trace", run.path(label + "_trace.json")]
+    recs, w, _ = run.train(label, 1, args, env=env)
+    print("%-12s ms/step %s" % (label, [round(r["ms"], 1) for r in recs]), flush=True)
+    return [r["loss"] for r in recs], w
+
+
+CPU, GPU = {"STARPU_NCUDA": "0"}, {}
+cpu_loss, cpu_w = train("fp32_cpu", base, CPU)
+gpu_loss, gpu_w = train("fp32_gpu", base, GPU, trace=True)
+on_gpu, total = gpu_kinds(run.path("fp32_gpu_trace.json"))
+print("tasks on the GPU (kind: on GPU / all): " + ", ".join(
+    "%s %d/%d" % (k, on_gpu.get(k, 0), n) for k, n in sorted(total.items())))
+run.check(sum(on_gpu.values()) > 0, "at least one task ran on a CUDA worker (%d of %d)"
+          % (sum(on_gpu.values()), sum(total.values())))
+dl = rel_diff(cpu_loss, gpu_loss)
+run.check(len(gpu_loss) == STEPS and dl <= 1e-4, "fp32 losses GPU %s vs CPU %s: relative %.3g "
+          "<= 1e-4" % (gpu_loss, cpu_loss, dl))
+wc, wg = weights(cpu_w), weights(gpu_w)
+worst = max((rel_diff(wc[k], wg[k]), k) for k in wc)
+run.check(worst[0] <= 1e-4, "fp32 exported weights: worst tensor %s relative %.3g <= 1e-4"
+          % (worst[1], worst[0]))
+
+off = dict(base, zero_optimization={"stage": 2, "offload_optimizer": {"device": "cpu"}})
+off_loss, _ = train("offload_gpu", off, GPU)
+do = rel_diff(gpu_loss, off_loss)
+run.check(do <= 1e-4, "ZeRO-Offload on the GPU: losses %s vs GPU-only %s: relative %.3g <= 1e-4"
+          % (off_loss, gpu_loss, do))
+
+bf = dict(base, bf16={"enabled": True})
+bcpu, _ = train("bf16_cpu", bf, CPU)
+bgpu, _ = train("bf16_gpu", bf, GPU)
+db = rel_diff(bcpu, bgpu)
+run.check(db <= 1e-2, "bf16 on the GPU: losses %s vs CPU %s: relative %.3g <= 1e-2"
+          % (bgpu, bcpu, db))
+sys.exit(run.finish("test_cuda_model"))
