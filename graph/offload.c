@@ -448,9 +448,11 @@ enum zt_status zt_offload_check(const struct zt_config *c) {
 enum zt_status zt_offload_init(zt_engine_t e, uint64_t rng0) {
     const struct zt_config *c = &e->cfg;
     if (c->offload_optimizer.device == ZT_OFFLOAD_CPU || c->offload_param.device == ZT_OFFLOAD_CPU)
-        ZT_LOG_I("offload \"cpu\": %s stays in host memory, where this build's workers compute "
-                 "(no GPU: the same placement as \"none\")",
-                 c->offload_param.device == ZT_OFFLOAD_CPU ? "the model state" : "optimizer state");
+        ZT_LOG_I("offload \"cpu\": %s stays in host memory%s (without a GPU worker this is "
+                 "where everything is: the same placement as \"none\")",
+                 c->offload_param.device == ZT_OFFLOAD_CPU ? "the model state" : "optimizer state",
+                 c->offload_optimizer.device == ZT_OFFLOAD_CPU
+                     ? " and CPU workers run the optimizer (ZeRO-Offload)" : "");
     const int optim = c->offload_optimizer.device == ZT_OFFLOAD_NVME;
     const int params = c->offload_param.device == ZT_OFFLOAD_NVME;
     if (!optim && !params) return ZT_OK;

@@ -144,13 +144,23 @@ static enum zt_status reduce_left(zt_engine_t e, const struct zt_step_ctx *ctx) 
     return ZT_OK;
 }
 
+/* the options of the optimizer's own tasks (the gradients' sums of squares and AdamW): with
+ * offload_optimizer (ZeRO-Offload) they run on CPU workers, next to the state in host memory,
+ * also where a GPU could take them */
+static struct zt_task_opts optimizer_opts(zt_engine_t e, const struct zt_task_opts *o) {
+    struct zt_task_opts h = *o;
+    h.on_host = e->cfg.offload_optimizer.device != ZT_OFFLOAD_NONE;
+    return h;
+}
+
 /* the global gradient norm: each updated group's sum of squares, every rank's sums to every
  * rank (one double per group), then the clip coefficient (and the fp16 overflow flag) */
 static enum zt_status grad_norm(zt_engine_t e, const struct zt_task_opts *o) {
     const struct zt_zero_plan *pl = &e->plan;
     const struct zt_engine_buffers *b = &e->buf;
+    const struct zt_task_opts host = optimizer_opts(e, o);
     for (int g = pl->group_lo; g < pl->group_hi; g++)
-        ZT_CHECK(zt_task_grad_sumsq(o, b->grad_sumsq, g, &b->grad_blk[pl->group[g].first],
+        ZT_CHECK(zt_task_grad_sumsq(&host, b->grad_sumsq, g, &b->grad_blk[pl->group[g].first],
                                     pl->group[g].n));
     if (e->size > 1 && e->stage >= 1) {
         struct zt_block_ref *refs = calloc((size_t)pl->ngroups, sizeof *refs);
@@ -181,10 +191,11 @@ static enum zt_status update(zt_engine_t e, const struct zt_task_opts *o, zt_ten
         /* fp16: DeepSpeed skips an overflowing step; fp32/bf16 stopping at a non-finite step
          * leave the weights of the step before (where the update waits for the norm) */
         .skip_nonfinite = c->precision == ZT_PREC_FP16 || !e->nonfinite_warn};
-    if (e->offload) return zt_offload_adamw(e, o, &hp, coef);
+    const struct zt_task_opts host = optimizer_opts(e, o);
+    if (e->offload) return zt_offload_adamw(e, &host, &hp, coef);
     for (int g = pl->group_lo; g < pl->group_hi; g++) {
         const int first = pl->group[g].first;
-        ZT_CHECK(zt_task_adamw(o, &b->master_blk[first], &b->grad_blk[first], pl->group[g].n,
+        ZT_CHECK(zt_task_adamw(&host, &b->master_blk[first], &b->grad_blk[first], pl->group[g].n,
                                b->m, b->v, g - pl->group_lo, coef, &hp,
                                e->mixed ? &b->work_blk[first] : NULL));
     }

@@ -16,6 +16,7 @@
 #   env.txt       the machine: nvidia-smi, CPU, libraries each program resolves
 #   ctest.log     ctest -L cuda: every CUDA kernel against its CPU twin, nvcc for sm_80/sm_90
 #   model.log     tests/graph/test_cuda_model.py on gpt2-124M: GPU vs CPU, ZeRO-Offload, bf16
+#   trace_summary.txt   zt-trace summary of the GPU run of model.log (where the time goes)
 #   nccl.log      two ranks on the one GPU: NCCL against MPI
 #   gpu_step.log, gpu_step.json   bench/gpu_step.py against PyTorch on the same GPU
 set -uo pipefail
@@ -84,18 +85,22 @@ fi
 missing=$(ldd build-cuda/apps/zt-train build-cuda/tests/kernels/test_cuda_kernels | grep -c 'not found')
 say "$(nvidia-smi -L 2>/dev/null | head -n 1 || echo 'no GPU'); $missing libraries not found"
 
-(cd build-cuda && step "ctest -L cuda" 300 "$OUT/ctest.log" \
+(cd build-cuda && step "ctest -L cuda" 120 "$OUT/ctest.log" \
   ctest -L cuda -E test_cuda_model --output-on-failure -j2)
-step "gpt2-124M GPU vs CPU" 330 "$OUT/model.log" \
+step "gpt2-124M GPU vs CPU" 240 "$OUT/model.log" \
   python3 tests/graph/test_cuda_model.py build-cuda/apps/zt-train \
   bench/configs/gpt2-124M_model.json build-gpu/work/model 3
-step "NCCL, 2 ranks, 1 GPU" 90 "$OUT/nccl.log" bash scripts/gpu-nccl-check.sh build-gpu/work/nccl
+trace=build-gpu/work/model/fp32_gpu_trace.json
+if [ -f "$trace" ]; then
+  step "trace summary" 60 "$OUT/trace_summary.txt" build-cuda/apps/zt-trace summary "$trace"
+fi
 if has_gpu; then
-  step "gpu_step vs PyTorch" 330 "$OUT/gpu_step.log" python3 bench/gpu_step.py \
+  step "gpu_step vs PyTorch" 200 "$OUT/gpu_step.log" python3 bench/gpu_step.py \
     --build build-cuda --peer python3 --configs gpt2-124M --steps 6 --json "$OUT/gpu_step.json"
 else
   echo "no GPU: bench/gpu_step.py needs one" > "$OUT/gpu_step.log"
   step "gpu_step vs PyTorch" 10 "$OUT/gpu_step.log" sh -c 'exit 77'
 fi
+step "NCCL, 2 ranks, 1 GPU" 60 "$OUT/nccl.log" bash scripts/gpu-nccl-check.sh build-gpu/work/nccl
 say "done in $(($(date +%s) - start)) s; results in $OUT"
 ! grep -q '^FAIL' "$summary"

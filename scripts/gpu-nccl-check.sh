@@ -3,8 +3,8 @@
 # machine (scripts/gpu-check.sh). Trains a tiny GPT-2 at ZeRO stage 2 on two ranks with
 # ZT_NCCL=1 (reduce-scatter and all-gather through NCCL when each rank has one CUDA worker) and
 # with ZT_NCCL=0 (MPI), and compares the per-step losses: the same bits are expected, since both
-# transports add in rank order (docs/cuda.md). With one GPU both ranks share it, which NCCL may
-# refuse: its message is then the result. Exit 77 without a GPU.
+# transports add in rank order (docs/cuda.md). With one GPU both ranks share it, which NCCL
+# refuses ("Duplicate GPU detected"): then it says so and exits 77, as it does without a GPU.
 set -uo pipefail
 work=${1:?usage: gpu-nccl-check.sh WORKDIR}
 nvidia-smi -L 2>/dev/null | grep -q GPU || { echo "skip: no GPU"; exit 77; }
@@ -24,11 +24,13 @@ with open("tokens.bin", "wb") as f:
 PY
 for nccl in 0 1; do
   echo "== ZT_NCCL=$nccl: mpirun -np 2 zt-train (ZeRO stage 2, 3 steps)"
-  timeout 40 mpirun --oversubscribe -np 2 -x STARPU_NCPU=2 -x ZT_NCCL=$nccl -x STARPU_SILENT=1 \
+  timeout 25 mpirun --oversubscribe -np 2 -x STARPU_NCPU=2 -x ZT_NCCL=$nccl -x STARPU_SILENT=1 \
+    -x NCCL_DEBUG=WARN \
     -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX \
     "$zt" --ds-config ds.json --model model.json --data tokens.bin --steps 3 \
-    --log "log$nccl.jsonl" --quiet
+    --log "log$nccl.jsonl" --quiet 2> "nccl$nccl.err"
   echo "exit $?"
+  cat "nccl$nccl.err"
 done
 python3 - <<'PY'
 import json, sys
@@ -39,6 +41,10 @@ def losses(n):
         return None
 mpi, nccl = losses(0), losses(1)
 print("losses: MPI %s, NCCL %s" % (mpi, nccl))
+if mpi and not nccl and "Duplicate GPU detected" in open("nccl1.err").read():
+    print("skip: NCCL refuses two ranks on one GPU (Duplicate GPU detected, see above): the "
+          "NCCL transport needs a GPU per rank")
+    sys.exit(77)
 if not mpi or not nccl:
     sys.exit("FAIL: a run wrote no losses (see above)")
 sys.exit(0 if mpi == nccl else "FAIL: NCCL's losses differ from MPI's")

@@ -83,10 +83,20 @@ struct adamw_block {
 
 #define ADAMW_CHUNK 2048 /* 16-bit gradients widened this many at a time (8 KiB of L1) */
 
+/* What every block of one AdamW task shares: the hyperparameters, the bias corrections and
+ * the clip tensor (NULL: none), as the CPU or the GPU sees it. */
+struct adamw_step {
+    const struct zt_adamw_hparams *hp;
+    float bc1, bc2;
+    const float *clip;
+};
+
 /* elements [s, t) of the block, a chunk at a time: the gradients widened into L1, the update
  * (elementwise: the bits of one call on the whole range), the new values rounded into the copy */
 static void adamw_range(const struct adamw_block *b, int64_t s, int64_t t,
-                        const struct zt_adamw_hparams *hp, float bc1, float bc2, float coef) {
+                        const struct adamw_step *st) {
+    const struct zt_adamw_hparams *hp = st->hp;
+    const float coef = st->clip ? st->clip[0] : 1.0f; /* no clip tensor: no clipping */
     float g32[ADAMW_CHUNK];
     for (int64_t i = s; i < t; i += ADAMW_CHUNK) {
         size_t n = (size_t)(t - i < ADAMW_CHUNK ? t - i : ADAMW_CHUNK);
@@ -96,30 +106,30 @@ static void adamw_range(const struct adamw_block *b, int64_t s, int64_t t,
             g = g32;
         }
         zt_kern_adamw(b->p + i, b->m + i, b->v + i, g, n, hp->lr, hp->beta1, hp->beta2, hp->eps,
-                      hp->weight_decay, bc1, bc2, coef, hp->decoupled);
+                      hp->weight_decay, st->bc1, st->bc2, coef, hp->decoupled);
         if (b->cp)
             zt_dtype_from_f32(b->cdt, (char *)b->cp + (size_t)i * zt_dtype_size(b->cdt),
                               b->p + i, n);
     }
 }
 
-/* The AdamW task handles its 16-bit slots itself (hdr.native16): a task updates a window of its
- * blocks (a swap unit of a large block), so only that window's gradients are widened and only
- * its copies (outs, wout) rounded, where the dispatcher would convert the whole blocks; both a
- * chunk at a time, in L1. */
-void adamw_cpu(void *buffers[], void *cl_arg) {
-    const struct zt_opt_args *a = cl_arg;
+typedef void (*adamw_range_fn)(const struct adamw_block *b, int64_t s, int64_t t,
+                               const struct adamw_step *st);
+
+/* Each block's part of the task's window through range. wide: the 16-bit slots reach the body
+ * widened to fp32 (a CUDA worker's gathering), so every slot is read as fp32. */
+static void adamw_blocks(void *buffers[], const struct zt_opt_args *a, int wide,
+                         adamw_range_fn range) {
+    const struct zt_adamw_hparams *hp = &a->hp;
+    struct adamw_step st = {.hp = hp, .clip = zt_slot_ptr(buffers, &a->hdr, 4),
+                            .bc1 = 1.0f - powf(hp->beta1, (float)hp->t),
+                            .bc2 = 1.0f - powf(hp->beta2, (float)hp->t)};
     float *m = zt_slot_ptr(buffers, &a->hdr, 2);
     float *v = zt_slot_ptr(buffers, &a->hdr, 3);
-    const float *clip = zt_slot_ptr(buffers, &a->hdr, 4);
-    const float coef = clip ? clip[0] : 1.0f; /* no clip tensor: no clipping */
-    const struct zt_adamw_hparams *hp = &a->hp;
-    /* the step is skipped: values, moments and the 16-bit copies stay */
-    if (clip && hp->skip_nonfinite && clip[2] != 0.0f) return;
-    float bc1 = 1.0f - powf(hp->beta1, (float)hp->t);
-    float bc2 = 1.0f - powf(hp->beta2, (float)hp->t);
     float *w = zt_slot_ptr(buffers, &a->hdr, 5);
-    const int gdt = a->hdr.dtype[1], odt = a->hdr.dtype[7], wdt = a->hdr.dtype[8];
+    const int gdt = wide ? ZT_DTYPE_F32 : a->hdr.dtype[1];
+    const int odt = wide ? ZT_DTYPE_F32 : a->hdr.dtype[7];
+    const int wdt = wide ? ZT_DTYPE_F32 : a->hdr.dtype[8];
     for (int i = 0; i < a->n; i++) {
         int64_t pi = a->off[a->n + i], b0 = a->off[i];
         int64_t bn = zt_slot_buf_nx(buffers, &a->hdr, 1, i);
@@ -138,9 +148,58 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
                                            (size_t)(b0 - a->lo) * zt_dtype_size(wdt)
                                       : NULL,
             .cdt = pi >= 0 ? odt : wdt};
-        adamw_range(&blk, s, t, hp, bc1, bc2, coef);
+        range(&blk, s, t, &st);
     }
 }
+
+/* The AdamW task handles its 16-bit slots itself (hdr.native16): a task updates a window of its
+ * blocks (a swap unit of a large block), so only that window's gradients are widened and only
+ * its copies (outs, wout) rounded, where the dispatcher would convert the whole blocks; both a
+ * chunk at a time, in L1. */
+void adamw_cpu(void *buffers[], void *cl_arg) {
+    const struct zt_opt_args *a = cl_arg;
+    const float *clip = zt_slot_ptr(buffers, &a->hdr, 4);
+    /* the step is skipped: values, moments and the 16-bit copies stay */
+    if (clip && a->hp.skip_nonfinite && clip[2] != 0.0f) return;
+    adamw_blocks(buffers, a, 0, adamw_range);
+}
+
+#ifdef ZT_USE_CUDA
+#include <cuda_runtime_api.h> /* cudaMemcpyAsync */
+#include "zt_kernels_cuda.h"  /* zt_cuda_adamw, zt_cuda_sumsq */
+
+/* on the device, every slot fp32 (gathered and widened): the clip tensor is read by the kernel
+ * (its scale, and whether to skip), the copy is the new values, rounded when scattered back */
+static void adamw_range_cuda(const struct adamw_block *b, int64_t s, int64_t t,
+                             const struct adamw_step *st) {
+    const struct zt_adamw_hparams *hp = st->hp;
+    void *stream = zt_cuda_stream();
+    ZT_CUDA_OK("adamw", zt_cuda_adamw(b->p + s, b->m + s, b->v + s, (const float *)b->g + s,
+                                      (size_t)(t - s), hp->lr, hp->beta1, hp->beta2, hp->eps,
+                                      hp->weight_decay, st->bc1, st->bc2, 1.0f, st->clip,
+                                      hp->skip_nonfinite, hp->decoupled, stream));
+    if (b->cp)
+        ZT_CUDA_OK("adamw", cudaMemcpyAsync((float *)b->cp + s, b->p + s,
+                                            (size_t)(t - s) * sizeof(float),
+                                            cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+}
+
+void adamw_cuda(void *buffers[], void *cl_arg) {
+    adamw_blocks(buffers, cl_arg, 1, adamw_range_cuda);
+}
+
+/* the gradients gathered into one fp32 array: one sum of squares in the device's own fixed
+ * order (kernels/cuda/sumsq.cu), so a GPU run's norm is not the CPU's to the last bit */
+void grad_sumsq_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_opt_args *a = cl_arg;
+    double *scratch = zt_cuda_scratch(ZT_CUDA_BODY, zt_cuda_sumsq_scratch_doubles() *
+                                                        sizeof(double));
+    ZT_CUDA_OK("grad_sumsq", zt_cuda_sumsq(zt_slot_ptr(buffers, &a->hdr, 0), scratch,
+                                           zt_slot_ptr(buffers, &a->hdr, 1),
+                                           (size_t)zt_slot_nx(buffers, &a->hdr, 1),
+                                           zt_cuda_stream()));
+}
+#endif
 
 static struct zt_opt_args *args_new(int n) {
     struct zt_opt_args *a = calloc(1, sizeof *a + 2 * (size_t)n * sizeof(int64_t));

@@ -56,6 +56,36 @@ void attention_backward_cpu(void *buffers[], void *cl_arg) {
     zt_kern_attention_backward(dqkv, scratch, dout, qkv, att, (int)(N / T), T, a->C, a->NH);
 }
 
+#ifdef ZT_USE_CUDA
+#include "zt_kernels_cuda.h" /* zt_cuda_attention_* */
+
+void attention_forward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_attention_args *a = cl_arg;
+    int64_t N = zt_slot_nx(buffers, &a->hdr, 0) / a->C;
+    int T = (int)((zt_slot_nx(buffers, &a->hdr, 1) / a->NH) / N);
+    ZT_CUDA_OK("attention_forward",
+               zt_cuda_attention_forward(zt_cuda_blas(), zt_slot_ptr(buffers, &a->hdr, 0),
+                                         zt_slot_ptr(buffers, &a->hdr, 1),
+                                         zt_slot_ptr(buffers, &a->hdr, 2), (int)(N / T), T,
+                                         a->C, a->NH, zt_cuda_stream()));
+}
+
+/* the backward's scratch is the worker's device body area (all heads of a batch row) */
+void attention_backward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_attention_args *a = cl_arg;
+    int64_t N = zt_slot_nx(buffers, &a->hdr, 1) / a->C;
+    int T = (int)((zt_slot_nx(buffers, &a->hdr, 3) / a->NH) / N);
+    float *scratch = zt_cuda_scratch(ZT_CUDA_BODY,
+                                     zt_cuda_attention_scratch_floats(T, a->NH) * sizeof(float));
+    ZT_CUDA_OK("attention_backward",
+               zt_cuda_attention_backward(zt_cuda_blas(), zt_slot_ptr(buffers, &a->hdr, 0),
+                                          scratch, zt_slot_ptr(buffers, &a->hdr, 1),
+                                          zt_slot_ptr(buffers, &a->hdr, 2),
+                                          zt_slot_ptr(buffers, &a->hdr, 3), (int)(N / T), T,
+                                          a->C, a->NH, zt_cuda_stream()));
+}
+#endif
+
 static enum zt_status check(const char *fn, zt_tensor_t x, zt_tensor_t qkv, zt_tensor_t att,
                             int blk, int n_head) {
     ZT_CHECK(zt_check_blk(fn, x, blk));

@@ -134,6 +134,21 @@ void fill_zero_cpu(void *buffers[], void *cl_arg) {
            (size_t)zt_slot_nx(buffers, &a->hdr, 0) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
 }
 
+#ifdef ZT_USE_CUDA
+#include <cuda_runtime_api.h> /* cudaMemsetAsync */
+
+/* each block as stored (hdr.cuda_blocks): zero bits are +0 in every float type */
+void fill_zero_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_fill_zero_args *a = cl_arg;
+    for (int i = 0; i < a->hdr.count[0]; i++)
+        ZT_CUDA_OK("fill_zero",
+                   cudaMemsetAsync(zt_slot_buf_ptr(buffers, &a->hdr, 0, i), 0,
+                                   (size_t)zt_slot_buf_nx(buffers, &a->hdr, 0, i) *
+                                       STARPU_VECTOR_GET_ELEMSIZE(buffers[a->hdr.first[0] + i]),
+                                   (cudaStream_t)zt_cuda_stream()));
+}
+#endif
+
 enum zt_status zt_task_zero(const struct zt_task_opts *o, zt_tensor_t t) {
     if (!t) return zt_error_set(ZT_ERR_INVALID, "zt_task_zero: missing tensor");
     for (int j = 0; j < zt_tensor_nblk(t); j++) {
@@ -141,6 +156,7 @@ enum zt_status zt_task_zero(const struct zt_task_opts *o, zt_tensor_t t) {
         struct zt_builder tb;
         zt_builder_init(&tb, &a->hdr, ZT_KIND_fill_zero, o, j);
         a->hdr.native16 = 1; /* all-zero bits are +0 in fp32, bf16 and fp16 alike */
+        a->hdr.cuda_blocks = 1;
         zt_builder_add(&tb, t, j, STARPU_W);
         ZT_CHECK(zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0));
     }

@@ -1,6 +1,6 @@
 /*
  * tasks/dispatch.c: how a task's body runs on a worker: the slots it reads, the widening of its
- * 16-bit slots, its trace record, and (GPU build) where it may run.
+ * 16-bit slots and its trace record (a CUDA worker's side: dispatch_cuda.c).
  *
  * Layer: tasks/, below the registry: the registry's codelets enter here with the kind's body
  * (zt_dispatch_cpu, zt_dispatch_cuda), and the bodies in the op files read their slots through
@@ -292,11 +292,8 @@ static void record(void *buffers[], const struct zt_task_hdr *h, double t0, doub
     zt_trace_record(&r);
 }
 
-typedef void (*run_fn)(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
-                       zt_body_fn body);
-
 /* run the body through run and, when tracing is on, record it */
-static void dispatch(void *buffers[], void *cl_arg, zt_body_fn body, run_fn run) {
+void zt_dispatch_run(void *buffers[], void *cl_arg, zt_body_fn body, zt_run_fn run) {
     const struct zt_task_hdr *h = cl_arg;
     if (!zt_trace_enabled()) {
         run(buffers, h, cl_arg, body);
@@ -317,57 +314,5 @@ static void dispatch(void *buffers[], void *cl_arg, zt_body_fn body, run_fn run)
 }
 
 void zt_dispatch_cpu(void *buffers[], void *cl_arg, zt_body_fn body) {
-    dispatch(buffers, cl_arg, body, run_cpu);
+    zt_dispatch_run(buffers, cl_arg, body, run_cpu);
 }
-
-// ----------------------------------------------------------------------------
-// CUDA workers: the bodies' stream and handle, and where a task may run
-
-#ifdef ZT_USE_CUDA
-#include <cuda_runtime_api.h> /* cudaGetLastError */
-#include <starpu_cublas_v2.h> /* starpu_cublas_get_local_handle (declared only here) */
-#ifdef ZT_USE_NCCL
-#include "zt_nccl.h"          /* zt_nccl_active */
-#endif
-
-static void run_cuda(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
-                     zt_body_fn body) {
-    (void)h;
-    /* StarPU's event polling can leave cudaErrorNotReady as the thread's last error: clear it,
-     * so the body's launch checks see only their own */
-    (void)cudaGetLastError();
-    body(buffers, cl_arg);
-}
-
-/* asynchronous (STARPU_CUDA_ASYNC): a traced CUDA task's times are those of its launches */
-void zt_dispatch_cuda(void *buffers[], void *cl_arg, zt_body_fn body) {
-    dispatch(buffers, cl_arg, body, run_cuda);
-}
-
-void *zt_cuda_stream(void) { return (void *)starpu_cuda_get_local_stream(); }
-void *zt_cuda_blas(void) { return (void *)starpu_cublas_get_local_handle(); }
-
-/* Where a task of a kind with a CUDA body runs, decided by the task alone, never by the
- * scheduler: with CUDA workers, a task whose slots are each one fp32 block runs only on them
- * (zerotask's placement rule: the GPU computes what it can), any other only on CPU workers.
- * cuBLAS and OpenBLAS sum in different orders, so a scheduler free to choose would make the
- * losses depend on its choices; this way they depend only on the model and the machine. */
-int zt_dispatch_cuda_can_run(unsigned workerid, struct starpu_task *task, unsigned nimpl) {
-    (void)nimpl;
-    const struct zt_task_hdr *h = task->cl_arg;
-    int on_gpu = h && task->cl->cuda_funcs[0] && starpu_cuda_worker_get_count() > 0;
-    for (int s = 0; on_gpu && s < h->nslot; s++)
-        on_gpu = h->count[s] <= 1 && !(h->count[s] && zt_dtype_is16(h->dtype[s]));
-    return on_gpu == (starpu_worker_get_type((int)workerid) == STARPU_CUDA_WORKER);
-}
-
-#ifdef ZT_USE_NCCL
-/* a collective runs on the CUDA worker (NCCL) on every rank, or on CPU workers (MPI) on every
- * rank: zt_nccl_init agreed on one with the others, so no rank waits for a message the other
- * transport carries */
-int zt_dispatch_nccl_can_run(unsigned workerid, struct starpu_task *task, unsigned nimpl) {
-    (void)task, (void)nimpl;
-    return zt_nccl_active() == (starpu_worker_get_type((int)workerid) == STARPU_CUDA_WORKER);
-}
-#endif
-#endif

@@ -126,6 +126,32 @@ static enum zt_status check_positions(const char *fn, zt_tensor_t pe, zt_tensor_
     return ZT_OK;
 }
 
+#ifdef ZT_USE_CUDA
+#include "zt_kernels_cuda.h" /* zt_cuda_encoder_* */
+
+/* with a position table only (the plain lookup is cpu_only); tokens, like the tables, are a
+ * device array */
+void encoder_forward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_encoder_args *a = cl_arg;
+    const struct zt_task_hdr *h = &a->hdr;
+    ZT_CUDA_OK("encoder_forward",
+               zt_cuda_encoder_forward(zt_slot_ptr(buffers, h, 0), zt_slot_ptr(buffers, h, 1),
+                                       zt_slot_ptr(buffers, h, 2), zt_slot_ptr(buffers, h, 3),
+                                       (int)zt_slot_nx(buffers, h, 1), a->T, 0, a->C,
+                                       zt_cuda_stream()));
+}
+
+void encoder_backward_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_encoder_args *a = cl_arg;
+    const struct zt_task_hdr *h = &a->hdr;
+    ZT_CUDA_OK("encoder_backward",
+               zt_cuda_encoder_backward(zt_slot_ptr(buffers, h, 0), zt_slot_ptr(buffers, h, 1),
+                                        zt_slot_ptr(buffers, h, 2), zt_slot_ptr(buffers, h, 3),
+                                        (int)zt_slot_nx(buffers, h, 3), a->T, 0, a->C,
+                                        zt_cuda_stream()));
+}
+#endif
+
 enum zt_status zt_task_encoder_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                        zt_tensor_t tokens, zt_tensor_t wte, zt_tensor_t wpe) {
     ZT_CHECK(zt_check_blk("zt_task_encoder_forward", out, blk));
@@ -137,6 +163,7 @@ enum zt_status zt_task_encoder_forward(const struct zt_task_opts *o, zt_tensor_t
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_encoder_forward, o, blk);
     a->hdr.native16 = (unsigned char)any16(out, wte, wpe);
+    a->hdr.cpu_only |= wpe == NULL; /* the plain lookup has no device kernel */
     zt_builder_add(&tb, out, blk, STARPU_W);
     zt_builder_add(&tb, tokens, blk, STARPU_R);
     zt_builder_add(&tb, wte, -1, STARPU_R);
@@ -154,6 +181,7 @@ enum zt_status zt_task_encoder_backward(const struct zt_task_opts *o, zt_tensor_
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_encoder_backward, o, -1);
     a->hdr.native16 = (unsigned char)any16(dwte, dwpe, dout);
+    a->hdr.cpu_only |= dwpe == NULL;
     zt_builder_add(&tb, dwte, -1, STARPU_RW);
     zt_builder_add(&tb, dwpe, -1, STARPU_RW);
     zt_builder_add(&tb, dout, -1, STARPU_R);

@@ -57,6 +57,23 @@ void layernorm_param_reduce_cpu(void *buffers[], void *cl_arg) {
 #include <cuda_runtime_api.h> /* cudaMemsetAsync */
 #include "zt_kernels_cuda.h"  /* zt_cuda_layernorm_* */
 
+/* the CPU's adds in its block order (zt_cuda_residual_backward: its bits) */
+void layernorm_param_reduce_cuda(void *buffers[], void *cl_arg) {
+    const struct zt_layernorm_args *a = cl_arg;
+    float *dw = zt_slot_ptr(buffers, &a->hdr, 0);
+    float *db = zt_slot_ptr(buffers, &a->hdr, 1);
+    const float *part = zt_slot_ptr(buffers, &a->hdr, 2);
+    int nb = (int)(zt_slot_nx(buffers, &a->hdr, 2) / (2 * a->C));
+    for (int j = 0; j < nb; j++) {
+        const float *pj = part + (size_t)j * 2 * a->C;
+        ZT_CUDA_OK("layernorm_param_reduce",
+                   zt_cuda_residual_backward(dw, NULL, pj, (size_t)a->C, zt_cuda_stream()));
+        ZT_CUDA_OK("layernorm_param_reduce",
+                   zt_cuda_residual_backward(db, NULL, pj + a->C, (size_t)a->C,
+                                             zt_cuda_stream()));
+    }
+}
+
 void layernorm_forward_cuda(void *buffers[], void *cl_arg) {
     const struct zt_layernorm_args *a = cl_arg;
     int N = (int)zt_slot_nx(buffers, &a->hdr, 1);

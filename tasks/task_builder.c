@@ -25,6 +25,7 @@ void zt_builder_init(struct zt_builder *tb, struct zt_task_hdr *h, enum zt_task_
     h->mb = o ? o->mb : -1;
     h->step = o ? o->step : 0;
     h->recompute = o ? o->recompute != 0 : 0;
+    h->cpu_only = o ? o->on_host != 0 : 0;
     h->blk = blk;
 }
 

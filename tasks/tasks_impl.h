@@ -47,6 +47,10 @@ struct zt_task_hdr {
                                 * others: the dispatcher may widen and run it in chunks (the
                                 * body reads its slots through zt_slot_ptr / zt_slot_nx only,
                                 * and is not called for an empty task) */
+    unsigned char cpu_only;    /* GPU build: a variant of a kind with a CUDA body that has no
+                                * device kernel (CPU workers take it) */
+    unsigned char cuda_blocks; /* GPU build: the CUDA body takes its blocks as stored, one by
+                                * one (dispatch_cuda.c neither gathers nor widens them) */
 };
 
 /* bf16 or fp16: a slot of that type is widened to fp32 for the body (dispatch.c) */
@@ -59,6 +63,11 @@ static inline int zt_dtype_is16(int dtype) {
 
 /* A task kind's body: unpacks its slots from buffers and calls the kernel. */
 typedef void (*zt_body_fn)(void *buffers[], void *cl_arg);
+/* How a worker type runs a body (the CPU's widening, the GPU's gathering), and the one entry
+ * of both that also records the task when tracing is on. */
+typedef void (*zt_run_fn)(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
+                          zt_body_fn body);
+void zt_dispatch_run(void *buffers[], void *cl_arg, zt_body_fn body, zt_run_fn run);
 
 /* Host pointer of slot s (NULL if absent); asserts that its blocks are contiguous. */
 void *zt_slot_ptr(void *buffers[], const struct zt_task_hdr *h, int s);
@@ -161,11 +170,11 @@ ZT_TASK_KINDS(ZT_KIND_DECL_)
 // GPU build
 
 /* Kinds with a CUDA body (<kind>_cuda, next to <kind>_cpu): it launches kernels/cuda on the
- * worker's stream (STARPU_CUDA_ASYNC) and returns. With CUDA workers such a task runs on them
- * when every slot is fp32 and one block, and only on CPU workers otherwise
- * (zt_dispatch_cuda_can_run): StarPU places each block of a tensor in device memory on its own,
- * so only a one-block slot is one contiguous device array; and the placement never depends on
- * the scheduler. */
+ * worker's stream (STARPU_CUDA_ASYNC) and returns. With CUDA workers such a task runs only on
+ * them (zt_dispatch_cuda_can_run), so the placement never depends on the scheduler. The body
+ * sees every slot as one contiguous fp32 device array: StarPU places each block of a tensor in
+ * device memory on its own, so dispatch_cuda.c gathers a slot of several blocks into a device
+ * scratch area (widening 16-bit blocks) and scatters what the body wrote back into them. */
 #define ZT_CUDA_KINDS(X)                                                                         \
     X(layernorm_forward)                                                                         \
     X(layernorm_backward)                                                                        \
@@ -180,7 +189,15 @@ ZT_TASK_KINDS(ZT_KIND_DECL_)
     X(gelu_backward)                                                                             \
     X(residual_forward)                                                                          \
     X(residual_backward)                                                                         \
-    X(crossentropy)
+    X(crossentropy)                                                                              \
+    X(attention_forward)                                                                         \
+    X(attention_backward)                                                                        \
+    X(encoder_forward)                                                                           \
+    X(encoder_backward)                                                                          \
+    X(fill_zero)                                                                                 \
+    X(grad_sumsq)                                                                                \
+    X(layernorm_param_reduce)                                                                    \
+    X(adamw)
 #define ZT_KIND_DECL_CUDA_(k) void k##_cuda(void *buffers[], void *cl_arg);
 ZT_CUDA_KINDS(ZT_KIND_DECL_CUDA_)
 #ifdef ZT_USE_NCCL
@@ -191,9 +208,14 @@ ZT_NCCL_KINDS(ZT_KIND_DECL_CUDA_)
 #endif
 #undef ZT_KIND_DECL_CUDA_
 
-/* dispatch.c: run body on a CUDA worker (a trace record when tracing is on) */
+/* dispatch_cuda.c: run body on a CUDA worker (a trace record when tracing is on) */
 void zt_dispatch_cuda(void *buffers[], void *cl_arg, zt_body_fn body);
-/* dispatch.c: the codelets' can_execute, StarPU's signature: may this worker run the task?
+/* dispatch_cuda.c: a device scratch area of the running CUDA worker, at least bytes, valid for
+ * work on its stream until the worker's next call for the same area (stream-ordered: growing
+ * it frees the old one after the work queued before) */
+enum zt_cuda_area { ZT_CUDA_GATHER, ZT_CUDA_BODY, ZT_CUDA_AREA_COUNT };
+void *zt_cuda_scratch(enum zt_cuda_area area, size_t bytes);
+/* dispatch_cuda.c: the codelets' can_execute, StarPU's signature: may this worker run the task?
  * cuda_can_run: the placement rule above; nccl_can_run: the collectives on the transport that
  * every rank chose. */
 struct starpu_task;

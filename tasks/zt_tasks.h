@@ -35,6 +35,8 @@ struct zt_task_opts {
     int priority;  /* StarPU priority (see sched/zt_prio) */
     int recompute; /* 1: the task recomputes activations a checkpointed block did not keep
                     * (activation checkpointing): marked as such in traces */
+    int on_host;   /* 1: CPU workers run it even where a GPU worker could (ZeRO-Offload's
+                    * optimizer); 0: the GPU takes every task it has a kernel for */
 };
 
 /* Start the runtime (StarPU, single-threaded BLAS); reference counted. */

@@ -15,11 +15,15 @@ struct adam_coef {
     float lr_decay, beta1, beta2, omb1, omb2, bc2_sqrt, neg_step, eps, wd, grad_scale;
 };
 
+/* clip (device, may be NULL): [0] replaces c.grad_scale, and with skip a non-zero [2] leaves
+ * everything as it is (the optimizer's clip tensor: tasks/adamw.c) */
 __global__ static void k_adamw(float *p, float *m, float *v, const float *g, size_t n,
-                               struct adam_coef c, int decoupled) {
+                               struct adam_coef c, const float *clip, int skip, int decoupled) {
+    if (clip && skip && clip[2] != 0.0f) return;
+    const float gs = clip ? clip[0] : c.grad_scale;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        float gi = __fmul_rn(g[i], c.grad_scale), pi = p[i];
+        float gi = __fmul_rn(g[i], gs), pi = p[i];
         if (decoupled) pi = __fmul_rn(pi, c.lr_decay);
         else gi = __fmaf_rn(pi, c.wd, gi);
         float mi = __fmaf_rn(gi, c.omb1, __fmul_rn(m[i], c.beta1));
@@ -33,8 +37,8 @@ __global__ static void k_adamw(float *p, float *m, float *v, const float *g, siz
 
 extern "C" int zt_cuda_adamw(float *param, float *m, float *v, const float *grad, size_t n,
                              float lr, float beta1, float beta2, float eps, float weight_decay,
-                             float bc1, float bc2, float grad_scale, int decoupled,
-                             void *stream) {
+                             float bc1, float bc2, float grad_scale, const float *clip,
+                             int skip_nonfinite, int decoupled, void *stream) {
     if (n == 0) return 0;
     struct adam_coef c;
     c.lr_decay = (float)(1.0 - (double)lr * (double)weight_decay);
@@ -49,6 +53,7 @@ extern "C" int zt_cuda_adamw(float *param, float *m, float *v, const float *grad
     c.grad_scale = grad_scale;
     size_t b = (n + THREADS - 1) / THREADS;
     unsigned blocks = (unsigned)(b > 65535u * 32u ? 65535u * 32u : b);
-    k_adamw<<<blocks, THREADS, 0, (cudaStream_t)stream>>>(param, m, v, grad, n, c, decoupled);
+    k_adamw<<<blocks, THREADS, 0, (cudaStream_t)stream>>>(param, m, v, grad, n, c, clip,
+                                                        skip_nonfinite, decoupled);
     return (int)cudaGetLastError();
 }

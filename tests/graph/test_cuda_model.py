@@ -3,9 +3,12 @@
 build with its CUDA workers switched off (STARPU_NCUDA=0: the CPU bodies, the CPU build's bits).
 
 Needs a CUDA device (skips with 77 without one; test_cuda_build.py covers that case). One rank:
-  - fp32: per-step losses and the exported weights within 1e-4 (relative to the largest
-    magnitude) of the CPU run's, and at least one task on a CUDA worker (read from the trace:
-    the workers StarPU names "CUDA ...");
+  - fp32: per-step losses within 1e-4 (relative) of the CPU run's, step 1's gradients of every
+    tensor within 1e-4 of the CPU's (normalised: the largest difference over the largest
+    magnitude), the exported weights within Adam's reach of them (an update moves a weight by
+    about lr at most, so gradients near zero, whose sign rounding decides, may move it the other
+    way: at most 2 lr per step apart), and at least one task on a CUDA worker (read from the
+    trace: the workers StarPU names "CUDA ...");
   - ZeRO-Offload (stage 2, offload_optimizer cpu) on the GPU: losses within 1e-4 of the GPU run's;
   - bf16 on the GPU: losses within 1e-2 of the CPU bf16 run's.
 It prints which task kinds ran on the GPU and how many, so that a device check can tell what the
@@ -42,8 +45,14 @@ base = {"train_batch_size": 4, "train_micro_batch_size_per_gpu": 4, "gradient_cl
         "seed": 11, "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "weight_decay": 0.1}}}
 
 
+try:  # numpy where the machine has it (the GPU images do): 124M-element compares in seconds
+    import numpy as np
+except ImportError:
+    np = None
+
+
 def weights(path):
-    """every tensor of a safetensors file as (name, array of floats); F32 only"""
+    """every tensor of a safetensors file as {name: floats}; F32 only"""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         head = json.loads(f.read(n))
@@ -54,15 +63,27 @@ def weights(path):
             continue
         if t["dtype"] != "F32":
             sys.exit("FAIL test_cuda_model: %s is %s, expected F32" % (name, t["dtype"]))
-        a = array.array("f")
-        a.frombytes(body[t["data_offsets"][0]:t["data_offsets"][1]])
-        out[name] = a
+        raw = body[t["data_offsets"][0]:t["data_offsets"][1]]
+        if np is not None:
+            out[name] = np.frombuffer(raw, dtype=np.float32).astype(np.float64)
+        else:
+            out[name] = array.array("f")
+            out[name].frombytes(raw)
     return out
 
 
+def max_abs_diff(a, b):
+    if np is not None:
+        return float(np.max(np.abs(np.asarray(a, dtype=np.float64) -
+                                   np.asarray(b, dtype=np.float64))))
+    return max(abs(x - y) for x, y in zip(a, b))
+
+
 def rel_diff(a, b):
-    scale = max(max(abs(x) for x in a), 1e-30)
-    return max(abs(x - y) for x, y in zip(a, b)) / scale
+    """the largest difference over the largest magnitude of a"""
+    scale = float(np.max(np.abs(np.asarray(a, dtype=np.float64)))) if np is not None else \
+        max(abs(x) for x in a)
+    return max_abs_diff(a, b) / max(scale, 1e-30)
 
 
 def gpu_kinds(trace):
@@ -83,19 +104,21 @@ def gpu_kinds(trace):
     return on_gpu, total
 
 
-def train(label, ds, env, trace=False):
+def train(label, ds, env, trace=False, grads=False):
     args = ["--ds-config", run.write(label + "_ds.json", ds), "--model", MODEL, "--data", data,
             "--steps", str(STEPS)]
     if trace:
         args += ["--trace", run.path(label + "_trace.json")]
+    if grads:
+        args += ["--dump-grads", run.path(label + "_grads.safetensors")]
     recs, w, _ = run.train(label, 1, args, env=env)
     print("%-12s ms/step %s" % (label, [round(r["ms"], 1) for r in recs]), flush=True)
     return [r["loss"] for r in recs], w
 
 
 CPU, GPU = {"STARPU_NCUDA": "0"}, {}
-cpu_loss, cpu_w = train("fp32_cpu", base, CPU)
-gpu_loss, gpu_w = train("fp32_gpu", base, GPU, trace=True)
+cpu_loss, cpu_w = train("fp32_cpu", base, CPU, grads=True)
+gpu_loss, gpu_w = train("fp32_gpu", base, GPU, trace=True, grads=True)
 on_gpu, total = gpu_kinds(run.path("fp32_gpu_trace.json"))
 print("tasks on the GPU (kind: on GPU / all): " + ", ".join(
     "%s %d/%d" % (k, on_gpu.get(k, 0), n) for k, n in sorted(total.items())))
@@ -104,10 +127,16 @@ run.check(sum(on_gpu.values()) > 0, "at least one task ran on a CUDA worker (%d 
 dl = rel_diff(cpu_loss, gpu_loss)
 run.check(len(gpu_loss) == STEPS and dl <= 1e-4, "fp32 losses GPU %s vs CPU %s: relative %.3g "
           "<= 1e-4" % (gpu_loss, cpu_loss, dl))
-wc, wg = weights(cpu_w), weights(gpu_w)
-worst = max((rel_diff(wc[k], wg[k]), k) for k in wc)
-run.check(worst[0] <= 1e-4, "fp32 exported weights: worst tensor %s relative %.3g <= 1e-4"
+gc, gg = weights(run.path("fp32_cpu_grads.safetensors")), weights(run.path("fp32_gpu_grads."
+                                                                          "safetensors"))
+worst = max((rel_diff(gc[k], gg[k]), k) for k in gc)
+run.check(worst[0] <= 1e-4, "fp32 step-1 gradients: worst tensor %s normalised %.3g <= 1e-4"
           % (worst[1], worst[0]))
+wc, wg = weights(cpu_w), weights(gpu_w)
+lr = base["optimizer"]["params"]["lr"]
+worst = max((max_abs_diff(wc[k], wg[k]), k) for k in wc)
+run.check(worst[0] <= 2 * lr * STEPS, "fp32 exported weights: worst tensor %s differs by %.3g "
+          "<= 2 lr steps = %.3g" % (worst[1], worst[0], 2 * lr * STEPS))
 
 off = dict(base, zero_optimization={"stage": 2, "offload_optimizer": {"device": "cpu"}})
 off_loss, _ = train("offload_gpu", off, GPU)

@@ -104,7 +104,8 @@ static int check_convert(void) {
 
 static int check_adamw(void) {
     size_t sz = N * sizeof(float);
-    float *h[4], *d[4], *out = malloc(sz); /* param, m, v, grad */
+    float *h[4], *d[4], *out = malloc(sz), *dclip; /* param, m, v, grad; clip tensor */
+    CU(cudaMalloc((void **)&dclip, 3 * sizeof(float)));
     for (int k = 0; k < 4; k++) {
         h[k] = malloc(sz);
         CU(cudaMalloc((void **)&d[k], sz));
@@ -121,10 +122,20 @@ static int check_adamw(void) {
             CU(cudaMemcpy(d[3], h[3], sz, cudaMemcpyHostToDevice));
             b1t *= 0.9, b2t *= 0.999;
             float bc1 = (float)(1 - b1t), bc2 = (float)(1 - b2t), gs = 0.5f;
-            zt_kern_adamw(h[0], h[1], h[2], h[3], N, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1, bc2,
-                          gs, decoupled);
+            /* steps 3 and 4 take the scale from a device clip tensor; step 4's says a
+             * gradient was not finite, so it changes nothing (skip_nonfinite) */
+            const float *clip = NULL;
+            if (step == 3 || step == 4) {
+                float hc[3] = {0.25f, 1.0f, step == 4 ? 1.0f : 0.0f};
+                CU(cudaMemcpy(dclip, hc, sizeof hc, cudaMemcpyHostToDevice));
+                clip = dclip;
+                gs = 0.25f;
+            }
+            if (step != 4)
+                zt_kern_adamw(h[0], h[1], h[2], h[3], N, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1,
+                              bc2, gs, decoupled);
             CU(zt_cuda_adamw(d[0], d[1], d[2], d[3], N, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1,
-                             bc2, gs, decoupled, 0));
+                             bc2, 0.5f, clip, 1, decoupled, 0));
         }
         const char *what[3] = {"param", "exp_avg", "exp_avg_sq"};
         for (int k = 0; k < 3; k++) {
@@ -137,6 +148,7 @@ static int check_adamw(void) {
         }
     }
     for (int k = 0; k < 4; k++) free(h[k]), cudaFree(d[k]);
+    cudaFree(dclip);
     free(out);
     return 0;
 }

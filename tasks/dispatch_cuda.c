@@ -1,0 +1,172 @@
+/*
+ * tasks/dispatch_cuda.c: how a task's body runs on a CUDA worker (GPU build): its slots as
+ * contiguous fp32 device arrays, the worker's device scratch areas, its stream and cuBLAS
+ * handle, and which tasks go to the GPU at all.
+ *
+ * Layer: tasks/, beside dispatch.c (the CPU's side and the tracing wrapper both use). StarPU
+ * gives each block of a tensor its own device allocation, so a slot of several blocks is not
+ * one array on the GPU; and the CUDA kernels compute in fp32. So before the body, each slot
+ * of several blocks or of 16-bit blocks is gathered into the worker's gather area (16-bit
+ * blocks widened there exactly), the body sees one array per slot, and afterwards the slots it
+ * writes are scattered back (16-bit rounded to nearest even): the CPU dispatcher's widening
+ * semantics, with device-to-device copies. All of it is queued on the worker's stream
+ * (STARPU_CUDA_ASYNC), so the next task's gather into the same area comes after this one's
+ * scatter.
+ */
+#include <stdint.h>               /* uint16_t, uintptr_t */
+#include <stdlib.h>               /* malloc, free */
+#include <string.h>               /* memcpy */
+#include <cuda_runtime_api.h>     /* cudaMemcpyAsync, cudaMallocAsync, cudaGetLastError */
+#include <starpu.h>               /* starpu_cuda_get_local_stream, STARPU_VECTOR_GET_* */
+#include <starpu_cublas_v2.h>     /* starpu_cublas_get_local_handle (declared only here) */
+#include "zt_kernels_cuda.h"      /* zt_cuda_bf16_to_f32 and the other converters */
+#include "tasks_impl.h"           /* struct zt_task_hdr, zt_dispatch_run, our prototypes */
+#ifdef ZT_USE_NCCL
+#include "zt_nccl.h"              /* zt_nccl_active */
+#endif
+
+void *zt_cuda_stream(void) { return (void *)starpu_cuda_get_local_stream(); }
+void *zt_cuda_blas(void) { return (void *)starpu_cublas_get_local_handle(); }
+
+// ----------------------------------------------------------------------------
+// device scratch areas: one set per CUDA worker thread, stream-ordered
+
+/* The areas live until the process ends: a CUDA worker's thread lives as long as StarPU, and
+ * its device memory goes with the CUDA context. */
+static _Thread_local void *g_area[ZT_CUDA_AREA_COUNT];
+static _Thread_local size_t g_area_cap[ZT_CUDA_AREA_COUNT];
+
+void *zt_cuda_scratch(enum zt_cuda_area area, size_t bytes) {
+    if (g_area_cap[area] >= bytes && g_area[area]) return g_area[area];
+    cudaStream_t st = starpu_cuda_get_local_stream();
+    if (g_area[area]) cudaFreeAsync(g_area[area], st); /* after the work queued before */
+    size_t cap = bytes + bytes / 4 + 256; /* room to grow a little without reallocating */
+    g_area[area] = NULL;
+    ZT_ASSERT_MSG(cudaMallocAsync(&g_area[area], cap, st) == cudaSuccess,
+                  "out of device memory for a %zu-byte scratch area", cap);
+    g_area_cap[area] = cap;
+    return g_area[area];
+}
+
+// ----------------------------------------------------------------------------
+// gathering and widening slots on the device
+
+/* slot s reaches the body through the gather area: several blocks, or 16-bit ones */
+static int gathered(const struct zt_task_hdr *h, int s) {
+    return h->count[s] > 1 || (h->count[s] == 1 && zt_dtype_is16(h->dtype[s]));
+}
+
+/* bytes one element of slot s takes in the gather area (16-bit ones are widened) */
+static size_t area_elemsize(void *buffers[], const struct zt_task_hdr *h, int s) {
+    return zt_dtype_is16(h->dtype[s]) ? sizeof(float)
+                                      : STARPU_VECTOR_GET_ELEMSIZE(buffers[h->first[s]]);
+}
+
+/* block b into the area at dst (widening 16-bit), or with back != 0 the area into block b */
+static void move_block(const struct zt_task_hdr *h, int s, struct starpu_vector_interface *b,
+                       unsigned char *area, int back, cudaStream_t st) {
+    size_t n = b->nx;
+    uint16_t *blk16 = (uint16_t *)b->ptr;
+    int rc;
+    if (h->dtype[s] == ZT_DTYPE_BF16)
+        rc = back ? zt_cuda_f32_to_bf16(blk16, (const float *)area, n, st)
+                  : zt_cuda_bf16_to_f32((float *)area, blk16, n, st);
+    else if (h->dtype[s] == ZT_DTYPE_F16)
+        rc = back ? zt_cuda_f32_to_f16(blk16, (const float *)area, n, st)
+                  : zt_cuda_f16_to_f32((float *)area, blk16, n, st);
+    else
+        rc = (int)(back ? cudaMemcpyAsync((void *)b->ptr, area, n * b->elemsize,
+                                          cudaMemcpyDeviceToDevice, st)
+                        : cudaMemcpyAsync(area, (const void *)b->ptr, n * b->elemsize,
+                                          cudaMemcpyDeviceToDevice, st));
+    ZT_ASSERT_MSG(rc == 0, "CUDA task %s: moving slot %d through the gather area failed (%d)",
+                  zt_task_kind_name(h->kind), s, rc);
+}
+
+/* Point vb's buffers of the gathered slots at consecutive parts of the area (vi: their
+ * interfaces), filling the parts of the slots the task reads; with back != 0 instead copy the
+ * parts of the slots it writes back into their blocks. Returns the bytes the area needs. */
+static size_t walk_gathered(void *buffers[], const struct zt_task_hdr *h, unsigned char *area,
+                            void *vb[], struct starpu_vector_interface *vi, int back,
+                            cudaStream_t st) {
+    size_t at = 0;
+    int k = 0;
+    for (int s = 0; s < h->nslot; s++) {
+        if (!gathered(h, s)) continue;
+        size_t es = area_elemsize(buffers, h, s);
+        for (int i = 0; i < h->count[s]; i++, k++) {
+            struct starpu_vector_interface *b = buffers[h->first[s] + i];
+            if (area && (back ? h->wr[s] : h->rd[s])) move_block(h, s, b, area + at, back, st);
+            if (area && !back) {
+                vi[k] = *b;
+                vi[k].ptr = vi[k].dev_handle = (uintptr_t)(area + at);
+                vi[k].offset = 0;
+                vi[k].elemsize = es;
+                vb[h->first[s] + i] = &vi[k];
+            }
+            at += b->nx * es; /* a slot's blocks meet: the body sees one array */
+        }
+        at = (at + 255) / 256 * 256; /* each slot's part 256-byte aligned */
+    }
+    return at;
+}
+
+static void run_cuda(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
+                     zt_body_fn body) {
+    /* StarPU's event polling can leave cudaErrorNotReady as the thread's last error: clear it,
+     * so the body's launch checks see only their own */
+    (void)cudaGetLastError();
+    int nbuf = 0, ngather = 0;
+    for (int s = 0; s < h->nslot; s++) {
+        if (h->first[s] + h->count[s] > nbuf) nbuf = h->first[s] + h->count[s];
+        if (gathered(h, s)) ngather += h->count[s];
+    }
+    if (ngather == 0 || h->cuda_blocks) {
+        body(buffers, cl_arg);
+        return;
+    }
+    cudaStream_t st = starpu_cuda_get_local_stream();
+    size_t bytes = walk_gathered(buffers, h, NULL, NULL, NULL, 0, st);
+    unsigned char *area = zt_cuda_scratch(ZT_CUDA_GATHER, bytes);
+    void **vb = malloc((size_t)nbuf * sizeof *vb);
+    struct starpu_vector_interface *vi = malloc((size_t)ngather * sizeof *vi);
+    ZT_ASSERT_MSG(vb && vi, "out of memory gathering a %s task", zt_task_kind_name(h->kind));
+    memcpy(vb, buffers, (size_t)nbuf * sizeof *vb);
+    walk_gathered(buffers, h, area, vb, vi, 0, st);
+    body(vb, cl_arg);
+    walk_gathered(buffers, h, area, vb, vi, 1, st);
+    free(vi);
+    free(vb);
+}
+
+/* asynchronous (STARPU_CUDA_ASYNC): a traced CUDA task's times are those of its launches */
+void zt_dispatch_cuda(void *buffers[], void *cl_arg, zt_body_fn body) {
+    zt_dispatch_run(buffers, cl_arg, body, run_cuda);
+}
+
+// ----------------------------------------------------------------------------
+// where a task runs
+
+/* Decided by the task alone, never by the scheduler: with CUDA workers, a task of a kind with
+ * a CUDA body runs only on them (zerotask's placement rule: the GPU computes what it can),
+ * unless it is a variant without a device kernel or asked to stay on the host (cpu_only); any
+ * other only on CPU workers. cuBLAS and OpenBLAS sum in different orders, so a scheduler free
+ * to choose would make the losses depend on its choices; this way they depend only on the
+ * model, the options and the machine. */
+int zt_dispatch_cuda_can_run(unsigned workerid, struct starpu_task *task, unsigned nimpl) {
+    (void)nimpl;
+    const struct zt_task_hdr *h = task->cl_arg;
+    int on_gpu = h && !h->cpu_only && task->cl->cuda_funcs[0] &&
+                 starpu_cuda_worker_get_count() > 0;
+    return on_gpu == (starpu_worker_get_type((int)workerid) == STARPU_CUDA_WORKER);
+}
+
+#ifdef ZT_USE_NCCL
+/* a collective runs on the CUDA worker (NCCL) on every rank, or on CPU workers (MPI) on every
+ * rank: zt_nccl_init agreed on one with the others, so no rank waits for a message the other
+ * transport carries */
+int zt_dispatch_nccl_can_run(unsigned workerid, struct starpu_task *task, unsigned nimpl) {
+    (void)task, (void)nimpl;
+    return zt_nccl_active() == (starpu_worker_get_type((int)workerid) == STARPU_CUDA_WORKER);
+}
+#endif
