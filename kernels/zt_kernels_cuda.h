@@ -28,14 +28,15 @@ int zt_cuda_bf16_to_f32(float *dst, const uint16_t *src, size_t n, void *stream)
 int zt_cuda_f32_to_f16(uint16_t *dst, const float *src, size_t n, void *stream);
 int zt_cuda_f16_to_f32(float *dst, const uint16_t *src, size_t n, void *stream);
 
-/* Adam/AdamW step on n contiguous parameters, as zt_kern_adamw (PyTorch semantics). clip: NULL,
- * or a device array of 3 floats read when the kernel runs (the optimizer's clip tensor): its
- * [0] is the gradient scale instead of grad_scale, and with skip_nonfinite a non-zero [2]
- * (a non-finite gradient somewhere) makes the step change nothing. */
-int zt_cuda_adamw(float *param, float *m, float *v, const float *grad, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, float bc1, float bc2,
-                  float grad_scale, const float *clip, int skip_nonfinite, int decoupled,
-                  void *stream);
+/* Adam/AdamW step on n contiguous parameters, as zt_kern_adamw (PyTorch semantics); copy (may
+ * be NULL) receives the new values as well. clip: NULL, or a device array of 3 floats read
+ * when the kernel runs (the optimizer's clip tensor): its [0] is the gradient scale instead of
+ * grad_scale, and with skip_nonfinite a non-zero [2] (a non-finite gradient somewhere) makes
+ * the step change nothing, copy included. */
+int zt_cuda_adamw(float *param, float *m, float *v, const float *grad, float *copy, size_t n,
+                  float lr, float beta1, float beta2, float eps, float weight_decay, float bc1,
+                  float bc2, float grad_scale, const float *clip, int skip_nonfinite,
+                  int decoupled, void *stream);
 
 /* GELU (tanh approximation) and its backward, as zt_kern_gelu_forward/backward (dinp may
  * alias dout) */

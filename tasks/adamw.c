@@ -165,23 +165,19 @@ void adamw_cpu(void *buffers[], void *cl_arg) {
 }
 
 #ifdef ZT_USE_CUDA
-#include <cuda_runtime_api.h> /* cudaMemcpyAsync */
-#include "zt_kernels_cuda.h"  /* zt_cuda_adamw, zt_cuda_sumsq */
+#include "zt_kernels_cuda.h" /* zt_cuda_adamw, zt_cuda_sumsq */
 
 /* on the device, every slot fp32 (gathered and widened): the clip tensor is read by the kernel
- * (its scale, and whether to skip), the copy is the new values, rounded when scattered back */
+ * (its scale, and whether to skip), and the copy gets the new values, rounded when scattered
+ * back */
 static void adamw_range_cuda(const struct adamw_block *b, int64_t s, int64_t t,
                              const struct adamw_step *st) {
     const struct zt_adamw_hparams *hp = st->hp;
-    void *stream = zt_cuda_stream();
     ZT_CUDA_OK("adamw", zt_cuda_adamw(b->p + s, b->m + s, b->v + s, (const float *)b->g + s,
-                                      (size_t)(t - s), hp->lr, hp->beta1, hp->beta2, hp->eps,
-                                      hp->weight_decay, st->bc1, st->bc2, 1.0f, st->clip,
-                                      hp->skip_nonfinite, hp->decoupled, stream));
-    if (b->cp)
-        ZT_CUDA_OK("adamw", cudaMemcpyAsync((float *)b->cp + s, b->p + s,
-                                            (size_t)(t - s) * sizeof(float),
-                                            cudaMemcpyDeviceToDevice, (cudaStream_t)stream));
+                                      b->cp ? (float *)b->cp + s : NULL, (size_t)(t - s), hp->lr,
+                                      hp->beta1, hp->beta2, hp->eps, hp->weight_decay, st->bc1,
+                                      st->bc2, 1.0f, st->clip, hp->skip_nonfinite,
+                                      hp->decoupled, zt_cuda_stream()));
 }
 
 void adamw_cuda(void *buffers[], void *cl_arg) {

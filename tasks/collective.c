@@ -322,6 +322,7 @@ static enum zt_status submit_collective(enum zt_task_kind kind, const char *fn,
     a->elemsize = (int)elemsize;
     a->seq = ++g_seq;
     a->hdr.native16 = 1; /* 16-bit blocks move as 16-bit data (reduce_scatter_body widens) */
+    a->hdr.cuda_blocks = 1; /* so do the NCCL bodies, block by block, on the device */
     memcpy(a->part, part, 2 * (size_t)N * sizeof(int64_t));
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, -1);

@@ -31,21 +31,25 @@ void *zt_cuda_blas(void) { return (void *)starpu_cublas_get_local_handle(); }
 // ----------------------------------------------------------------------------
 // device scratch areas: one set per CUDA worker thread, stream-ordered
 
-/* The areas live until the process ends: a CUDA worker's thread lives as long as StarPU, and
- * its device memory goes with the CUDA context. */
-static _Thread_local void *g_area[ZT_CUDA_AREA_COUNT];
-static _Thread_local size_t g_area_cap[ZT_CUDA_AREA_COUNT];
+/* Per worker, not per thread: with STARPU_NWORKER_PER_CUDA > 1 one thread drives several
+ * workers, each on its own stream. Only the worker itself touches its entries. The areas live
+ * until the process ends, as the CUDA context they belong to does. */
+static void *g_area[STARPU_NMAXWORKERS][ZT_CUDA_AREA_COUNT];
+static size_t g_area_cap[STARPU_NMAXWORKERS][ZT_CUDA_AREA_COUNT];
 
 void *zt_cuda_scratch(enum zt_cuda_area area, size_t bytes) {
-    if (g_area_cap[area] >= bytes && g_area[area]) return g_area[area];
+    int w = starpu_worker_get_id();
+    ZT_ASSERT_MSG(w >= 0 && w < STARPU_NMAXWORKERS, "zt_cuda_scratch outside a CUDA worker");
+    void **p = &g_area[w][area];
+    if (g_area_cap[w][area] >= bytes && *p) return *p;
     cudaStream_t st = starpu_cuda_get_local_stream();
-    if (g_area[area]) cudaFreeAsync(g_area[area], st); /* after the work queued before */
+    if (*p) cudaFreeAsync(*p, st); /* after the work queued before on this worker's stream */
     size_t cap = bytes + bytes / 4 + 256; /* room to grow a little without reallocating */
-    g_area[area] = NULL;
-    ZT_ASSERT_MSG(cudaMallocAsync(&g_area[area], cap, st) == cudaSuccess,
+    *p = NULL;
+    ZT_ASSERT_MSG(cudaMallocAsync(p, cap, st) == cudaSuccess,
                   "out of device memory for a %zu-byte scratch area", cap);
-    g_area_cap[area] = cap;
-    return g_area[area];
+    g_area_cap[w][area] = cap;
+    return *p;
 }
 
 // ----------------------------------------------------------------------------

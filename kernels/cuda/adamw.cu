@@ -16,9 +16,11 @@ struct adam_coef {
 };
 
 /* clip (device, may be NULL): [0] replaces c.grad_scale, and with skip a non-zero [2] leaves
- * everything as it is (the optimizer's clip tensor: tasks/adamw.c) */
-__global__ static void k_adamw(float *p, float *m, float *v, const float *g, size_t n,
-                               struct adam_coef c, const float *clip, int skip, int decoupled) {
+ * everything as it is (the optimizer's clip tensor: tasks/adamw.c); copy (may be NULL) gets
+ * the new values too */
+__global__ static void k_adamw(float *p, float *m, float *v, const float *g, float *copy,
+                               size_t n, struct adam_coef c, const float *clip, int skip,
+                               int decoupled) {
     if (clip && skip && clip[2] != 0.0f) return;
     const float gs = clip ? clip[0] : c.grad_scale;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -30,15 +32,17 @@ __global__ static void k_adamw(float *p, float *m, float *v, const float *g, siz
         float vi = __fadd_rn(__fmul_rn(v[i], c.beta2), __fmul_rn(__fmul_rn(c.omb2, gi), gi));
         float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), c.bc2_sqrt), c.eps);
         p[i] = __fadd_rn(pi, __fdiv_rn(__fmul_rn(c.neg_step, mi), denom));
+        if (copy) copy[i] = p[i];
         m[i] = mi;
         v[i] = vi;
     }
 }
 
-extern "C" int zt_cuda_adamw(float *param, float *m, float *v, const float *grad, size_t n,
-                             float lr, float beta1, float beta2, float eps, float weight_decay,
-                             float bc1, float bc2, float grad_scale, const float *clip,
-                             int skip_nonfinite, int decoupled, void *stream) {
+extern "C" int zt_cuda_adamw(float *param, float *m, float *v, const float *grad, float *copy,
+                             size_t n, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, float bc1, float bc2, float grad_scale,
+                             const float *clip, int skip_nonfinite, int decoupled,
+                             void *stream) {
     if (n == 0) return 0;
     struct adam_coef c;
     c.lr_decay = (float)(1.0 - (double)lr * (double)weight_decay);
@@ -53,7 +57,7 @@ extern "C" int zt_cuda_adamw(float *param, float *m, float *v, const float *grad
     c.grad_scale = grad_scale;
     size_t b = (n + THREADS - 1) / THREADS;
     unsigned blocks = (unsigned)(b > 65535u * 32u ? 65535u * 32u : b);
-    k_adamw<<<blocks, THREADS, 0, (cudaStream_t)stream>>>(param, m, v, grad, n, c, clip,
+    k_adamw<<<blocks, THREADS, 0, (cudaStream_t)stream>>>(param, m, v, grad, copy, n, c, clip,
                                                         skip_nonfinite, decoupled);
     return (int)cudaGetLastError();
 }

@@ -104,8 +104,10 @@ static int check_convert(void) {
 
 static int check_adamw(void) {
     size_t sz = N * sizeof(float);
-    float *h[4], *d[4], *out = malloc(sz), *dclip; /* param, m, v, grad; clip tensor */
+    /* param, m, v, grad; the clip tensor; the copy of the new values */
+    float *h[4], *d[4], *out = malloc(sz), *dclip, *dcopy;
     CU(cudaMalloc((void **)&dclip, 3 * sizeof(float)));
+    CU(cudaMalloc((void **)&dcopy, sz));
     for (int k = 0; k < 4; k++) {
         h[k] = malloc(sz);
         CU(cudaMalloc((void **)&d[k], sz));
@@ -134,9 +136,16 @@ static int check_adamw(void) {
             if (step != 4)
                 zt_kern_adamw(h[0], h[1], h[2], h[3], N, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1,
                               bc2, gs, decoupled);
-            CU(zt_cuda_adamw(d[0], d[1], d[2], d[3], N, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, bc1,
-                             bc2, 0.5f, clip, 1, decoupled, 0));
+            CU(zt_cuda_adamw(d[0], d[1], d[2], d[3], dcopy, N, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                             0.01f, bc1, bc2, 0.5f, clip, 1, decoupled, 0));
+            if (step == 4) { /* skipped: the copy still holds step 3's values */
+                CU(cudaMemcpy(out, dcopy, sz, cudaMemcpyDeviceToHost));
+                ZT_TEST_TRUE(memcmp(out, h[0], sz) == 0, "a skipped step leaves the copy");
+            }
         }
+        CU(cudaMemcpy(out, dcopy, sz, cudaMemcpyDeviceToHost));
+        ZT_TEST_TRUE(memcmp(out, h[0], sz) == 0, "%s: the copy holds the new values",
+                     decoupled ? "AdamW" : "Adam (L2)");
         const char *what[3] = {"param", "exp_avg", "exp_avg_sq"};
         for (int k = 0; k < 3; k++) {
             CU(cudaMemcpy(out, d[k], sz, cudaMemcpyDeviceToHost));
@@ -148,7 +157,7 @@ static int check_adamw(void) {
         }
     }
     for (int k = 0; k < 4; k++) free(h[k]), cudaFree(d[k]);
-    cudaFree(dclip);
+    cudaFree(dclip), cudaFree(dcopy);
     free(out);
     return 0;
 }
