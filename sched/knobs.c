@@ -96,7 +96,8 @@ static const struct {
     const char *name, *doc;
 } g_starpu_vars[] = {
     {"STARPU_SCHED", "scheduling policy (eager, lws, ws, prio, dmda, dmdas, random, ...); "
-                     "zerotask uses lws when unset and rejects unknown names"},
+                     "zerotask uses lws when unset (dmdas when StarPU will start CUDA workers: "
+                     "docs/cuda.md) and rejects unknown names"},
     {"STARPU_NCPU", "number of CPU workers (Debian's StarPU allows at most 4)"},
     {"STARPU_HOME", "where StarPU keeps calibration; zerotask defaults it to "
                     "~/.cache/zerotask when neither it, STARPU_PERF_MODEL_DIR nor "

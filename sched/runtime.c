@@ -24,15 +24,37 @@
 #ifdef ZT_USE_NCCL
 #include "zt_nccl.h"   /* zt_nccl_init, zt_nccl_free */
 #endif
+#ifdef ZT_USE_CUDA
+#include <cuda_runtime_api.h> /* cudaGetDeviceCount */
+#endif
 
 static int g_refs = 0;
 static int g_io_nice = 0; /* ZT_IO_NICE, once the runtime has read it */
-/* Default StarPU policy: lws honours priorities (PLATFORM.md item 10) and needs no calibration. */
+/* Default StarPU policy: lws honours priorities (PLATFORM.md item 10) and needs no calibration.
+ * With CUDA workers dmdas instead: zerotask puts each task on one kind of worker (the GPU takes
+ * every kind it has a kernel for), and in lws/ws every idle CPU worker then scans the CUDA
+ * worker's queue for a task it may steal, under that worker's lock, for every pop: thousands
+ * of tasks only the GPU may run starve the GPU (bench/sched_one_worker.c measures it). dmdas
+ * queues each task at a worker that may run it, never steals, and honours priorities too. */
 #define ZT_DEFAULT_SCHED "lws"
+#define ZT_DEFAULT_SCHED_CUDA "dmdas"
 
 static const char *g_sched_name = ZT_DEFAULT_SCHED;
 
 const char *zt_runtime_default_sched(void) { return ZT_DEFAULT_SCHED; }
+
+/* will StarPU start CUDA workers? (GPU build: a device, and STARPU_NCUDA not 0; asked before
+ * starpu_init, since the policy is chosen there) */
+static int cuda_workers_expected(void) {
+#ifdef ZT_USE_CUDA
+    const char *n = getenv("STARPU_NCUDA");
+    if (n && *n && atoi(n) == 0) return 0; /* starpu_env.c checked it is a decimal integer */
+    int count = 0;
+    return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+#else
+    return 0;
+#endif
+}
 
 /* Keep calibration files out of the current directory and the user's other StarPU runs unless
  * the user chose a place: a per-user zerotask directory. */
@@ -87,8 +109,8 @@ enum zt_status zt_runtime_init(void) {
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     if (!getenv("STARPU_SCHED")) {
-        conf.sched_policy_name = ZT_DEFAULT_SCHED;
-        g_sched_name = ZT_DEFAULT_SCHED;
+        g_sched_name = cuda_workers_expected() ? ZT_DEFAULT_SCHED_CUDA : ZT_DEFAULT_SCHED;
+        conf.sched_policy_name = g_sched_name;
     }
     /* our codelets are CPU (and CUDA when built); OpenCL workers would only idle */
     conf.nopencl = 0;

@@ -28,9 +28,9 @@ for nccl in 0 1; do
     -x NCCL_DEBUG=WARN \
     -x LD_LIBRARY_PATH -x OPAL_PREFIX -x PMIX_INSTALL_PREFIX \
     "$zt" --ds-config ds.json --model model.json --data tokens.bin --steps 3 \
-    --log "log$nccl.jsonl" --quiet 2> "nccl$nccl.err"
+    --log "log$nccl.jsonl" --quiet > "nccl$nccl.out" 2>&1
   echo "exit $?"
-  cat "nccl$nccl.err"
+  cat "nccl$nccl.out"
 done
 python3 - <<'PY'
 import json, sys
@@ -41,7 +41,7 @@ def losses(n):
         return None
 mpi, nccl = losses(0), losses(1)
 print("losses: MPI %s, NCCL %s" % (mpi, nccl))
-if mpi and not nccl and "Duplicate GPU detected" in open("nccl1.err").read():
+if mpi and not nccl and "Duplicate GPU detected" in open("nccl1.out").read():
     print("skip: NCCL refuses two ranks on one GPU (Duplicate GPU detected, see above): the "
           "NCCL transport needs a GPU per rank")
     sys.exit(77)
