@@ -586,6 +586,9 @@ static void trace_meta(const struct train_run *r) {
     META("grad_accum", "%d", cfg->grad_accum);
     META("seq_len", "%d", r->shape.seq_len);
     META("n_layer", "%d", r->shape.n_layer);
+    META("n_embd", "%d", r->shape.n_embd);
+    META("n_head", "%d", r->shape.n_head);
+    META("vocab_size", "%d", r->shape.vocab_size);
     META("flops_per_step", "%.6g", zt_gpt2_step_flops(r->model));
     META("mem_params", "%lld", (long long)mem->params);
     META("mem_grads", "%lld", (long long)mem->grads);

@@ -5,10 +5,10 @@
  * Layer: apps/ (zt-trace). zt-trace reads the trace zt-train --trace F.json writes (the replay
  * file F.ztr beside the JSON; docs/traces.md): where the time of each step went (summary), what
  * the step would take with other workers, policies, bandwidths or rank counts (replay),
- * pictures (plot) and a scale-out projection (project). It needs no runtime (no StarPU, no MPI):
- * it reads the file. Errors: the rooms report through zt_error_set, and main prints exactly
- * one line "zt-trace: error: ..." on stderr; exit 2 for a bad command line, 1 for anything else
- * (a damaged trace included).
+ * pictures (plot), a scale-out projection (project) and pipeline layouts (pipeline). It
+ * needs no runtime (no StarPU, no MPI): it reads the file. Errors: the rooms report through
+ * zt_error_set, and main prints exactly one line "zt-trace: error: ..." on stderr; exit 2 for
+ * a bad command line, 1 for anything else (a damaged trace included).
  */
 #include <errno.h>    /* errno */
 #include <stdio.h>    /* printf, fputs */
@@ -61,14 +61,25 @@ static const char *usage_text =
     "      one rank per node, collectives as alpha-beta ring collectives (defaults 10 us,\n"
     "      12.5 GB/s); per N (default 8,16,...,1024): step time, exposed communication share,\n"
     "      communication volume and memory per rank (docs/traces.md, \"Scale-out projection\")\n"
+    "  pipeline TRACE --stages P [--micro M] [--schedule 1f1b|gpipe]\n"
+    "           [--partition parameters|uniform|time] [--alpha-us A] [--bw-gbs B] [--json]\n"
+    "      a recorded GPT-2 run as a pipeline of P stages, one rank each with the recorded\n"
+    "      workers: each layer's measured work, the layers cut into stages (as the pipeline\n"
+    "      section's partition does, or balanced by the measured time), M micro-batches\n"
+    "      (default: the run's gradient_accumulation_steps) in the 1F1B (default) or GPipe\n"
+    "      order, activations and gradients between stages as messages (defaults 10 us,\n"
+    "      12.5 GB/s); per stage: work per micro-batch, busy and idle time, micro-batches in\n"
+    "      flight; the step time, the bubble against (P-1)/(M+P-1) and the stage imbalance\n"
+    "      (docs/traces.md, \"Pipeline projection\")\n"
     "\n"
     "Exit status: 0 ok, 2 bad command line, 1 any other error (a damaged trace included).\n";
 
 #define MAX_TRACES 16
 #define MAX_RANK_COUNTS 32
 
-enum command { CMD_SUMMARY, CMD_REPLAY, CMD_PLOT, CMD_PROJECT, CMD_COUNT };
-static const char *const command_names[CMD_COUNT] = {"summary", "replay", "plot", "project"};
+enum command { CMD_SUMMARY, CMD_REPLAY, CMD_PLOT, CMD_PROJECT, CMD_PIPELINE, CMD_COUNT };
+static const char *const command_names[CMD_COUNT] = {"summary", "replay", "plot", "project",
+                                                     "pipeline"};
 
 /* zt-trace's command line, parsed */
 struct trace_args {
@@ -84,6 +95,7 @@ struct trace_args {
     int ranks[MAX_RANK_COUNTS];  /* project: the rank counts */
     int nranks;
     const char *plot;            /* project: the PNG */
+    struct pipe_options pipe;    /* pipeline */
 };
 
 // ----------------------------------------------------------------------------
@@ -215,6 +227,34 @@ static enum zt_status project_option(struct trace_args *c, const char *a, const 
     return ZT_OK;
 }
 
+static enum zt_status pipeline_option(struct trace_args *c, const char *a, const char *v,
+                                      int *taken) {
+    struct pipe_options *o = &c->pipe;
+    double x = 0;
+    int k = 0;
+    *taken = 2;
+    if (!strcmp(a, "--stages")) {
+        ZT_CHECK(number(a, v, 1, ZT_PIPE_MAX_STAGES, &x));
+        o->stages = (int)x;
+    } else if (!strcmp(a, "--micro")) {
+        ZT_CHECK(number(a, v, 1, 1 << 20, &x));
+        o->micro = (int)x;
+    } else if (!strcmp(a, "--schedule")) {
+        ZT_CHECK(choice(a, v, pipe_schedule_names, 2, "1f1b or gpipe", &o->gpipe));
+    } else if (!strcmp(a, "--partition")) {
+        ZT_CHECK(choice(a, v, pipe_partition_names, PIPE_PART_COUNT,
+                        "parameters, uniform or time", &k));
+        o->partition = (enum pipe_partition)k;
+    } else if (!strcmp(a, "--alpha-us")) {
+        ZT_CHECK(number(a, v, 0, 1e6, &o->alpha_us));
+    } else if (!strcmp(a, "--bw-gbs")) {
+        ZT_CHECK(number(a, v, 1e-3, 1e9, &o->bw_gbs));
+    } else {
+        *taken = 0;
+    }
+    return ZT_OK;
+}
+
 /* the arguments after the command */
 static enum zt_status parse_arguments(struct trace_args *c, int argc, char **argv) {
     int taken; /* arguments the last one used: 1, or 2 with its value */
@@ -236,6 +276,7 @@ static enum zt_status parse_arguments(struct trace_args *c, int argc, char **arg
         if (c->cmd == CMD_REPLAY) ZT_CHECK(replay_option(c, a, v, &taken));
         else if (c->cmd == CMD_PLOT) ZT_CHECK(plot_option(c, a, v, &taken));
         else if (c->cmd == CMD_PROJECT) ZT_CHECK(project_option(c, a, v, &taken));
+        else if (c->cmd == CMD_PIPELINE) ZT_CHECK(pipeline_option(c, a, v, &taken));
         if (!taken)
             return zt_error_set(ZT_ERR_USAGE, "unknown option %s for this command", a);
     }
@@ -245,10 +286,11 @@ static enum zt_status parse_arguments(struct trace_args *c, int argc, char **arg
 /* the command line, checked, with each command's defaults */
 static enum zt_status parse_command_line(struct trace_args *c, int argc, char **argv) {
     *c = (struct trace_args){.sim = {.pol = POL_RECORDED, .link = 1, .disk = 1, .compute = 1},
-                      .alpha_us = 10, .bw_gbs = 12.5, .step = -1};
+                      .alpha_us = 10, .bw_gbs = 12.5, .step = -1,
+                      .pipe = {.alpha_us = 10, .bw_gbs = 12.5}};
     int k = 0;
-    if (choice("command", argv[1], command_names, CMD_COUNT, "summary, replay, plot or project",
-               &k) != ZT_OK)
+    if (choice("command", argv[1], command_names, CMD_COUNT,
+               "summary, replay, plot, project or pipeline", &k) != ZT_OK)
         return zt_error_set(ZT_ERR_USAGE, "unknown command %s", argv[1]);
     c->cmd = (enum command)k;
     ZT_CHECK(parse_arguments(c, argc, argv));
@@ -261,6 +303,9 @@ static enum zt_status parse_command_line(struct trace_args *c, int argc, char **
     if (c->cmd == CMD_PLOT && !c->out)
         return zt_error_set(ZT_ERR_USAGE, "plot: --out PREFIX is required");
     if (c->cmd == CMD_REPLAY && !c->policy_set && c->sim.workers > 0) c->sim.pol = POL_EAGER;
+    if (c->cmd == CMD_PIPELINE && c->pipe.stages < 1)
+        return zt_error_set(ZT_ERR_USAGE, "pipeline: --stages P is required");
+    c->pipe.json = c->json;
     if (c->cmd == CMD_PROJECT && !c->nranks)
         for (int n = 8; n <= 1024; n *= 2) c->ranks[c->nranks++] = n;
     return ZT_OK;
@@ -274,6 +319,7 @@ static enum zt_status run_command(const struct trace_args *c, const struct trace
     case CMD_SUMMARY: return cmd_summary(&trs[0], c->json);
     case CMD_REPLAY: return cmd_replay(&trs[0], &c->sim, c->json);
     case CMD_PLOT: return cmd_plot(&trs[0], c->out, c->step);
+    case CMD_PIPELINE: return cmd_pipeline(&trs[0], &c->pipe);
     default: {
         struct project_options po = {.ranks = c->ranks, .nranks = c->nranks,
                                      .alpha_us = c->alpha_us, .bw_gbs = c->bw_gbs,

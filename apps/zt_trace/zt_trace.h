@@ -6,8 +6,8 @@
  * Layer: apps/ (private to zt-trace). The rooms: main.c (command line), trace.c (loading the
  * replay file through io/zt_tracefile.h into task graphs), analysis.c (windows, worker order,
  * normalised work, critical paths), summary.c, simulate.c (discrete-event replay), project.c
- * (alpha-beta scale-out projection) and plot.c (gnuplot). Errors go through zt_error_set;
- * main.c prints the one line.
+ * (alpha-beta scale-out projection), pipeline.c (pipeline layouts) and plot.c (gnuplot).
+ * Errors go through zt_error_set; main.c prints the one line.
  */
 #ifndef ZT_TRACE_TOOL_H
 #define ZT_TRACE_TOOL_H
@@ -207,6 +207,25 @@ struct project_options {
     int json;
 };
 enum zt_status cmd_project(const struct trace *trs, int ntr, const struct project_options *o);
+
+// ----------------------------------------------------------------------------
+// pipeline.c
+
+/* how `zt-trace pipeline` cuts the layers: graph/pipe_plan.c's "parameters" and "uniform", or
+ * balanced by the measured time of each layer ("time") */
+enum pipe_partition { PIPE_PART_PARAMETERS, PIPE_PART_UNIFORM, PIPE_PART_TIME, PIPE_PART_COUNT };
+extern const char *const pipe_partition_names[PIPE_PART_COUNT];
+extern const char *const pipe_schedule_names[2]; /* "1f1b", "gpipe" */
+struct pipe_options {
+    int stages;          /* P >= 1 */
+    int micro;           /* M micro-batches per step; 0: the recorded accumulation */
+    int gpipe;           /* 1: every forward, then every backward; 0: 1F1B */
+    enum pipe_partition partition;
+    double alpha_us, bw_gbs; /* a message between stages: alpha + bytes / bandwidth */
+    int json;
+};
+/* the recorded GPT-2 run projected to a pipeline of o->stages ranks (rank 0's work) */
+enum zt_status cmd_pipeline(const struct trace *tr, const struct pipe_options *o);
 enum zt_status cmd_plot(const struct trace *tr, const char *prefix, long long step);
 /* the projection's picture: png from the data file png.dat that cmd_project wrote */
 enum zt_status plot_projection(const char *png, const struct trace *trs, int ntr);

@@ -26,7 +26,6 @@ Usage: test_zt_trace.py ZT_TRAIN ZT_TRACE MPIEXEC WORKDIR
 """
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "graph"))
@@ -52,13 +51,7 @@ def record(label, world, stage):
 
 
 def ztt(*args, ok=True):
-    p = subprocess.run([ZTT] + [str(a) for a in args], capture_output=True, text=True,
-                       timeout=120)
-    if ok and p.returncode != 0:
-        print("FAIL zt-trace %s: exit %d: %s" % (" ".join(map(str, args)), p.returncode,
-                                                 p.stderr))
-        sys.exit(1)
-    return p
+    return trainlib.run_tool(ZTT, *args, ok=ok)
 
 
 def independent(path):

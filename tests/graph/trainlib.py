@@ -22,6 +22,17 @@ def zero_section(stage, opt=None, par=None):
     return z
 
 
+def run_tool(exe, *args, ok=True, timeout=120):
+    """exe ARGS (a tool such as zt-trace); with ok, a non-zero exit ends the test, printing it"""
+    p = subprocess.run([exe] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=timeout)
+    if ok and p.returncode != 0:
+        print("FAIL %s %s: exit %d: %s" % (os.path.basename(exe), " ".join(map(str, args)),
+                                          p.returncode, p.stderr))
+        sys.exit(1)
+    return p
+
+
 class Runner:
     def __init__(self, zt, mpiexec, work, env=None):
         self.zt, self.mpiexec, self.work = zt, mpiexec, work
