@@ -15,6 +15,7 @@ It prints which task kinds ran on the GPU and how many, so that a device check c
 GPU took. The model is MODEL_JSON (the device check uses bench/configs/gpt2-124M_model.json).
 
 Usage: test_cuda_model.py CUDA_ZT_TRAIN MODEL_JSON WORKDIR [STEPS]
+(ZT_TEST_RUN_LIMIT: seconds one zt-train run may take, default 120; a run past it fails)
 """
 import array
 import json
@@ -29,6 +30,7 @@ from trainlib import Runner  # noqa: E402
 
 ZT, MODEL, WORK = sys.argv[1:4]
 STEPS = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+RUN_LIMIT = int(os.environ.get("ZT_TEST_RUN_LIMIT", "120"))  # s per zt-train run
 
 smi = subprocess.run(["sh", "-c", "nvidia-smi -L 2>/dev/null"], capture_output=True, text=True)
 if smi.returncode != 0 or "GPU" not in smi.stdout:
@@ -111,7 +113,7 @@ def train(label, ds, env, trace=False, grads=False):
         args += ["--trace", run.path(label + "_trace.json")]
     if grads:
         args += ["--dump-grads", run.path(label + "_grads.safetensors")]
-    recs, w, _ = run.train(label, 1, args, env=env)
+    recs, w, _ = run.train(label, 1, args, env=env, timeout=RUN_LIMIT)
     print("%-12s ms/step %s" % (label, [round(r["ms"], 1) for r in recs]), flush=True)
     return [r["loss"] for r in recs], w
 

@@ -99,12 +99,16 @@ class Runner:
         return subprocess.run(cmd + [self.zt] + args, capture_output=True, text=True,
                               timeout=timeout)
 
-    def train(self, label, n, args, env=None):
+    def train(self, label, n, args, env=None, timeout=240):
         """zt-train ARGS on n ranks, logging to WORK/label.jsonl and exporting the weights to
         WORK/label.safetensors; a failed run ends the test. Returns (the log's records, the
         export's path, the process)"""
         log, out = self.path(label + ".jsonl"), self.path(label + ".safetensors")
-        p = self.launch(n, list(args) + ["--log", log, "--export", out], env)
+        try:
+            p = self.launch(n, list(args) + ["--log", log, "--export", out], env, timeout)
+        except subprocess.TimeoutExpired:
+            print("FAIL %s: no end within %d s" % (label, timeout))
+            sys.exit(1)
         if p.returncode != 0:
             print("FAIL %s: exit %d\n%s%s" % (label, p.returncode, p.stdout[-2000:],
                                              p.stderr[-3000:]))
