@@ -46,8 +46,14 @@ void *zt_cuda_scratch(enum zt_cuda_area area, size_t bytes) {
     if (*p) cudaFreeAsync(*p, st); /* after the work queued before on this worker's stream */
     size_t cap = bytes + bytes / 4 + 256; /* room to grow a little without reallocating */
     *p = NULL;
-    ZT_ASSERT_MSG(cudaMallocAsync(p, cap, st) == cudaSuccess,
-                  "out of device memory for a %zu-byte scratch area", cap);
+    if (cudaMallocAsync(p, cap, st) != cudaSuccess) {
+        /* StarPU keeps freed data buffers cached on the device: let it release them, once */
+        (void)cudaGetLastError();
+        starpu_memchunk_tidy(starpu_worker_get_memory_node((unsigned)w));
+        ZT_ASSERT_MSG(cudaMallocAsync(p, cap, st) == cudaSuccess,
+                      "out of device memory for a %zu-byte scratch area (StarPU's data fills "
+                      "the device: STARPU_LIMIT_CUDA_MEM caps its share, in MiB)", cap);
+    }
     g_area_cap[w][area] = cap;
     return *p;
 }
