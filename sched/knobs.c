@@ -29,9 +29,10 @@ static const struct zt_knob g_knobs[] = {
      "dmdas and lws policies and by the swap I/O threads; 0: every task at 0",
      0, 1, NULL},
     {"ZT_COMM_TIMEOUT", ZT_KNOB_INT, "300",
-     "seconds a collective, send or recv may wait for the other ranks; past it, the rank reports "
-     "which ranks have not reached which collective (number and task name), or the peer and tag "
-     "of the send or recv, and aborts the job",
+     "seconds a collective may wait for the other ranks, or a send or recv for its peer once it "
+     "is due (the previous message of its peer and tag done); past it, the rank reports which "
+     "ranks have not reached which collective (number and task name), or the peer and tag of "
+     "the send or recv, and aborts the job",
      1, 7 * 86400, NULL},
     {"ZT_NCCL", ZT_KNOB_BOOL, "1",
      "GPU build with one CUDA worker per rank on every rank: 1 = the collectives run on that "

@@ -19,8 +19,9 @@
  * reorders the messages of one tag between two ranks).
  *
  * Failures are fatal for the job, as in a collective (sched/comm.c): a size mismatch, a failing
- * MPI call or a wait longer than ZT_COMM_TIMEOUT prints one line naming the peer, the tag and
- * the task, and aborts every rank, since the peer would otherwise wait for this one forever.
+ * MPI call or a stream silent for longer than ZT_COMM_TIMEOUT while a message of it is due
+ * prints one line naming the peer, the tag and the task, and aborts every rank, since the peer
+ * would otherwise wait for this one forever.
  *
  * Lifetime: the thread starts with the first send or recv, since most runs never use one and
  * then pay nothing for it, and stops in zt_tasks_free (the last one), once every request has
@@ -41,11 +42,13 @@
 #define P2P_BUCKETS 64   /* hash buckets of the stream table */
 #define P2P_SPIN 2000    /* polls without sleeping after the last progress */
 
-/* one (peer, tag) pair: how many sends to it and recvs from it were submitted, and finished */
+/* one (peer, tag) pair: how many sends to it and recvs from it were submitted, and finished,
+ * and when its last recv [0] and send [1] finished (the communication thread's clock) */
 struct p2p_stream {
     int peer, tag;
     int64_t nsend, nrecv;
     int64_t done_send, done_recv;
+    double progress_us[2];
     struct p2p_stream *next;
 };
 
@@ -182,6 +185,7 @@ static void finish(struct p2p_req *r) {
     if (r->is_send) r->stream->done_send++;
     else r->stream->done_recv++;
     pthread_mutex_unlock(&g.sub);
+    r->stream->progress_us[r->is_send] = starpu_timing_now();
     starpu_data_release(r->h);
     free(r);
     pthread_mutex_lock(&g.mu);
@@ -206,6 +210,18 @@ static void add_active(struct active *a, struct p2p_req *r) {
     a->r[a->n] = r;
     post(r, &a->mr[a->n]);
     a->n++;
+}
+
+/* Since when r has been the one its stream waits for: its stream's oldest unfinished message
+ * in r's direction, posted, since then or since its predecessor finished, whichever is later;
+ * -1 while an earlier message of the stream is unfinished. A pipeline posts the recvs of every
+ * micro-batch long before the last one's data comes, so a wait counts from when it is due.
+ * Only this thread changes the stream's counts. */
+static double waiting_since(const struct p2p_req *r) {
+    const struct p2p_stream *s = r->stream;
+    if (r->seq != (r->is_send ? s->done_send : s->done_recv)) return -1;
+    const double last = s->progress_us[r->is_send];
+    return last > r->posted_us ? last : r->posted_us;
 }
 
 /* one round over the active requests: match the recvs whose message has come, test them all,
@@ -233,10 +249,11 @@ static int poll_active(struct active *a, int64_t timeout_s) {
             moved = 1;
             continue;
         }
-        if (now - r->posted_us > (double)timeout_s * 1e6) {
-            char what[96];
-            snprintf(what, sizeof what, "timed out after %.0f s (ZT_COMM_TIMEOUT=%lld)",
-                     (now - r->posted_us) / 1e6, (long long)timeout_s);
+        const double since = waiting_since(r);
+        if (since >= 0 && now - since > (double)timeout_s * 1e6) {
+            char what[128];
+            snprintf(what, sizeof what, "timed out: nothing of its stream came for %.0f s "
+                     "(ZT_COMM_TIMEOUT=%lld)", (now - since) / 1e6, (long long)timeout_s);
             die(r, what);
         }
         a->r[keep] = r;

@@ -28,6 +28,7 @@
 #include <stdlib.h>       /* calloc */
 #include <string.h>       /* strcmp, memcmp */
 #include <sys/stat.h>     /* mkdir */
+#include <time.h>         /* nanosleep */
 #include "zt_comm.h"      /* zt_comm_rank, zt_comm_size */
 #include "zt_sched.h"     /* zt_runtime_wait_all, zt_trace_* */
 #include "zt_tasks.h"     /* the tasks under test */
@@ -245,6 +246,33 @@ static void check_trace(const char *dir) {
     free(json);
 }
 
+/* "slow": rank 1 posts 4 recvs of one stream at once, rank 0 sends one every 1.2 s: under
+ * ZT_COMM_TIMEOUT=2 the last one waits 4.8 s since it was posted but never 2 s since it was
+ * due, so none times out; the values arrive in order */
+static void slow_stream(void) {
+    enum { N = 4 };
+    zt_tensor_t t[N];
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "slow%d", i);
+        t[i] = make(name, 1, COLS, ZT_DTYPE_F32, 1);
+        ((float *)zt_tensor_data(t[i]))[0] = g_rank == 0 ? (float)(i + 1) : 0.0f;
+    }
+    for (int i = 0; i < N; i++) {
+        if (g_rank == 1) ok(zt_task_recv(NULL, t[i], 0, 0, 11), "recv");
+        if (g_rank != 0) continue;
+        struct timespec ts = {1, 200000000};
+        nanosleep(&ts, NULL);
+        ok(zt_task_send(NULL, t[i], 0, 1, 11), "send");
+        zt_p2p_wait();
+    }
+    zt_p2p_wait();
+    for (int i = 0; g_rank == 1 && i < N; i++)
+        ZT_TEST_TRUE(((float *)zt_tensor_data(t[i]))[0] == (float)(i + 1),
+                     "slow stream: message %d holds %g", i, ((float *)zt_tensor_data(t[i]))[0]);
+    for (int i = 0; i < N; i++) zt_tensor_free(t[i]);
+}
+
 /* the failure modes: rank 1 receives what rank 0 does not send (as it should) */
 static void failure(const char *mode) {
     zt_tensor_t t = make("t", 2, COLS, ZT_DTYPE_F32, 2); /* 64-byte blocks */
@@ -304,9 +332,10 @@ int main(int argc, char **argv) {
             zt_tasks_free();
             return ZT_TEST_SKIP;
         }
-        failure(mode);
+        if (!strcmp(mode, "slow")) slow_stream();
+        else failure(mode);
         zt_tasks_free();
-        return 0; /* not reached on rank 1: the error ends the job */
+        return 0; /* "slow" ends here; the failures end the job before, on rank 1 */
     }
     zt_trace_enable(1);
     bad_args();

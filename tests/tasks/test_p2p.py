@@ -7,7 +7,11 @@ Cases (test_p2p's failure modes):
     the received bytes;
   - silent: rank 1 receives from rank 0, which never sends, with ZT_COMM_TIMEOUT=2: the job
     ends non-zero within a bounded time (not a hang) with one error line
-    "rank 1: recv from rank 0 tag 7 (step 3 layer 5 mb 1 ...) timed out after N s".
+    "rank 1: recv from rank 0 tag 7 (step 3 layer 5 mb 1 ...) timed out: nothing of its stream
+    came for N s";
+  - slow: rank 1 posts 4 recvs of one stream at once and rank 0 sends one every 1.2 s: the last
+    waits 4.8 s from its posting but never 2 s from when it was due, so the job ends 0 with no
+    error line (a pipeline posts every micro-batch's recv long before the last one's data).
 Under mpirun, stderr also holds mpirun's own notes; the error lines are those holding "error:".
 
 Usage: test_p2p.py TEST_P2P MPIEXEC
@@ -53,8 +57,12 @@ check(rc is not None and rc != 0, "silent: the job ends non-zero (rc %s)" % rc)
 check(took < 60, "silent: it ends in %.1f s, well before the test's limit" % took)
 check(len(errors) == 1, "silent: one error line (got %d)" % len(errors))
 check(any("zerotask: error: rank 1: recv from rank 0 tag 7 (step 3 layer 5 mb 1" in l and
-          "timed out after" in l for l in errors),
+          "timed out: nothing of its stream came for" in l for l in errors),
       "silent: the line names the peer, the tag, the task and the timeout: %s" % errors)
+
+rc, errors, took = run("slow", 120)
+check(rc == 0 and not errors and took >= 4.8, "slow: a stream whose messages come 1.2 s apart "
+      "under a 2 s timeout ends 0 (rc %s) after %.1f s with no error line %s" % (rc, took, errors))
 
 print("test_p2p.py: %s" % ("ok" if not failures else "%d check(s) failed" % len(failures)))
 sys.exit(1 if failures else 0)
