@@ -61,7 +61,7 @@ static const char *usage_text =
     "      one rank per node, collectives as alpha-beta ring collectives (defaults 10 us,\n"
     "      12.5 GB/s); per N (default 8,16,...,1024): step time, exposed communication share,\n"
     "      communication volume and memory per rank (docs/traces.md, \"Scale-out projection\")\n"
-    "  pipeline TRACE --stages P [--micro M] [--schedule 1f1b|gpipe]\n"
+    "  pipeline TRACE --stages P [--dp N] [--micro M] [--schedule 1f1b|gpipe]\n"
     "           [--partition parameters|uniform|time] [--alpha-us A] [--bw-gbs B] [--json]\n"
     "      a recorded GPT-2 run as a pipeline of P stages, one rank each with the recorded\n"
     "      workers: each layer's measured work, the layers cut into stages (as the pipeline\n"
@@ -69,7 +69,9 @@ static const char *usage_text =
     "      (default: the run's gradient_accumulation_steps) in the 1F1B (default) or GPipe\n"
     "      order, activations and gradients between stages as messages (defaults 10 us,\n"
     "      12.5 GB/s); per stage: work per micro-batch, busy and idle time, micro-batches in\n"
-    "      flight; the step time, the bubble against (P-1)/(M+P-1) and the stage imbalance\n"
+    "      flight; the step time, the bubble against (P-1)/(M+P-1) and the stage imbalance;\n"
+    "      --dp N: N data-parallel replicas of every stage, their gradients reduced in a ring\n"
+    "      (ZeRO-1 runs: the optimizer's work split over them)\n"
     "      (docs/traces.md, \"Pipeline projection\")\n"
     "\n"
     "Exit status: 0 ok, 2 bad command line, 1 any other error (a damaged trace included).\n";
@@ -236,6 +238,9 @@ static enum zt_status pipeline_option(struct trace_args *c, const char *a, const
     if (!strcmp(a, "--stages")) {
         ZT_CHECK(number(a, v, 1, ZT_PIPE_MAX_STAGES, &x));
         o->stages = (int)x;
+    } else if (!strcmp(a, "--dp")) {
+        ZT_CHECK(number(a, v, 1, 1 << 20, &x));
+        o->dp = (int)x;
     } else if (!strcmp(a, "--micro")) {
         ZT_CHECK(number(a, v, 1, 1 << 20, &x));
         o->micro = (int)x;
@@ -287,7 +292,7 @@ static enum zt_status parse_arguments(struct trace_args *c, int argc, char **arg
 static enum zt_status parse_command_line(struct trace_args *c, int argc, char **argv) {
     *c = (struct trace_args){.sim = {.pol = POL_RECORDED, .link = 1, .disk = 1, .compute = 1},
                       .alpha_us = 10, .bw_gbs = 12.5, .step = -1,
-                      .pipe = {.alpha_us = 10, .bw_gbs = 12.5}};
+                      .pipe = {.dp = 1, .alpha_us = 10, .bw_gbs = 12.5}};
     int k = 0;
     if (choice("command", argv[1], command_names, CMD_COUNT,
                "summary, replay, plot, project or pipeline", &k) != ZT_OK)

@@ -9,9 +9,10 @@
  * work per micro-batch spread evenly over them (the recorded work of its layers' tasks over the
  * worker count); a stage runs its forwards and backwards one after another in the schedule's
  * order, each as soon as its input arrived; the optimizer (its share of the recorded optimizer
- * work, by parameters) runs after a stage's last backward, the first and last stage first
- * exchanging the tied embedding's gradient. docs/traces.md ("Pipeline projection") lists the
- * assumptions and the sources of each number.
+ * work, by parameters; ZeRO-1 splits it over the replicas) runs after a stage's last backward,
+ * the first and last stage first exchanging the tied embedding's gradient, and with --dp N
+ * the stage's N replicas first reducing their gradients (a ring). docs/traces.md ("Pipeline
+ * projection") lists the assumptions and the sources of each number.
  */
 #include <stdio.h>    /* printf */
 #include <stdlib.h>   /* free */
@@ -31,6 +32,7 @@ struct spec_work {
 struct recorded_run {
     struct zt_model_shape shape;
     int micro_batch, accum, workers, nspecs;
+    int zero1;                /* the run's ZeRO stage >= 1: the optimizer state is partitioned */
     double step_us;           /* the recorded step: mean over the windows used */
     struct spec_work *w;      /* [nspecs] */
 };
@@ -69,6 +71,7 @@ static enum zt_status measure(const struct trace *tr, struct recorded_run *x) {
     x->micro_batch = (int)trace_meta_num(tr, "micro_batch", 1);
     x->accum = (int)trace_meta_num(tr, "grad_accum", 1);
     x->workers = tr->r[0].nworkers > 0 ? tr->r[0].nworkers : 1;
+    x->zero1 = trace_stage(tr) >= 1;
     x->nspecs = x->shape.n_layer + 3;
     x->w = xcalloc((size_t)x->nspecs, sizeof *x->w);
     int nwin = 0;
@@ -142,7 +145,8 @@ struct pipe_result {
     double F[ZT_PIPE_MAX_STAGES], B[ZT_PIPE_MAX_STAGES], O[ZT_PIPE_MAX_STAGES]; /* us */
     double end_fb[ZT_PIPE_MAX_STAGES], end[ZT_PIPE_MAX_STAGES];
     int in_flight[ZT_PIPE_MAX_STAGES]; /* the most micro-batches between forward and backward */
-    double msg_us, tied_us, span_fb, step_us, bubble, theory, imbalance;
+    double R[ZT_PIPE_MAX_STAGES]; /* the gradients' reduction among the stage's replicas */
+    double msg_us, tied_us, span_fb, step_us, bubble, theory, imbalance, tokens_per_s;
 };
 
 /* when op k of stage s may start: its input from the neighbouring stage (plus the message), or
@@ -195,13 +199,20 @@ static enum zt_status project(const struct recorded_run *x, const struct pipe_op
     const double bytes_per_us = o->bw_gbs * 1e3, C = x->shape.n_embd;
     r->msg_us = o->alpha_us + (double)x->micro_batch * x->shape.seq_len * C * 4 / bytes_per_us;
     r->tied_us = P > 1 ? o->alpha_us + (double)x->shape.vocab_size * C * 4 / bytes_per_us : 0;
+    const int N = o->dp;
     for (int s = 0; s < P; s++) {
+        double params = 0;
         r->F[s] = r->B[s] = r->O[s] = 0;
         for (int i = first[s]; i < first[s + 1]; i++) {
             r->F[s] += x->w[i].fwd / x->workers;
             r->B[s] += x->w[i].bwd / x->workers;
-            r->O[s] += x->w[i].opt / x->workers;
+            r->O[s] += x->w[i].opt / x->workers / (x->zero1 ? N : 1);
+            params += (double)zt_pipe_spec_params(&x->shape, i);
         }
+        /* a ring all-reduce of the stage's fp32 gradients among its N replicas (ZeRO-1: a
+         * reduce-scatter, then an all-gather of the updated parameters: the same volume) */
+        r->R[s] = N > 1 ? 2.0 * (N - 1) * o->alpha_us +
+                              2.0 * (N - 1) / N * params * 4 / bytes_per_us : 0;
     }
     ZT_CHECK(simulate_stages(P, M, o->gpipe, r));
     double busy = 0, mean = 0, most = 0;
@@ -211,13 +222,14 @@ static enum zt_status project(const struct recorded_run *x, const struct pipe_op
         mean += (r->F[s] + r->B[s]) / P;
         if (r->F[s] + r->B[s] > most) most = r->F[s] + r->B[s];
         if (r->end_fb[s] > r->span_fb) r->span_fb = r->end_fb[s];
-        r->end[s] = r->end_fb[s] + (s == 0 || s == P - 1 ? r->tied_us : 0) + r->O[s];
+        r->end[s] = r->end_fb[s] + (s == 0 || s == P - 1 ? r->tied_us : 0) + r->R[s] + r->O[s];
         if (r->end[s] > r->step_us) r->step_us = r->end[s];
     }
     r->bubble = r->span_fb > 0 ? 1 - busy / (P * r->span_fb) : 0;
     if (r->bubble < 0) r->bubble = 0; /* rounding of a pipeline without idle time */
     r->theory = (double)(P - 1) / (M + P - 1);
     r->imbalance = mean > 0 ? most / mean : 1;
+    r->tokens_per_s = (double)N * M * x->micro_batch * x->shape.seq_len / (r->step_us / 1e6);
     return ZT_OK;
 }
 
@@ -227,14 +239,20 @@ static void spec_label(const struct zt_model_shape *s, int i, char *buf, size_t 
     else snprintf(buf, n, "%s", zt_pipe_spec_name(s, i));
 }
 
+static double max_of(const double *v, int n) {
+    double m = 0;
+    for (int i = 0; i < n; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
+
 static void print_text(const struct trace *tr, const struct recorded_run *x,
                        const struct pipe_options *o, const int *first,
                        const struct pipe_result *r) {
-    printf("pipeline projection of %s: %d stages (one rank of %d workers each), %d micro-batches "
-           "of %d x %d tokens, %s, cut by %s; messages %g us + %g GB/s (%.3f ms per micro-batch "
-           "and cut)\n", tr->path, o->stages, x->workers, o->micro, x->micro_batch,
-           x->shape.seq_len, pipe_schedule_names[o->gpipe], pipe_partition_names[o->partition],
-           o->alpha_us, o->bw_gbs, r->msg_us / 1e3);
+    printf("pipeline projection of %s: %d stages x %d data-parallel replicas (ranks of %d "
+           "workers), %d micro-batches of %d x %d tokens, %s, cut by %s; messages %g us + %g "
+           "GB/s (%.3f ms per micro-batch and cut)\n", tr->path, o->stages, o->dp, x->workers,
+           o->micro, x->micro_batch, x->shape.seq_len, pipe_schedule_names[o->gpipe],
+           pipe_partition_names[o->partition], o->alpha_us, o->bw_gbs, r->msg_us / 1e3);
     printf("%-5s %-26s %9s %10s %10s %9s %9s %9s %9s\n", "stage", "layer specs", "params",
            "fwd ms/mb", "bwd ms/mb", "optim ms", "busy ms", "idle ms", "in flight");
     for (int s = 0; s < o->stages; s++) {
@@ -249,10 +267,11 @@ static void print_text(const struct trace *tr, const struct recorded_run *x,
                r->F[s] / 1e3, r->B[s] / 1e3, r->O[s] / 1e3, busy / 1e3,
                idle > 0 ? idle / 1e3 : 0.0, r->in_flight[s]);
     }
-    printf("step: %.3f ms projected (forwards and backwards %.3f ms, then the tied embedding's "
-           "gradient %.3f ms and the optimizer); recorded on %d rank(s): %.3f ms per step of %d "
-           "micro-batch(es)\n", r->step_us / 1e3, r->span_fb / 1e3, r->tied_us / 1e3,
-           tr->nranks, x->step_us / 1e3, x->accum);
+    printf("step: %.3f ms projected, %.0f tokens/s (forwards and backwards %.3f ms, then the "
+           "tied embedding's gradient %.3f ms, the replicas' reduction up to %.3f ms and the "
+           "optimizer); recorded on %d rank(s): %.3f ms per step of %d micro-batch(es)\n",
+           r->step_us / 1e3, r->tokens_per_s, r->span_fb / 1e3, r->tied_us / 1e3,
+           max_of(r->R, o->stages) / 1e3, tr->nranks, x->step_us / 1e3, x->accum);
     printf("bubble: %.4f of the stages' time (a pipeline of equal stages and free messages: "
            "(P-1)/(M+P-1) = %.4f); stage imbalance (slowest / mean): %.3f\n", r->bubble,
            r->theory, r->imbalance);
@@ -260,18 +279,19 @@ static void print_text(const struct trace *tr, const struct recorded_run *x,
 
 static void print_json(const struct recorded_run *x, const struct pipe_options *o,
                        const int *first, const struct pipe_result *r) {
-    printf("{\"stages\": %d, \"micro_batches\": %d, \"schedule\": \"%s\", \"partition\": \"%s\", "
-           "\"workers\": %d, \"message_ms\": %.6f, \"tied_ms\": %.6f, \"step_ms\": %.6f, "
-           "\"pipeline_ms\": %.6f, \"recorded_step_ms\": %.6f, \"bubble\": %.6f, "
-           "\"bubble_theory\": %.6f, \"imbalance\": %.6f, \"stage\": [", o->stages, o->micro,
+    printf("{\"stages\": %d, \"dp\": %d, \"micro_batches\": %d, \"schedule\": \"%s\", "
+           "\"partition\": \"%s\", \"workers\": %d, \"message_ms\": %.6f, \"tied_ms\": %.6f, "
+           "\"step_ms\": %.6f, \"tokens_per_s\": %.3f, \"pipeline_ms\": %.6f, "
+           "\"recorded_step_ms\": %.6f, \"bubble\": %.6f, \"bubble_theory\": %.6f, "
+           "\"imbalance\": %.6f, \"stage\": [", o->stages, o->dp, o->micro,
            pipe_schedule_names[o->gpipe], pipe_partition_names[o->partition], x->workers,
-           r->msg_us / 1e3, r->tied_us / 1e3, r->step_us / 1e3, r->span_fb / 1e3,
-           x->step_us / 1e3, r->bubble, r->theory, r->imbalance);
+           r->msg_us / 1e3, r->tied_us / 1e3, r->step_us / 1e3, r->tokens_per_s,
+           r->span_fb / 1e3, x->step_us / 1e3, r->bubble, r->theory, r->imbalance);
     for (int s = 0; s < o->stages; s++)
         printf("%s{\"first_spec\": %d, \"last_spec\": %d, \"fwd_ms\": %.6f, \"bwd_ms\": %.6f, "
-               "\"optim_ms\": %.6f, \"end_ms\": %.6f, \"in_flight\": %d}", s ? ", " : "",
-               first[s], first[s + 1] - 1, r->F[s] / 1e3, r->B[s] / 1e3, r->O[s] / 1e3,
-               r->end[s] / 1e3, r->in_flight[s]);
+               "\"reduce_ms\": %.6f, \"optim_ms\": %.6f, \"end_ms\": %.6f, \"in_flight\": %d}",
+               s ? ", " : "", first[s], first[s + 1] - 1, r->F[s] / 1e3, r->B[s] / 1e3,
+               r->R[s] / 1e3, r->O[s] / 1e3, r->end[s] / 1e3, r->in_flight[s]);
     printf("]}\n");
 }
 

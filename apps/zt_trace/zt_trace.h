@@ -218,6 +218,7 @@ extern const char *const pipe_partition_names[PIPE_PART_COUNT];
 extern const char *const pipe_schedule_names[2]; /* "1f1b", "gpipe" */
 struct pipe_options {
     int stages;          /* P >= 1 */
+    int dp;              /* data-parallel replicas of every stage (>= 1) */
     int micro;           /* M micro-batches per step; 0: the recorded accumulation */
     int gpipe;           /* 1: every forward, then every backward; 0: 1F1B */
     enum pipe_partition partition;

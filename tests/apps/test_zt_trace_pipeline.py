@@ -12,6 +12,8 @@ a pipeline of stages, checked against pipeline arithmetic computed here:
   backward starts when stage 1's ends at 29 ms plus its message) and the tied embedding's
   gradient takes 1 ms;
 - the same file by parameters and uniformly: the cut graph/pipe_plan.c makes for this shape;
+  with --dp 2, each stage's gradients all-reduced in a ring: 2 (N-1) alpha + 2 (N-1)/N x 4 x its
+  parameters / B before its optimizer, tokens/s counting both replicas;
 - a run recorded here (tiny GPT-2, 2 micro-batches): one stage has no bubble and takes M x (its
   per-micro-batch work) for the forwards and backwards; two stages cut by time are no more
   imbalanced than by parameters;
@@ -100,6 +102,22 @@ r = project(z, "--stages", "2", "--micro", "4", "--partition", "time", "--alpha-
 run.check(near(r["pipeline_ms"], 34.0, 1e-5) and near(r["tied_ms"], 1.0, 1e-5),
           "1f1b with 1 ms messages: forwards and backwards %.6f ms (want 34), the tied "
           "gradient %.6f ms (want 1)" % (r["pipeline_ms"], r["tied_ms"]))
+# two replicas of each stage: each stage's fp32 gradients all-reduced in a ring before its
+# optimizer, 2 (N-1) alpha + 2 (N-1)/N x 4 x params / B; the run was ZeRO-0, so the optimizer's
+# work is not split
+r = project(z, "--stages", "2", "--micro", "4", "--partition", "time", "--dp", "2",
+            "--alpha-us", "100", "--bw-gbs", "0.001")
+C, V, T = 8, 32, 16
+block = 12 * C * C + 13 * C
+p0, p1 = V * C + T * C + 2 * block, 2 * block + 2 * C + V * C
+want = [(2 * 100 + 4 * p / 1.0) / 1e3 for p in (p0, p1)]  # 0.001 GB/s = 1 byte/us
+got = [s_["reduce_ms"] for s_ in r["stage"]]
+run.check(r["dp"] == 2 and all(near(g, w, 1e-6) for g, w in zip(got, want)) and
+          near(r["stage"][0]["optim_ms"], 0.4 * p0 / (p0 + p1)),
+          "--dp 2: each stage's gradient all-reduce %s ms, want %s; optimizer not split" % (
+              got, want))
+run.check(near(r["tokens_per_s"], 2 * 4 * 1 * 16 / (r["step_ms"] / 1e3), 1e-6),
+          "--dp 2: tokens/s counts both replicas' micro-batches: %.3f" % r["tokens_per_s"])
 for part, cut in (("parameters", [(0, 2), (3, 6)]), ("uniform", [(0, 3), (4, 6)])):
     r = project(z, "--stages", "2", "--partition", part, *free)
     got = [(s["first_spec"], s["last_spec"]) for s in r["stage"]]
