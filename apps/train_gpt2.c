@@ -295,9 +295,9 @@ static int parse_options(struct train_run *r, int argc, char **argv) {
 // ----------------------------------------------------------------------------
 // validate: every input, before the runtime starts or any output file is touched
 
-/* A pipeline: the plan (rank 0 prints each rank's place and layers), then the refusal: running
- * one is not implemented yet. Returns the exit code, the error reported. */
-static int refuse_pipeline(const struct train_run *r) {
+/* A pipeline: the plan (rank 0 prints each rank's place and layers), then what it cannot
+ * combine with yet (refused). Returns 0 or the exit code, the error reported. */
+static int plan_pipeline(const struct train_run *r) {
     struct zt_pipe_plan pl;
     if (zt_pipe_plan_gpt2(&r->shape, &r->cfg.pipeline, &pl) != ZT_OK) return fail(2);
     for (int k = 0; r->rank == 0 && k < r->world; k++) {
@@ -306,8 +306,11 @@ static int refuse_pipeline(const struct train_run *r) {
         zt_pipe_plan_describe(&pl, &r->shape, x.stage, what, sizeof what);
         printf("pipeline: rank %d: data-parallel rank %d of %d, %s\n", k, x.dp_rank, x.dp, what);
     }
-    (void)zt_pipeline_check_runnable(&r->cfg.pipeline); /* the refusal, its error set */
-    return fail(2);
+    if (zt_pipeline_check_runnable(&r->cfg) != ZT_OK) return fail(2);
+    if (r->opt.save_dir || r->opt.resume)
+        return cli_usage_error(&r->cli, "--save-dir/--resume with pipeline.stages %d: checkpoints "
+                               "of a pipeline are not implemented yet", r->cfg.pipeline.stages);
+    return 0;
 }
 
 /* config (the --seed override applied), model shape, token file, and whether the model fits in
@@ -323,7 +326,8 @@ static int load_inputs(struct train_run *r) {
         zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK ||
         zt_actckpt_check_layers(&r->cfg.actckpt, r->shape.n_layer) != ZT_OK)
         return fail(2);
-    if (r->cfg.pipeline.stages > 1) return refuse_pipeline(r);
+    const int prc = r->cfg.pipeline.stages > 1 ? plan_pipeline(r) : 0;
+    if (prc != 0) return prc;
     const struct train_data_options d = {o->data, o->eval_data, o->data_order, o->eval_interval,
                                          o->eval_steps, o->dump_data, r->rank};
     if (train_data_open(&r->data, &d, &r->cfg, &r->shape) != ZT_OK)
@@ -517,13 +521,16 @@ static void print_banner(const struct train_run *r) {
                                      ? " (fp32 master weights, loss scaling)"
                                  : c->precision == ZT_PREC_BF16 ? " (fp32 master weights)"
                                                                 : "";
+    const int stages = c->pipeline.stages > 1 ? c->pipeline.stages : 1;
     printf("zerotask %s | GPT-2 V=%d T=%d C=%d L=%d NH=%d | %lld parameters\n", ZEROTASK_VERSION,
            sh->vocab_size, sh->seq_len, sh->n_embd, sh->n_layer, sh->n_head,
-           (long long)zt_engine_numel(r->engine));
-    printf("batch %d = micro %d x accumulation %d x world %d | ZeRO stage %d | %d workers | "
+           (long long)zt_gpt2_numel(sh));
+    printf("batch %d = micro %d x accumulation %d x %s %d%s | ZeRO stage %d | %d workers | "
            "scheduler %s | %d row blocks | %s%s\n", c->train_batch_size, c->micro_batch,
-           c->grad_accum, r->world, c->zero_stage, zt_runtime_nworkers(), zt_runtime_sched_name(),
-           zt_engine_nblk(r->engine), zt_precision_name(c->precision), precision_note);
+           c->grad_accum, stages > 1 ? "replicas" : "world", r->world / stages,
+           stages > 1 ? " (pipeline stages: see above)" : "", c->zero_stage,
+           zt_runtime_nworkers(), zt_runtime_sched_name(), zt_engine_nblk(r->engine),
+           zt_precision_name(c->precision), precision_note);
     fflush(stdout);
 }
 

@@ -27,7 +27,7 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
     /* the config's batch rule counts only the replicas of a pipeline */
-    ZT_CHECK(zt_pipeline_check_runnable(&cfg->pipeline));
+    ZT_CHECK(zt_pipeline_check_runnable(cfg));
     struct zt_engine *e = calloc(1, sizeof *e);
     if (!e) return NOMEM();
     e->cfg = *cfg;
@@ -65,6 +65,7 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     }
     e->rank = zt_comm_rank();
     e->size = zt_comm_size();
+    zt_engine_pipe_init(e); /* a pipeline: the stage's own data-parallel job */
     *out = e;
     return ZT_OK;
 }
@@ -93,6 +94,7 @@ void zt_engine_free(zt_engine_t e) {
     zt_slots_free(e);
     for (int i = 0; i < e->act.n; i++) zt_tensor_free(e->act.t[i]);
     free_buffers(&e->buf);
+    zt_engine_pipe_free(e);
     zt_tasks_free();
     struct zt_engine_buffers *b = &e->buf;
     void *flat[3] = {b->master, b->grad_sums, b->work};
@@ -162,6 +164,8 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
     p->cols = ps.cols;
     p->init = init;
     p->std = std;
+    p->skip_before = e->pipe.pending_skip; /* the draws of other stages' parameters before it */
+    e->pipe.pending_skip = 0;
     e->params[e->nparams++] = p;
     return p;
 }
@@ -281,6 +285,7 @@ static enum zt_status initialise(zt_engine_t e, const int64_t *master_at,
     for (int i = 0; i < e->nparams; i++) {
         const struct zt_param *p = e->params[i];
         const int64_t n = p->rows * p->cols, own = zt_param_own_elems(p);
+        if (p->skip_before) zt_rng_skip_normal(p->skip_before, &e->rng);
         if (p->offloaded) {
             if (p->init == ZT_INIT_NORMAL) zt_rng_skip_normal(n, &e->rng);
             continue;
@@ -376,8 +381,11 @@ static enum zt_status register_optimizer(zt_engine_t e) {
         free(rows);
         ZT_CHECK(rc);
     }
-    ZT_CHECK(zt_tensor_init(&b->grad_sumsq, "grad_sumsq", NULL, pl->ngroups, 1, sizeof(double),
-                            pl->ngroups, NULL));
+    /* a group's sum of squares per block; a pipeline's stages share theirs (engine_pipe.c) */
+    ZT_CHECK(zt_engine_pipe_finalize(e));
+    const int nsums = e->pipe.group0[e->pipe.stages];
+    ZT_CHECK(zt_tensor_init(&b->grad_sumsq, "grad_sumsq", NULL, nsums, 1, sizeof(double), nsums,
+                            NULL));
     ZT_CHECK(zt_tensor_init(&b->clip, "grad_clip", NULL, 1, 3, sizeof(float), 1, NULL));
     ZT_CHECK(zt_tensor_init(&b->comm_token, "comm_token", NULL, 1, 1, sizeof(float), 1, NULL));
     return ZT_OK;

@@ -57,6 +57,8 @@ struct zt_param {
     int shape_class;       /* the slot pool of its shape */
     int value_slot;        /* stage 3: its slot in the gathered-value pool, -1 when none */
     int grad_slot;         /* stage >= 2: its slot in the gradient pool, -1 when none */
+    int64_t skip_before;   /* normal draws skipped before its own (zt_engine_param_skip) */
+    int no_norm;           /* a pipeline's last stage: the tied copy, counted by the first */
     int ready_count;       /* stages 0-1: zt_engine_grad_ready calls this step */
     int declared;          /* stage >= 2: declared ready since its bucket was last reduced */
 };
@@ -132,9 +134,21 @@ struct zt_engine_acts {
     int64_t bytes;
 };
 
+/* a pipeline (engine_pipe.c): this rank's stage, the norm's sums of every stage, the tie */
+struct zt_engine_pipe {
+    int stage, stages;      /* stages 1: no pipeline */
+    int *group0;            /* [stages + 1]: stage s's groups are grad_sumsq's blocks
+                             * group0[s] .. group0[s + 1] - 1 */
+    struct zt_param *tied;  /* held by the first and the last stage too, or NULL */
+    int tied_peer;          /* the world rank of its other copy */
+    zt_tensor_t tied_in;    /* the other copy's gradient, received */
+    int64_t pending_skip;   /* normal draws to skip before the next declared parameter */
+};
+
 struct zt_engine {
     struct zt_config cfg;
     int rank, size, stage;  /* data parallelism: this rank, ranks, ZeRO stage */
+    struct zt_engine_pipe pipe;
     int chunks;             /* ZT_GRAPH_CHUNKS */
     int64_t group_elems;    /* ZT_OPT_GROUP_ELEMS */
     int mixed;              /* bf16/fp16 training */
@@ -155,6 +169,24 @@ struct zt_engine {
     struct zt_offload *offload;   /* NVMe offload, NULL without (offload.c) */
     struct zt_engine_save *save;  /* the shard being written in the background, or NULL */
 };
+
+// ----------------------------------------------------------------------------
+// engine_pipe.c: a pipeline's part of the engine
+
+/* zt_engine_init: the stage of this rank; the data-parallel job becomes the stage's */
+void zt_engine_pipe_init(zt_engine_t e);
+/* register_optimizer: the groups of every stage (a collective call over the world) and the
+ * tied gradient's receive buffer */
+enum zt_status zt_engine_pipe_finalize(zt_engine_t e);
+void zt_engine_pipe_free(zt_engine_t e);
+/* step_end, before the norm: the tied parameter's gradients summed with the other end */
+enum zt_status zt_engine_pipe_tie_grads(zt_engine_t e, const struct zt_task_opts *o);
+/* grad_norm: this stage's group sums to every other stage, theirs from them */
+enum zt_status zt_engine_pipe_norm_sums(zt_engine_t e, const struct zt_task_opts *o);
+/* whether this rank prints the engine's notes (world rank 0) */
+int zt_engine_talks(const struct zt_engine *e);
+/* weights.c: the values or gradients of every stage to world rank 0, which writes path */
+enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads);
 
 // ----------------------------------------------------------------------------
 // layout helpers

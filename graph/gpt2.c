@@ -1,64 +1,22 @@
 /*
- * graph/gpt2.c: GPT-2 forward and backward as loops of task inserts (llm.c's gpt2_forward /
- * gpt2_backward, with every call a zt_task_*).
+ * graph/gpt2.c: GPT-2's parameters and its forward and backward as loops of task inserts
+ * (llm.c's gpt2_forward / gpt2_backward, with every call a zt_task_*).
  *
- * Layer: graph/. No starpu_* calls. Activations are per micro-batch and reused by the next one;
- * StarPU's sequential consistency orders the reuse. Gradient accumulation across micro-batches
- * happens in micro-batch order (parameter gradients are +=).
+ * Layer: graph/. No starpu_* calls. Activations are per micro-batch and reused by the next one
+ * (gpt2_acts.c); StarPU's sequential consistency orders the reuse. Gradient accumulation across
+ * micro-batches happens in micro-batch order (parameter gradients are +=). A pipeline stage
+ * (docs/pipeline.md) holds and runs only its layer specs: it receives its input from the stage
+ * before and sends its output on, and backward the gradients the other way, as tasks.
  */
 #include <math.h>         /* sqrtf */
-#include <stddef.h>       /* offsetof */
-#include <stdint.h>       /* SIZE_MAX */
 #include <stdio.h>        /* snprintf */
 #include <stdlib.h>       /* calloc */
-#include <string.h>       /* memcpy */
 #include "zt_comm.h"      /* zt_comm_sum_doubles */
 #include "zt_gpt2.h"      /* our API */
-#include "zt_recompute.h" /* the checkpointed layers and their window sets */
+#include "zt_pipe_plan.h" /* a pipeline's cut of the layers into stages */
 #include "zt_tasks.h"     /* zt_task_* */
 #include "zt_tokens.h"    /* struct zt_tokens */
-
-enum { P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPW, P_ATTPB, P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPW,
-       P_FCPB, P_NLAYER };
-_Static_assert(P_NLAYER == ZT_GPT2_LAYER_PARAMS, "zt_gpt2.h lists every layer parameter");
-
-struct zt_layer_acts {
-    zt_tensor_t ln1, ln1_mean, ln1_rstd; /* [N,C], [N], [N] */
-    zt_tensor_t qkv;                     /* [N,3C] */
-    zt_tensor_t atty;                    /* [N,C] */
-    zt_tensor_t att;                     /* [Bm, NH*T*T] */
-    zt_tensor_t res2;                    /* [N,C] residual after attention */
-    zt_tensor_t ln2, ln2_mean, ln2_rstd;
-    zt_tensor_t fch, fch_gelu;           /* [N,4C] */
-    zt_tensor_t res3;                    /* [N,C] layer output */
-};
-
-struct zt_gpt2 {
-    zt_engine_t e;
-    struct zt_model_shape s;
-    zt_param_t wte, wpe, lnfw, lnfb;
-    zt_param_t (*layer_params)[P_NLAYER]; /* [L][P_NLAYER] */
-    int accum, Bm, B;
-    int active;                          /* positions of a row with a loss, of the last submit */
-    /* activations (one micro-batch) */
-    zt_tensor_t inputs, targets;         /* [Bm,T] int32 */
-    zt_tensor_t encoded;                 /* [N,C] */
-    struct zt_layer_acts *layer_acts;    /* [L]; a checkpointed layer's are the window's but
-                                          * res3, its output (the next layer's input) */
-    struct zt_recompute_plan rc;         /* which layers are checkpointed, their sets */
-    zt_ckpt_swap_t swap;                 /* the kept inputs on NVMe (NULL: in memory) */
-    int inputs_to_host;                  /* offload cpu: the kept inputs leave the devices */
-    struct zt_layer_acts *window;        /* [rc.window]: the recompute window (only the
-                                          * recomputed activations) */
-    enum zt_recompute recompute;         /* what a checkpointed layer recomputes */
-    zt_tensor_t lnf, lnf_mean, lnf_rstd;
-    zt_tensor_t logits;                  /* [N,V], holds dlogits after the loss task */
-    zt_tensor_t *losses;                 /* [accum] x [N] */
-    zt_tensor_t proj;                    /* [N,C] matmul output before a residual add */
-    /* activation gradients (reused per layer) */
-    zt_tensor_t dres, dC, d3C, d4C;      /* [N,C], [N,C], [N,3C], [N,4C] */
-    zt_tensor_t lnpart;                  /* [nblk, 2C] layernorm weight-gradient partials */
-};
+#include "gpt2_impl.h"    /* struct zt_gpt2, the activation sets; zt_recompute.h */
 
 /* a layer's parameters: name after "transformer.h.<l>.", shape, initialisation */
 static const struct layer_param {
@@ -125,7 +83,18 @@ static zt_param_t *param_slot(zt_gpt2_t m, int i) {
     return &m->layer_params[(i - 2) / P_NLAYER][(i - 2) % P_NLAYER];
 }
 
-/* every parameter, in zt_gpt2_param_info's order, HF GPT-2 names and layouts */
+/* whether this stage holds parameter i: the layer spec that reads it is one of its own (wte:
+ * the embedding's or the head's, so the first and the last stage both hold it) */
+static int param_held(const struct zt_gpt2 *m, int i) {
+    const int L = m->s.n_layer, last = 2 + P_NLAYER * L;
+    if (i == 0) return holds(m, 0) || holds(m, L + 2);
+    if (i == 1) return holds(m, 0);
+    if (i >= last) return holds(m, L + 1);
+    return holds(m, 1 + (i - 2) / P_NLAYER);
+}
+
+/* every parameter this stage holds, in zt_gpt2_param_info's order, HF GPT-2 names and layouts;
+ * the others' draws skipped, so that every stage starts from a 1-rank run's values */
 static enum zt_status declare_params(zt_gpt2_t m) {
     char name[160];
     for (int i = 0; i < zt_gpt2_nparams(&m->s); i++) {
@@ -136,214 +105,39 @@ static enum zt_status declare_params(zt_gpt2_t m) {
         zt_gpt2_param_info(&m->s, i, name, sizeof name, &ndim, shape);
         param_init(&m->s, i, &init, &std);
         zt_param_t *p = param_slot(m, i);
+        if (!param_held(m, i)) {
+            zt_engine_param_skip(m->e, ndim, shape, init);
+            continue;
+        }
         *p = zt_engine_param(m->e, name, ndim, shape, init, std);
         if (!*p) return zt_error_last_code();
     }
+    /* the embedding's stage and the head's both hold wte: their gradients are summed */
+    if (m->wte && holds(m, 0) != holds(m, m->s.n_layer + 2))
+        ZT_CHECK(zt_engine_pipe_tie(m->e, m->wte));
     return ZT_OK;
 }
 
-// ----------------------------------------------------------------------------
-// activations: one table that zt_gpt2_init allocates and zt_gpt2_act_bytes sizes
-// X: the model's activations and their gradients, in the engine's type (bf16/fp16 in mixed
-// precision); F32: fp32 always (layernorm statistics and per-position losses, as PyTorch keeps
-// them in fp32 under bf16); I32: token ids; PARTIALS: one fp32 row per activation block
-
-enum act_dim { D_1, D_T, D_C, D_2C, D_3C, D_4C, D_V, D_NHTT };
-enum act_type { A_X, A_F32, A_I32, A_PARTIALS };
-
-struct act_row {
-    const char *name;
-    size_t off;            /* the tensor's field in struct zt_gpt2 (or struct zt_layer_acts) */
-    enum act_dim rows;     /* rows per sequence: 1 or T (partials: ignored) */
-    enum act_dim cols;
-    enum act_type type;
-};
-
-#define M_(f) offsetof(struct zt_gpt2, f)
-#define L_(f) offsetof(struct zt_layer_acts, f)
-/* before the layers, then each layer's, then after the layers (losses: one per micro-batch) */
-static const struct act_row g_head_acts[] = {
-    {"inputs", M_(inputs), D_1, D_T, A_I32},
-    {"targets", M_(targets), D_1, D_T, A_I32},
-    {"encoded", M_(encoded), D_T, D_C, A_X},
-};
-static const struct act_row g_layer_acts[] = {
-    {"ln1", L_(ln1), D_T, D_C, A_X},
-    {"ln1_mean", L_(ln1_mean), D_T, D_1, A_F32},
-    {"ln1_rstd", L_(ln1_rstd), D_T, D_1, A_F32},
-    {"qkv", L_(qkv), D_T, D_3C, A_X},
-    {"atty", L_(atty), D_T, D_C, A_X},
-    {"att", L_(att), D_1, D_NHTT, A_X},
-    {"res2", L_(res2), D_T, D_C, A_X},
-    {"ln2", L_(ln2), D_T, D_C, A_X},
-    {"ln2_mean", L_(ln2_mean), D_T, D_1, A_F32},
-    {"ln2_rstd", L_(ln2_rstd), D_T, D_1, A_F32},
-    {"fch", L_(fch), D_T, D_4C, A_X},
-    {"fch_gelu", L_(fch_gelu), D_T, D_4C, A_X},
-    {"res3", L_(res3), D_T, D_C, A_X},
-};
-static const struct act_row g_tail_acts[] = {
-    {"lnf", M_(lnf), D_T, D_C, A_X},
-    {"lnf_mean", M_(lnf_mean), D_T, D_1, A_F32},
-    {"lnf_rstd", M_(lnf_rstd), D_T, D_1, A_F32},
-    {"logits", M_(logits), D_T, D_V, A_X},
-    {"losses", M_(losses), D_T, D_1, A_F32},
-    {"proj", M_(proj), D_T, D_C, A_X},
-    {"dresidual", M_(dres), D_T, D_C, A_X},
-    {"dC", M_(dC), D_T, D_C, A_X},
-    {"d3C", M_(d3C), D_T, D_3C, A_X},
-    {"d4C", M_(d4C), D_T, D_4C, A_X},
-    {"ln_partials", M_(lnpart), D_1, D_2C, A_PARTIALS},
-};
-#undef M_
-#undef L_
-
-static int64_t act_dim(const struct zt_model_shape *s, enum act_dim d) {
-    const int64_t T = s->seq_len, C = s->n_embd;
-    const int64_t v[] = {1, T, C, 2 * C, 3 * C, 4 * C, s->vocab_size, s->n_head * T * T};
-    return v[d];
-}
-
-/* what for_each_act does with one activation: t its place in the model (NULL when sizing) */
-typedef enum zt_status (*act_fn)(void *ctx, const struct zt_model_shape *s,
-                                 const struct act_row *r, zt_tensor_t *t);
-
-/* which of a layer's activations: all, those a checkpointed layer keeps (its output, and with
- * recompute "mlp" the attention's), or those it recomputes (a window of the recompute) */
-enum layer_part { PART_ALL, PART_KEPT, PART_WINDOW };
-
-/* whether a checkpointed layer recomputes activation r */
-static int recomputed(const struct act_row *r, enum zt_recompute mode) {
-#define IS_(f) (r->off == offsetof(struct zt_layer_acts, f))
-    if (IS_(res3)) return 0;
-    const int attention = IS_(ln1) || IS_(ln1_mean) || IS_(ln1_rstd) || IS_(qkv) || IS_(atty) ||
-                          IS_(att);
-    switch (mode) {
-    case ZT_RECOMPUTE_MLP: return IS_(ln2) || IS_(ln2_mean) || IS_(ln2_rstd) || IS_(fch) ||
-                                  IS_(fch_gelu);
-    case ZT_RECOMPUTE_ATTENTION: return attention;
-    default: return 1;
-    }
-#undef IS_
-}
-
-static int in_part(const struct act_row *r, enum layer_part part, enum zt_recompute mode) {
-    return part == PART_ALL || (part == PART_WINDOW) == recomputed(r, mode);
-}
-
-/* the rows of one table (a layer's: those of part); the row at offset `moved` is not made (a
- * kept input on NVMe lives in the swap's sets), SIZE_MAX: none */
-static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn fn,
-                               const struct act_row *rows, size_t n, char *base, int accum,
-                               enum layer_part part, enum zt_recompute mode, size_t moved) {
-    for (size_t k = 0; k < n; k++) {
-        const struct act_row *r = &rows[k];
-        if ((rows == g_layer_acts && !in_part(r, part, mode)) || r->off == moved) continue;
-        if (rows == g_tail_acts && r->off == offsetof(struct zt_gpt2, losses)) {
-            zt_tensor_t *losses = base ? ((struct zt_gpt2 *)base)->losses : NULL;
-            for (int j = 0; j < accum; j++) ZT_CHECK(fn(ctx, s, r, losses ? &losses[j] : NULL));
-            continue;
-        }
-        ZT_CHECK(fn(ctx, s, r, base ? (zt_tensor_t *)(base + r->off) : NULL));
-    }
+/* this rank's stage of the pipeline, its layer specs and neighbours */
+static enum zt_status plan_stage(zt_gpt2_t m, const struct zt_config *cfg) {
+    const int L = m->s.n_layer;
+    int stages = 1;
+    const int st = zt_engine_pipe_stage(m->e, &stages);
+    m->spec0 = 0, m->spec1 = L + 3, m->prev = m->next = -1;
+    if (stages == 1) return ZT_OK;
+    struct zt_pipe_plan pl;
+    ZT_CHECK(zt_pipe_plan_gpt2(&m->s, &cfg->pipeline, &pl));
+    for (int k = 1; k < stages; k++)
+        if (pl.first[k] == L + 2)
+            return zt_error_set(ZT_ERR_CONFIG, "config %s: pipeline.partition cuts between ln_f "
+                                "and the head (stage %d starts at the head): not implemented; "
+                                "another partition or stage count keeps them together",
+                                cfg->path, k);
+    m->spec0 = pl.first[st];
+    m->spec1 = pl.first[st + 1];
+    if (st > 0) m->prev = zt_engine_pipe_rank(m->e, st - 1);
+    if (st < stages - 1) m->next = zt_engine_pipe_rank(m->e, st + 1);
     return ZT_OK;
-}
-
-/* the config's checkpointed layers and their recompute window */
-static enum zt_status plan_layers(const struct zt_config *cfg, int L,
-                                  struct zt_recompute_plan *rc) {
-    unsigned char *ckpt = calloc((size_t)L + 1, 1);
-    if (!ckpt) return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
-    for (int l = 0; l < L; l++) ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l);
-    enum zt_status st = zt_recompute_init(rc, L, ckpt, 0);
-    free(ckpt);
-    return st;
-}
-
-/* whether layer l's input (the output of the layer below, or the embeddings) waits on NVMe
- * between its forward and backward: activation_checkpointing.offload nvme, and its backward
- * recomputes from it */
-static int input_moves(const struct zt_config *cfg, const struct zt_recompute_plan *rc, int l) {
-    return cfg->actckpt.offload == ZT_OFFLOAD_NVME && zt_ckpt_swap_moves(rc, l);
-}
-
-/* every activation in allocation order: the head, each layer's (a checkpointed layer only its
- * output), the recompute window, the tail; the inputs on NVMe are not made (the swap's sets
- * hold them); m NULL: sizing */
-static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
-                                   const struct zt_config *cfg,
-                                   const struct zt_recompute_plan *rc, act_fn fn, void *ctx) {
-#define N_(a) (sizeof(a) / sizeof *(a))
-#define MOVED_(l, type, f) (input_moves(cfg, rc, l) ? offsetof(type, f) : SIZE_MAX)
-    const int accum = cfg->grad_accum, L = s->n_layer;
-    const enum zt_recompute mode = cfg->actckpt.recompute;
-    ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)m, accum, PART_ALL,
-                      mode, MOVED_(0, struct zt_gpt2, encoded)));
-    for (int l = 0; l < L; l++)
-        ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                          m ? (char *)&m->layer_acts[l] : NULL, accum,
-                          zt_recompute_slot(rc, l) >= 0 ? PART_KEPT : PART_ALL, mode,
-                          MOVED_(l + 1, struct zt_layer_acts, res3)));
-    for (int w = 0; w < rc->window; w++)
-        ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                          m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW, mode, SIZE_MAX));
-    return each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL,
-                    mode, SIZE_MAX);
-#undef MOVED_
-#undef N_
-}
-
-static enum zt_status make_act(void *ctx, const struct zt_model_shape *s, const struct act_row *r,
-                               zt_tensor_t *t) {
-    zt_engine_t e = ctx;
-    const int64_t rps = act_dim(s, r->rows), cols = act_dim(s, r->cols);
-    switch (r->type) {
-    case A_I32: return zt_engine_act(e, r->name, rps, cols, sizeof(int32_t), t);
-    case A_PARTIALS: return zt_engine_act_partials(e, r->name, cols, t);
-    case A_F32: return zt_engine_act_dtype(e, r->name, rps, cols, ZT_DTYPE_F32, t);
-    default: return zt_engine_act_dtype(e, r->name, rps, cols, zt_engine_dtype(e), t);
-    }
-}
-
-struct act_sizing {
-    const struct zt_config *cfg;
-    int chunks;
-    int64_t bytes;
-};
-
-static enum zt_status size_act(void *ctx, const struct zt_model_shape *s, const struct act_row *r,
-                               zt_tensor_t *t) {
-    (void)t;
-    struct act_sizing *z = ctx;
-    const size_t es = r->type == A_X ? zt_dtype_size(zt_engine_config_dtype(z->cfg)) : 4;
-    z->bytes += zt_engine_act_size(z->cfg, z->chunks, r->type == A_PARTIALS ? 0
-                                   : act_dim(s, r->rows), act_dim(s, r->cols), es);
-    return ZT_OK;
-}
-
-void zt_gpt2_recompute_info(zt_gpt2_t m, struct zt_gpt2_recompute *out) {
-    *out = (struct zt_gpt2_recompute){.nckpt = m->rc.nckpt, .window = m->rc.window};
-    for (int w = 0; w < m->rc.window; w++)
-        for (size_t k = 0; k < sizeof g_layer_acts / sizeof *g_layer_acts; k++) {
-            const zt_tensor_t t = *(zt_tensor_t *)((char *)&m->window[w] + g_layer_acts[k].off);
-            if (t) out->window_bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
-        }
-    out->set_bytes = zt_ckpt_swap_info(m->swap, &out->moved, &out->sets, &out->swapped,
-                                       &out->file_bytes);
-}
-
-int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
-                          int chunks) {
-    struct act_sizing z = {cfg, chunks, 0};
-    struct zt_recompute_plan rc;
-    if (plan_layers(cfg, s->n_layer, &rc) != ZT_OK) return -1;
-    for_each_act(NULL, s, cfg, &rc, size_act, &z); /* size_act cannot fail */
-    if (cfg->actckpt.offload == ZT_OFFLOAD_NVME) /* the sets of the inputs on NVMe */
-        z.bytes += zt_ckpt_swap_sets(&rc) *
-                   zt_engine_act_size(cfg, chunks, s->seq_len, s->n_embd,
-                                      zt_dtype_size(zt_engine_config_dtype(cfg)));
-    zt_recompute_free(&rc);
-    return z.bytes;
 }
 
 enum zt_status zt_gpt2_check_shape(const struct zt_model_shape *s) {
@@ -353,34 +147,6 @@ enum zt_status zt_gpt2_check_shape(const struct zt_model_shape *s) {
                             L, NH);
     return ZT_OK;
 }
-
-/* a checkpointed layer's recomputed activations are the tensors of its window set; the rest
- * stay its own */
-static void alias_window(zt_gpt2_t m) {
-    for (int l = 0; l < m->s.n_layer; l++) {
-        const int w = zt_recompute_slot(&m->rc, l);
-        if (w < 0) continue;
-        const char *slot = (const char *)&m->window[w];
-        for (size_t i = 0; i < sizeof g_layer_acts / sizeof *g_layer_acts; i++)
-            if (recomputed(&g_layer_acts[i], m->recompute))
-                memcpy((char *)&m->layer_acts[l] + g_layer_acts[i].off,
-                       slot + g_layer_acts[i].off, sizeof(zt_tensor_t));
-    }
-}
-
-/* the inputs that wait on NVMe: the swap's sets take the places for_each_act left empty */
-static enum zt_status swap_inputs(zt_gpt2_t m, const struct zt_config *cfg) {
-    const struct zt_ckpt_swap_spec spec = {
-        .rows_per_seq = m->s.seq_len, .cols = m->s.n_embd, .dtype = zt_engine_dtype(m->e),
-        .nvme_path = cfg->actckpt.nvme_path, .key = "activation_checkpointing.offload.nvme_path"};
-    ZT_CHECK(zt_ckpt_swap_init(&m->swap, m->e, &m->rc, &spec));
-    for (int l = 0; l < m->s.n_layer; l++) {
-        const zt_tensor_t t = zt_ckpt_swap_input(m->swap, l);
-        if (t) *(l ? &m->layer_acts[l - 1].res3 : &m->encoded) = t;
-    }
-    return ZT_OK;
-}
-
 enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model_shape *s) {
     *out = NULL;
     const struct zt_config *cfg = zt_engine_config(e);
@@ -397,24 +163,24 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->losses = calloc((size_t)m->accum, sizeof *m->losses);
     m->recompute = cfg->actckpt.recompute;
     m->inputs_to_host = cfg->actckpt.offload == ZT_OFFLOAD_CPU;
-    enum zt_status rc = plan_layers(cfg, s->n_layer, &m->rc);
+    enum zt_status rc = zt_gpt2_plan_layers(cfg, s->n_layer, &m->rc);
     m->window = calloc((size_t)m->rc.window + 1, sizeof *m->window); /* + 1: never calloc(0) */
     if (rc != ZT_OK || !m->layer_params || !m->layer_acts || !m->losses || !m->window) {
         zt_gpt2_free(m);
         return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     }
     *out = m;
+    ZT_CHECK(plan_stage(m, cfg));
     ZT_CHECK(declare_params(m));
     ZT_CHECK(zt_engine_finalize(e));
-    ZT_CHECK(for_each_act(m, s, cfg, &m->rc, make_act, e));
-    alias_window(m);
-    return cfg->actckpt.offload == ZT_OFFLOAD_NVME ? swap_inputs(m, cfg) : ZT_OK;
+    return zt_gpt2_acts_make(m, cfg);
 }
 
 zt_tensor_t zt_gpt2_logits(zt_gpt2_t m) { return m->logits; }
 
 void zt_gpt2_free(zt_gpt2_t m) {
     if (!m) return;
+    zt_gpt2_acts_free(m);
     free(m->layer_params);
     free(m->layer_acts);
     free(m->losses);
@@ -523,20 +289,43 @@ static enum zt_status recompute_layer(zt_gpt2_t m, int l, const struct zt_step_c
     }
 }
 
-static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, int mb,
-                                  int train) {
+/* what a stage boundary after layer spec k carries: the embeddings (k = 0) or block k-1's
+ * output (its gradient, backward: in dres) */
+static zt_tensor_t boundary(const struct zt_gpt2 *m, int k) {
+    return k == 0 ? m->encoded : m->layer_acts[k - 1].res3;
+}
+
+/* every block of t to (send) or from (recv) a neighbouring stage */
+static enum zt_status exchange(zt_gpt2_t m, const struct zt_step_ctx *c, zt_tensor_t t, int send,
+                               int peer, int tag) {
+    const int nb = zt_engine_nblk(m->e);
+    FOR_BLK ZT_CHECK(send ? zt_task_send(&c->opts, t, b, peer, tag)
+                          : zt_task_recv(&c->opts, t, b, peer, tag));
+    return ZT_OK;
+}
+
+/* this stage's forward of micro-batch mb: its input (the embeddings, or the previous stage's
+ * output), its blocks, its output to the next stage or the final norm, head and loss; *res: the
+ * input of the final norm (for the backward) */
+static enum zt_status stage_forward(zt_gpt2_t m, const struct zt_gpt2_batch *d, int mb, int train,
+                                   zt_tensor_t *res_out) {
     zt_engine_t e = m->e;
-    int nb = zt_engine_nblk(e), L = m->s.n_layer, NH = m->s.n_head;
+    int nb = zt_engine_nblk(e), L = m->s.n_layer;
     struct zt_step_ctx c = zt_engine_ctx(e, ZT_PRIO_IO, -1, L, mb);
     const int row0 = zt_gpt2_rank_rows(m, mb, NULL, NULL);
     FOR_BLK ZT_CHECK(zt_task_load_rows(&c.opts, m->inputs, m->targets, b, d->files, d->rows,
                                        row0, m->active));
-    /* ---- forward ---- */
     c = zt_engine_ctx(e, ZT_PRIO_FORWARD, -1, L, mb);
-    FOR_BLK ZT_CHECK(zt_task_encoder_forward(&c.opts, m->encoded, b, m->inputs, V_(&c, m->wte),
-                                             V_(&c, m->wpe)));
     zt_tensor_t res = m->encoded;
+    if (holds(m, 0)) {
+        FOR_BLK ZT_CHECK(zt_task_encoder_forward(&c.opts, m->encoded, b, m->inputs,
+                                                 V_(&c, m->wte), V_(&c, m->wpe)));
+    } else { /* the previous stage's output */
+        res = boundary(m, m->spec0 - 1);
+        ZT_CHECK(exchange(m, &c, res, 0, m->prev, ZT_PIPE_TAG_ACT));
+    }
     for (int l = 0; l < L; l++) {
+        if (!holds(m, 1 + l)) continue;
         c = zt_engine_ctx(e, ZT_PRIO_FORWARD, l, L, mb);
         if (train) ZT_CHECK(zt_ckpt_swap_out(m->swap, &c, l)); /* its input, to NVMe */
         ZT_CHECK(attention_forward(m, l, &c, res, 1));
@@ -545,6 +334,9 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, in
         if (train && m->inputs_to_host && zt_recompute_needed(&m->rc, l)) zt_tensor_wont_use(res);
         res = m->layer_acts[l].res3;
     }
+    *res_out = res;
+    if (m->next >= 0) /* this stage's output to the next: the final norm is not here */
+        return exchange(m, &c, boundary(m, m->spec1 - 1), 1, m->next, ZT_PIPE_TAG_ACT);
     c = zt_engine_ctx(e, ZT_PRIO_FORWARD, L, L, mb);
     FOR_BLK ZT_CHECK(zt_task_layernorm_forward(&c.opts, m->lnf, m->lnf_mean, m->lnf_rstd, b, res,
                                                V_(&c, m->lnfw), V_(&c, m->lnfb)));
@@ -556,9 +348,13 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, in
     if (train && zt_engine_loss_scale(e) != 1.0f) dscale *= zt_engine_loss_scale(e);
     FOR_BLK ZT_CHECK(zt_task_crossentropy(&c.opts, m->logits, m->losses[mb], b, m->targets,
                                           dscale));
-    if (!train) return ZT_OK;
-    /* ---- backward ---- (the order in which it takes and finishes gradients is listed again
-     * by zt_gpt2_grad_events for the memory model; test_memory_model fails if they part) */
+    return ZT_OK;
+}
+
+/* the last stage's head and final norm backward: dres = d(the norm's input) */
+static enum zt_status head_backward(zt_gpt2_t m, int mb, zt_tensor_t res) {
+    zt_engine_t e = m->e;
+    int nb = zt_engine_nblk(e), L = m->s.n_layer;
     struct zt_step_ctx cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, L, L, mb);
     struct zt_step_ctx cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, L, L, mb);
     FOR_BLK ZT_CHECK(zt_task_matmul_t_backward_inp(&cb.opts, m->dC, b, m->logits,
@@ -566,47 +362,76 @@ static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, in
     for (int j = 0; j < wgrad_tasks(m, G_(&cw, m->wte)); j++)
         ZT_CHECK(zt_task_matmul_t_backward_weight(&cw.opts, G_(&cw, m->wte), wgrad_blk(m, j),
                                                   m->logits, m->lnf));
+    /* a pipeline's last stage: no embedding backward follows for its copy of wte */
+    if (!holds(m, 0)) ZT_CHECK(zt_engine_grad_ready(e, &cw, m->wte));
     ZT_CHECK(zt_task_zero(&cb.opts, m->dres));
     ZT_CHECK(layernorm_backward(m, L, mb, m->dC, res, m->lnfw, m->lnfb, m->lnf_mean,
                                 m->lnf_rstd));
     /* this micro-batch writes no more gradient of ln_f: its bucket may be reduced */
     ZT_CHECK(zt_engine_grad_ready(e, &cw, m->lnfw));
-    ZT_CHECK(zt_engine_grad_ready(e, &cw, m->lnfb));
-    for (int l = L - 1; l >= 0; l--) {
-        struct zt_layer_acts *a = &m->layer_acts[l];
-        zt_param_t *p = m->layer_params[l];
-        zt_tensor_t res_in = l == 0 ? m->encoded : m->layer_acts[l - 1].res3;
-        cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, l, L, mb);
-        cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, l, L, mb);
-        ZT_CHECK(zt_ckpt_swap_in(m->swap, &cb, l)); /* an input on NVMe, ahead of its need */
-        /* a checkpointed layer's activations again, from its input, at its backward's priority
-         * (the scheduler runs them beside the backward of the layer above) */
-        if (zt_recompute_needed(&m->rc, l)) {
-            const struct zt_step_ctx cr = zt_recompute_ctx(&cb);
-            ZT_CHECK(recompute_layer(m, l, &cr, res_in));
-        }
-        /* dres = d(res3): MLP branch */
-        ZT_CHECK(linear_backward(m, l, mb, m->d4C, m->dres, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
-        FOR_BLK ZT_CHECK(zt_task_gelu_backward(&cb.opts, m->d4C, b, a->fch));
-        ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d4C, a->ln2, p[P_FCW], p[P_FCB]));
-        ZT_CHECK(layernorm_backward(m, l, mb, m->dC, a->res2, p[P_LN2W], p[P_LN2B], a->ln2_mean,
-                                    a->ln2_rstd));
-        /* dres = d(res2): attention branch */
-        ZT_CHECK(linear_backward(m, l, mb, m->dC, m->dres, a->atty, p[P_ATTPW], p[P_ATTPB]));
-        FOR_BLK ZT_CHECK(zt_task_attention_backward(&cb.opts, m->d3C, b, m->dC, a->qkv, a->att,
-                                                    NH));
-        ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d3C, a->ln1, p[P_QKVW], p[P_QKVB]));
-        ZT_CHECK(layernorm_backward(m, l, mb, m->dC, res_in, p[P_LN1W], p[P_LN1B], a->ln1_mean,
-                                    a->ln1_rstd));
-        /* layer l is done: its bucket can be reduced while layers l-1..0 run backward */
-        for (int k = 0; k < P_NLAYER; k++) ZT_CHECK(zt_engine_grad_ready(e, &cw, p[k]));
+    return zt_engine_grad_ready(e, &cw, m->lnfb);
+}
+
+/* block l's backward: dres = d(its output) in, d(its input) out */
+static enum zt_status block_backward(zt_gpt2_t m, int l, int mb) {
+    zt_engine_t e = m->e;
+    int nb = zt_engine_nblk(e), L = m->s.n_layer, NH = m->s.n_head;
+    struct zt_layer_acts *a = &m->layer_acts[l];
+    zt_param_t *p = m->layer_params[l];
+    zt_tensor_t res_in = l == 0 ? m->encoded : m->layer_acts[l - 1].res3;
+    struct zt_step_ctx cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, l, L, mb);
+    struct zt_step_ctx cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, l, L, mb);
+    ZT_CHECK(zt_ckpt_swap_in(m->swap, &cb, l)); /* an input on NVMe, ahead of its need */
+    /* a checkpointed layer's activations again, from its input, at its backward's priority
+     * (the scheduler runs them beside the backward of the layer above) */
+    if (zt_recompute_needed(&m->rc, l)) {
+        const struct zt_step_ctx cr = zt_recompute_ctx(&cb);
+        ZT_CHECK(recompute_layer(m, l, &cr, res_in));
     }
-    cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, 0, L, mb);
+    /* dres = d(res3): MLP branch */
+    ZT_CHECK(linear_backward(m, l, mb, m->d4C, m->dres, a->fch_gelu, p[P_FCPW], p[P_FCPB]));
+    FOR_BLK ZT_CHECK(zt_task_gelu_backward(&cb.opts, m->d4C, b, a->fch));
+    ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d4C, a->ln2, p[P_FCW], p[P_FCB]));
+    ZT_CHECK(layernorm_backward(m, l, mb, m->dC, a->res2, p[P_LN2W], p[P_LN2B], a->ln2_mean,
+                                a->ln2_rstd));
+    /* dres = d(res2): attention branch */
+    ZT_CHECK(linear_backward(m, l, mb, m->dC, m->dres, a->atty, p[P_ATTPW], p[P_ATTPB]));
+    FOR_BLK ZT_CHECK(zt_task_attention_backward(&cb.opts, m->d3C, b, m->dC, a->qkv, a->att,
+                                                NH));
+    ZT_CHECK(linear_backward(m, l, mb, m->dC, m->d3C, a->ln1, p[P_QKVW], p[P_QKVB]));
+    ZT_CHECK(layernorm_backward(m, l, mb, m->dC, res_in, p[P_LN1W], p[P_LN1B], a->ln1_mean,
+                                a->ln1_rstd));
+    /* layer l is done: its bucket can be reduced while layers l-1..0 run backward */
+    for (int k = 0; k < P_NLAYER; k++) ZT_CHECK(zt_engine_grad_ready(e, &cw, p[k]));
+    return ZT_OK;
+}
+
+/* One micro-batch through this stage (every layer without a pipeline). The backward's order of
+ * taking and finishing gradients is listed again by zt_gpt2_grad_events for the memory model;
+ * test_memory_model fails if they part. */
+static enum zt_status micro_batch(zt_gpt2_t m, const struct zt_gpt2_batch *d, int mb,
+                                  int train) {
+    zt_engine_t e = m->e;
+    const int L = m->s.n_layer;
+    zt_tensor_t res = NULL;
+    if (m->nsets > 1) zt_gpt2_acts_use(m, mb % m->nsets);
+    ZT_CHECK(stage_forward(m, d, mb, train, &res));
+    if (!train) return ZT_OK;
+    struct zt_step_ctx cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, L, L, mb);
+    if (m->next < 0) ZT_CHECK(head_backward(m, mb, res));
+    else /* d(this stage's output), from the next stage */
+        ZT_CHECK(exchange(m, &cb, m->dres, 0, m->next, ZT_PIPE_TAG_GRAD));
+    for (int l = L - 1; l >= 0; l--)
+        if (holds(m, 1 + l)) ZT_CHECK(block_backward(m, l, mb));
+    if (m->prev >= 0) { /* d(this stage's input), to the previous stage */
+        cb = zt_engine_ctx(e, ZT_PRIO_BACKWARD, m->spec0 - 1, L, mb);
+        return exchange(m, &cb, m->dres, 1, m->prev, ZT_PIPE_TAG_GRAD);
+    }
+    struct zt_step_ctx cw = zt_engine_ctx(e, ZT_PRIO_WEIGHT_GRAD, 0, L, mb);
     ZT_CHECK(zt_task_encoder_backward(&cw.opts, G_(&cw, m->wte), G_(&cw, m->wpe), m->dres,
                                       m->inputs));
     ZT_CHECK(zt_engine_grad_ready(e, &cw, m->wte));
-    ZT_CHECK(zt_engine_grad_ready(e, &cw, m->wpe));
-    return ZT_OK;
+    return zt_engine_grad_ready(e, &cw, m->wpe);
 }
 
 int zt_gpt2_rank_rows(zt_gpt2_t m, int mb, int *accum, int *Bm) {
@@ -652,7 +477,9 @@ static enum zt_status global_loss_sum(zt_gpt2_t m, double *sum) {
     double *rows = calloc((size_t)m->B, sizeof *rows); /* 0 where another rank holds the row */
     if (!rows) return zt_error_set(ZT_ERR_NOMEM, "out of memory for the step's losses");
     enum zt_status rc = ZT_OK;
-    for (int mb = 0; mb < m->accum && (rc = zt_tensor_acquire(m->losses[mb], 0)) == ZT_OK; mb++) {
+    const int here = m->next < 0; /* a pipeline: the head's stage holds the losses */
+    for (int mb = 0; here && mb < m->accum && (rc = zt_tensor_acquire(m->losses[mb], 0)) == ZT_OK;
+         mb++) {
         const float *l = zt_tensor_data(m->losses[mb]);
         const int first = zt_gpt2_rank_rows(m, mb, NULL, NULL);
         for (int i = 0; i < m->Bm; i++)

@@ -75,7 +75,7 @@ enum zt_status zt_engine_check_step(zt_engine_t e, double loss, const struct zt_
     if (!e->nonfinite_warn)
         return zt_error_set(ZT_ERR_NUMERIC, "step %lld: %s (a learning rate too high? "
                             "ZT_ON_NONFINITE=warn continues)", (long long)info->step, what);
-    if (e->nonfinite_step == 0 && e->rank == 0)
+    if (e->nonfinite_step == 0 && zt_engine_talks(e))
         fprintf(stderr, "zerotask: warning: step %lld: %s; training goes on "
                         "(ZT_ON_NONFINITE=warn; no further warning for later steps)\n",
                 (long long)info->step, what);

@@ -155,13 +155,33 @@ static struct zt_task_opts optimizer_opts(zt_engine_t e, const struct zt_task_op
 
 /* the global gradient norm: each updated group's sum of squares, every rank's sums to every
  * rank (one double per group), then the clip coefficient (and the fp16 overflow flag) */
+/* group g's gradient blocks that the norm counts: all, but a pipeline's last stage leaves out
+ * its copy of the tied parameter (the first stage counts it); *n their number, NULL when out
+ * of memory */
+static struct zt_block_ref *norm_blocks(const struct zt_engine *e, int g, int *n) {
+    const struct zt_plan_group *gr = &e->plan.group[g];
+    struct zt_block_ref *refs = calloc((size_t)gr->n + 1, sizeof *refs);
+    *n = 0;
+    for (int k = 0; refs && k < gr->n; k++)
+        if (!e->params[e->plan.blk_param[gr->first + k]]->no_norm)
+            refs[(*n)++] = e->buf.grad_blk[gr->first + k];
+    return refs;
+}
+
 static enum zt_status grad_norm(zt_engine_t e, const struct zt_task_opts *o) {
     const struct zt_zero_plan *pl = &e->plan;
     const struct zt_engine_buffers *b = &e->buf;
     const struct zt_task_opts host = optimizer_opts(e, o);
-    for (int g = pl->group_lo; g < pl->group_hi; g++)
-        ZT_CHECK(zt_task_grad_sumsq(&host, b->grad_sumsq, g, &b->grad_blk[pl->group[g].first],
-                                    pl->group[g].n));
+    const int g0 = e->pipe.group0[e->pipe.stage]; /* this stage's first sum */
+    for (int g = pl->group_lo; g < pl->group_hi; g++) {
+        int n = 0;
+        struct zt_block_ref *refs = norm_blocks(e, g, &n);
+        if (!refs) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+        enum zt_status rc = zt_task_grad_sumsq(&host, b->grad_sumsq, g0 + g, refs, n);
+        free(refs);
+        ZT_CHECK(rc);
+    }
+    ZT_CHECK(zt_engine_pipe_norm_sums(e, &host));
     if (e->size > 1 && e->stage >= 1) {
         struct zt_block_ref *refs = calloc((size_t)pl->ngroups, sizeof *refs);
         if (!refs) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
@@ -235,6 +255,7 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
     /* the updated parameters to every rank: the next forward's first reads */
     const struct zt_task_opts ogather = zt_engine_task_opts(e, &ctx, ZT_PRIO_PREFETCH_FWD);
     ZT_CHECK(reduce_left(e, &ctx));
+    ZT_CHECK(zt_engine_pipe_tie_grads(e, &onorm)); /* a pipeline's tied copies, summed */
     ZT_CHECK(grad_norm(e, &onorm));
     /* without clipping (and without fp16's overflow check) the updates need no global norm
      * (still computed, for the log): each group's AdamW (and its swaps) waits only for its own
@@ -281,7 +302,8 @@ enum zt_status zt_engine_step_wait(zt_engine_t e, struct zt_step_info *info) {
     if (overflow) e->st.skipped++;
     else e->st.applied++;
     if (fp16)
-        ZT_CHECK(zt_loss_scaler_update(&e->scaler, &e->cfg, overflow, e->st.step, e->rank == 0));
+        ZT_CHECK(zt_loss_scaler_update(&e->scaler, &e->cfg, overflow, e->st.step,
+                                       zt_engine_talks(e)));
     return ZT_OK;
 }
 

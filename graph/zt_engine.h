@@ -69,8 +69,30 @@ void zt_engine_free(zt_engine_t e);
  * declaration order. Returns NULL and sets the error on a duplicate name or bad shape. */
 zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int64_t *shape,
                            enum zt_init init, float std);
+/* A parameter of the model that this rank does not hold (another pipeline stage's): nothing is
+ * declared, but its draws from the generator are skipped in its place, so that every layout
+ * starts from the same values. Call it in declaration order, between the zt_engine_param
+ * calls. */
+void zt_engine_param_skip(zt_engine_t e, int ndim, const int64_t *shape, enum zt_init init);
 /* Lay out and allocate every flat buffer, register the tensors, initialise parameters. */
 enum zt_status zt_engine_finalize(zt_engine_t e);
+
+/* ---- pipeline parallelism (docs/pipeline.md): one rank per stage ----
+ * This rank's stage and the stage count (1: no pipeline). The data-parallel job the ZeRO plan,
+ * the batch rows and the collectives see is then the stage's own: one rank
+ * (zt_engine_rank 0, zt_engine_world_size 1). */
+int zt_engine_pipe_stage(zt_engine_t e, int *stages);
+/* The world rank of stage s's rank. */
+int zt_engine_pipe_rank(zt_engine_t e, int s);
+/* p is held by the first and the last stage (GPT-2's token embedding, which the head reads too:
+ * DeepSpeed's TiedLayerSpec). Before the gradient norm the two add each other's gradient of it,
+ * so both copies take the same step, and only the first stage counts it in the norm. Call it
+ * on both stages, before zt_engine_finalize. */
+enum zt_status zt_engine_pipe_tie(zt_engine_t e, zt_param_t p);
+/* The point-to-point tags of a pipeline's messages (tasks/zt_tasks.h zt_task_send/recv): the
+ * model's activations forward and their gradients back, the engine's norm sums and tied
+ * gradients. */
+enum zt_pipe_tag { ZT_PIPE_TAG_ACT = 1, ZT_PIPE_TAG_GRAD, ZT_PIPE_TAG_NORM, ZT_PIPE_TAG_TIED };
 
 /* Where the model is in the step when it submits a task: the task's priority class, its layer
  * (-1: embeddings, 0..n_layer-1: blocks, n_layer: final norm and head; -1 when not per layer) of
@@ -216,7 +238,7 @@ enum zt_status zt_engine_load_shards(zt_engine_t e, const char *const *paths, in
 /* The flat-layout elements [lo, hi) of rank r's ZeRO shard (padding included). */
 void zt_engine_shard_range(zt_engine_t e, int r, int64_t *lo, int64_t *hi);
 
-/* Rank and world size of the data-parallel job (MPI). */
+/* Rank and world size of the data-parallel job (MPI; with a pipeline, the stage's replicas). */
 int zt_engine_rank(zt_engine_t e);
 int zt_engine_world_size(zt_engine_t e);
 

@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""tests/graph/test_pipeline.py: GPT-2 trained as a pipeline of stages, one rank each
+(docs/pipeline.md), against the same training on one rank.
+
+Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
+  - (dp, pp) = (1, 2) and (1, 3), accumulation 2 and 1: per-step losses within 1e-5 of the
+    1-rank run's (relative), exported weights within 1e-3 (the largest difference) and with
+    the 1-rank file's tensor names in its order; step 1's gradients (--dump-grads) within 1e-5
+    of the 1-rank run's, normalised, the tied wte's included (the embedding's and the head's
+    parts summed between the first and the last stage);
+  - bit-identical losses and weights for a repeat, for STARPU_SCHED=eager and for the GPipe
+    schedule (the same sums, only the memory differs);
+  - bf16: losses within 1e-3 of the 1-rank bf16 run's;
+  - the schedules' memory bound, counted in the trace (a micro-batch is in flight on a stage
+    from its first forward task to its last backward task there): 1F1B at most `stages` per
+    stage, GPipe all of the accumulation's;
+  - refused with one line and exit 2: 2 stages on 4 ranks (data-parallel replicas of a stage),
+    activation checkpointing, --save-dir;
+  - a stage that stops (SIGSTOP, as a hung rank) under ZT_COMM_TIMEOUT=5: the job ends
+    non-zero within a bounded time and the line of a neighbouring stage names rank 1 and the
+    message it waited for.
+
+Usage: test_pipeline.py ZT_TRAIN MPIEXEC WORKDIR
+"""
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trainlib import Runner  # noqa: E402
+
+ZT, MPIEXEC, WORK = sys.argv[1:4]
+run = Runner(ZT, MPIEXEC, WORK, env={"STARPU_SILENT": "1", "ZT_COMM_TIMEOUT": "60"})
+model, data = run.tiny_gpt2(n_layer=4)
+BASE = {"train_micro_batch_size_per_gpu": 4, "seed": 5, "gradient_clipping": 1.0,
+        "optimizer": {"type": "AdamW", "params": {"lr": 3e-3, "weight_decay": 0.01}}}
+
+
+def ds(name, accum=2, stages=1, **extra):
+    d = dict(BASE, train_batch_size=4 * accum, gradient_accumulation_steps=accum)
+    d.update(extra)
+    if stages > 1:
+        d["pipeline"] = dict(d.get("pipeline", {}), stages=stages)
+    return run.write(name + ".json", d)
+
+
+def weights(path):
+    """{name: floats} in the file's order (F32)"""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        body = f.read()
+    out = {}
+    for name, t in head.items():
+        if name != "__metadata__":
+            b = body[t["data_offsets"][0]:t["data_offsets"][1]]
+            out[name] = struct.unpack("<%df" % (len(b) // 4), b)
+    return out
+
+
+def max_diff(a, b):
+    return max(max(abs(x - y) for x, y in zip(a[k], b[k])) for k in a)
+
+
+def rel(a, b):
+    return max(abs(x - y) / max(abs(y), 1e-30) for x, y in zip(a, b))
+
+
+def train(label, n, cfg, env=None, grads=False, trace=False):
+    args = ["--ds-config", cfg, "--model", model, "--data", data, "--steps", "4"]
+    if grads:
+        args += ["--dump-grads", run.path(label + "_grads.safetensors")]
+    if trace:
+        args += ["--trace", run.path(label + "_trace.json")]
+    recs, w, _ = run.train(label, n, args, env=env)
+    return [r["loss"] for r in recs], w
+
+
+for accum in (2, 1):
+    ref, ref_w = train("ref_a%d" % accum, 1, ds("ref_a%d" % accum, accum), grads=True)
+    for stages in (2, 3):
+        tag = "pp%d_a%d" % (stages, accum)
+        got, got_w = train(tag, stages, ds(tag, accum, stages), grads=True)
+        wr, wg = weights(ref_w), weights(got_w)
+        run.check(len(got) == 4 and rel(got, ref) <= 1e-5,
+                  "%s: losses %s vs 1 rank %s (relative %.2g <= 1e-5)" % (
+                      tag, got, ref, rel(got, ref) if len(got) == 4 else -1))
+        run.check(list(wg) == list(wr) and max_diff(wg, wr) <= 1e-3,
+                  "%s: exported weights: the 1-rank file's names in its order, largest "
+                  "difference %.2g <= 1e-3" % (tag, max_diff(wg, wr)))
+        gr, gg = (weights(run.path(x + "_grads.safetensors")) for x in ("ref_a%d" % accum, tag))
+        worst = max((max(abs(x - y) for x, y in zip(gg[k], gr[k])) /
+                     max(max(abs(x) for x in gr[k]), 1e-30), k) for k in gr)
+        run.check(worst[0] <= 1e-5, "%s: step-1 gradients within 1e-5 of 1 rank's, normalised "
+                  "(worst %s: %.2g)" % (tag, worst[1], worst[0]))
+
+# ---- bits: repeat, another scheduler, the GPipe schedule ----
+cfg2 = ds("pp2", 2, 2)
+base_l, base_w = train("bits", 2, cfg2)
+for label, cfg, env in (("repeat", cfg2, None), ("eager", cfg2, {"STARPU_SCHED": "eager"}),
+                        ("gpipe", ds("gpipe", 2, 2, pipeline={"schedule": "gpipe"}), None)):
+    l, w = train("bits_" + label, 2, cfg, env=env)
+    with open(w, "rb") as f, open(base_w, "rb") as g:
+        same = f.read() == g.read()
+    run.check(l == base_l and same, "pp2 %s: losses and weights bit-identical to the first run "
+              "(%s vs %s)" % (label, l, base_l))
+
+# ---- bf16 ----
+bl, _ = train("bf16_ref", 1, ds("bf16_ref", 2, bf16={"enabled": True}))
+bp, _ = train("bf16_pp2", 2, ds("bf16_pp2", 2, 2, bf16={"enabled": True}))
+run.check(rel(bp, bl) <= 1e-3, "bf16 pp2: losses %s vs 1 rank %s (relative %.2g <= 1e-3)"
+          % (bp, bl, rel(bp, bl)))
+
+
+# ---- the schedules' memory bound, counted in the trace ----
+FWD = ("_forward", "crossentropy")
+BWD = ("_backward", "_backward_inp", "_backward_weight", "_backward_bias")
+
+
+def in_flight(ztr, step):
+    """per rank: the most micro-batches between their first forward and last backward task"""
+    span = {}
+    with open(ztr) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            x = line.split()
+            rank, kind, st, mb = int(x[0]), x[2], int(x[3]), int(x[5])
+            if st != step or mb < 0:
+                continue
+            s, e = span.setdefault((rank, mb), [float("inf"), float("-inf")])
+            if kind.endswith(FWD):
+                span[(rank, mb)][0] = min(s, float(x[10]))
+            if kind.endswith(BWD):
+                span[(rank, mb)][1] = max(e, float(x[11]))
+    most = {}
+    for rank in {r for r, _ in span}:
+        pts = sorted([(s, 1) for (r, _), (s, e) in span.items() if r == rank] +
+                     [(e, -1) for (r, _), (s, e) in span.items() if r == rank])
+        cur = top = 0
+        for _, d in pts:
+            cur += d
+            top = max(top, cur)
+        most[rank] = top
+    return [most[r] for r in sorted(most)]
+
+
+for sched, bound in (("1f1b", 2), ("gpipe", 4)):
+    cfg = ds("flight_" + sched, 4, 2, pipeline={"schedule": sched})
+    train("flight_" + sched, 2, cfg, trace=True)
+    got = in_flight(run.path("flight_%s_trace.ztr" % sched), 3)
+    ok = all(g <= bound for g in got) and (sched == "1f1b" or max(got) == bound)
+    run.check(len(got) == 2 and ok, "%s, 2 stages, 4 micro-batches: micro-batches in flight per "
+              "stage %s (bound %d%s)" % (sched, got, bound, ", reached" if sched == "gpipe"
+                                                           else ""))
+
+# ---- refusals ----
+for label, n, cfg, extra, word in (
+        ("replicas", 4, ds("dp2", 2, 2, train_batch_size=16), [], "data-parallel replicas"),
+        ("actckpt", 2, ds("ck", 2, 2, activation_checkpointing={"number_checkpoints": 2}), [],
+         "activation checkpointing"),
+        ("save-dir", 2, cfg2, ["--save-dir", run.path("ckpt")], "--save-dir")):
+    p = run.launch(n, ["--ds-config", cfg, "--model", model, "--data", data, "--steps", "1"] +
+                   extra, timeout=120)
+    errs = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
+    run.check(p.returncode == 2 and len(errs) == 1 and word in errs[0],
+              "pipeline with %s: exit %d, %s" % (label, p.returncode, errs))
+
+# ---- a stage that stops ----
+wrap = run.path("wrap.sh")
+with open(wrap, "w") as f:
+    f.write('#!/bin/sh\necho $$ > %s/pid.$OMPI_COMM_WORLD_RANK\nexec %s "$@"\n' % (WORK, ZT))
+os.chmod(wrap, 0o755)
+cmd = [MPIEXEC, "--allow-run-as-root", "--oversubscribe", "-np", "2", "-x", "STARPU_NCPU=1",
+       "-x", "STARPU_SILENT=1", "-x", "ZT_COMM_TIMEOUT=5", wrap, "--ds-config", cfg2, "--model",
+       model, "--data", data, "--steps", "100000", "--log", run.path("stop.jsonl")]
+proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+deadline = time.time() + 120
+while time.time() < deadline and proc.poll() is None:
+    if os.path.exists(run.path("stop.jsonl")) and sum(1 for _ in open(run.path("stop.jsonl"))) >= 3:
+        break
+    time.sleep(0.05)
+pid = int(open(run.path("pid.1")).read())
+os.kill(pid, signal.SIGSTOP)
+t0 = time.time()
+try:
+    _, err = proc.communicate(timeout=60)
+except subprocess.TimeoutExpired:
+    proc.kill()
+    _, err = proc.communicate()
+took = time.time() - t0
+for sig in (signal.SIGCONT, signal.SIGKILL):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+lines = [l for l in err.splitlines() if "error:" in l and "rank 1" in l and "timed out" in l]
+run.check(proc.returncode not in (0, None) and took < 45 and len(lines) >= 1,
+          "stage 1 stopped: exit %s after %.0f s, %s" % (proc.returncode, took,
+                                                          lines[:1] or err[-1500:]))
+sys.exit(run.finish("test_pipeline"))
