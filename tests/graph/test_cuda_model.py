@@ -21,12 +21,11 @@ import array
 import json
 import os
 import random
-import struct
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trainlib import Runner  # noqa: E402
+from trainlib import Runner, f32_tensors  # noqa: E402
 
 ZT, MODEL, WORK = sys.argv[1:4]
 STEPS = int(sys.argv[4]) if len(sys.argv) > 4 else 3
@@ -55,17 +54,8 @@ except ImportError:
 
 def weights(path):
     """every tensor of a safetensors file as {name: floats}; F32 only"""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        body = f.read()
     out = {}
-    for name, t in head.items():
-        if name == "__metadata__":
-            continue
-        if t["dtype"] != "F32":
-            sys.exit("FAIL test_cuda_model: %s is %s, expected F32" % (name, t["dtype"]))
-        raw = body[t["data_offsets"][0]:t["data_offsets"][1]]
+    for name, raw in f32_tensors(path).items():
         if np is not None:
             out[name] = np.frombuffer(raw, dtype=np.float32).astype(np.float64)
         else:

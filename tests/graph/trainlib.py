@@ -22,6 +22,24 @@ def zero_section(stage, opt=None, par=None):
     return z
 
 
+def f32_tensors(path):
+    """every tensor of an F32 safetensors file, in its order: {name: raw little-endian bytes}
+    (a test reads them with array.array("f") or numpy); another dtype ends the test"""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        body = f.read()
+    out = {}
+    for name, t in head.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] != "F32":
+            print("FAIL %s: tensor %s is %s, expected F32" % (path, name, t["dtype"]))
+            sys.exit(1)
+        out[name] = body[t["data_offsets"][0]:t["data_offsets"][1]]
+    return out
+
+
 def run_tool(exe, *args, ok=True, timeout=120):
     """exe ARGS (a tool such as zt-trace); with ok, a non-zero exit ends the test, printing it"""
     p = subprocess.run([exe] + [str(a) for a in args], capture_output=True, text=True,
