@@ -40,7 +40,8 @@
 
 #define P2P_WINDOW 4096  /* messages of one stream that may be in flight at once */
 #define P2P_BUCKETS 64   /* hash buckets of the stream table */
-#define P2P_SPIN 2000    /* polls without sleeping after the last progress */
+#define P2P_SPIN 50      /* polls without sleeping after the last progress (then 50 us naps,
+                          * 500 us after 20 times as many: the cores belong to the workers) */
 
 /* one (peer, tag) pair: how many sends to it and recvs from it were submitted, and finished,
  * and when its last recv [0] and send [1] finished (the communication thread's clock) */
@@ -289,7 +290,7 @@ static void *comm_thread(void *arg) {
         moved |= poll_active(&a, timeout_s);
         idle = moved ? 0 : idle + 1;
         if (idle > P2P_SPIN) {
-            struct timespec ts = {0, idle < 20 * P2P_SPIN ? 20000 : 200000};
+            struct timespec ts = {0, idle < 20 * P2P_SPIN ? 50000 : 500000};
             nanosleep(&ts, NULL);
         }
     }
