@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""bench/pipeline/run.py: pipeline parallelism against data parallelism and one rank, on the same
+cores, and the pipeline's bubble against the theory's.
+
+Rows, one process (group) each, alternating over --rounds (the order rotates every round), the
+same model, data, seed and global batch (B = micro x accumulation x replicas):
+  1 rank             zt-train, STARPU_NCPU=W (the cores of one rank)
+  dp=2 ZeRO-1        mpirun -np 2, STARPU_NCPU=W/2 each, zero_optimization stage 1
+  pp=2 1f1b          mpirun -np 2, STARPU_NCPU=W/2 each, "pipeline": {"stages": 2} (the cut:
+                     --partition), each rank one stage, 2 sets of activations per stage
+  pp=2 gpipe         the same with "schedule": "gpipe" (every micro-batch's activations)
+Each row: median ms/step over the steps after the first (a round's), tokens/s, the ratio to the
+1-rank step, the final loss (all rows train the same sums up to rounding). The pipeline rows also
+give the bubble measured in their trace (step 3): 1 - (the stages' compute time inside the
+forwards and backwards) / (stages x the time from the first forward task to the last backward
+task), beside the theory's (P-1)/(M+P-1) for M micro-batches, and the stage imbalance (the
+busier stage's compute over the mean). Prints `lscpu` flags first.
+
+Usage: bench/pipeline/run.py [--build build] [--model bench/configs/small_model.json]
+       [--micro 2] [--accum 8] [--steps 5] [--rounds 2] [--workers 2] [--partition uniform]
+       [--json FILE]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FWD = ("_forward", "crossentropy")
+BWD = ("_backward", "_backward_inp", "_backward_weight", "_backward_bias")
+
+
+def mpirun():
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+
+
+def bubble(ztr, step):
+    """(bubble, imbalance) of a 2-rank pipeline trace at step: compute inside the forwards and
+    backwards against the span from the first forward task to the last backward task"""
+    busy, t0, t1 = {}, float("inf"), float("-inf")
+    with open(ztr) as f:
+        for line in f:
+            if line.startswith("#"):
+                continue
+            x = line.split()
+            if int(x[3]) != step or int(x[7]) >= 1000:  # compute workers only
+                continue
+            kind, s, e = x[2], float(x[10]), float(x[11])
+            if kind.endswith(FWD) or kind.endswith(BWD):
+                busy[x[0]] = busy.get(x[0], 0.0) + (e - s)
+                t0, t1 = min(t0, s), max(t1, e)
+    P = len(busy)
+    span = t1 - t0
+    mean = sum(busy.values()) / P
+    return 1 - sum(busy.values()) / (P * span), max(busy.values()) / mean
+
+
+def run_row(a, name, work, env_extra):
+    """one row: (median ms/step after the first, final loss, trace path or None)"""
+    cfg = {"train_batch_size": a.micro * a.accum, "train_micro_batch_size_per_gpu": a.micro,
+           "gradient_accumulation_steps": a.accum, "seed": 1, "gradient_clipping": 1.0,
+           "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}}
+    ranks, per = 1, a.workers
+    if name.startswith("dp"):
+        cfg.update(gradient_accumulation_steps=a.accum // 2, zero_optimization={"stage": 1})
+        ranks, per = 2, a.workers // 2
+    if name.startswith("pp"):
+        cfg["pipeline"] = {"stages": 2, "partition": a.partition,
+                           "schedule": name.split()[-1]}
+        ranks, per = 2, a.workers // 2
+    tag = name.replace(" ", "_").replace("=", "")
+    dsf, log = os.path.join(work, tag + ".json"), os.path.join(work, tag + ".jsonl")
+    trace = os.path.join(work, tag + "_trace.json") if ranks == 2 and "pp" in name else None
+    with open(dsf, "w") as f:
+        json.dump(cfg, f)
+    args = [os.path.join(a.build, "apps", "zt-train"), "--ds-config", dsf, "--model", a.model,
+            "--data", a.data, "--steps", str(a.steps), "--log", log, "--quiet"]
+    if trace:
+        args += ["--trace", trace]
+    env = dict(os.environ, STARPU_SILENT="1", STARPU_NCPU=str(per), **env_extra)
+    cmd = args if ranks == 1 else mpirun() + ["-x", "STARPU_NCPU=%d" % per, "-x",
+                                             "STARPU_SILENT=1"] + args
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        sys.exit("pipeline bench: %s failed (exit %d):\n%s" % (name, p.returncode,
+                                                                p.stderr[-2000:]))
+    with open(log) as f:
+        recs = [json.loads(l) for l in f]
+    return statistics.median(r["ms"] for r in recs[1:]), recs[-1]["loss"], trace
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--model", default=os.path.join(ROOT, "bench", "configs",
+                                                    "small_model.json"))
+    ap.add_argument("--data", default=os.path.join(ROOT, "data", "fortunes.bin"))
+    ap.add_argument("--micro", type=int, default=2)
+    ap.add_argument("--accum", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--partition", default="uniform")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    if a.accum % 2 or a.workers % 2 or a.steps < 4:
+        ap.error("--accum and --workers must be even, --steps >= 4")
+    flags = subprocess.run(["sh", "-c", "lscpu | grep -i '^model name\\|^flags'"],
+                           capture_output=True, text=True).stdout
+    print(flags.strip())
+    with open(a.model) as f:
+        T = json.load(f)["seq_len"]
+    names = ["1 rank", "dp=2 ZeRO-1", "pp=2 1f1b", "pp=2 gpipe"]
+    res = {n: [] for n in names}
+    with tempfile.TemporaryDirectory() as work:
+        for r in range(a.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for n in order:
+                ms, loss, trace = run_row(a, n, work, {})
+                b = bubble(trace.replace(".json", ".ztr"), 3) if trace else None
+                res[n].append((ms, loss, b))
+                print("round %d  %-12s %8.1f ms/step  loss %.6f%s" % (
+                    r + 1, n, ms, loss, "  bubble %.3f imbalance %.3f" % b if b else ""),
+                    flush=True)
+    M, P, tokens = a.accum, 2, a.micro * a.accum * T
+    theory = (P - 1) / (M + P - 1)
+    base = statistics.median(x[0] for x in res["1 rank"])
+    rows = []
+    print("\n%-12s %9s %10s %8s %8s %10s" % ("row", "ms/step", "tokens/s", "ratio", "bubble",
+                                             "imbalance"))
+    for n in names:
+        ms = statistics.median(x[0] for x in res[n])
+        bs = [x[2] for x in res[n] if x[2]]
+        b = statistics.median(v[0] for v in bs) if bs else None
+        im = statistics.median(v[1] for v in bs) if bs else None
+        rows.append({"row": n, "ms_per_step": ms, "tokens_per_s": tokens / (ms / 1e3),
+                     "ratio_vs_1rank": ms / base, "bubble": b, "imbalance": im,
+                     "loss": res[n][-1][1]})
+        print("%-12s %9.1f %10.0f %8.2f %8s %10s" % (n, ms, tokens / (ms / 1e3), ms / base,
+                                                     "%.3f" % b if b is not None else "-",
+                                                     "%.3f" % im if im is not None else "-"))
+    b1 = rows[2]["bubble"]
+    print("theory: bubble (P-1)/(M+P-1) = %.3f for P=2, M=%d; pp=2 1f1b measured %.3f: %s "
+          "(target: within 10%% of the theory)" % (theory, M, b1, "met" if abs(b1 - theory) <=
+                                                   0.1 * theory else "NOT met"))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"flags": flags, "args": vars(a), "theory_bubble": theory, "rows": rows},
+                      f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
