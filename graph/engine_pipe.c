@@ -9,6 +9,7 @@
  * plan changes. The messages between stages are point-to-point tasks (tasks/zt_tasks.h
  * zt_task_send/recv) on the engine's tags (zt_engine.h enum zt_pipe_tag).
  */
+#include <limits.h>      /* INT_MAX */
 #include <stdlib.h>      /* calloc, free */
 #include <string.h>      /* memcpy */
 #include "engine_impl.h" /* struct zt_engine */
@@ -39,7 +40,7 @@ void zt_engine_param_skip(zt_engine_t e, int ndim, const int64_t *shape, enum zt
     if (init != ZT_INIT_NORMAL) return; /* zeros and ones draw nothing */
     int64_t n = 1;
     for (int d = 0; d < ndim; d++) n *= shape[d];
-    e->pipe.pending_skip += n;
+    e->pipe.pending_skip += (n + 1) / 2 * 2; /* Box-Muller draws a parameter's values in pairs */
 }
 
 enum zt_status zt_engine_pipe_tie(zt_engine_t e, zt_param_t p) {
@@ -134,14 +135,18 @@ struct record_head {
     int64_t n;
 };
 
+/* a record's bytes: its header and its floats, padded to 8 bytes (the next header's int64s) */
+static size_t record_bytes(int64_t n) {
+    return sizeof(struct record_head) + ((size_t)n * sizeof(float) + 7) / 8 * 8;
+}
+
 /* this stage's parameters (the last stage's tied copy left out) as records, fp32 */
 static enum zt_status stage_records(zt_engine_t e, int grads, char **out, size_t *bytes) {
     size_t total = 0;
     for (int i = 0; i < e->nparams; i++)
         if (!e->params[i]->no_norm)
-            total += sizeof(struct record_head) +
-                     (size_t)(e->params[i]->rows * e->params[i]->cols) * sizeof(float);
-    char *buf = malloc(total ? total : 1), *at = buf;
+            total += record_bytes(e->params[i]->rows * e->params[i]->cols);
+    char *buf = calloc(total ? total : 1, 1), *at = buf;
     if (!buf) return zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
     for (int i = 0; i < e->nparams; i++) {
         const struct zt_param *p = e->params[i];
@@ -159,7 +164,7 @@ static enum zt_status stage_records(zt_engine_t e, int grads, char **out, size_t
         zt_dtype_to_f32(zt_tensor_dtype(src), (float *)(at + sizeof h), zt_tensor_data(src),
                         (size_t)h.n);
         zt_tensor_release(src);
-        at += sizeof h + (size_t)h.n * sizeof(float);
+        at += record_bytes(h.n);
     }
     *out = buf;
     *bytes = total;
@@ -170,8 +175,7 @@ static enum zt_status stage_records(zt_engine_t e, int grads, char **out, size_t
 static enum zt_status write_records(const char *path, const char *all, size_t total) {
     int n = 0;
     for (size_t at = 0; at < total; n++)
-        at += sizeof(struct record_head) +
-              (size_t)((const struct record_head *)(all + at))->n * sizeof(float);
+        at += record_bytes(((const struct record_head *)(all + at))->n);
     struct zt_st_entry *ent = calloc((size_t)n + 1, sizeof *ent);
     if (!ent) return zt_error_set(ZT_ERR_NOMEM, "export %s: out of memory", path);
     size_t at = 0;
@@ -181,23 +185,70 @@ static enum zt_status write_records(const char *path, const char *all, size_t to
         ent[i].ndim = h->ndim;
         memcpy(ent[i].shape, h->shape, sizeof(int64_t) * (size_t)h->ndim);
         ent[i].data = (const float *)(all + at + sizeof *h);
-        at += sizeof *h + (size_t)h->n * sizeof(float);
+        at += record_bytes(h->n);
     }
     enum zt_status rc = zt_st_write_f32(path, ent, n, NULL);
     free(ent);
     return rc;
 }
 
+/* every rank's records to rank 0 (*all, in rank order; NULL elsewhere), in rounds of at most
+ * INT_MAX / ranks bytes per rank, so that a stage of any size fits MPI's int counts and
+ * displacements (collective) */
+static enum zt_status gather_records(const char *mine, size_t bytes, char **all, size_t *total) {
+    const int P = zt_comm_size(), me = zt_comm_rank();
+    const size_t chunk = (size_t)INT_MAX / (size_t)P;
+    double *len = calloc((size_t)P, sizeof *len);
+    enum zt_status rc = len ? ZT_OK : zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
+    if (rc == ZT_OK) {
+        len[me] = (double)bytes;
+        rc = zt_comm_sum_doubles(len, P);
+    }
+    size_t most = 0, sum = 0;
+    for (int r = 0; rc == ZT_OK && r < P; r++) {
+        most = (size_t)len[r] > most ? (size_t)len[r] : most;
+        sum += (size_t)len[r];
+    }
+    char *out = rc == ZT_OK && me == 0 ? malloc(sum ? sum : 1) : NULL;
+    if (rc == ZT_OK && me == 0 && !out) rc = zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
+    size_t *at = calloc((size_t)P, sizeof *at); /* rank 0: where each rank's records go */
+    for (int r = 1; at && r < P; r++) at[r] = at[r - 1] + (size_t)len[r - 1];
+    for (size_t off = 0; rc == ZT_OK && at && off < most; off += chunk) {
+        const size_t n = bytes > off ? (bytes - off < chunk ? bytes - off : chunk) : 0;
+        char *got = NULL;
+        size_t ngot = 0;
+        rc = zt_comm_gatherv_bytes(mine + (n ? off : 0), n, (void **)&got, &ngot);
+        size_t k = 0;
+        for (int r = 0; rc == ZT_OK && me == 0 && r < P; r++) { /* rank order */
+            const size_t left = (size_t)len[r] > off ? (size_t)len[r] - off : 0;
+            const size_t m = left < chunk ? left : chunk;
+            memcpy(out + at[r] + off, got + k, m);
+            k += m;
+        }
+        free(got);
+    }
+    if (!at && rc == ZT_OK) rc = zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
+    free(at);
+    free(len);
+    if (rc != ZT_OK) {
+        free(out);
+        out = NULL;
+    }
+    *all = out;
+    *total = sum;
+    return rc;
+}
+
 enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads) {
     char *mine = NULL, *all = NULL;
     size_t bytes = 0, total = 0;
-    ZT_CHECK(zt_runtime_wait_all());
-    enum zt_status rc = stage_records(e, grads, &mine, &bytes);
+    enum zt_status rc = zt_runtime_wait_all();
+    if (rc == ZT_OK) rc = stage_records(e, grads, &mine, &bytes);
     int nfailed = 0;
-    ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed));
+    ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed)); /* every rank on, or none */
     if (rc == ZT_OK && nfailed > 0)
         rc = zt_error_set(ZT_ERR_IO, "export %s: another stage could not read its weights", path);
-    if (rc == ZT_OK) rc = zt_comm_gatherv_bytes(mine, bytes, (void **)&all, &total);
+    if (rc == ZT_OK) rc = gather_records(mine, bytes, &all, &total);
     if (rc == ZT_OK && zt_comm_rank() == 0) rc = write_records(path, all, total);
     free(mine);
     free(all);

@@ -127,12 +127,7 @@ static enum zt_status plan_stage(zt_gpt2_t m, const struct zt_config *cfg) {
     if (stages == 1) return ZT_OK;
     struct zt_pipe_plan pl;
     ZT_CHECK(zt_pipe_plan_gpt2(&m->s, &cfg->pipeline, &pl));
-    for (int k = 1; k < stages; k++)
-        if (pl.first[k] == L + 2)
-            return zt_error_set(ZT_ERR_CONFIG, "config %s: pipeline.partition cuts between ln_f "
-                                "and the head (stage %d starts at the head): not implemented; "
-                                "another partition or stage count keeps them together",
-                                cfg->path, k);
+    ZT_CHECK(zt_pipe_plan_check_gpt2(&pl, &m->s, cfg->path));
     m->spec0 = pl.first[st];
     m->spec1 = pl.first[st + 1];
     if (st > 0) m->prev = zt_engine_pipe_rank(m->e, st - 1);

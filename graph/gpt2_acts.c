@@ -81,7 +81,7 @@ typedef enum zt_status (*act_fn)(void *ctx, const struct zt_model_shape *s,
 
 /* which of a layer's activations: all, those a checkpointed layer keeps (its output, and with
  * recompute "mlp" the attention's), or those it recomputes (a window of the recompute) */
-enum layer_part { PART_ALL, PART_KEPT, PART_WINDOW };
+enum layer_part { PART_ALL, PART_KEPT, PART_WINDOW, PART_OUTPUT, PART_NONE };
 
 /* whether a checkpointed layer recomputes activation r */
 static int recomputed(const struct act_row *r, enum zt_recompute mode) {
@@ -99,8 +99,22 @@ static int recomputed(const struct act_row *r, enum zt_recompute mode) {
 }
 
 static int in_part(const struct act_row *r, enum layer_part part, enum zt_recompute mode) {
+    if (part == PART_NONE) return 0;
+    if (part == PART_OUTPUT) return r->off == offsetof(struct zt_layer_acts, res3);
     return part == PART_ALL || (part == PART_WINDOW) == recomputed(r, mode);
 }
+
+/* Which of layer l's activations a pipeline stage makes: its own layers' (own), only the output
+ * of the layer just before its first (its input, received from the stage before), none of the
+ * other layers; every layer without a pipeline, and when sizing (m NULL: the whole model, an
+ * upper bound for a stage). */
+static enum layer_part stage_part(const struct zt_gpt2 *m, int l, enum layer_part own) {
+    if (!m || holds(m, 1 + l)) return own;
+    return l == m->spec0 - 2 ? PART_OUTPUT : PART_NONE;
+}
+
+/* whether this stage makes the final norm's and the head's activations (the logits) */
+static int stage_tail(const struct zt_gpt2 *m) { return !m || holds(m, m->s.n_layer + 1); }
 
 /* the rows of one table (a layer's: those of part); the row at offset `moved` is not made (a
  * kept input on NVMe lives in the swap's sets), SIZE_MAX: none */
@@ -165,13 +179,14 @@ static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
     for (int l = 0; l < L; l++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                           m ? (char *)&m->layer_acts[l] : NULL, accum,
-                          zt_recompute_slot(rc, l) >= 0 ? PART_KEPT : PART_ALL, mode,
-                          MOVED_(l + 1, struct zt_layer_acts, res3)));
+                          stage_part(m, l, zt_recompute_slot(rc, l) >= 0 ? PART_KEPT : PART_ALL),
+                          mode, MOVED_(l + 1, struct zt_layer_acts, res3)));
     for (int w = 0; w < rc->window; w++)
         ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                           m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW, mode, SIZE_MAX));
-    ZT_CHECK(each_row(ctx, s, fn, g_tail_set_acts, N_(g_tail_set_acts), (char *)m, accum,
-                      PART_ALL, mode, SIZE_MAX));
+    if (stage_tail(m))
+        ZT_CHECK(each_row(ctx, s, fn, g_tail_set_acts, N_(g_tail_set_acts), (char *)m, accum,
+                          PART_ALL, mode, SIZE_MAX));
     ZT_CHECK(each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL,
                       mode, SIZE_MAX));
     /* a pipeline stage's other sets of a micro-batch's activations (no checkpointing there) */
@@ -181,10 +196,11 @@ static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
                           PART_ALL, mode, SIZE_MAX));
         for (int l = 0; l < L; l++)
             ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                              set ? (char *)&m->sets[k].layer_acts[l] : NULL, accum, PART_ALL,
-                              mode, SIZE_MAX));
-        ZT_CHECK(each_row(ctx, s, fn, g_tail_set_acts, N_(g_tail_set_acts), (char *)set, accum,
-                          PART_ALL, mode, SIZE_MAX));
+                              set ? (char *)&m->sets[k].layer_acts[l] : NULL, accum,
+                              stage_part(m, l, PART_ALL), mode, SIZE_MAX));
+        if (stage_tail(m))
+            ZT_CHECK(each_row(ctx, s, fn, g_tail_set_acts, N_(g_tail_set_acts), (char *)set,
+                              accum, PART_ALL, mode, SIZE_MAX));
     }
     return ZT_OK;
 #undef MOVED_

@@ -157,3 +157,14 @@ void zt_pipe_plan_describe(const struct zt_pipe_plan *pl, const struct zt_model_
     snprintf(buf, n, "stage %d of %d: layers %d-%d (%s .. %s), %.2fM parameters", stage,
              pl->stages, i0, i1, a, b, (double)params / 1e6);
 }
+
+enum zt_status zt_pipe_plan_check_gpt2(const struct zt_pipe_plan *pl,
+                                       const struct zt_model_shape *s, const char *config_path) {
+    for (int k = 1; k < pl->stages; k++)
+        if (pl->first[k] == s->n_layer + 2)
+            return zt_error_set(ZT_ERR_CONFIG, "config %s: pipeline.partition cuts between ln_f "
+                                "and the head (stage %d starts at the head): not implemented; "
+                                "another partition or stage count keeps them together",
+                                config_path, k);
+    return ZT_OK;
+}

@@ -41,6 +41,10 @@ int64_t zt_pipe_spec_params(const struct zt_model_shape *s, int i);
  * (or than ZT_PIPE_MAX_STAGES) or when "type:REGEX" matches no spec. */
 enum zt_status zt_pipe_plan_gpt2(const struct zt_model_shape *s, const struct zt_pipeline_cfg *p,
                                  struct zt_pipe_plan *out);
+/* ZT_ERR_CONFIG naming config_path when the plan cuts between ln_f and the head (a stage that
+ * starts at the head): the engine runs them on one stage */
+enum zt_status zt_pipe_plan_check_gpt2(const struct zt_pipe_plan *pl,
+                                       const struct zt_model_shape *s, const char *config_path);
 /* "stage 1 of 2: specs 7-14 (block 6 .. head), 42.5M parameters" into buf */
 void zt_pipe_plan_describe(const struct zt_pipe_plan *pl, const struct zt_model_shape *s,
                            int stage, char *buf, size_t n);

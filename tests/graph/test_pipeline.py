@@ -8,14 +8,17 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
     the 1-rank file's tensor names in its order; step 1's gradients (--dump-grads) within 1e-5
     of the 1-rank run's, normalised, the tied wte's included (the embedding's and the head's
     parts summed between the first and the last stage);
+  - a model whose layer tensors have odd sizes (n_embd 9): the same losses (the draws skipped
+    for another stage's parameters are whole Box-Muller pairs, as a 1-rank run draws them);
   - bit-identical losses and weights for a repeat, for STARPU_SCHED=eager and for the GPipe
     schedule (the same sums, only the memory differs);
   - bf16: losses within 1e-3 of the 1-rank bf16 run's;
   - the schedules' memory bound, counted in the trace (a micro-batch is in flight on a stage
     from its first forward task to its last backward task there): 1F1B at most `stages` per
     stage, GPipe all of the accumulation's;
-  - refused with one line and exit 2: 2 stages on 4 ranks (data-parallel replicas of a stage),
-    activation checkpointing, --save-dir;
+  - refused with one line and exit 2, before the runtime starts: 2 stages on 4 ranks
+    (data-parallel replicas of a stage), activation checkpointing, --save-dir, a partition that
+    cuts between ln_f and the head;
   - a stage that stops (SIGSTOP, as a hung rank) under ZT_COMM_TIMEOUT=5: the job ends
     non-zero within a bounded time and rank 0's line names rank 1: the message it waited for
     (point-to-point) or the step's host-side sum it never joined (the collective watchdog).
@@ -88,6 +91,16 @@ for accum in (2, 1):
         run.check(worst[0] <= 1e-5, "%s: step-1 gradients within 1e-5 of 1 rank's, normalised "
                   "(worst %s: %.2g)" % (tag, worst[1], worst[0]))
 
+# ---- odd tensors: every skipped parameter's draws are whole Box-Muller pairs ----
+odd = run.write("odd_model.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 9, "n_layer": 4,
+                                   "n_head": 3})
+odd_args = ["--ds-config", ds("odd", 1), "--model", odd, "--data", data, "--steps", "2"]
+r1, _, _ = run.train("odd_ref", 1, odd_args)
+r2, _, _ = run.train("odd_pp2", 2, odd_args[:1] + [ds("odd2", 1, 2)] + odd_args[2:])
+run.check(rel([x["loss"] for x in r2], [x["loss"] for x in r1]) <= 1e-5,
+          "n_embd 9 (odd c_attn and c_proj sizes): pp2 losses %s vs 1 rank %s" % (
+              [x["loss"] for x in r2], [x["loss"] for x in r1]))
+
 # ---- bits: repeat, another scheduler, the GPipe schedule ----
 cfg2 = ds("pp2", 2, 2)
 base_l, base_w = train("bits", 2, cfg2)
@@ -153,7 +166,10 @@ for label, n, cfg, extra, word in (
         ("replicas", 4, ds("dp2", 2, 2, train_batch_size=16), [], "data-parallel replicas"),
         ("actckpt", 2, ds("ck", 2, 2, activation_checkpointing={"number_checkpoints": 2}), [],
          "activation checkpointing"),
-        ("save-dir", 2, cfg2, ["--save-dir", run.path("ckpt")], "--save-dir")):
+        ("save-dir", 2, cfg2, ["--save-dir", run.path("ckpt")], "--save-dir"),
+        ("a cut between ln_f and the head", 2,
+         ds("cut", 2, 2, pipeline={"partition": "type:ln_f|head"}), [],
+         "cuts between ln_f and the head")):
     p = run.launch(n, ["--ds-config", cfg, "--model", model, "--data", data, "--steps", "1"] +
                    extra, timeout=120)
     errs = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
