@@ -153,8 +153,6 @@ static struct zt_task_opts optimizer_opts(zt_engine_t e, const struct zt_task_op
     return h;
 }
 
-/* the global gradient norm: each updated group's sum of squares, every rank's sums to every
- * rank (one double per group), then the clip coefficient (and the fp16 overflow flag) */
 /* group g's gradient blocks that the norm counts: all, but a pipeline's last stage leaves out
  * its copy of the tied parameter (the first stage counts it); *n their number, NULL when out
  * of memory */
@@ -168,6 +166,9 @@ static struct zt_block_ref *norm_blocks(const struct zt_engine *e, int g, int *n
     return refs;
 }
 
+/* the global gradient norm: each updated group's sum of squares, every rank's sums to every
+ * rank (one double per group; a pipeline's stages exchange theirs too), then the clip
+ * coefficient (and the fp16 overflow flag) */
 static enum zt_status grad_norm(zt_engine_t e, const struct zt_task_opts *o) {
     const struct zt_zero_plan *pl = &e->plan;
     const struct zt_engine_buffers *b = &e->buf;
