@@ -588,6 +588,7 @@ static void trace_meta(const struct train_run *r) {
     META("workers", "%d", zt_runtime_nworkers());
     META("sched", "%s", zt_runtime_sched_name());
     META("stage", "%d", cfg->zero_stage);
+    META("pipeline_stages", "%d", cfg->pipeline.stages > 1 ? cfg->pipeline.stages : 1);
     META("offload_optimizer", "%s", zt_offload_device_name(cfg->offload_optimizer.device));
     META("offload_param", "%s", zt_offload_device_name(cfg->offload_param.device));
     META("params", "%lld", (long long)zt_engine_numel(r->engine));

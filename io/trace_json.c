@@ -8,6 +8,8 @@
  * dependency (an "s" event at the end of the dependency's slice, an "f" event with "bp": "e" at
  * the start of the task, one id per arrow).
  */
+#include <stdio.h>       /* snprintf */
+#include <stdlib.h>      /* atoi */
 #include "zt_tracefile.h"
 
 /* the separator before an event: none before the first */
@@ -16,6 +18,10 @@ static const char *next_event(struct zt_tracefile_json *j) { return j->nevents++
 void zt_tracefile_json_begin(struct zt_tracefile_json *j, FILE *f, double origin_us,
                              const struct zt_tracefile_meta *meta) {
     *j = (struct zt_tracefile_json){.f = f, .origin_us = origin_us};
+    const char *st = zt_tracefile_meta_get(meta, "pipeline_stages"),
+               *wo = zt_tracefile_meta_get(meta, "world");
+    j->stages = st ? atoi(st) : 1;
+    j->world = wo ? atoi(wo) : 1;
     fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{");
     for (int i = 0; i < meta->n; i++)
         fprintf(f, "%s\"%s\":\"%s\"", i ? "," : "", meta->key[i], meta->value[i]);
@@ -23,8 +29,14 @@ void zt_tracefile_json_begin(struct zt_tracefile_json *j, FILE *f, double origin
 }
 
 void zt_tracefile_json_process(struct zt_tracefile_json *j, int rank) {
+    char name[64];
+    const int dp = j->stages > 1 && j->world >= j->stages ? j->world / j->stages : 0;
+    if (dp) /* a pipeline: the stage is what a viewer lays out */
+        snprintf(name, sizeof name, "rank %d: stage %d of %d", rank, rank / dp, j->stages);
+    else
+        snprintf(name, sizeof name, "rank %d", rank);
     fprintf(j->f, "%s{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,"
-                  "\"args\":{\"name\":\"rank %d\"}}", next_event(j), rank, rank);
+                  "\"args\":{\"name\":\"%s\"}}", next_event(j), rank, name);
 }
 
 void zt_tracefile_json_thread(struct zt_tracefile_json *j, int rank, int tid, const char *name) {

@@ -172,6 +172,7 @@ struct zt_tracefile_json {
     double origin_us; /* subtracted from every time written */
     int64_t nevents;  /* events written so far */
     int64_t nflows;   /* flow arrows written so far (their ids: 1, 2, ...) */
+    int stages, world; /* a pipeline's stages (meta pipeline_stages) and ranks: process names */
 };
 
 /* The opening, with meta as otherData. */

@@ -5,8 +5,8 @@
  * communication, swap, checkpoint; data loading and the recompute of activation checkpointing
  * counted with compute and also shown alone),
  * idle time per compute worker, the critical path (analysis.c) and the fraction of
- * communication and swap time during which a compute task ran ("hidden"). plot.c draws the same
- * numbers as bars.
+ * communication and swap time during which a compute task ran ("hidden"); for a pipeline's
+ * trace, the bubble per step. plot.c draws the same numbers as bars.
  */
 #include <stdio.h>    /* printf */
 #include <stdlib.h>   /* qsort, free */
@@ -142,6 +142,54 @@ static void print_critical_path(const struct trace *tr) {
     printf("\n");
 }
 
+/* A pipeline's bubble in window w (the trace of a zt-train run with pipeline.stages > 1, a rank
+ * per stage): the stages' compute time in forward and backward tasks against the stages times
+ * the time from the first such task to the last, and the busier stage's over the mean; -1 when
+ * the window has none */
+static double pipeline_bubble(const struct trace *tr, int w, double *imbalance) {
+    double t0 = 1e300, t1 = -1e300, sum = 0, most = 0;
+    for (int r = 0; r < tr->nranks; r++) {
+        double busy = 0;
+        for (int i = 0; i < tr->r[r].n; i++) {
+            const struct task *t = &tr->r[r].t[i];
+            if (t->win != w || t->bucket != BUCKET_COMPUTE || on_io_thread(t) ||
+                (t->phase != ZT_TASK_PHASE_FORWARD && t->phase != ZT_TASK_PHASE_BACKWARD &&
+                 t->phase != ZT_TASK_PHASE_WEIGHT_GRAD) || t->cls == ZT_TASK_CLASS_DATA)
+                continue;
+            busy += t->end - t->start;
+            t0 = t->start < t0 ? t->start : t0;
+            t1 = t->end > t1 ? t->end : t1;
+        }
+        sum += busy;
+        most = busy > most ? busy : most;
+    }
+    if (t1 <= t0) return -1;
+    *imbalance = sum > 0 ? most / (sum / tr->nranks) : 1;
+    return 1 - sum / (tr->nranks * (t1 - t0));
+}
+
+/* the pipeline's bubble per step, beside the theory's (P-1)/(M+P-1) */
+static void print_pipeline(const struct trace *tr, int json) {
+    const int P = (int)trace_meta_num(tr, "pipeline_stages", 1);
+    const int M = (int)trace_meta_num(tr, "grad_accum", 1);
+    if (P < 2 || P != tr->nranks) return;
+    printf(json ? ", \"pipeline\": {\"stages\": %d, \"micro_batches\": %d, \"theory\": %.6f, "
+                  "\"steps\": [" : "pipeline: %d stages, %d micro-batches; bubble per step "
+                                   "(theory (P-1)/(M+P-1) = %.4f):",
+           P, M, (double)(P - 1) / (M + P - 1));
+    for (int w = 0, k = 0; w < tr->nwin; w++) {
+        double im = 1, b = pipeline_bubble(tr, w, &im);
+        if (b < 0) continue;
+        if (json)
+            printf("%s{\"step\": %lld, \"bubble\": %.6f, \"imbalance\": %.6f}", k++ ? ", " : "",
+                   (long long)tr->win_step[w], b, im);
+        else
+            printf(" step %lld %.4f (imbalance %.3f)%s", (long long)tr->win_step[w], b, im,
+                   w + 1 < tr->nwin ? "," : "");
+    }
+    printf(json ? "]}" : "\n");
+}
+
 enum zt_status cmd_summary(const struct trace *tr, int json) {
     if (json)
         printf("{\"trace\": \"%s\", \"ranks\": %d, \"steps\": [", tr->path, tr->nranks);
@@ -158,7 +206,9 @@ enum zt_status cmd_summary(const struct trace *tr, int json) {
             if (json) print_row_json(tr, r, w, &s);
             else print_row_text(tr, r, w, &s);
         }
-    if (json) printf("]}\n");
+    if (json) printf("]");
     else print_critical_path(tr);
+    print_pipeline(tr, json);
+    if (json) printf("}\n");
     return ZT_OK;
 }

@@ -15,7 +15,8 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
   - bf16: losses within 1e-3 of the 1-rank bf16 run's;
   - the schedules' memory bound, counted in the trace (a micro-batch is in flight on a stage
     from its first forward task to its last backward task there): 1F1B at most `stages` per
-    stage, GPipe all of the accumulation's;
+    stage, GPipe all of the accumulation's; the trace names each rank's process by its stage,
+    and zt-trace summary gives each step's bubble (in [0, 1)) beside (P-1)/(M+P-1);
   - refused with one line and exit 2, before the runtime starts: 2 stages on 4 ranks
     (data-parallel replicas of a stage), activation checkpointing, --save-dir, a partition that
     cuts between ln_f and the head;
@@ -25,6 +26,7 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
 
 Usage: test_pipeline.py ZT_TRAIN MPIEXEC WORKDIR
 """
+import json
 import os
 import signal
 import struct
@@ -160,6 +162,20 @@ for sched, bound in (("1f1b", 2), ("gpipe", 4)):
     run.check(len(got) == 2 and ok, "%s, 2 stages, 4 micro-batches: micro-batches in flight per "
               "stage %s (bound %d%s)" % (sched, got, bound, ", reached" if sched == "gpipe"
                                                            else ""))
+
+# the trace: the stages as processes, and zt-trace summary's bubble per step
+ZTT = os.path.join(os.path.dirname(ZT), "zt-trace")
+summary = json.loads(subprocess.run([ZTT, "summary", run.path("flight_1f1b_trace.json"), "--json"],
+                                    capture_output=True, text=True, timeout=120).stdout)
+pipe = summary.get("pipeline", {})
+with open(run.path("flight_1f1b_trace.json")) as f:
+    names = [e["args"]["name"] for e in json.load(f)["traceEvents"]
+             if e.get("name") == "process_name"]
+run.check(pipe.get("stages") == 2 and abs(pipe.get("theory", 0) - 0.2) < 1e-9 and
+          len(pipe.get("steps", [])) == 4 and
+          all(0 <= x["bubble"] < 1 and x["imbalance"] >= 1 for x in pipe["steps"]) and
+          names == ["rank 0: stage 0 of 2", "rank 1: stage 1 of 2"],
+          "trace: processes %s; zt-trace summary's pipeline %s" % (names, pipe))
 
 # ---- refusals ----
 for label, n, cfg, extra, word in (
