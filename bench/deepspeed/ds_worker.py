@@ -9,6 +9,10 @@ virtualenv's Python (bench/deepspeed/setup). One measurement per call, one resul
   ds_worker.py aio DIR BYTES BLOCK QDEPTH REPS SINGLE_SUBMIT OVERLAP [new|allocated]
       DeepSpeed's async I/O handle (the aio op: libaio, O_DIRECT) writing then reading BYTES from
       one page-locked buffer to DIR/ds_aio.<pid>; median GB/s of each over REPS, data checked
+  ds_worker.py pipe MODEL DS DATA STEPS STAGES   (one process per rank, as train)
+      DeepSpeed's pipeline engine (PipelineModule, uniform partition, the embedding and the head
+      one TiedLayerSpec) on the GPT-2 of train, engine.train_batch per step over the step's
+      global batch in micro-batches; rank 0 prints the median ms per step after the first
   ds_worker.py train MODEL DS DATA STEPS   (one process per rank: RANK, WORLD_SIZE, MASTER_ADDR,
       MASTER_PORT in the environment)
       GPT-2 of MODEL's shape (the parameters and names of tests/ref/gpt2_torch.py, one module per
@@ -203,6 +207,94 @@ def train(model_path, ds_path, data, steps):
     dist.barrier()
 
 
+def pipe_layers(m, init):
+    """GPT-2 as DeepSpeed's PipelineModule sees it (bench/pipeline/run.py): the embedding and the
+    head one TiedLayerSpec (wte; the head's forward is x @ wte^T), the blocks, the final norm"""
+    import torch
+    import torch.nn.functional as F
+    from deepspeed.pipe import LayerSpec, TiedLayerSpec
+    C = m["n_embd"]
+    blocks = gpt2_module(m, init).h  # the same blocks as the ZeRO rows
+
+    class Embed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(init["transformer.wte.weight"].clone())
+            self.wpe = torch.nn.Parameter(init["transformer.wpe.weight"].clone())
+
+        def forward(self, idx):
+            return self.weight[idx] + self.wpe[:idx.shape[1]]
+
+    class LnF(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(init["transformer.ln_f.weight"].clone())
+            self.b = torch.nn.Parameter(init["transformer.ln_f.bias"].clone())
+
+        def forward(self, x):
+            return F.layer_norm(x, (C,), self.w, self.b, 1e-5)
+
+    class Block(torch.nn.Module):  # a LayerSpec builds it: it takes its block from the list
+        def __init__(self, i):
+            super().__init__()
+            self.b = blocks[i]
+
+        def forward(self, x):
+            return self.b(x)
+
+    return ([TiedLayerSpec("wte", Embed)] + [LayerSpec(Block, i) for i in range(m["n_layer"])] +
+            [LayerSpec(LnF), TiedLayerSpec("wte", Embed, forward_fn=lambda mod, x:
+                                           x @ mod.weight.t())])
+
+
+def pipe(model_path, ds_path, data, steps, stages):
+    """DeepSpeed's pipeline engine on the same model, data and config: WORLD_SIZE ranks, stages
+    stages (uniform partition), engine.train_batch per step; rank 0 prints the median ms"""
+    import json
+    import torch
+    import torch.nn.functional as F
+    import deepspeed
+    from deepspeed.pipe import PipelineModule
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "tests", "ref"))
+    import gpt2_torch as ref
+
+    torch.set_num_threads(int(os.environ.get("ZT_DS_THREADS", "1")))
+    m = ref.load_model_shape(model_path)
+    with open(ds_path) as f:
+        ds = json.load(f)
+    B, T, mb = ds["train_batch_size"], m["seq_len"], ds["train_micro_batch_size_per_gpu"]
+    tok = ref.load_tokens(data, m["vocab_size"])
+    init = dict(ref.init_weights(m, ds.get("seed", 1)))
+    deepspeed.init_distributed(dist_backend="gloo")
+    net = PipelineModule(layers=pipe_layers(m, init), num_stages=stages,
+                         partition_method="uniform",
+                         loss_fn=lambda logits, tgt: F.cross_entropy(
+                             logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1)))
+    engine, _, _, _ = deepspeed.initialize(model=net, model_parameters=net.parameters(),
+                                           config=ds)
+
+    def micro_batches(s):  # the step's global batch in micro-batches of mb rows
+        x, y = ref.step_batch(tok, s, B, T)
+        for k in range(0, B, mb):
+            yield x[k:k + mb].contiguous(), y[k:k + mb].contiguous()
+
+    dist, r, times = torch.distributed, int(os.environ["RANK"]), []
+    for s in range(1, steps + 1):
+        dist.barrier()
+        t0 = time.perf_counter()
+        loss = engine.train_batch(micro_batches(s))
+        dist.barrier()
+        times.append((time.perf_counter() - t0) * 1e3)
+        if r == 0:
+            print("step %d loss %.6f ms %.1f" % (s, float(loss), times[-1]), flush=True)
+    if r == 0:
+        print("ds_result ms_per_step=%.3f steps=%d stages=%d threads=%d" % (
+            statistics.median(times[1:]), len(times) - 1, stages, torch.get_num_threads()),
+            flush=True)
+    dist.barrier()
+
+
 def main():
     what, args = sys.argv[1], sys.argv[2:]
     try:
@@ -212,6 +304,8 @@ def main():
             aio(args[0], *[int(x) for x in args[1:7]], *args[7:8])
         elif what == "train":
             train(args[0], args[1], args[2], int(args[3]))
+        elif what == "pipe":
+            pipe(args[0], args[1], args[2], int(args[3]), int(args[4]))
         else:
             fail("unknown measurement %s" % what)
     except SystemExit:

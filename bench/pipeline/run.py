@@ -9,6 +9,9 @@ same model, data, seed and global batch (B = micro x accumulation x replicas):
   pp=2 1f1b          mpirun -np 2, STARPU_NCPU=W/2 each, "pipeline": {"stages": 2} (the cut:
                      --partition), each rank one stage, 2 sets of activations per stage
   pp=2 gpipe         the same with "schedule": "gpipe" (every micro-batch's activations)
+  DeepSpeed pp=2     with --peer PYTHON (a Python with DeepSpeed): its pipeline engine on the
+                     same model and batch, 2 processes of W/2 threads, gloo, uniform partition
+                     (bench/deepspeed/ds_worker.py pipe); target: pp=2 1f1b at most 0.8x its step
 Each row: median ms/step over the steps after the first (a round's), tokens/s, the ratio to the
 1-rank step, the final loss (all rows train the same sums up to rounding). The pipeline rows also
 give the bubble measured in their trace (step 3): 1 - (the stages' compute time inside the
@@ -18,7 +21,7 @@ busier stage's compute over the mean). Prints `lscpu` flags first.
 
 Usage: bench/pipeline/run.py [--build build] [--model bench/configs/small_model.json]
        [--micro 2] [--accum 8] [--steps 5] [--rounds 2] [--workers 2] [--partition uniform]
-       [--json FILE]
+       [--peer PYTHON] [--json FILE]
 """
 import argparse
 import json
@@ -27,6 +30,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import benchlib  # noqa: E402  (bench/benchlib.py: free_port)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FWD = ("_forward", "crossentropy")
@@ -58,6 +64,35 @@ def bubble(ztr, step):
     return 1 - sum(busy.values()) / (P * span), max(busy.values()) / mean
 
 
+def run_deepspeed(a, work):
+    """DeepSpeed's pipeline engine, 2 stages on 2 processes of W/2 threads (gloo), the same model,
+    data, seed and batch: (median ms/step after the first, final loss)"""
+    cfg = {"train_batch_size": a.micro * a.accum, "train_micro_batch_size_per_gpu": a.micro,
+           "gradient_accumulation_steps": a.accum, "seed": 1, "gradient_clipping": 1.0,
+           "optimizer": {"type": "AdamW", "params": {"lr": 3e-4}}}
+    dsf = os.path.join(work, "deepspeed_pipe.json")
+    with open(dsf, "w") as f:
+        json.dump(cfg, f)
+    worker = os.path.join(ROOT, "bench", "deepspeed", "ds_worker.py")
+    port = str(benchlib.free_port())
+    procs = []
+    for r in range(2):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=port, DS_ACCELERATOR="cpu",
+                   ZT_DS_THREADS=str(a.workers // 2), OMP_NUM_THREADS=str(a.workers // 2))
+        procs.append(subprocess.Popen([a.peer, worker, "pipe", a.model, dsf, a.data,
+                                       str(a.steps), "2"], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=3600)[0] for p in procs]
+    res = [l for l in outs[0].splitlines() if l.startswith("ds_result")]
+    losses = [l for l in outs[0].splitlines() if l.startswith("step ")]
+    if any(p.returncode for p in procs) or not res:
+        sys.exit("pipeline bench: DeepSpeed's pipeline failed:\n" + outs[0][-2500:] +
+                 outs[1][-1500:])
+    ms = float(res[0].split("ms_per_step=")[1].split()[0])
+    return ms, float(losses[-1].split()[3]) if losses else float("nan")
+
+
 def run_row(a, name, work, env_extra):
     """one row: (median ms/step after the first, final loss, trace path or None)"""
     cfg = {"train_batch_size": a.micro * a.accum, "train_micro_batch_size_per_gpu": a.micro,
@@ -78,6 +113,8 @@ def run_row(a, name, work, env_extra):
         json.dump(cfg, f)
     args = [os.path.join(a.build, "apps", "zt-train"), "--ds-config", dsf, "--model", a.model,
             "--data", a.data, "--steps", str(a.steps), "--log", log, "--quiet"]
+    if a.init:  # the peer's initialisation: both sides train the same sums
+        args += ["--init-from", a.init]
     if trace:
         args += ["--trace", trace]
     env = dict(os.environ, STARPU_SILENT="1", STARPU_NCPU=str(per), **env_extra)
@@ -104,6 +141,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--partition", default="uniform")
+    ap.add_argument("--peer", help="a Python with DeepSpeed (bench/deepspeed/setup): adds its "
+                    "pipeline engine, 2 stages, as a row")
     ap.add_argument("--json")
     a = ap.parse_args()
     if a.accum % 2 or a.workers % 2 or a.steps < 4:
@@ -113,13 +152,24 @@ def main():
     print(flags.strip())
     with open(a.model) as f:
         T = json.load(f)["seq_len"]
-    names = ["1 rank", "dp=2 ZeRO-1", "pp=2 1f1b", "pp=2 gpipe"]
+    names = ["1 rank", "dp=2 ZeRO-1", "pp=2 1f1b", "pp=2 gpipe"] + (["DeepSpeed pp=2"]
+                                                                      if a.peer else [])
     res = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as work:
+        a.init = None
+        if a.peer:  # the weights DeepSpeed's side starts from (tests/ref/gpt2_torch.py's)
+            a.init = os.path.join(work, "init.safetensors")
+            subprocess.run([a.peer, os.path.join(ROOT, "tests", "ref", "gpt2_torch.py"),
+                            "--model", a.model, "--write-init", a.init, "--seed", "1"],
+                           check=True, capture_output=True)
         for r in range(a.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for n in order:
-                ms, loss, trace = run_row(a, n, work, {})
+                if n.startswith("DeepSpeed"):
+                    ms, loss = run_deepspeed(a, work)
+                    trace = None
+                else:
+                    ms, loss, trace = run_row(a, n, work, {})
                 b = bubble(trace.replace(".json", ".ztr"), 3) if trace else None
                 res[n].append((ms, loss, b))
                 print("round %d  %-12s %8.1f ms/step  loss %.6f%s" % (
@@ -146,6 +196,11 @@ def main():
     print("theory: bubble (P-1)/(M+P-1) = %.3f for P=2, M=%d; pp=2 1f1b measured %.3f: %s "
           "(target: within 10%% of the theory)" % (theory, M, b1, "met" if abs(b1 - theory) <=
                                                    0.1 * theory else "NOT met"))
+    if a.peer:
+        ds_ms = rows[-1]["ms_per_step"]
+        r = rows[2]["ms_per_step"] / ds_ms
+        print("pp=2 1f1b / DeepSpeed pp=2: %.2f (target: at most 0.8): %s" % (
+            r, "met" if r <= 0.8 else "NOT met"))
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"flags": flags, "args": vars(a), "theory_bubble": theory, "rows": rows},
