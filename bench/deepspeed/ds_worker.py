@@ -144,22 +144,28 @@ def gpt2_module(m, init):
     return GPT2()
 
 
-def train(model_path, ds_path, data, steps):
+def run_inputs(model_path, ds_path, data):
+    """the project's PyTorch reference module (shapes, data rule, init), the model shape, the
+    DeepSpeed config and the tokens; the thread count from ZT_DS_THREADS (default 1)"""
     import json
     import torch
-    import deepspeed
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                     "tests", "ref"))
-    import gpt2_torch as ref  # the project's PyTorch reference: shapes, data rule, init
-
+    import gpt2_torch as ref
     torch.set_num_threads(int(os.environ.get("ZT_DS_THREADS", "1")))
     m = ref.load_model_shape(model_path)
     with open(ds_path) as f:
         ds = json.load(f)
+    return ref, m, ds, ref.load_tokens(data, m["vocab_size"])
+
+
+def train(model_path, ds_path, data, steps):
+    import torch
+    import deepspeed
+    ref, m, ds, tok = run_inputs(model_path, ds_path, data)
     W, r = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     B, T = ds["train_batch_size"], m["seq_len"]
     rows = slice(r * (B // W), (r + 1) * (B // W))
-    tok = ref.load_tokens(data, m["vocab_size"])
     batches = [tuple(t[rows].contiguous() for t in ref.step_batch(tok, s, B, T))
                for s in range(1, steps + 1)]
     init = dict(ref.init_weights(m, ds.get("seed", 1)))
@@ -250,21 +256,12 @@ def pipe_layers(m, init):
 def pipe(model_path, ds_path, data, steps, stages):
     """DeepSpeed's pipeline engine on the same model, data and config: WORLD_SIZE ranks, stages
     stages (uniform partition), engine.train_batch per step; rank 0 prints the median ms"""
-    import json
     import torch
     import torch.nn.functional as F
     import deepspeed
     from deepspeed.pipe import PipelineModule
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                    "tests", "ref"))
-    import gpt2_torch as ref
-
-    torch.set_num_threads(int(os.environ.get("ZT_DS_THREADS", "1")))
-    m = ref.load_model_shape(model_path)
-    with open(ds_path) as f:
-        ds = json.load(f)
+    ref, m, ds, tok = run_inputs(model_path, ds_path, data)
     B, T, mb = ds["train_batch_size"], m["seq_len"], ds["train_micro_batch_size_per_gpu"]
-    tok = ref.load_tokens(data, m["vocab_size"])
     init = dict(ref.init_weights(m, ds.get("seed", 1)))
     deepspeed.init_distributed(dist_backend="gloo")
     net = PipelineModule(layers=pipe_layers(m, init), num_stages=stages,
