@@ -213,14 +213,14 @@ static void add_active(struct active *a, struct p2p_req *r) {
     a->n++;
 }
 
-/* Since when r has been the one its stream waits for: its stream's oldest unfinished message
- * in r's direction, posted, since then or since its predecessor finished, whichever is later;
- * -1 while an earlier message of the stream is unfinished. A pipeline posts the recvs of every
- * micro-batch long before the last one's data comes, so a wait counts from when it is due.
- * Only this thread changes the stream's counts. */
+/* Since when r has been due: as many of its stream's messages in r's direction have finished
+ * as come before it (or more: they may finish out of order, then r is overdue), counted from
+ * its posting or the stream's last finish, whichever is later; -1 while fewer have. A pipeline
+ * posts the recvs of every micro-batch long before the last one's data comes, so a wait counts
+ * from when it is due. Only this thread changes the stream's counts. */
 static double waiting_since(const struct p2p_req *r) {
     const struct p2p_stream *s = r->stream;
-    if (r->seq != (r->is_send ? s->done_send : s->done_recv)) return -1;
+    if (r->seq > (r->is_send ? s->done_send : s->done_recv)) return -1;
     const double last = s->progress_us[r->is_send];
     return last > r->posted_us ? last : r->posted_us;
 }
