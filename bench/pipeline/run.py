@@ -14,10 +14,8 @@ same model, data, seed and global batch (B = micro x accumulation x replicas):
                      (bench/deepspeed/ds_worker.py pipe); target: pp=2 1f1b at most 0.8x its step
 Each row: median ms/step over the steps after the first (a round's), tokens/s, the ratio to the
 1-rank step, the final loss (all rows train the same sums up to rounding). The pipeline rows also
-give the bubble measured in their trace (step 3): 1 - (the stages' compute time inside the
-forwards and backwards) / (stages x the time from the first forward task to the last backward
-task), beside the theory's (P-1)/(M+P-1) for M micro-batches, and the stage imbalance (the
-busier stage's compute over the mean). Prints `lscpu` flags first.
+give the bubble and the stage imbalance of their trace's step 3 as `zt-trace summary` reports
+them (docs/traces.md), beside the theory's (P-1)/(M+P-1) for M micro-batches. Prints `lscpu` flags first.
 
 Usage: bench/pipeline/run.py [--build build] [--model bench/configs/small_model.json]
        [--micro 2] [--accum 8] [--steps 5] [--rounds 2] [--workers 2] [--partition uniform]
@@ -35,33 +33,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import benchlib  # noqa: E402  (bench/benchlib.py: free_port)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FWD = ("_forward", "crossentropy")
-BWD = ("_backward", "_backward_inp", "_backward_weight", "_backward_bias")
-
-
-def mpirun():
-    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
-
-
-def bubble(ztr, step):
-    """(bubble, imbalance) of a 2-rank pipeline trace at step: compute inside the forwards and
-    backwards against the span from the first forward task to the last backward task"""
-    busy, t0, t1 = {}, float("inf"), float("-inf")
-    with open(ztr) as f:
-        for line in f:
-            if line.startswith("#"):
-                continue
-            x = line.split()
-            if int(x[3]) != step or int(x[7]) >= 1000:  # compute workers only
-                continue
-            kind, s, e = x[2], float(x[10]), float(x[11])
-            if kind.endswith(FWD) or kind.endswith(BWD):
-                busy[x[0]] = busy.get(x[0], 0.0) + (e - s)
-                t0, t1 = min(t0, s), max(t1, e)
-    P = len(busy)
-    span = t1 - t0
-    mean = sum(busy.values()) / P
-    return 1 - sum(busy.values()) / (P * span), max(busy.values()) / mean
+def bubble(a, trace, step):
+    """(bubble, imbalance) of a pipeline trace at step, as zt-trace summary reports them"""
+    p = subprocess.run([os.path.join(a.build, "apps", "zt-trace"), "summary", trace, "--json"],
+                       capture_output=True, text=True, check=True)
+    for x in json.loads(p.stdout)["pipeline"]["steps"]:
+        if x["step"] == step:
+            return x["bubble"], x["imbalance"]
+    sys.exit("pipeline bench: %s has no step %d" % (trace, step))
 
 
 def run_deepspeed(a, work):
@@ -170,7 +149,7 @@ def main():
                     trace = None
                 else:
                     ms, loss, trace = run_row(a, n, work, {})
-                b = bubble(trace.replace(".json", ".ztr"), 3) if trace else None
+                b = bubble(a, trace, 3) if trace else None
                 res[n].append((ms, loss, b))
                 print("round %d  %-12s %8.1f ms/step  loss %.6f%s" % (
                     r + 1, n, ms, loss, "  bubble %.3f imbalance %.3f" % b if b else ""),
