@@ -6,7 +6,7 @@
  * Layer: graph/. No starpu_* call here: everything goes through tasks/ (zt_task_*, zt_tensor_*).
  */
 #include <stdio.h>        /* snprintf */
-#include <stdlib.h>       /* calloc, posix_memalign */
+#include <stdlib.h>       /* calloc, getenv, posix_memalign */
 #include <string.h>       /* strcmp, memset, memcpy */
 #include "engine_impl.h"  /* struct zt_engine, the engine's internal functions */
 #include "zt_aio.h"       /* struct zt_aio_cfg */
@@ -175,6 +175,10 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
 
 enum zt_status zt_engine_plan_knobs(int64_t *chunks, int64_t *group_elems) {
     ZT_CHECK(zt_knob_int("ZT_GRAPH_CHUNKS", chunks));
+    /* a GPU runs a whole tensor's op as one kernel: row blocks would only multiply its tasks
+     * and the copies that gather a slot's blocks (bench/gpu_sweep.py measures both) */
+    const char *set = getenv("ZT_GRAPH_CHUNKS");
+    if ((!set || !*set) && zt_runtime_uses_cuda()) *chunks = 1;
     ZT_ASSERT_MSG(*chunks <= ZT_PLAN_MAX_BLOCKS, "ZT_GRAPH_CHUNKS's range in sched/knobs.c "
                   "exceeds ZT_PLAN_MAX_BLOCKS");
     return zt_knob_int("ZT_OPT_GROUP_ELEMS", group_elems);

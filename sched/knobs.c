@@ -17,7 +17,8 @@ static const struct zt_knob g_knobs[] = {
      0, 0, "error|warn|info|debug"},
     {"ZT_GRAPH_CHUNKS", ZT_KNOB_INT, "4",
      "row blocks per activation and weight tensor (tasks per op); fixed independently of the "
-     "worker count so results do not depend on STARPU_NCPU",
+     "worker count so results do not depend on STARPU_NCPU; unset with CUDA workers: 1 (the "
+     "GPU runs a whole tensor's op as one kernel)",
      1, 64, NULL},
     {"ZT_OPT_GROUP_ELEMS", ZT_KNOB_INT, "1048576",
      "parameters per optimizer task (AdamW and gradient-norm tasks work on groups of about this "
@@ -38,6 +39,11 @@ static const struct zt_knob g_knobs[] = {
      "GPU build with one CUDA worker per rank on every rank: 1 = the collectives run on that "
      "worker through NCCL on device memory, 0 = through MPI on host memory (same sums, same "
      "bits); ignored otherwise",
+     0, 1, NULL},
+    {"ZT_CUDA_SYNC", ZT_KNOB_BOOL, "0",
+     "GPU build, profiling: 1 = each task on a CUDA worker waits for its stream before it ends, "
+     "so a trace's CUDA task times are the GPU's own (a task's kernels and copies) instead of "
+     "the time to queue them; slower, never for production runs",
      0, 1, NULL},
     {"ZT_GEMM", ZT_KNOB_STR, "auto",
      "CPU matrix products: avx512 (zerotask's fp32 GEMM; an error without AVX-512F; bf16 "

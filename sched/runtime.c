@@ -56,6 +56,10 @@ static int cuda_workers_expected(void) {
 #endif
 }
 
+int zt_runtime_uses_cuda(void) {
+    return g_refs > 0 ? starpu_cuda_worker_get_count() > 0 : cuda_workers_expected();
+}
+
 /* Keep calibration files out of the current directory and the user's other StarPU runs unless
  * the user chose a place: a per-user zerotask directory. */
 static void default_starpu_home(void) {

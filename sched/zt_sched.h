@@ -47,6 +47,9 @@ int zt_runtime_nworkers(void);
 const char *zt_runtime_sched_name(void);
 /* the policy zerotask starts StarPU with when STARPU_SCHED is unset */
 const char *zt_runtime_default_sched(void);
+/* 1 when StarPU runs CUDA workers (once started), or will start them (before zt_runtime_init:
+ * a GPU build, a device, STARPU_NCUDA not 0); else 0 */
+int zt_runtime_uses_cuda(void);
 
 /* ---- knobs (NCCL-style single table; see knobs.c) ---- */
 enum zt_knob_type { ZT_KNOB_INT, ZT_KNOB_BOOL, ZT_KNOB_STR, ZT_KNOB_SIZE };

@@ -16,10 +16,12 @@
 #   env.txt       the machine: nvidia-smi, CPU, libraries each program resolves
 #   ctest.log     ctest -L cuda: every CUDA kernel against its CPU twin, nvcc for sm_80/sm_90,
 #                 the small model's whole step on the GPU (test_cuda_model)
-#   model.log     tests/graph/test_cuda_model.py on gpt2-124M: GPU vs CPU, ZeRO-Offload, bf16
-#   trace_summary.txt   zt-trace summary of the GPU run of model.log (where the time goes)
-#   nccl.log      two ranks on the one GPU: NCCL against MPI
+#   sweep.log     bench/gpu_sweep.py: gpt2-124M's step under several settings (graph chunks,
+#                 CUDA pipeline, streams, offload, bf16) and the GPU time per kind of task
 #   gpu_step.log, gpu_step.json   bench/gpu_step.py against PyTorch on the same GPU
+#   nccl.log      two ranks on the one GPU: NCCL against MPI
+#   model.log     tests/graph/test_cuda_model.py on gpt2-124M: GPU vs CPU, ZeRO-Offload, bf16,
+#                 then zt-trace summary of its GPU run
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -96,6 +98,16 @@ if has_gpu && grep -q "test_cuda_model .*\(Failed\|Timeout\)" "$OUT/ctest.log"; 
 else
   heavy=1
 fi
+if has_gpu && [ "$heavy" = 1 ]; then
+  step "settings sweep" 200 "$OUT/sweep.log" python3 bench/gpu_sweep.py --build build-cuda \
+    --out build-gpu/work/sweep
+  step "gpu_step vs PyTorch" 200 "$OUT/gpu_step.log" python3 bench/gpu_step.py \
+    --build build-cuda --peer python3 --configs gpt2-124M --steps 6 --json "$OUT/gpu_step.json"
+else
+  echo "no GPU: bench/gpu_sweep.py and bench/gpu_step.py need one" > "$OUT/gpu_step.log"
+  step "gpu_step vs PyTorch" 10 "$OUT/gpu_step.log" sh -c 'exit 77'
+fi
+step "NCCL, 2 ranks, 1 GPU" 60 "$OUT/nccl.log" bash scripts/gpu-nccl-check.sh build-gpu/work/nccl
 if [ "$heavy" = 1 ]; then
   ZT_TEST_RUN_LIMIT=60 step "gpt2-124M GPU vs CPU" 240 "$OUT/model.log" \
     python3 tests/graph/test_cuda_model.py build-cuda/apps/zt-train \
@@ -103,15 +115,7 @@ if [ "$heavy" = 1 ]; then
 fi
 trace=build-gpu/work/model/fp32_gpu_trace.json
 if [ -f "$trace" ]; then
-  step "trace summary" 60 "$OUT/trace_summary.txt" build-cuda/apps/zt-trace summary "$trace"
+  step "trace summary" 60 "$OUT/model.log" build-cuda/apps/zt-trace summary "$trace"
 fi
-if has_gpu && [ "$heavy" = 1 ]; then
-  step "gpu_step vs PyTorch" 200 "$OUT/gpu_step.log" python3 bench/gpu_step.py \
-    --build build-cuda --peer python3 --configs gpt2-124M --steps 6 --json "$OUT/gpu_step.json"
-else
-  echo "no GPU: bench/gpu_step.py needs one" > "$OUT/gpu_step.log"
-  step "gpu_step vs PyTorch" 10 "$OUT/gpu_step.log" sh -c 'exit 77'
-fi
-step "NCCL, 2 ranks, 1 GPU" 60 "$OUT/nccl.log" bash scripts/gpu-nccl-check.sh build-gpu/work/nccl
 say "done in $(($(date +%s) - start)) s; results in $OUT"
 ! grep -q '^FAIL' "$summary"

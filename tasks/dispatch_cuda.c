@@ -13,6 +13,7 @@
  * (STARPU_CUDA_ASYNC), so the next task's gather into the same area comes after this one's
  * scatter.
  */
+#include <stdatomic.h>            /* atomic_int */
 #include <stdint.h>               /* uint16_t, uintptr_t */
 #include <stdlib.h>               /* malloc, free */
 #include <string.h>               /* memcpy */
@@ -21,6 +22,7 @@
 #include <starpu_cublas_v2.h>     /* starpu_cublas_get_local_handle (declared only here) */
 #include "zt_kernels_cuda.h"      /* zt_cuda_bf16_to_f32 and the other converters */
 #include "tasks_impl.h"           /* struct zt_task_hdr, zt_dispatch_run, our prototypes */
+#include "zt_sched.h"             /* zt_knob_int */
 #ifdef ZT_USE_NCCL
 #include "zt_nccl.h"              /* zt_nccl_active */
 #endif
@@ -121,8 +123,8 @@ static size_t walk_gathered(void *buffers[], const struct zt_task_hdr *h, unsign
     return at;
 }
 
-static void run_cuda(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
-                     zt_body_fn body) {
+static void run_gathered(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
+                         zt_body_fn body) {
     /* StarPU's event polling can leave cudaErrorNotReady as the thread's last error: clear it,
      * so the body's launch checks see only their own */
     (void)cudaGetLastError();
@@ -147,6 +149,29 @@ static void run_cuda(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
     walk_gathered(buffers, h, area, vb, vi, 1, st);
     free(vi);
     free(vb);
+}
+
+/* ZT_CUDA_SYNC, read once (the runtime checked every knob when it started) */
+static int sync_each_task(void) {
+    static atomic_int value = -1;
+    int v = atomic_load_explicit(&value, memory_order_relaxed);
+    if (v < 0) {
+        int64_t knob = 0;
+        (void)zt_knob_int("ZT_CUDA_SYNC", &knob);
+        v = knob != 0;
+        atomic_store_explicit(&value, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+/* the body, and with ZT_CUDA_SYNC its wait for the stream: the traced end is then the GPU's */
+static void run_cuda(void *buffers[], const struct zt_task_hdr *h, void *cl_arg,
+                     zt_body_fn body) {
+    run_gathered(buffers, h, cl_arg, body);
+    if (sync_each_task())
+        ZT_ASSERT_MSG(cudaStreamSynchronize(starpu_cuda_get_local_stream()) == cudaSuccess,
+                      "CUDA task %s failed on the device (ZT_CUDA_SYNC)",
+                      zt_task_kind_name(h->kind));
 }
 
 /* asynchronous (STARPU_CUDA_ASYNC): a traced CUDA task's times are those of its launches */

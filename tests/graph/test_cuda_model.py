@@ -108,7 +108,9 @@ def train(label, ds, env, trace=False, grads=False):
     return [r["loss"] for r in recs], w
 
 
-CPU, GPU = {"STARPU_NCUDA": "0"}, {}
+# CTest switches CUDA workers off for every test (STARPU_NCUDA=0 in tests/CMakeLists.txt):
+# the GPU runs ask for the one device again
+CPU, GPU = {"STARPU_NCUDA": "0"}, {"STARPU_NCUDA": "1"}
 cpu_loss, cpu_w = train("fp32_cpu", base, CPU, grads=True)
 gpu_loss, gpu_w = train("fp32_gpu", base, GPU, trace=True, grads=True)
 on_gpu, total = gpu_kinds(run.path("fp32_gpu_trace.json"))
