@@ -65,7 +65,13 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     }
     e->rank = zt_comm_rank();
     e->size = zt_comm_size();
-    zt_engine_pipe_init(e); /* a pipeline: the stage's own data-parallel job */
+    rc = zt_engine_pipe_init(e); /* a pipeline: the stage's own data-parallel job */
+    if (rc != ZT_OK) {
+        zt_tasks_free();
+        free(a->blk_seqs);
+        free(e);
+        return rc;
+    }
     *out = e;
     return ZT_OK;
 }

@@ -173,20 +173,25 @@ struct zt_engine {
 // ----------------------------------------------------------------------------
 // engine_pipe.c: a pipeline's part of the engine
 
-/* zt_engine_init: the stage of this rank; the data-parallel job becomes the stage's */
-void zt_engine_pipe_init(zt_engine_t e);
+/* zt_engine_init: the stage of this rank; the data-parallel job, and the collectives' group
+ * (zt_comm_set_group), become the stage's replicas */
+enum zt_status zt_engine_pipe_init(zt_engine_t e);
 /* register_optimizer: the groups of every stage (a collective call over the world) and the
  * tied gradient's receive buffer */
 enum zt_status zt_engine_pipe_finalize(zt_engine_t e);
 void zt_engine_pipe_free(zt_engine_t e);
-/* step_end, before the norm: the tied parameter's gradients summed with the other end */
+/* grad_ready, once the tied parameter's sums are final and before they are reduced among the
+ * stage's replicas: summed with the other end's (the same replica of the first or last stage) */
 enum zt_status zt_engine_pipe_tie_grads(zt_engine_t e, const struct zt_task_opts *o);
-/* grad_norm: this stage's group sums to every other stage, theirs from them */
+/* grad_norm, after the replicas' all-gather of the sums: this stage's group sums to the same
+ * replica of every other stage, theirs from them */
 enum zt_status zt_engine_pipe_norm_sums(zt_engine_t e, const struct zt_task_opts *o);
 /* whether this rank prints the engine's notes (world rank 0) */
 int zt_engine_talks(const struct zt_engine *e);
-/* weights.c: the values or gradients of every stage to world rank 0, which writes path */
-enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads);
+/* weights.c: the values or gradients of every stage to world rank 0, which writes path; whole:
+ * the stage's consolidated flat fp32 buffer when its replicas hold parts, else NULL */
+enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads,
+                                   zt_tensor_t whole);
 
 // ----------------------------------------------------------------------------
 // layout helpers

@@ -4,9 +4,10 @@
  * whose gradients the first and the last stage add, the gradient norm's group sums exchanged
  * between stages, and the weights of every stage written by world rank 0.
  *
- * Layer: graph/, behind the engine (engine_impl.h). One rank per stage: the data-parallel job
- * that the ZeRO plan and the collectives see is the stage's own, of one rank, so nothing of the
- * plan changes. The messages between stages are point-to-point tasks (tasks/zt_tasks.h
+ * Layer: graph/, behind the engine (engine_impl.h). The data-parallel job that the ZeRO plan
+ * and the collectives see is the stage's own: its replicas (world ranks stage * dp .. + dp - 1,
+ * the collectives' group), so nothing of the plan changes; replica r of a stage talks to
+ * replica r of the others. The messages between stages are point-to-point tasks (tasks/zt_tasks.h
  * zt_task_send/recv) on the engine's tags (zt_engine.h enum zt_pipe_tag).
  */
 #include <limits.h>      /* INT_MAX */
@@ -16,15 +17,18 @@
 #include "zt_comm.h"     /* zt_comm_sum_doubles, zt_comm_gatherv_bytes, zt_comm_count_failed */
 #include "zt_safetensors.h" /* zt_st_write_f32 */
 
-void zt_engine_pipe_init(zt_engine_t e) {
+enum zt_status zt_engine_pipe_init(zt_engine_t e) {
     const struct zt_pipeline_cfg *p = &e->cfg.pipeline;
     e->pipe.stages = p->stages > 1 ? p->stages : 1;
     e->pipe.tied_peer = -1;
-    if (e->pipe.stages == 1) return;
+    if (e->pipe.stages == 1) return zt_comm_set_group(0, zt_comm_size());
     const struct zt_pipe_rank x = zt_pipe_rank(p, zt_comm_size(), zt_comm_rank());
     e->pipe.stage = x.stage;
     e->rank = x.dp_rank;
     e->size = x.dp;
+    /* the data-parallel collectives run among the stage's replicas: world ranks stage * dp ..
+     * stage * dp + dp - 1 (the layout of zt_pipe_rank) */
+    return zt_comm_set_group(x.stage * x.dp, x.dp);
 }
 
 int zt_engine_pipe_stage(zt_engine_t e, int *stages) {
@@ -140,31 +144,46 @@ static size_t record_bytes(int64_t n) {
     return sizeof(struct record_head) + ((size_t)n * sizeof(float) + 7) / 8 * 8;
 }
 
-/* this stage's parameters (the last stage's tied copy left out) as records, fp32 */
-static enum zt_status stage_records(zt_engine_t e, int grads, char **out, size_t *bytes) {
+/* one parameter's values or gradients (widened to fp32) into dst: from whole (the stage's
+ * consolidated flat buffer, fp32) when there is one, else from its own tensor */
+static enum zt_status param_floats(const struct zt_param *p, int grads, zt_tensor_t whole,
+                                   float *dst, int64_t n) {
+    if (whole) {
+        memcpy(dst, (const float *)zt_tensor_data(whole) + p->off, (size_t)n * sizeof(float));
+        return ZT_OK;
+    }
+    zt_tensor_t src = grads ? p->grad_sums : p->home;
+    ZT_CHECK(zt_tensor_acquire(src, 0));
+    zt_dtype_to_f32(zt_tensor_dtype(src), dst, zt_tensor_data(src), (size_t)n);
+    zt_tensor_release(src);
+    return ZT_OK;
+}
+
+/* this stage's parameters (the last stage's tied copy left out) as records, fp32, from the
+ * stage's first replica (the others hold the same values: none) */
+static enum zt_status stage_records(zt_engine_t e, int grads, zt_tensor_t whole, char **out,
+                                    size_t *bytes) {
     size_t total = 0;
-    for (int i = 0; i < e->nparams; i++)
+    for (int i = 0; i < e->nparams && e->rank == 0; i++)
         if (!e->params[i]->no_norm)
             total += record_bytes(e->params[i]->rows * e->params[i]->cols);
     char *buf = calloc(total ? total : 1, 1), *at = buf;
     if (!buf) return zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
-    for (int i = 0; i < e->nparams; i++) {
+    enum zt_status rc = whole ? zt_tensor_acquire(whole, 0) : ZT_OK;
+    for (int i = 0; i < e->nparams && e->rank == 0 && rc == ZT_OK; i++) {
         const struct zt_param *p = e->params[i];
         if (p->no_norm) continue;
         struct record_head h = {.ndim = p->ndim, .n = p->rows * p->cols};
         memcpy(h.name, p->name, sizeof h.name);
         memcpy(h.shape, p->shape, sizeof h.shape);
         memcpy(at, &h, sizeof h);
-        zt_tensor_t src = grads ? p->grad_sums : p->home;
-        enum zt_status rc = zt_tensor_acquire(src, 0);
-        if (rc != ZT_OK) {
-            free(buf);
-            return rc;
-        }
-        zt_dtype_to_f32(zt_tensor_dtype(src), (float *)(at + sizeof h), zt_tensor_data(src),
-                        (size_t)h.n);
-        zt_tensor_release(src);
+        rc = param_floats(p, grads, whole, (float *)(at + sizeof h), h.n);
         at += record_bytes(h.n);
+    }
+    if (whole) zt_tensor_release(whole);
+    if (rc != ZT_OK) {
+        free(buf);
+        return rc;
     }
     *out = buf;
     *bytes = total;
@@ -239,11 +258,12 @@ static enum zt_status gather_records(const char *mine, size_t bytes, char **all,
     return rc;
 }
 
-enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads) {
+enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads,
+                                   zt_tensor_t whole) {
     char *mine = NULL, *all = NULL;
     size_t bytes = 0, total = 0;
     enum zt_status rc = zt_runtime_wait_all();
-    if (rc == ZT_OK) rc = stage_records(e, grads, &mine, &bytes);
+    if (rc == ZT_OK) rc = stage_records(e, grads, whole, &mine, &bytes);
     int nfailed = 0;
     ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed)); /* every rank on, or none */
     if (rc == ZT_OK && nfailed > 0)

@@ -124,6 +124,10 @@ enum zt_status zt_engine_grad_ready(zt_engine_t e, const struct zt_step_ctx *ctx
     }
     /* stages 0-1: the sums are final after the last micro-batch */
     if (++p->ready_count != e->cfg.grad_accum) return ZT_OK;
+    if (p == e->pipe.tied) { /* a pipeline's tied copy: both ends' sums added before reducing */
+        const struct zt_task_opts o = zt_engine_task_opts(e, ctx, ZT_PRIO_REDUCE);
+        ZT_CHECK(zt_engine_pipe_tie_grads(e, &o));
+    }
     if (--rs->pending == 0 && e->size > 1 && e->cfg.overlap_comm)
         return reduce_bucket(e, ctx, p->reduce_bucket);
     return ZT_OK;
@@ -167,8 +171,8 @@ static struct zt_block_ref *norm_blocks(const struct zt_engine *e, int g, int *n
 }
 
 /* the global gradient norm: each updated group's sum of squares, every rank's sums to every
- * rank (one double per group; a pipeline's stages exchange theirs too), then the clip
- * coefficient (and the fp16 overflow flag) */
+ * rank (one double per group; then a pipeline's stages exchange their whole tables), then the
+ * clip coefficient (and the fp16 overflow flag) */
 static enum zt_status grad_norm(zt_engine_t e, const struct zt_task_opts *o) {
     const struct zt_zero_plan *pl = &e->plan;
     const struct zt_engine_buffers *b = &e->buf;
@@ -182,11 +186,11 @@ static enum zt_status grad_norm(zt_engine_t e, const struct zt_task_opts *o) {
         free(refs);
         ZT_CHECK(rc);
     }
-    ZT_CHECK(zt_engine_pipe_norm_sums(e, &host));
     if (e->size > 1 && e->stage >= 1) {
         struct zt_block_ref *refs = calloc((size_t)pl->ngroups, sizeof *refs);
         if (!refs) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-        for (int g = 0; g < pl->ngroups; g++) refs[g] = (struct zt_block_ref){b->grad_sumsq, g, 0};
+        for (int g = 0; g < pl->ngroups; g++)
+            refs[g] = (struct zt_block_ref){b->grad_sumsq, g0 + g, 0};
         for (int r = 0; r < e->size; r++) {
             e->st.parts[2 * r] = pl->rank_first_group[r];
             e->st.parts[2 * r + 1] = pl->rank_first_group[r + 1];
@@ -196,6 +200,7 @@ static enum zt_status grad_norm(zt_engine_t e, const struct zt_task_opts *o) {
         free(refs);
         ZT_CHECK(rc);
     }
+    ZT_CHECK(zt_engine_pipe_norm_sums(e, &host)); /* the stage's whole table, after its replicas' */
     return zt_task_grad_clip(o, b->clip, b->grad_sumsq, e->cfg.gradient_clipping,
                              (float)e->scaler.scale);
 }
@@ -256,7 +261,6 @@ enum zt_status zt_engine_step_end(zt_engine_t e) {
     /* the updated parameters to every rank: the next forward's first reads */
     const struct zt_task_opts ogather = zt_engine_task_opts(e, &ctx, ZT_PRIO_PREFETCH_FWD);
     ZT_CHECK(reduce_left(e, &ctx));
-    ZT_CHECK(zt_engine_pipe_tie_grads(e, &onorm)); /* a pipeline's tied copies, summed */
     ZT_CHECK(grad_norm(e, &onorm));
     /* without clipping (and without fp16's overflow check) the updates need no global norm
      * (still computed, for the log): each group's AdamW (and its swaps) waits only for its own

@@ -221,17 +221,20 @@ static enum zt_status write_tensors(zt_engine_t e, const char *path, enum tensor
 /* Rank 0 writes (after gathering what the ranks hold in parts); the outcome is shared so that
  * all ranks succeed or fail together. */
 static enum zt_status save_tensors(zt_engine_t e, const char *path, enum tensors which) {
+    zt_tensor_t whole = NULL;
+    enum zt_status rc = consolidate(e, which, &whole); /* a pipeline: among a stage's replicas */
     if (e->pipe.stages > 1) { /* each stage's own, to world rank 0 (engine_pipe.c) */
-        enum zt_status rc = which == VALUES ? check_finite_values(e, path, NULL) : ZT_OK;
+        if (rc == ZT_OK && which == VALUES) rc = check_finite_values(e, path, whole);
         int nfailed = 0;
-        ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed));
+        enum zt_status crc = zt_comm_count_failed(rc != ZT_OK, &nfailed);
+        if (rc == ZT_OK && crc != ZT_OK) rc = crc;
         if (rc == ZT_OK && nfailed > 0)
             rc = zt_error_set(ZT_ERR_NUMERIC, "export %s: another stage's weights are not "
                               "finite (its rank says which)", path);
-        return rc == ZT_OK ? zt_engine_pipe_save(e, path, which == GRADS) : rc;
+        if (rc == ZT_OK) rc = zt_engine_pipe_save(e, path, which == GRADS, whole);
+        zt_tensor_free(whole);
+        return rc;
     }
-    zt_tensor_t whole = NULL;
-    enum zt_status rc = consolidate(e, which, &whole);
     if (rc == ZT_OK && which == VALUES) rc = check_finite_values(e, path, whole);
     if (rc == ZT_OK && e->rank == 0) rc = write_tensors(e, path, which, whole);
     zt_tensor_free(whole);

@@ -135,9 +135,7 @@ enum zt_status zt_pipeline_check_runnable(const struct zt_config *c) {
     const struct zt_pipeline_cfg *p = &c->pipeline;
     if (p->stages <= 1) return ZT_OK;
     const char *what = NULL;
-    if (c->world_size != p->stages)
-        what = "data-parallel replicas of a stage (world_size above pipeline.stages)";
-    else if (c->actckpt.enabled)
+    if (c->actckpt.enabled)
         what = "activation checkpointing";
     else if (c->offload_optimizer.device == ZT_OFFLOAD_NVME ||
              c->offload_param.device == ZT_OFFLOAD_NVME)
@@ -146,8 +144,8 @@ enum zt_status zt_pipeline_check_runnable(const struct zt_config *c) {
         what = "checkpoints";
     if (!what) return ZT_OK;
     return zt_error_set(ZT_ERR_CONFIG, "config %s: pipeline.stages %d with %s: not implemented "
-                        "yet (docs/pipeline.md); a pipeline runs one rank per stage, without "
-                        "them", c->path[0] ? c->path : "(built in code)", p->stages, what);
+                        "yet (docs/pipeline.md); a pipeline runs without it",
+                        c->path[0] ? c->path : "(built in code)", p->stages, what);
 }
 
 struct zt_pipe_rank zt_pipe_rank(const struct zt_pipeline_cfg *p, int world_size, int rank) {

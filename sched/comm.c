@@ -41,6 +41,7 @@
 static int g_refs = 0;
 static int g_we_init = 0;
 static int g_rank = 0, g_size = 1;
+static int g_group_base = 0, g_group_size = 1; /* the collectives' ranks (zt_comm_set_group) */
 static MPI_Comm g_comm = MPI_COMM_NULL;
 static MPI_Comm g_note = MPI_COMM_NULL; /* progress notes of the watchdog */
 static MPI_Comm g_p2p = MPI_COMM_NULL;  /* point-to-point tasks (tasks/p2p.c) */
@@ -115,6 +116,8 @@ enum zt_status zt_comm_init(void) {
     MPI_Comm_set_errhandler(g_p2p, MPI_ERRORS_RETURN);
     MPI_Comm_rank(g_comm, &g_rank);
     MPI_Comm_size(g_comm, &g_size);
+    g_group_base = 0;
+    g_group_size = g_size;
     for (int i = 0; i < NOTE_RING; i++) g_ring_req[i] = MPI_REQUEST_NULL;
     int *ub = NULL, flag = 0;
     if (MPI_Comm_get_attr(g_comm, MPI_TAG_UB, &ub, &flag) == MPI_SUCCESS && flag && ub)
@@ -159,12 +162,26 @@ void zt_comm_free(void) {
     g_we_init = 0;
     g_rank = 0;
     g_size = 1;
+    g_group_base = 0;
+    g_group_size = 1;
 }
 
 int zt_comm_rank(void) { return g_rank; }
 int zt_comm_local_rank(void) { return g_lrank; }
 int zt_comm_local_size(void) { return g_lsize; }
 int zt_comm_size(void) { return g_size; }
+
+enum zt_status zt_comm_set_group(int base, int size) {
+    if (size < 1 || base < 0 || base + size > g_size || g_rank < base || g_rank >= base + size)
+        return zt_error_set(ZT_ERR_INVALID, "MPI: ranks %d..%d are no group of rank %d in a "
+                            "world of %d", base, base + size - 1, g_rank, g_size);
+    g_group_base = base;
+    g_group_size = size;
+    return ZT_OK;
+}
+int zt_comm_group_rank(void) { return g_rank - g_group_base; }
+int zt_comm_group_size(void) { return g_group_size; }
+int zt_comm_group_base(void) { return g_group_base; }
 MPI_Comm zt_comm_mpi(void) { return g_comm; }
 MPI_Comm zt_comm_p2p_mpi(void) { return g_p2p; }
 int64_t zt_comm_timeout_s(void) { return g_timeout_s; }
@@ -433,7 +450,9 @@ static double silent_for(int r, double now) {
 static int report_missing(const struct zt_coll_id *id, char *who, size_t cap, size_t *len) {
     int nmiss = 0;
     double now = now_s();
-    for (int r = 0; r < g_size; r++) {
+    /* a collective (seq > 0) runs among the group's ranks; a host one among all */
+    const int r0 = id->seq > 0 ? g_group_base : 0, r1 = id->seq > 0 ? r0 + g_group_size : g_size;
+    for (int r = r0; r < r1; r++) {
         if (entered(r, id->seq)) continue;
         const struct zt_coll_id *l = &g_last[r];
         /* a collective that r entered and this rank never did: this rank is the one missing */

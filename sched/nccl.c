@@ -19,7 +19,9 @@
 static ncclComm_t g_nccl = NULL; /* NULL: the collectives go through MPI */
 static ncclResult_t g_nccl_rc;   /* the worker's ncclCommInitRank / ncclCommDestroy */
 
-int zt_nccl_active(void) { return g_nccl != NULL; }
+/* NCCL's communicator spans the world: a group of fewer ranks (a pipeline stage's replicas)
+ * runs its collectives through MPI, on every rank of the job alike */
+int zt_nccl_active(void) { return g_nccl != NULL && zt_comm_group_size() == zt_comm_size(); }
 
 ncclComm_t zt_nccl_comm(void) { return g_nccl; }
 

@@ -25,6 +25,14 @@ enum zt_status zt_comm_init(void);
 void zt_comm_free(void);
 int zt_comm_rank(void); /* 0 before zt_comm_init */
 int zt_comm_size(void); /* 1 before zt_comm_init */
+/* The collectives' group (tasks/collective.c): world ranks base..base+size-1, this rank among
+ * them; the whole world unless set (a pipeline's stage: its data-parallel replicas). Every rank
+ * of the group sets the same before submitting a collective. zt_comm_group_rank is this rank's
+ * place in it. The host-side helpers below always span the whole world. */
+enum zt_status zt_comm_set_group(int base, int size);
+int zt_comm_group_rank(void);
+int zt_comm_group_size(void);
+int zt_comm_group_base(void);
 /* Rank among the ranks of this machine, and their number. */
 int zt_comm_local_rank(void);
 int zt_comm_local_size(void);

@@ -1,6 +1,7 @@
 /*
  * tasks/collective.c: collectives as StarPU tasks: all-reduce, reduce-scatter and all-gather of
- * a list of blocks across the MPI ranks (zt_tasks.h).
+ * a list of blocks across the ranks of the collectives' group (zt_tasks.h): the MPI world, or
+ * a pipeline stage's data-parallel replicas (zt_comm_set_group); "rank" below is a rank of it.
  *
  * Layer: tasks/ (an op file). It uses the communicators sched/ sets up and tears down: the MPI
  * one (zt_comm_mpi.h, with its watchdog) and, in the GPU build, the NCCL one (zt_nccl.h).
@@ -28,7 +29,7 @@
 #include <string.h>           /* memcpy */
 #include "collective_impl.h"  /* args, slots, zt_collective_* */
 #include "tasks_impl.h"       /* builder, slots */
-#include "zt_comm.h"          /* zt_comm_rank, zt_comm_size */
+#include "zt_comm.h"          /* zt_comm_rank, zt_comm_group_rank, zt_comm_group_size */
 #include "zt_comm_mpi.h"      /* zt_comm_mpi, zt_comm_enter, zt_comm_abort_job */
 
 static int64_t g_seq = 0; /* submission order = execution order (token) */
@@ -99,7 +100,7 @@ static void narrow(void *dst, const float *src, size_t n, int dtype) {
  * part into rows r of scratch ([N][my] elements) and puts its own into row me. */
 static void exchange_parts(void *buffers[], const struct zt_collective_args *a,
                            const struct zt_coll_id *id, MPI_Request *req, unsigned char *scratch) {
-    const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
+    const int N = a->nranks, me = zt_comm_group_rank(), tag = zt_comm_tag(a->seq);
     const int64_t my = zt_collective_part_elems(buffers, a, me);
     const size_t es = (size_t)a->elemsize;
     const MPI_Datatype el = es == 2 ? MPI_UINT16_T : MPI_FLOAT;
@@ -109,14 +110,15 @@ static void exchange_parts(void *buffers[], const struct zt_collective_args *a,
     int nr = 0, err = MPI_SUCCESS;
     for (int k = 1; k < N && my > 0 && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
-        err = MPI_Irecv(scratch + (size_t)r * (size_t)my * es, (int)my, el, r, tag, zt_comm_mpi(),
+        err = MPI_Irecv(scratch + (size_t)r * (size_t)my * es, (int)my, el, a->base + r, tag,
+                        zt_comm_mpi(),
                         &req[nr++]);
     }
     for (int k = 1; k < N && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
         if (a->part[2 * r + 1] > a->part[2 * r]) {
             ty[r] = part_type(buffers, a, r, id);
-            err = MPI_Isend(MPI_BOTTOM, 1, ty[r], r, tag, zt_comm_mpi(), &req[nr++]);
+            err = MPI_Isend(MPI_BOTTOM, 1, ty[r], a->base + r, tag, zt_comm_mpi(), &req[nr++]);
         }
     }
     if (err != MPI_SUCCESS) zt_comm_fail(id, "posting the reduce-scatter messages", err);
@@ -138,7 +140,7 @@ static void exchange_parts(void *buffers[], const struct zt_collective_args *a,
  * accumulator blocks (acc), each rounded once to its type. */
 static void sum_parts(void *buffers[], const struct zt_collective_args *a,
                       const unsigned char *scratch, int acc, int keep) {
-    const int N = a->nranks, me = zt_comm_rank();
+    const int N = a->nranks, me = zt_comm_group_rank();
     const int64_t my = zt_collective_part_elems(buffers, a, me);
     const int dt = a->hdr.dtype[SLOT_BLOCKS], adt = a->hdr.dtype[SLOT_AUX];
     /* the copies as fp32, and fp32 room for one block's sum and accumulator (16-bit only) */
@@ -191,7 +193,7 @@ size_t zt_task_comm_reduce_scratch(int64_t my, int nranks, enum zt_dtype dt, enu
 static void reduce_scatter_body(void *buffers[], const struct zt_collective_args *a,
                                 const struct zt_coll_id *id, MPI_Request *req, int acc,
                                 int keep) {
-    const int64_t my = zt_collective_part_elems(buffers, a, zt_comm_rank());
+    const int64_t my = zt_collective_part_elems(buffers, a, zt_comm_group_rank());
     unsigned char *scratch = malloc((size_t)(my > 0 ? my : 1) * (size_t)a->nranks *
                                     (size_t)a->elemsize);
     if (!scratch) zt_collective_die("out of memory for a reduce-scatter", a);
@@ -203,7 +205,7 @@ static void reduce_scatter_body(void *buffers[], const struct zt_collective_args
 /* Every rank sends its part to every other rank, in place. */
 static void allgather_body(void *buffers[], const struct zt_collective_args *a,
                            const struct zt_coll_id *id, MPI_Request *req) {
-    const int N = a->nranks, me = zt_comm_rank(), tag = zt_comm_tag(a->seq);
+    const int N = a->nranks, me = zt_comm_group_rank(), tag = zt_comm_tag(a->seq);
     MPI_Datatype *ty = malloc((size_t)N * sizeof *ty);
     if (!ty) zt_collective_die("out of memory for an all-gather", a);
     for (int r = 0; r < N; r++) ty[r] = MPI_DATATYPE_NULL;
@@ -213,11 +215,11 @@ static void allgather_body(void *buffers[], const struct zt_collective_args *a,
     for (int k = 1; k < N && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
         if (ty[r] != MPI_DATATYPE_NULL)
-            err = MPI_Irecv(MPI_BOTTOM, 1, ty[r], r, tag, zt_comm_mpi(), &req[nr++]);
+            err = MPI_Irecv(MPI_BOTTOM, 1, ty[r], a->base + r, tag, zt_comm_mpi(), &req[nr++]);
     }
     for (int k = 1; k < N && ty[me] != MPI_DATATYPE_NULL && err == MPI_SUCCESS; k++) {
         int r = (me + k) % N;
-        err = MPI_Isend(MPI_BOTTOM, 1, ty[me], r, tag, zt_comm_mpi(), &req[nr++]);
+        err = MPI_Isend(MPI_BOTTOM, 1, ty[me], a->base + r, tag, zt_comm_mpi(), &req[nr++]);
     }
     if (err != MPI_SUCCESS) zt_comm_fail(id, "posting the all-gather messages", err);
     zt_comm_waitall(nr, req, id);
@@ -228,7 +230,7 @@ static void allgather_body(void *buffers[], const struct zt_collective_args *a,
 
 /* all-gather source: copy the caller's source blocks (slot 2) into its part */
 static void copy_source(void *buffers[], const struct zt_collective_args *a) {
-    const int me = zt_comm_rank();
+    const int me = zt_comm_group_rank();
     for (int64_t b = a->part[2 * me], i = 0; b < a->part[2 * me + 1]; b++, i++)
         memcpy(zt_slot_buf_ptr(buffers, &a->hdr, SLOT_BLOCKS, (int)b),
                zt_slot_buf_ptr(buffers, &a->hdr, SLOT_AUX, (int)i),
@@ -262,7 +264,7 @@ void comm_allgather_cpu(void *buffers[], void *cl_arg) { collective_body(buffers
 static enum zt_status check_parts(const char *fn, const struct zt_block_ref *refs, int n,
                                   const int64_t *part, const struct zt_block_ref *aux,
                                   int naux) {
-    const int N = zt_comm_size(), me = zt_comm_rank();
+    const int N = zt_comm_group_size(), me = zt_comm_group_rank();
     for (int r = 0; r < N; r++) {
         if (part[2 * r] > part[2 * r + 1] || (r > 0 && part[2 * r] != part[2 * r - 1]) ||
             (r == 0 && part[0] != 0) || (r == N - 1 && part[2 * r + 1] != n))
@@ -297,7 +299,7 @@ static enum zt_status submit_collective(enum zt_task_kind kind, const char *fn,
                                         const struct zt_block_ref *refs, int n,
                                         const int64_t *part, const struct zt_block_ref *aux,
                                         int naux, size_t elemsize, zt_tensor_t token) {
-    const int N = zt_comm_size();
+    const int N = zt_comm_group_size();
     if (n < 1 || !refs || !part || !token || naux < 0 || (naux > 0 && !aux) || !refs[0].t)
         return zt_error_set(ZT_ERR_INVALID, "%s: bad arguments", fn);
     const enum zt_dtype dt = zt_tensor_dtype(refs[0].t);
@@ -319,6 +321,7 @@ static enum zt_status submit_collective(enum zt_task_kind kind, const char *fn,
     struct zt_collective_args *a = calloc(1, sizeof *a + 2 * (size_t)N * sizeof(int64_t));
     if (!a) return zt_error_set(ZT_ERR_NOMEM, "out of memory for task arguments");
     a->nranks = N;
+    a->base = zt_comm_group_base();
     a->elemsize = (int)elemsize;
     a->seq = ++g_seq;
     a->hdr.native16 = 1; /* 16-bit blocks move as 16-bit data (reduce_scatter_body widens) */

@@ -13,7 +13,8 @@
 
 struct zt_collective_args {
     struct zt_task_hdr hdr;
-    int nranks;
+    int nranks;         /* the group's ranks (zt_comm_set_group) */
+    int base;           /* world rank of the group's rank 0: its rank r is world rank base + r */
     int elemsize;
     int64_t seq;        /* per-process sequence number of the collective (tags, reports) */
     int64_t part[];     /* 2 * nranks: block index range of each rank's part */

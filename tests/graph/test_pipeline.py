@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""tests/graph/test_pipeline.py: GPT-2 trained as a pipeline of stages, one rank each
-(docs/pipeline.md), against the same training on one rank.
+"""tests/graph/test_pipeline.py: GPT-2 trained as a pipeline of stages (docs/pipeline.md), one
+rank each or two data-parallel replicas each, against the same training on one rank.
 
 Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
   - (dp, pp) = (1, 2) and (1, 3), accumulation 2 and 1: per-step losses within 1e-5 of the
@@ -17,9 +17,8 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
     from its first forward task to its last backward task there): 1F1B at most `stages` per
     stage, GPipe all of the accumulation's; the trace names each rank's process by its stage,
     and zt-trace summary gives each step's bubble (in [0, 1)) beside (P-1)/(M+P-1);
-  - refused with one line and exit 2, before the runtime starts: 2 stages on 4 ranks
-    (data-parallel replicas of a stage), activation checkpointing, --save-dir, a partition that
-    cuts between ln_f and the head;
+  - refused with one line and exit 2, before the runtime starts: activation checkpointing,
+    --save-dir, a partition that cuts between ln_f and the head;
   - a stage that stops (SIGSTOP, as a hung rank) under ZT_COMM_TIMEOUT=5: the job ends
     non-zero within a bounded time and rank 0's line names rank 1: the message it waited for
     (point-to-point) or the step's host-side sum it never joined (the collective watchdog).
@@ -75,23 +74,36 @@ def train(label, n, cfg, env=None, grads=False, trace=False):
     return [r["loss"] for r in recs], w
 
 
+def against_one_rank(tag, got, got_w, ref_tag, ref, ref_w):
+    """losses 1e-5, exported weights 1e-3 (names and order), step-1 gradients 1e-5"""
+    wr, wg = weights(ref_w), weights(got_w)
+    run.check(len(got) == 4 and rel(got, ref) <= 1e-5,
+              "%s: losses %s vs 1 rank %s (relative %.2g <= 1e-5)" % (
+                  tag, got, ref, rel(got, ref) if len(got) == 4 else -1))
+    run.check(list(wg) == list(wr) and max_diff(wg, wr) <= 1e-3,
+              "%s: exported weights: the 1-rank file's names in its order, largest "
+              "difference %.2g <= 1e-3" % (tag, max_diff(wg, wr)))
+    gr, gg = (weights(run.path(x + "_grads.safetensors")) for x in (ref_tag, tag))
+    worst = max((max(abs(x - y) for x, y in zip(gg[k], gr[k])) /
+                 max(max(abs(x) for x in gr[k]), 1e-30), k) for k in gr)
+    run.check(worst[0] <= 1e-5, "%s: step-1 gradients within 1e-5 of 1 rank's, normalised "
+              "(worst %s: %.2g)" % (tag, worst[1], worst[0]))
+
+
 for accum in (2, 1):
     ref, ref_w = train("ref_a%d" % accum, 1, ds("ref_a%d" % accum, accum), grads=True)
     for stages in (2, 3):
         tag = "pp%d_a%d" % (stages, accum)
         got, got_w = train(tag, stages, ds(tag, accum, stages), grads=True)
-        wr, wg = weights(ref_w), weights(got_w)
-        run.check(len(got) == 4 and rel(got, ref) <= 1e-5,
-                  "%s: losses %s vs 1 rank %s (relative %.2g <= 1e-5)" % (
-                      tag, got, ref, rel(got, ref) if len(got) == 4 else -1))
-        run.check(list(wg) == list(wr) and max_diff(wg, wr) <= 1e-3,
-                  "%s: exported weights: the 1-rank file's names in its order, largest "
-                  "difference %.2g <= 1e-3" % (tag, max_diff(wg, wr)))
-        gr, gg = (weights(run.path(x + "_grads.safetensors")) for x in ("ref_a%d" % accum, tag))
-        worst = max((max(abs(x - y) for x, y in zip(gg[k], gr[k])) /
-                     max(max(abs(x) for x in gr[k]), 1e-30), k) for k in gr)
-        run.check(worst[0] <= 1e-5, "%s: step-1 gradients within 1e-5 of 1 rank's, normalised "
-                  "(worst %s: %.2g)" % (tag, worst[1], worst[0]))
+        against_one_rank(tag, got, got_w, "ref_a%d" % accum, ref, ref_w)
+
+# ---- (dp, pp) = (2, 2): two replicas per stage, 4 ranks on the machine's cores ----
+ref, ref_w = train("ref_a4", 1, ds("ref_a4", 4), grads=True)
+for zs in (0, 1):
+    tag = "dp2pp2_z%d" % zs
+    got, got_w = train(tag, 4, ds(tag, 2, 2, train_batch_size=16,
+                                  zero_optimization={"stage": zs}), grads=True)
+    against_one_rank(tag, got, got_w, "ref_a4", ref, ref_w)
 
 # ---- odd tensors: every skipped parameter's draws are whole Box-Muller pairs ----
 odd = run.write("odd_model.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 9, "n_layer": 4,
@@ -119,6 +131,14 @@ bl, _ = train("bf16_ref", 1, ds("bf16_ref", 2, bf16={"enabled": True}))
 bp, _ = train("bf16_pp2", 2, ds("bf16_pp2", 2, 2, bf16={"enabled": True}))
 run.check(rel(bp, bl) <= 1e-3, "bf16 pp2: losses %s vs 1 rank %s (relative %.2g <= 1e-3)"
           % (bp, bl, rel(bp, bl)))
+# the replicas hold parts of the fp32 master weights (ZeRO-1): the export consolidates them
+bl, blw = train("bf16_ref4", 1, ds("bf16_ref4", 4, bf16={"enabled": True}))
+bp, bpw = train("bf16_dp2pp2", 4, ds("bf16_dp2pp2", 2, 2, train_batch_size=16, bf16={
+    "enabled": True}, zero_optimization={"stage": 1}))
+run.check(rel(bp, bl) <= 1e-3 and max_diff(weights(bpw), weights(blw)) <= 1e-2,
+          "bf16 (dp, pp) = (2, 2) ZeRO-1: losses %s vs 1 rank %s (relative %.2g <= 1e-3), "
+          "exported weights within %.2g <= 1e-2" % (bp, bl, rel(bp, bl),
+                                                    max_diff(weights(bpw), weights(blw))))
 
 
 # ---- the schedules' memory bound, counted in the trace ----
@@ -179,7 +199,6 @@ run.check(pipe.get("stages") == 2 and abs(pipe.get("theory", 0) - 0.2) < 1e-9 an
 
 # ---- refusals ----
 for label, n, cfg, extra, word in (
-        ("replicas", 4, ds("dp2", 2, 2, train_batch_size=16), [], "data-parallel replicas"),
         ("actckpt", 2, ds("ck", 2, 2, activation_checkpointing={"number_checkpoints": 2}), [],
          "activation checkpointing"),
         ("save-dir", 2, cfg2, ["--save-dir", run.path("ckpt")], "--save-dir"),
