@@ -28,9 +28,10 @@ enum zt_status zt_checkpoint_agree(enum zt_status rc, const char *what, const ch
 
 /* meta.json's text for the engine's state after step `step` as tag `tag` of run run_id, with
  * the members of the JSON object `extra` (may be NULL) added, and last its checksum
- * (meta_crc32c); NULL when out of memory (caller frees). */
+ * (meta_crc32c); NULL when out of memory (caller frees). table[0..n): a pipeline's tensors of
+ * every stage (zt_engine_pipe_tensors), or NULL for the engine's own. */
 char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, const char *extra,
-                               uint64_t run_id);
+                               uint64_t run_id, const struct zt_engine_tensor *table, int n);
 /* meta.json's text for a step-0 tag made from the weights in st (read from source); caller
  * frees. */
 char *zt_checkpoint_meta_build_import(const struct zt_safetensors *st, const char *source,

@@ -52,8 +52,32 @@ static void add_tensor(cJSON *tensors, const char *name, int ndim, const int64_t
     cJSON_AddItemToArray(tensors, t);
 }
 
+/* a pipeline's partition: each world rank's shard file, its stage and replica (its records
+ * are the stage's tensors' rows of its ZeRO shard, in the stage's own flat layout) */
+static void add_pipe_partition(cJSON *m, zt_engine_t e) {
+    const struct zt_config *c = zt_engine_config(e);
+    cJSON *part = cJSON_AddArrayToObject(m, "partition");
+    for (int r = 0; r < c->world_size; r++) {
+        const struct zt_pipe_rank x = zt_pipe_rank(&c->pipeline, c->world_size, r);
+        char file[32];
+        zt_ckpt_dir_shard_name(file, sizeof file, r);
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddNumberToObject(p, "rank", r);
+        cJSON_AddStringToObject(p, "file", file);
+        cJSON_AddNumberToObject(p, "pipeline_stage", x.stage);
+        cJSON_AddNumberToObject(p, "data_parallel_rank", x.dp_rank);
+        cJSON_AddItemToArray(part, p);
+    }
+}
+
 /* partition: each rank's shard file and the flat elements [lo, hi) it holds */
 static void add_partition(cJSON *m, zt_engine_t e) {
+    int stages = 1;
+    zt_engine_pipe_stage(e, &stages);
+    if (stages > 1) {
+        add_pipe_partition(m, e);
+        return;
+    }
     cJSON *part = cJSON_AddArrayToObject(m, "partition");
     for (int r = 0; r < zt_engine_world_size(e); r++) {
         int64_t lo, hi;
@@ -133,13 +157,19 @@ static char *print_and_free(cJSON *m) {
 }
 
 char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, const char *extra,
-                               uint64_t run_id) {
+                               uint64_t run_id, const struct zt_engine_tensor *table, int n) {
     const struct zt_config *c = zt_engine_config(e);
     cJSON *tensors;
-    cJSON *m = meta_head(tag, step, run_id, zt_engine_world_size(e), c->zero_stage,
+    cJSON *m = meta_head(tag, step, run_id, c->world_size, c->zero_stage,
                          zt_offload_device_name(c->offload_optimizer.device),
                          zt_offload_device_name(c->offload_param.device), &tensors);
-    for (int i = 0; i < zt_engine_nparams(e); i++) {
+    if (table) {
+        for (int i = 0; i < n; i++) add_tensor(tensors, table[i].name, table[i].ndim,
+                                               table[i].shape);
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "pipeline"), "stages",
+                                c->pipeline.stages);
+    }
+    for (int i = 0; !table && i < zt_engine_nparams(e); i++) {
         zt_param_t p = zt_engine_param_at(e, i);
         add_tensor(tensors, zt_param_name(p), zt_param_ndim(p), zt_param_shape(p));
     }
@@ -420,9 +450,12 @@ enum zt_status zt_checkpoint_meta_check_tensors(zt_engine_t e, const char *tagdi
     int n;
     ZT_CHECK(zt_checkpoint_tensors(tagdir, &t, &n));
     enum zt_status rc = ZT_OK;
+    int stages = 1;
+    zt_engine_pipe_stage(e, &stages);
     for (int i = 0; rc == ZT_OK && i < zt_engine_nparams(e); i++)
         rc = check_param(zt_engine_param_at(e, i), t, n, tagdir);
-    if (rc == ZT_OK && n != zt_engine_nparams(e))
+    /* a pipeline stage holds some of them (checkpoint_check_model checks the model's shape) */
+    if (rc == ZT_OK && stages == 1 && n != zt_engine_nparams(e))
         rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/meta.json: %d tensors, this model "
                           "has %d (model shape mismatch)", tagdir, n, zt_engine_nparams(e));
     free(t);

@@ -12,7 +12,7 @@
 #include <string.h>          /* strcmp, strlen */
 #include "checkpoint_impl.h" /* this room's shared declarations */
 #include "zt_ckpt_dir.h"     /* the directory protocol */
-#include "zt_comm.h"         /* zt_comm_count_failed */
+#include "zt_comm.h"         /* zt_comm_count_failed, zt_comm_rank, zt_comm_size */
 #include "zt_file.h"         /* zt_file_replace */
 #include "zt_log.h"          /* ZT_LOG_I */
 
@@ -94,11 +94,17 @@ enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t 
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     snprintf(s->tag, sizeof s->tag, "step%lld", (long long)step);
     zt_ckpt_dir_partial_path(s->partial, sizeof s->partial, dir, s->tag);
-    const int rank = zt_engine_rank(e);
-    struct zt_shard_id id = {.step = step, .rank = rank, .world = zt_engine_world_size(e)};
+    /* one shard per world rank (a pipeline's stages and replicas alike) */
+    const int rank = zt_comm_rank();
+    struct zt_shard_id id = {.step = step, .rank = rank, .world = zt_comm_size()};
     enum zt_status rc = zt_checkpoint_run_id(&id.run_id); /* the same on every rank */
+    int stages = 1, ntable = 0;
+    struct zt_engine_tensor *table = NULL; /* a pipeline's tensors, on rank 0 */
+    zt_engine_pipe_stage(e, &stages);
+    if (rc == ZT_OK && stages > 1) rc = zt_engine_pipe_tensors(e, &table, &ntable);
     if (rc == ZT_OK && rank == 0) rc = zt_ckpt_dir_prepare(dir, s->tag);
     if ((rc = zt_checkpoint_agree(rc, "creating the directory", dir)) != ZT_OK) {
+        free(table);
         free(s);
         return rc;
     }
@@ -108,14 +114,16 @@ enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t 
     if ((s->shard_rc = zt_engine_save_begin_id(e, shard, &id)) != ZT_OK)
         snprintf(s->msg, sizeof s->msg, "%s", zt_error_last());
     s->run_id = id.run_id;
-    if (rank == 0) s->meta = zt_checkpoint_meta_build(e, s->tag, step, extra, id.run_id);
+    if (rank == 0)
+        s->meta = zt_checkpoint_meta_build(e, s->tag, step, extra, id.run_id, table, ntable);
+    free(table);
     *out = s;
     return ZT_OK;
 }
 
 enum zt_status zt_checkpoint_save_end(struct zt_ckpt_save *s, struct zt_save_info *info) {
     if (!s) return ZT_OK;
-    const int rank = zt_engine_rank(s->e);
+    const int rank = zt_comm_rank();
     enum zt_status rc = s->shard_rc;
     if (rc == ZT_OK)
         rc = zt_engine_save_end(s->e, info);

@@ -159,25 +159,30 @@ static enum zt_status param_floats(const struct zt_param *p, int grads, zt_tenso
     return ZT_OK;
 }
 
-/* this stage's parameters (the last stage's tied copy left out) as records, fp32, from the
- * stage's first replica (the others hold the same values: none) */
-static enum zt_status stage_records(zt_engine_t e, int grads, zt_tensor_t whole, char **out,
-                                    size_t *bytes) {
+/* floats a record of p carries: its values, or none for a table of names and shapes */
+static int64_t record_floats(const struct zt_param *p, int heads_only) {
+    return heads_only ? 0 : p->rows * p->cols;
+}
+
+/* this stage's parameters (the last stage's tied copy left out) as records, fp32 (grads: the
+ * gradients; heads_only: names and shapes alone), from the stage's first replica (the others
+ * hold the same values: none) */
+static enum zt_status stage_records(zt_engine_t e, int grads, int heads_only, zt_tensor_t whole,
+                                    char **out, size_t *bytes) {
     size_t total = 0;
     for (int i = 0; i < e->nparams && e->rank == 0; i++)
-        if (!e->params[i]->no_norm)
-            total += record_bytes(e->params[i]->rows * e->params[i]->cols);
+        if (!e->params[i]->no_norm) total += record_bytes(record_floats(e->params[i], heads_only));
     char *buf = calloc(total ? total : 1, 1), *at = buf;
     if (!buf) return zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
     enum zt_status rc = whole ? zt_tensor_acquire(whole, 0) : ZT_OK;
     for (int i = 0; i < e->nparams && e->rank == 0 && rc == ZT_OK; i++) {
         const struct zt_param *p = e->params[i];
         if (p->no_norm) continue;
-        struct record_head h = {.ndim = p->ndim, .n = p->rows * p->cols};
+        struct record_head h = {.ndim = p->ndim, .n = record_floats(p, heads_only)};
         memcpy(h.name, p->name, sizeof h.name);
         memcpy(h.shape, p->shape, sizeof h.shape);
         memcpy(at, &h, sizeof h);
-        rc = param_floats(p, grads, whole, (float *)(at + sizeof h), h.n);
+        if (!heads_only) rc = param_floats(p, grads, whole, (float *)(at + sizeof h), h.n);
         at += record_bytes(h.n);
     }
     if (whole) zt_tensor_release(whole);
@@ -263,7 +268,7 @@ enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads,
     char *mine = NULL, *all = NULL;
     size_t bytes = 0, total = 0;
     enum zt_status rc = zt_runtime_wait_all();
-    if (rc == ZT_OK) rc = stage_records(e, grads, whole, &mine, &bytes);
+    if (rc == ZT_OK) rc = stage_records(e, grads, 0, whole, &mine, &bytes);
     int nfailed = 0;
     ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed)); /* every rank on, or none */
     if (rc == ZT_OK && nfailed > 0)
@@ -275,5 +280,36 @@ enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads,
     ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed));
     if (nfailed > 0 && rc == ZT_OK)
         rc = zt_error_set(ZT_ERR_IO, "safetensors %s: rank 0 could not write it", path);
+    return rc;
+}
+
+_Static_assert(sizeof((struct zt_engine_tensor *)0)->shape == ZT_MAX_DIMS * sizeof(int64_t) &&
+                   sizeof((struct zt_engine_tensor *)0)->name ==
+                       sizeof((struct record_head *)0)->name,
+               "zt_engine_tensor mirrors a record's head");
+
+enum zt_status zt_engine_pipe_tensors(zt_engine_t e, struct zt_engine_tensor **out, int *n) {
+    *out = NULL;
+    *n = 0;
+    char *mine = NULL, *all = NULL;
+    size_t bytes = 0, total = 0;
+    enum zt_status rc = stage_records(e, 0, 1, NULL, &mine, &bytes);
+    int nfailed = 0;
+    ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed)); /* every rank on, or none */
+    if (rc == ZT_OK && nfailed > 0)
+        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint: another stage could not list its tensors");
+    if (rc == ZT_OK) rc = gather_records(mine, bytes, &all, &total);
+    free(mine);
+    const size_t each = record_bytes(0);
+    struct zt_engine_tensor *t = rc == ZT_OK && all ? calloc(total / each + 1, sizeof *t) : NULL;
+    if (rc == ZT_OK && all && !t) rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint: out of memory");
+    for (size_t at = 0; t && at + each <= total; at += each, (*n)++) {
+        const struct record_head *h = (const struct record_head *)(all + at);
+        memcpy(t[*n].name, h->name, sizeof t[*n].name);
+        t[*n].ndim = h->ndim;
+        memcpy(t[*n].shape, h->shape, sizeof t[*n].shape);
+    }
+    free(all);
+    *out = t;
     return rc;
 }

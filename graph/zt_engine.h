@@ -77,11 +77,20 @@ void zt_engine_param_skip(zt_engine_t e, int ndim, const int64_t *shape, enum zt
 /* Lay out and allocate every flat buffer, register the tensors, initialise parameters. */
 enum zt_status zt_engine_finalize(zt_engine_t e);
 
-/* ---- pipeline parallelism (docs/pipeline.md): one rank per stage ----
+/* ---- pipeline parallelism (docs/pipeline.md): stages x data-parallel replicas ----
  * This rank's stage and the stage count (1: no pipeline). The data-parallel job the ZeRO plan,
- * the batch rows and the collectives see is then the stage's own: one rank
- * (zt_engine_rank 0, zt_engine_world_size 1). */
+ * the batch rows and the collectives see is then the stage's own: its replicas
+ * (zt_engine_rank and zt_engine_world_size count them, not the world). */
 int zt_engine_pipe_stage(zt_engine_t e, int *stages);
+/* Every stage's tensors, in stage order (a 1-rank model's order; the last stage's copy of a
+ * tied parameter left out): a collective call of every rank; world rank 0 gets the malloc'd
+ * table (*n entries; free it), the others NULL. */
+struct zt_engine_tensor {
+    char name[160];
+    int ndim;
+    int64_t shape[8];
+};
+enum zt_status zt_engine_pipe_tensors(zt_engine_t e, struct zt_engine_tensor **out, int *n);
 /* The world rank of stage s's rank. */
 int zt_engine_pipe_rank(zt_engine_t e, int s);
 /* p is held by the first and the last stage (GPT-2's token embedding, which the head reads too:

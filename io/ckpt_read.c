@@ -418,6 +418,11 @@ enum zt_status zt_shard_set_check(const struct zt_shard_set *s, const struct zt_
                                     "one of the model's (another model's checkpoint?)",
                                     s->sh[k].path, s->sh[k].rec[i].name);
         }
+    return zt_shard_set_check_subset(s, t, n);
+}
+
+enum zt_status zt_shard_set_check_subset(const struct zt_shard_set *s,
+                                         const struct zt_shard_tensor *t, int n) {
     for (int j = 0; j < n; j++)
         for (int role = 0; role < 3; role++)
             ZT_CHECK(zt_shard_set_cover(s, t[j].name, role, t[j].rows, t[j].cols));

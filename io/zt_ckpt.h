@@ -183,6 +183,10 @@ struct zt_shard_tensor {
 };
 enum zt_status zt_shard_set_check(const struct zt_shard_set *s, const struct zt_shard_tensor *t,
                                   int n);
+/* Each of the tensors t[0..n) is covered in each role; records of other tensors may be there
+ * too (a pipeline stage's view of a checkpoint: the other stages' tensors). */
+enum zt_status zt_shard_set_check_subset(const struct zt_shard_set *s,
+                                         const struct zt_shard_tensor *t, int n);
 /* Elements [x0, x1) (row-major, cols per row) of tensor `name` in `role` into dst; each record
  * touched is read whole and its CRC32C checked. Call zt_shard_set_cover first. */
 enum zt_status zt_shard_set_read(struct zt_shard_set *s, const char *name, int role,

@@ -17,8 +17,12 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
     from its first forward task to its last backward task there): 1F1B at most `stages` per
     stage, GPipe all of the accumulation's; the trace names each rank's process by its stage,
     and zt-trace summary gives each step's bubble (in [0, 1)) beside (P-1)/(M+P-1);
-  - refused with one line and exit 2, before the runtime starts: activation checkpointing,
-    --save-dir, a partition that cuts between ln_f and the head;
+  - checkpoints: a (2, 2) run saving at step 2 trains as one that does not, writes one shard per
+    rank (zt-ckpt verify passes), and resumes as 1 rank and (1, 3) (losses 1e-5 of the 1-rank
+    run) and as (2, 2) (bit-identical to the unbroken run); a 1-rank checkpoint resumes as
+    (1, 2);
+  - refused with one line and exit 2, before the runtime starts: activation checkpointing, a
+    partition that cuts between ln_f and the head;
   - a stage that stops (SIGSTOP, as a hung rank) under ZT_COMM_TIMEOUT=5: the job ends
     non-zero within a bounded time and rank 0's line names rank 1: the message it waited for
     (point-to-point) or the step's host-side sum it never joined (the collective watchdog).
@@ -98,12 +102,47 @@ for accum in (2, 1):
         against_one_rank(tag, got, got_w, "ref_a%d" % accum, ref, ref_w)
 
 # ---- (dp, pp) = (2, 2): two replicas per stage, 4 ranks on the machine's cores ----
-ref, ref_w = train("ref_a4", 1, ds("ref_a4", 4), grads=True)
+cfg_a4 = ds("ref_a4", 4, zero_optimization={"stage": 1})
+ref, ref_w = train("ref_a4", 1, cfg_a4, grads=True)
+dp2pp2 = {}
 for zs in (0, 1):
     tag = "dp2pp2_z%d" % zs
-    got, got_w = train(tag, 4, ds(tag, 2, 2, train_batch_size=16,
-                                  zero_optimization={"stage": zs}), grads=True)
+    dp2pp2[zs] = ds(tag, 2, 2, train_batch_size=16, zero_optimization={"stage": zs})
+    got, got_w = train(tag, 4, dp2pp2[zs], grads=True)
     against_one_rank(tag, got, got_w, "ref_a4", ref, ref_w)
+    if zs == 1:
+        dp2pp2_losses = got
+
+# ---- checkpoints: a pipeline saves one shard per rank and resumes in any layout ----
+CK, CK1 = run.path("ck"), run.path("ck1")
+saved, _, _ = run.train("ck_save", 4, ["--ds-config", dp2pp2[1], "--model", model, "--data", data,
+                                       "--steps", "2", "--save-dir", CK])
+run.check([r["loss"] for r in saved] == dp2pp2_losses[:2] and
+          sorted(os.listdir(os.path.join(CK, "step2"))) ==
+          ["meta.json"] + ["rank%d.zts" % r for r in range(4)],
+          "(2, 2) saving at step 2: losses %s as unsaved, one shard per rank: %s" % (
+              [r["loss"] for r in saved], sorted(os.listdir(os.path.join(CK, "step2")))))
+ZCK = os.path.join(os.path.dirname(ZT), "zt-ckpt")
+v = subprocess.run([ZCK, "verify", CK], capture_output=True, text=True, timeout=120)
+run.check(v.returncode == 0, "zt-ckpt verify of the (2, 2) checkpoint: %s" % (
+    v.stdout + v.stderr).strip()[-300:])
+for label, n, cfg in (("1 rank", 1, cfg_a4), ("(1, 3)", 3, ds("ck_pp3", 4, 3)),
+                      ("(2, 2)", 4, dp2pp2[1])):
+    recs, _, _ = run.train("ck_" + label.strip("()").replace(", ", "_").replace(" ", ""), n, [
+        "--ds-config", cfg, "--model", model, "--data", data, "--steps", "4", "--resume", CK])
+    got = [r["loss"] for r in recs]
+    want = dp2pp2_losses[2:] if n == 4 else ref[2:]
+    ok = got == want if n == 4 else len(got) == 2 and rel(got, want) <= 1e-5
+    run.check(ok, "(2, 2) checkpoint resumed as %s: steps 3-4 losses %s vs %s (%s)" % (
+        label, got, want, "bit-identical to the unbroken (2, 2) run" if n == 4 else
+        "the 1-rank run's, relative 1e-5"))
+run.train("ck1_save", 1, ["--ds-config", cfg_a4, "--model", model, "--data", data, "--steps", "2",
+                          "--save-dir", CK1])
+recs, _, _ = run.train("ck1_pp2", 2, ["--ds-config", ds("ck_pp2", 4, 2), "--model", model, "--data",
+                                      data, "--steps", "4", "--resume", CK1])
+got = [r["loss"] for r in recs]
+run.check(len(got) == 2 and rel(got, ref[2:]) <= 1e-5, "a 1-rank checkpoint resumed as (1, 2): "
+          "steps 3-4 losses %s vs %s" % (got, ref[2:]))
 
 # ---- odd tensors: every skipped parameter's draws are whole Box-Muller pairs ----
 odd = run.write("odd_model.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 9, "n_layer": 4,
@@ -201,7 +240,6 @@ run.check(pipe.get("stages") == 2 and abs(pipe.get("theory", 0) - 0.2) < 1e-9 an
 for label, n, cfg, extra, word in (
         ("actckpt", 2, ds("ck", 2, 2, activation_checkpointing={"number_checkpoints": 2}), [],
          "activation checkpointing"),
-        ("save-dir", 2, cfg2, ["--save-dir", run.path("ckpt")], "--save-dir"),
         ("a cut between ln_f and the head", 2,
          ds("cut", 2, 2, pipeline={"partition": "type:ln_f|head"}), [],
          "cuts between ln_f and the head")):
