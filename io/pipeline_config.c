@@ -137,9 +137,6 @@ enum zt_status zt_pipeline_check_runnable(const struct zt_config *c) {
     const char *what = NULL;
     if (c->actckpt.enabled)
         what = "activation checkpointing";
-    else if (c->offload_optimizer.device == ZT_OFFLOAD_NVME ||
-             c->offload_param.device == ZT_OFFLOAD_NVME)
-        what = "NVMe offload";
     if (!what) return ZT_OK;
     return zt_error_set(ZT_ERR_CONFIG, "config %s: pipeline.stages %d with %s: not implemented "
                         "yet (docs/pipeline.md); a pipeline runs without it",

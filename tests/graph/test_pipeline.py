@@ -17,6 +17,7 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
     from its first forward task to its last backward task there): 1F1B at most `stages` per
     stage, GPipe all of the accumulation's; the trace names each rank's process by its stage,
     and zt-trace summary gives each step's bubble (in [0, 1)) beside (P-1)/(M+P-1);
+  - the optimizer offloaded in a stage: (1, 2) to host memory, (2, 2) to NVMe: losses 1e-5;
   - checkpoints: a (2, 2) run saving at step 2 trains as one that does not, writes one shard per
     rank (zt-ckpt verify passes), and resumes as 1 rank and (1, 3) (losses 1e-5 of the 1-rank
     run) and as (2, 2) (bit-identical to the unbroken run); a 1-rank checkpoint resumes as
@@ -112,6 +113,18 @@ for zs in (0, 1):
     against_one_rank(tag, got, got_w, "ref_a4", ref, ref_w)
     if zs == 1:
         dp2pp2_losses = got
+
+# ---- the optimizer offloaded inside a stage: to host memory (ZeRO-Offload), to NVMe ----
+os.makedirs(run.path("nvme"), exist_ok=True)
+for label, n, dp, off in (("(1, 2) offload cpu", 2, 1, {"device": "cpu"}),
+                          ("(2, 2) offload nvme", 4, 2, {"device": "nvme",
+                                                         "nvme_path": run.path("nvme")})):
+    tag = "off_" + off["device"]
+    cfg = ds(tag, 4 // dp, 2, train_batch_size=16,
+             zero_optimization={"stage": 1, "offload_optimizer": off})
+    got, _ = train(tag, n, cfg)
+    run.check(len(got) == 4 and rel(got, ref) <= 1e-5, "%s: losses %s vs 1 rank %s (relative "
+              "%.2g <= 1e-5)" % (label, got, ref, rel(got, ref) if len(got) == 4 else -1))
 
 # ---- checkpoints: a pipeline saves one shard per rank and resumes in any layout ----
 CK, CK1 = run.path("ck"), run.path("ck1")
