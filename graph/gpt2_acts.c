@@ -189,7 +189,8 @@ static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
                           PART_ALL, mode, SIZE_MAX));
     ZT_CHECK(each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL,
                       mode, SIZE_MAX));
-    /* a pipeline stage's other sets of a micro-batch's activations (no checkpointing there) */
+    /* a pipeline stage's other sets of a micro-batch's activations, each checkpointed as the
+     * first and with its own recompute window */
     for (int k = 1; k < act_sets(cfg); k++) {
         struct zt_gpt2 *set = m ? m->sets[k].shadow : NULL;
         ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)set, accum,
@@ -197,7 +198,13 @@ static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
         for (int l = 0; l < L; l++)
             ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
                               set ? (char *)&m->sets[k].layer_acts[l] : NULL, accum,
-                              stage_part(m, l, PART_ALL), mode, SIZE_MAX));
+                              stage_part(m, l, zt_recompute_slot(rc, l) >= 0 ? PART_KEPT
+                                                                             : PART_ALL),
+                              mode, SIZE_MAX));
+        for (int w = 0; w < rc->window; w++)
+            ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
+                              set ? (char *)&m->sets[k].window[w] : NULL, accum, PART_WINDOW,
+                              mode, SIZE_MAX));
         if (stage_tail(m))
             ZT_CHECK(each_row(ctx, s, fn, g_tail_set_acts, N_(g_tail_set_acts), (char *)set,
                               accum, PART_ALL, mode, SIZE_MAX));
@@ -260,18 +267,19 @@ int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config
     return z.bytes;
 }
 
-/* a checkpointed layer's recomputed activations are the tensors of its window set; the rest
- * stay its own */
+/* in every set, a checkpointed layer's recomputed activations are the tensors of its window
+ * set; the rest stay its own */
 static void alias_window(zt_gpt2_t m) {
-    for (int l = 0; l < m->s.n_layer; l++) {
-        const int w = zt_recompute_slot(&m->rc, l);
-        if (w < 0) continue;
-        const char *slot = (const char *)&m->window[w];
-        for (size_t i = 0; i < sizeof g_layer_acts / sizeof *g_layer_acts; i++)
-            if (recomputed(&g_layer_acts[i], m->recompute))
-                memcpy((char *)&m->layer_acts[l] + g_layer_acts[i].off,
-                       slot + g_layer_acts[i].off, sizeof(zt_tensor_t));
-    }
+    for (int k = 0; k < m->nsets; k++)
+        for (int l = 0; l < m->s.n_layer; l++) {
+            const int w = zt_recompute_slot(&m->rc, l);
+            if (w < 0) continue;
+            const char *slot = (const char *)&m->sets[k].window[w];
+            for (size_t i = 0; i < sizeof g_layer_acts / sizeof *g_layer_acts; i++)
+                if (recomputed(&g_layer_acts[i], m->recompute))
+                    memcpy((char *)&m->sets[k].layer_acts[l] + g_layer_acts[i].off,
+                           slot + g_layer_acts[i].off, sizeof(zt_tensor_t));
+        }
 }
 
 /* the inputs that wait on NVMe: the swap's sets take the places for_each_act left empty */
@@ -314,7 +322,9 @@ static enum zt_status alloc_sets(zt_gpt2_t m, const struct zt_config *cfg) {
         m->sets[k].shadow = calloc(1, sizeof *m->sets[k].shadow);
         m->sets[k].layer_acts = k ? calloc((size_t)m->s.n_layer, sizeof(struct zt_layer_acts))
                                   : m->layer_acts;
-        if (!m->sets[k].shadow || !m->sets[k].layer_acts)
+        m->sets[k].window = k ? calloc((size_t)m->rc.window + 1, sizeof(struct zt_layer_acts))
+                              : m->window;
+        if (!m->sets[k].shadow || !m->sets[k].layer_acts || !m->sets[k].window)
             return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     }
     return ZT_OK;
@@ -331,6 +341,7 @@ enum zt_status zt_gpt2_acts_make(zt_gpt2_t m, const struct zt_config *cfg) {
 void zt_gpt2_acts_free(zt_gpt2_t m) {
     for (int k = 0; m->sets && k < m->nsets; k++) {
         free(m->sets[k].shadow);
+        if (k) free(m->sets[k].window);
         if (k) free(m->sets[k].layer_acts);
         else m->layer_acts = m->sets[0].layer_acts; /* the model's own array */
     }

@@ -61,10 +61,12 @@ struct zt_gpt2 {
     struct act_set *sets;
 };
 
-/* one set: the head and tail tensors of a micro-batch in a shadow model, and its layers' */
+/* one set: the head and tail tensors of a micro-batch in a shadow model, its layers', and its
+ * own recompute window (so that micro-batches of different sets never share a tensor) */
 struct act_set {
     struct zt_gpt2 *shadow;
     struct zt_layer_acts *layer_acts; /* [L] */
+    struct zt_layer_acts *window;     /* [rc.window]; set 0's is the model's */
 };
 
 /* whether this stage runs layer spec k */

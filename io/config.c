@@ -800,6 +800,7 @@ static enum zt_status parse_config(struct zt_config *out, const char *json, size
     int dp = world_size;
     if (rc == ZT_OK)
         rc = zt_config_check_pipeline(&c, &cfg.pipeline, world_size, cfg.zero_stage, &dp);
+    if (rc == ZT_OK) rc = zt_config_pipeline_actckpt(&c, &cfg.pipeline, &cfg.actckpt);
     if (rc == ZT_OK) rc = resolve_batch(&c, &cfg, has_tbs, has_micro, has_acc, world_size, dp);
     cJSON_Delete(root);
     if (rc != ZT_OK) return rc;

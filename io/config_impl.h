@@ -34,6 +34,12 @@ enum zt_status zt_config_parse_pipeline(const struct zt_json_ctx *c, const cJSON
 enum zt_status zt_config_check_pipeline(const struct zt_json_ctx *c,
                                         const struct zt_pipeline_cfg *p, int world_size,
                                         int zero_stage, int *dp);
+/* pipeline.activation_checkpoint_interval: DeepSpeed recomputes chunks of k layers from each
+ * chunk's input; zerotask checkpoints layer by layer, so 1 turns activation checkpointing on for
+ * every layer (the activation_checkpointing section's other keys kept) and k > 1 is refused. */
+enum zt_status zt_config_pipeline_actckpt(const struct zt_json_ctx *c,
+                                          const struct zt_pipeline_cfg *p,
+                                          struct zt_actckpt_cfg *ac);
 /* An offload section's "device" and "nvme_path" (path: the section's JSON path) into *device
  * and nvme_path, each left as it is when absent */
 enum zt_status zt_config_parse_target(const struct zt_json_ctx *c, const cJSON *v,

@@ -131,12 +131,26 @@ enum zt_status zt_config_check_pipeline(const struct zt_json_ctx *c,
     return ZT_OK;
 }
 
+enum zt_status zt_config_pipeline_actckpt(const struct zt_json_ctx *c,
+                                          const struct zt_pipeline_cfg *p,
+                                          struct zt_actckpt_cfg *ac) {
+    const int k = p->activation_checkpoint_interval;
+    if (k == 0) return ZT_OK;
+    if (k > 1)
+        return zt_json_err(c, "pipeline.activation_checkpoint_interval", "%d: expected 0 or 1 "
+                           "(zerotask checkpoints layer by layer: 1 checkpoints every layer; "
+                           "recomputing chunks of %d layers together is not implemented)", k, k);
+    ac->enabled = 1;
+    ac->number_checkpoints = -1; /* every layer */
+    return ZT_OK;
+}
+
 enum zt_status zt_pipeline_check_runnable(const struct zt_config *c) {
     const struct zt_pipeline_cfg *p = &c->pipeline;
     if (p->stages <= 1) return ZT_OK;
     const char *what = NULL;
-    if (c->actckpt.enabled)
-        what = "activation checkpointing";
+    if (c->actckpt.enabled && c->actckpt.offload == ZT_OFFLOAD_NVME)
+        what = "activation checkpointing's inputs on NVMe (offload device nvme)";
     if (!what) return ZT_OK;
     return zt_error_set(ZT_ERR_CONFIG, "config %s: pipeline.stages %d with %s: not implemented "
                         "yet (docs/pipeline.md); a pipeline runs without it",

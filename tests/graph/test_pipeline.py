@@ -17,13 +17,15 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
     from its first forward task to its last backward task there): 1F1B at most `stages` per
     stage, GPipe all of the accumulation's; the trace names each rank's process by its stage,
     and zt-trace summary gives each step's bubble (in [0, 1)) beside (P-1)/(M+P-1);
+  - activation checkpointing in a stage (every layer): (1, 2) bit-identical to storing
+    everything, with recompute tasks in its trace; (2, 2) within 1e-5 of 1 rank;
   - the optimizer offloaded in a stage: (1, 2) to host memory, (2, 2) to NVMe: losses 1e-5;
   - checkpoints: a (2, 2) run saving at step 2 trains as one that does not, writes one shard per
     rank (zt-ckpt verify passes), and resumes as 1 rank and (1, 3) (losses 1e-5 of the 1-rank
     run) and as (2, 2) (bit-identical to the unbroken run); a 1-rank checkpoint resumes as
     (1, 2);
-  - refused with one line and exit 2, before the runtime starts: activation checkpointing, a
-    partition that cuts between ln_f and the head;
+  - refused with one line and exit 2, before the runtime starts: activation checkpointing's
+    inputs on NVMe, a partition that cuts between ln_f and the head;
   - a stage that stops (SIGSTOP, as a hung rank) under ZT_COMM_TIMEOUT=5: the job ends
     non-zero within a bounded time and rank 0's line names rank 1: the message it waited for
     (point-to-point) or the step's host-side sum it never joined (the collective watchdog).
@@ -113,6 +115,24 @@ for zs in (0, 1):
     against_one_rank(tag, got, got_w, "ref_a4", ref, ref_w)
     if zs == 1:
         dp2pp2_losses = got
+
+# ---- activation checkpointing in a stage: each activation set recomputes in its own window ----
+AC = {"number_checkpoints": 4}
+acl, acw = train("ac_pp2", 2, ds("ac_pp2", 2, 2, activation_checkpointing=AC), trace=True)
+pl, pw = train("noac_pp2", 2, ds("noac_pp2", 2, 2))
+with open(acw, "rb") as f, open(pw, "rb") as g:
+    same = f.read() == g.read()
+ZTT = os.path.join(os.path.dirname(ZT), "zt-trace")
+acs = json.loads(subprocess.run([ZTT, "summary", run.path("ac_pp2_trace.json"), "--json"],
+                                capture_output=True, text=True, timeout=120).stdout)
+recomp = sum(x.get("recompute_ms", 0) for x in acs.get("steps", []))
+run.check(acl == pl and same and recomp > 0, "(1, 2) with every layer checkpointed: losses and "
+          "weights bit-identical to storing everything (%s vs %s), recompute in the trace %.2f "
+          "ms" % (acl, pl, recomp))
+got, _ = train("ac_dp2pp2", 4, ds("ac_dp2pp2", 2, 2, train_batch_size=16,
+                                   activation_checkpointing=AC))
+run.check(len(got) == 4 and rel(got, ref) <= 1e-5, "(2, 2) with every layer checkpointed: "
+          "losses %s vs 1 rank %s" % (got, ref))
 
 # ---- the optimizer offloaded inside a stage: to host memory (ZeRO-Offload), to NVMe ----
 os.makedirs(run.path("nvme"), exist_ok=True)
@@ -251,8 +271,10 @@ run.check(pipe.get("stages") == 2 and abs(pipe.get("theory", 0) - 0.2) < 1e-9 an
 
 # ---- refusals ----
 for label, n, cfg, extra, word in (
-        ("actckpt", 2, ds("ck", 2, 2, activation_checkpointing={"number_checkpoints": 2}), [],
-         "activation checkpointing"),
+        ("actckpt on NVMe", 2, ds("ck", 2, 2, activation_checkpointing={
+            "number_checkpoints": 2, "offload": {"device": "nvme",
+                                                 "nvme_path": run.path("nvme")}}), [],
+         "activation checkpointing's inputs on NVMe"),
         ("a cut between ln_f and the head", 2,
          ds("cut", 2, 2, pipeline={"partition": "type:ln_f|head"}), [],
          "cuts between ln_f and the head")):

@@ -39,6 +39,8 @@ static void test_accepted(void) {
                      p->activation_checkpoint_interval == 1 && !p->pipe_partitioned &&
                      p->schedule == ZT_PIPE_GPIPE && c.world_size == 2,
                  "stages 2 uniform gpipe");
+    ZT_TEST_TRUE(c.actckpt.enabled && c.actckpt.number_checkpoints < 0,
+                 "activation_checkpoint_interval 1: every layer checkpointed");
     /* 2 stages of 4 ranks: 2 replicas; train_batch_size 8 = micro 4 x accum 1 x 2 */
     ZT_TEST_TRUE(c.micro_batch == 8 && c.grad_accum == 1, "1 replica: micro-batch 8 (got %d)",
                  c.micro_batch);
@@ -83,6 +85,8 @@ static void test_types(void) {
     EXPECT_ERR(PIPE("\"stages\": \"two\""), "pipeline.stages: expected \"auto\" or an integer "
                ">= 1, got \"two\"");
     EXPECT_ERR(PIPE("\"partition\": 1"), "pipeline.partition");
+    EXPECT_ERR(PIPE("\"activation_checkpoint_interval\": 2"),
+               "pipeline.activation_checkpoint_interval: 2: expected 0 or 1");
     EXPECT_ERR(PIPE("\"activation_checkpoint_interval\": -1"),
                "pipeline.activation_checkpoint_interval");
     EXPECT_ERR(PIPE("\"pipe_partitioned\": 1"), "pipeline.pipe_partitioned");
