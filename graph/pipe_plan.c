@@ -95,10 +95,18 @@ int64_t zt_pipe_spec_params(const struct zt_model_shape *s, int i) {
     return i == s->n_layer + 1 ? 2 * C : V * C;      /* ln_f; the head's tied wte */
 }
 
-/* the weight of each spec under p's partition method: its parameters, 1, or 1 when its name
- * matches the REGEX */
+/* the weight of each spec under p's partition method: its parameters, 1, 1 when its name
+ * matches the REGEX, or the config's partition_weights */
 static enum zt_status spec_weights(const struct zt_model_shape *s,
                                    const struct zt_pipeline_cfg *p, int n, double *w) {
+    if (p->partition == ZT_PIPE_WEIGHTS) {
+        if (p->nweights != n)
+            return zt_error_set(ZT_ERR_CONFIG, "pipeline.partition_weights has %d entries, the "
+                                "model has %d layers (embed, %d blocks, ln_f, head)",
+                                p->nweights, n, s->n_layer);
+        for (int i = 0; i < n; i++) w[i] = p->weights[i];
+        return ZT_OK;
+    }
     regex_t re;
     if (p->partition == ZT_PIPE_TYPE &&
         regcomp(&re, p->partition_type, REG_EXTENDED | REG_ICASE | REG_NOSUB) != 0)

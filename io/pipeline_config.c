@@ -25,7 +25,8 @@
 
 static const char *const pipe_keys[] = {"stages", "partition", "seed_layers",
                                         "activation_checkpoint_interval", "pipe_partitioned",
-                                        "grad_partitioned", "schedule", NULL};
+                                        "grad_partitioned", "schedule", "partition_weights",
+                                        NULL};
 
 void zt_pipeline_defaults(struct zt_pipeline_cfg *p) {
     *p = (struct zt_pipeline_cfg){.stages = 1, .partition = ZT_PIPE_PARAMETERS,
@@ -49,6 +50,7 @@ static enum zt_status parse_partition(const struct zt_json_ctx *c, const cJSON *
     ZT_CHECK(zt_json_string(c, x, path, &s));
     if (!strcmp(s, "parameters") || !strcmp(s, "best")) p->partition = ZT_PIPE_PARAMETERS;
     else if (!strcmp(s, "uniform")) p->partition = ZT_PIPE_UNIFORM;
+    else if (!strcmp(s, "weights")) p->partition = ZT_PIPE_WEIGHTS;
     else if (!strncmp(s, "type:", 5) && s[5] && strlen(s + 5) < sizeof p->partition_type) {
         regex_t re; /* DeepSpeed: re.search(REGEX, layer name, re.IGNORECASE) */
         int bad = regcomp(&re, s + 5, REG_EXTENDED | REG_ICASE | REG_NOSUB);
@@ -60,11 +62,13 @@ static enum zt_status parse_partition(const struct zt_json_ctx *c, const cJSON *
         strcpy(p->partition_type, s + 5);
     } else if (!strcmp(s, "profile"))
         return zt_json_err(c, path, "\"profile\" is not implemented (DeepSpeed's is not "
-                           "either): expected \"parameters\", \"uniform\" or \"type:REGEX\"");
+                           "either): expected \"parameters\", \"uniform\", \"type:REGEX\" or "
+                           "\"weights\" (measured times: zt-trace pipeline --partition time "
+                           "prints them)");
     else
-        return zt_json_err(c, path, "expected \"parameters\" (or \"best\"), \"uniform\" or "
+        return zt_json_err(c, path, "expected \"parameters\" (or \"best\"), \"uniform\", "
                            "\"type:REGEX\" (a regular expression of at most %d characters "
-                           "over the layer names), got \"%s\"",
+                           "over the layer names) or \"weights\", got \"%s\"",
                            (int)sizeof p->partition_type - 1, s);
     return ZT_OK;
 }
@@ -80,6 +84,30 @@ static enum zt_status parse_schedule(const struct zt_json_ctx *c, const cJSON *x
     return zt_json_err(c, "pipeline.schedule", "expected \"1f1b\" (one forward, one backward: "
                        "at most `stages` micro-batches of activations in flight per stage) or "
                        "\"gpipe\" (every forward, then every backward), got \"%s\"", s);
+}
+
+/* "partition_weights": a list of positive numbers, one per layer spec, with partition
+ * "weights" (and only with it) */
+static enum zt_status parse_weights(const struct zt_json_ctx *c, const cJSON *v,
+                                    struct zt_pipeline_cfg *p) {
+    const char *path = "pipeline.partition_weights";
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(v, "partition_weights");
+    if (!x && p->partition != ZT_PIPE_WEIGHTS) return ZT_OK;
+    if (!x || p->partition != ZT_PIPE_WEIGHTS)
+        return zt_json_err(c, x ? path : "pipeline.partition", "partition \"weights\" and "
+                           "partition_weights go together (expected both or neither)");
+    const int n = cJSON_IsArray(x) ? cJSON_GetArraySize(x) : 0;
+    if (n < 1 || n > ZT_PIPE_MAX_WEIGHTS)
+        return zt_json_err(c, path, "expected a list of 1 to %d numbers (one per layer: embed, "
+                           "each block, ln_f, head)", ZT_PIPE_MAX_WEIGHTS);
+    for (int i = 0; i < n; i++) {
+        const cJSON *w = cJSON_GetArrayItem(x, i);
+        if (!cJSON_IsNumber(w) || !(w->valuedouble > 0) || w->valuedouble > 1e30)
+            return zt_json_err(c, path, "entry %d: expected a positive number", i);
+        p->weights[i] = w->valuedouble;
+    }
+    p->nweights = n;
+    return ZT_OK;
 }
 
 enum zt_status zt_config_parse_pipeline(const struct zt_json_ctx *c, const cJSON *v,
@@ -110,6 +138,7 @@ enum zt_status zt_config_parse_pipeline(const struct zt_json_ctx *c, const cJSON
         ZT_CHECK(zt_json_bool(c, x, "pipeline.grad_partitioned", &p.grad_partitioned));
     if ((x = cJSON_GetObjectItemCaseSensitive(v, "schedule")))
         ZT_CHECK(parse_schedule(c, x, &p.schedule));
+    ZT_CHECK(parse_weights(c, v, &p));
     *out = p;
     return ZT_OK;
 }

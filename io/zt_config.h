@@ -124,14 +124,20 @@ struct zt_actckpt_cfg {
 /* "pipeline" (DeepSpeed's section; io/pipeline_config.c, docs/pipeline.md): the model's layers
  * cut into `stages` consecutive ranges, one per pipeline stage, each run by world_size / stages
  * data-parallel replicas. */
+#define ZT_PIPE_MAX_WEIGHTS 256 /* layer specs a "partition_weights" list may give */
 struct zt_pipeline_cfg {
     int stages; /* 1: no pipeline (DeepSpeed's "auto") */
     enum zt_pipe_partition {
         ZT_PIPE_PARAMETERS = 0, /* "parameters" (and DeepSpeed's config default "best") */
         ZT_PIPE_UNIFORM,        /* "uniform": as many layers per stage */
-        ZT_PIPE_TYPE            /* "type:REGEX": as many layers matching REGEX per stage */
+        ZT_PIPE_TYPE,           /* "type:REGEX": as many layers matching REGEX per stage */
+        ZT_PIPE_WEIGHTS         /* "weights" (zerotask's): balanced by partition_weights */
     } partition;
     char partition_type[64];            /* the REGEX of "type:REGEX" */
+    /* "partition_weights" (zerotask's): one weight per layer spec (embed, each block, ln_f,
+     * head), e.g. their measured times from zt-trace pipeline --partition time */
+    int nweights;
+    double weights[ZT_PIPE_MAX_WEIGHTS];
     int activation_checkpoint_interval; /* every k-th layer checkpointed; 0: none */
     int pipe_partitioned, grad_partitioned; /* accepted (no tensor parallelism to split over) */
     enum zt_pipe_schedule { ZT_PIPE_1F1B = 0, ZT_PIPE_GPIPE } schedule; /* zerotask's key */

@@ -71,7 +71,8 @@ static const char *usage_text =
     "      12.5 GB/s); per stage: work per micro-batch, busy and idle time, micro-batches in\n"
     "      flight; the step time, the bubble against (P-1)/(M+P-1) and the stage imbalance;\n"
     "      --dp N: N data-parallel replicas of every stage, their gradients reduced in a ring\n"
-    "      (ZeRO-1 runs: the optimizer's work split over them)\n"
+    "      (ZeRO-1 runs: the optimizer's work split over them); last, the measured work per\n"
+    "      layer as the pipeline section zt-train cuts by (\"partition\": \"weights\")\n"
     "      (docs/traces.md, \"Pipeline projection\")\n"
     "\n"
     "Exit status: 0 ok, 2 bad command line, 1 any other error (a damaged trace included).\n";

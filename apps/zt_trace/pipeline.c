@@ -100,6 +100,13 @@ static enum zt_status measure(const struct trace *tr, struct recorded_run *x) {
     return ZT_OK;
 }
 
+/* spec s's measured forward + backward per micro-batch, in ms (positive: a spec whose tasks
+ * took no measurable time gets the smallest weight zt-train accepts) */
+static double spec_ms(const struct recorded_run *x, int s) {
+    const double ms = (x->w[s].fwd + x->w[s].bwd) / 1e3;
+    return ms > 1e-6 ? ms : 1e-6;
+}
+
 /* the stages' first specs: graph/pipe_plan.c's cut, or balanced by the measured time */
 static enum zt_status cut(const struct recorded_run *x, const struct pipe_options *o,
                           int *first) {
@@ -108,7 +115,7 @@ static enum zt_status cut(const struct recorded_run *x, const struct pipe_option
                             "stages at most)", o->stages, x->nspecs, ZT_PIPE_MAX_STAGES);
     if (o->partition == PIPE_PART_TIME) {
         double *w = xcalloc((size_t)x->nspecs, sizeof *w);
-        for (int s = 0; s < x->nspecs; s++) w[s] = x->w[s].fwd + x->w[s].bwd;
+        for (int s = 0; s < x->nspecs; s++) w[s] = spec_ms(x, s); /* as zt-train gets them */
         enum zt_status rc = zt_pipe_partition_balanced(w, x->nspecs, o->stages, first);
         free(w);
         return rc;
@@ -245,6 +252,13 @@ static double max_of(const double *v, int n) {
     return m;
 }
 
+/* the measured times as zt-train's partition_weights list */
+static void print_weights(const struct recorded_run *x) {
+    printf("[");
+    for (int s = 0; s < x->nspecs; s++) printf("%s%.6f", s ? ", " : "", spec_ms(x, s));
+    printf("]");
+}
+
 static void print_text(const struct trace *tr, const struct recorded_run *x,
                        const struct pipe_options *o, const int *first,
                        const struct pipe_result *r) {
@@ -275,6 +289,10 @@ static void print_text(const struct trace *tr, const struct recorded_run *x,
     printf("bubble: %.4f of the stages' time (a pipeline of equal stages and free messages: "
            "(P-1)/(M+P-1) = %.4f); stage imbalance (slowest / mean): %.3f\n", r->bubble,
            r->theory, r->imbalance);
+    printf("to train with the cut by these measured times: \"pipeline\": {\"stages\": %d, "
+           "\"partition\": \"weights\", \"partition_weights\": ", o->stages);
+    print_weights(x);
+    printf("}\n");
 }
 
 static void print_json(const struct recorded_run *x, const struct pipe_options *o,
@@ -292,7 +310,9 @@ static void print_json(const struct recorded_run *x, const struct pipe_options *
                "\"reduce_ms\": %.6f, \"optim_ms\": %.6f, \"end_ms\": %.6f, \"in_flight\": %d}",
                s ? ", " : "", first[s], first[s + 1] - 1, r->F[s] / 1e3, r->B[s] / 1e3,
                r->R[s] / 1e3, r->O[s] / 1e3, r->end[s] / 1e3, r->in_flight[s]);
-    printf("]}\n");
+    printf("], \"partition_weights\": ");
+    print_weights(x);
+    printf("}\n");
 }
 
 enum zt_status cmd_pipeline(const struct trace *tr, const struct pipe_options *o) {

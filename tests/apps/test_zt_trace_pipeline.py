@@ -148,6 +148,21 @@ run.check(by_time["imbalance"] <= by_par["imbalance"] + 1e-9,
           "two stages: imbalance cut by time %.4f <= by parameters %.4f" % (
               by_time["imbalance"], by_par["imbalance"]))
 
+# the measured times as a partition zt-train takes: the same cut as the projection's
+text = ztt("pipeline", tr, "--stages", "2", "--partition", "time").stdout
+snippet = [l for l in text.splitlines() if l.startswith("to train with the cut")]
+pipe = json.loads("{" + snippet[0].split(": ", 1)[1] + "}")["pipeline"] if snippet else {}
+dsw = run.write("ds_w.json", {"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2,
+                              "gradient_accumulation_steps": 2, "pipeline": pipe,
+                              "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})
+p = run.launch(2, ["--ds-config", dsw, "--model", model, "--data", data, "--steps", "1"])
+plan = [l for l in p.stdout.splitlines() if l.startswith("pipeline: rank 1:")]
+want = "layers %d-%d" % (by_time["stage"][1]["first_spec"], by_time["stage"][1]["last_spec"])
+run.check(p.returncode == 0 and by_time["partition_weights"] == pipe.get("partition_weights")
+          and len(plan) == 1 and want in plan[0],
+          "zt-train with the printed partition_weights: stage 1 %s (projection: %s)" % (
+              plan, want))
+
 # ---- bad input ----
 bare = hand_trace("bare.ztr", meta="# meta world=1 workers=1 micro_batch=1 grad_accum=1\n")
 for args, code, word in ((["pipeline", z], 2, "--stages"),

@@ -113,6 +113,20 @@ static void test_gpt2(void) {
     ZT_TEST_TRUE(zt_pipe_plan_gpt2(&s, &p, &pl) == ZT_ERR_CONFIG &&
                      strstr(zt_error_last(), "matches none of the layers"),
                  "a regex that matches nothing: %s", zt_error_last());
+    /* weights: 15 specs of weight 1 but block 0 (spec 1) of 13: 2 stages cut right after it */
+    p.partition = ZT_PIPE_WEIGHTS;
+    p.stages = 2;
+    p.nweights = 15;
+    for (int i = 0; i < 15; i++) p.weights[i] = i == 1 ? 13 : 1;
+    ZT_TEST_TRUE(zt_pipe_plan_gpt2(&s, &p, &pl) == ZT_OK && pl.first[1] == 2 &&
+                     pl.weight[0] == 14 && pl.weight[1] == 13,
+                 "weights: embed and the heavy block 0 | the rest (cut %d, %g %g)", pl.first[1],
+                 pl.weight[0], pl.weight[1]);
+    p.nweights = 14;
+    ZT_TEST_TRUE(zt_pipe_plan_gpt2(&s, &p, &pl) == ZT_ERR_CONFIG &&
+                     strstr(zt_error_last(), "partition_weights has 14 entries, the model has "
+                                             "15 layers"),
+                 "weights of another model: %s", zt_error_last());
     p.partition = ZT_PIPE_PARAMETERS;
     p.stages = 16;
     ZT_TEST_TRUE(zt_pipe_plan_gpt2(&s, &p, &pl) == ZT_ERR_CONFIG &&

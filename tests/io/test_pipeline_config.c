@@ -53,6 +53,11 @@ static void test_accepted(void) {
               "\"pipeline\": {\"stages\": 3}}", 6);
     ZT_TEST_TRUE(c.train_batch_size == 16, "6 ranks, 3 stages: 2 replicas x 2 x 4 = 16 (got %d)",
                  c.train_batch_size);
+    c = OK_WS(PIPE("\"stages\": 2, \"partition\": \"weights\", "
+                   "\"partition_weights\": [0.5, 2, 1e-3]"), 2);
+    ZT_TEST_TRUE(p->partition == ZT_PIPE_WEIGHTS && p->nweights == 3 && p->weights[0] == 0.5 &&
+                     p->weights[2] == 1e-3,
+                 "weights: 3 of them");
     c = OK_WS("{\"train_batch_size\": 8, \"pipeline\": {\"stages\": 2}, "
               "\"zero_optimization\": {\"stage\": 1}}", 2);
     ZT_TEST_TRUE(c.zero_stage == 1, "ZeRO stage 1 with a pipeline");
@@ -85,6 +90,14 @@ static void test_types(void) {
     EXPECT_ERR(PIPE("\"stages\": \"two\""), "pipeline.stages: expected \"auto\" or an integer "
                ">= 1, got \"two\"");
     EXPECT_ERR(PIPE("\"partition\": 1"), "pipeline.partition");
+    EXPECT_ERR(PIPE("\"partition\": \"weights\""), "pipeline.partition: partition "
+               "\"weights\" and partition_weights go together");
+    EXPECT_ERR(PIPE("\"partition_weights\": [1, 2]"), "pipeline.partition_weights: partition "
+               "\"weights\" and partition_weights go together");
+    EXPECT_ERR(PIPE("\"partition\": \"weights\", \"partition_weights\": [1, 0]"),
+               "pipeline.partition_weights: entry 1: expected a positive number");
+    EXPECT_ERR(PIPE("\"partition\": \"weights\", \"partition_weights\": []"),
+               "pipeline.partition_weights: expected a list of 1 to 256 numbers");
     EXPECT_ERR(PIPE("\"activation_checkpoint_interval\": 2"),
                "pipeline.activation_checkpoint_interval: 2: expected 0 or 1");
     EXPECT_ERR(PIPE("\"activation_checkpoint_interval\": -1"),
