@@ -434,7 +434,7 @@ static int check_same_job(const struct train_run *r) {
     uint64_t h = train_file_hash(train_file_hash(0, o->ds_config), o->model);
     /* knobs that shape the graph, and so the order of its collectives */
     int64_t chunks = 0, window = 0;
-    (void)zt_knob_int("ZT_GRAPH_CHUNKS", &chunks);
+    (void)zt_engine_graph_chunks(&chunks); /* the knob, or 1 with CUDA workers */
     (void)zt_knob_int("ZT_RECOMPUTE_WINDOW", &window);
     int64_t options[11] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
                            (int64_t)(o->resume != NULL), r->save_interval, r->data.ds.order,

@@ -9,6 +9,7 @@
  */
 #include <stdio.h>           /* snprintf */
 #include <stdlib.h>          /* realloc, qsort, free */
+#include <string.h>          /* strcmp */
 #include "checkpoint_impl.h" /* this room's shared declarations */
 #include "zt_ckpt_dir.h"     /* the directory protocol, shard paths */
 
@@ -16,9 +17,42 @@ enum zt_status zt_checkpoint_resolve(const char *path, char *tagdir, size_t n) {
     return zt_ckpt_dir_resolve(path, tagdir, n);
 }
 
+/* rank 0: the checkpoint's tensor table is the whole pipeline's, name by name, in order */
+static enum zt_status same_table(const struct zt_engine_tensor *t, int n, const char *tagdir) {
+    struct zt_ckpt_tensor *c;
+    int nc;
+    ZT_CHECK(zt_checkpoint_tensors(tagdir, &c, &nc));
+    int k = 0;
+    while (k < n && k < nc && strcmp(t[k].name, c[k].name) == 0) k++;
+    enum zt_status rc = ZT_OK;
+    if (k < n || k < nc)
+        rc = zt_error_set(ZT_ERR_CKPT_CORRUPT, "checkpoint %s/meta.json: %d tensors, the "
+                          "pipeline's stages hold %d; first difference at tensor %d (%s, "
+                          "expected %s): another model's checkpoint?", tagdir, nc, n, k,
+                          k < nc ? c[k].name : "none", k < n ? t[k].name : "none");
+    free(c);
+    return rc;
+}
+
+/* A pipeline stage holds some of the model's tensors: that the checkpoint has no others is
+ * checked against every stage's together (collective; the outcome agreed on) */
+static enum zt_status check_pipeline_tensors(zt_engine_t e, const char *tagdir,
+                                             enum zt_status rc) {
+    struct zt_engine_tensor *t = NULL;
+    int n = 0;
+    const enum zt_status trc = zt_engine_pipe_tensors(e, &t, &n);
+    if (rc == ZT_OK) rc = trc;
+    if (rc == ZT_OK && t) rc = same_table(t, n, tagdir); /* rank 0 */
+    free(t);
+    return zt_checkpoint_agree(rc, "checking the tensors", tagdir);
+}
+
 enum zt_status zt_checkpoint_load(zt_engine_t e, const char *tagdir, struct zt_ckpt_info *info) {
     enum zt_status rc = zt_checkpoint_info(tagdir, info);
     if (rc == ZT_OK) rc = zt_checkpoint_meta_check_tensors(e, tagdir);
+    int stages = 1;
+    zt_engine_pipe_stage(e, &stages);
+    if (stages > 1) rc = check_pipeline_tensors(e, tagdir, rc);
     if (rc == ZT_OK) rc = zt_checkpoint_check_shard_ids(tagdir, info); /* headers only */
     char **paths = NULL;
     if (rc == ZT_OK) rc = zt_ckpt_dir_shard_paths(tagdir, info->world_size, &paths);

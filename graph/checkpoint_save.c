@@ -101,7 +101,10 @@ enum zt_status zt_checkpoint_save_begin(zt_engine_t e, const char *dir, int64_t 
     int stages = 1, ntable = 0;
     struct zt_engine_tensor *table = NULL; /* a pipeline's tensors, on rank 0 */
     zt_engine_pipe_stage(e, &stages);
-    if (rc == ZT_OK && stages > 1) rc = zt_engine_pipe_tensors(e, &table, &ntable);
+    if (stages > 1) { /* collective: every rank takes part, whatever happened before */
+        const enum zt_status trc = zt_engine_pipe_tensors(e, &table, &ntable);
+        if (rc == ZT_OK) rc = trc;
+    }
     if (rc == ZT_OK && rank == 0) rc = zt_ckpt_dir_prepare(dir, s->tag);
     if ((rc = zt_checkpoint_agree(rc, "creating the directory", dir)) != ZT_OK) {
         free(table);

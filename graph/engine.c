@@ -190,6 +190,11 @@ enum zt_status zt_engine_plan_knobs(int64_t *chunks, int64_t *group_elems) {
     return zt_knob_int("ZT_OPT_GROUP_ELEMS", group_elems);
 }
 
+enum zt_status zt_engine_graph_chunks(int64_t *chunks) {
+    int64_t group_elems = 0;
+    return zt_engine_plan_knobs(chunks, &group_elems);
+}
+
 struct zt_plan_cfg zt_engine_plan_cfg(const struct zt_config *c, int rank, int world_size,
                                       int chunks, int64_t group_elems) {
     const int params_nvme = c->offload_param.device == ZT_OFFLOAD_NVME;

@@ -219,11 +219,22 @@ static enum zt_status write_records(const char *path, const char *all, size_t to
 /* every rank's records to rank 0 (*all, in rank order; NULL elsewhere), in rounds of at most
  * INT_MAX / ranks bytes per rank, so that a stage of any size fits MPI's int counts and
  * displacements (collective) */
+/* every rank's failed != 0 agreed on: ZT_ERR_NOMEM on every rank when one of them lacked memory,
+ * so that all of them skip the collectives that follow together */
+static enum zt_status agree_memory(int failed) {
+    int nfailed = 0;
+    ZT_CHECK(zt_comm_count_failed(failed, &nfailed));
+    if (nfailed == 0) return ZT_OK;
+    return zt_error_set(ZT_ERR_NOMEM, "gathering the stages' records: out of memory on %d "
+                        "rank(s)", nfailed);
+}
+
 static enum zt_status gather_records(const char *mine, size_t bytes, char **all, size_t *total) {
     const int P = zt_comm_size(), me = zt_comm_rank();
     const size_t chunk = (size_t)INT_MAX / (size_t)P;
     double *len = calloc((size_t)P, sizeof *len);
-    enum zt_status rc = len ? ZT_OK : zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
+    size_t *at = calloc((size_t)P, sizeof *at); /* rank 0: where each rank's records go */
+    enum zt_status rc = agree_memory(!len || !at);
     if (rc == ZT_OK) {
         len[me] = (double)bytes;
         rc = zt_comm_sum_doubles(len, P);
@@ -234,10 +245,9 @@ static enum zt_status gather_records(const char *mine, size_t bytes, char **all,
         sum += (size_t)len[r];
     }
     char *out = rc == ZT_OK && me == 0 ? malloc(sum ? sum : 1) : NULL;
-    if (rc == ZT_OK && me == 0 && !out) rc = zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
-    size_t *at = calloc((size_t)P, sizeof *at); /* rank 0: where each rank's records go */
-    for (int r = 1; at && r < P; r++) at[r] = at[r - 1] + (size_t)len[r - 1];
-    for (size_t off = 0; rc == ZT_OK && at && off < most; off += chunk) {
+    if (rc == ZT_OK) rc = agree_memory(me == 0 && !out);
+    for (int r = 1; rc == ZT_OK && r < P; r++) at[r] = at[r - 1] + (size_t)len[r - 1];
+    for (size_t off = 0; rc == ZT_OK && off < most; off += chunk) {
         const size_t n = bytes > off ? (bytes - off < chunk ? bytes - off : chunk) : 0;
         char *got = NULL;
         size_t ngot = 0;
@@ -251,7 +261,6 @@ static enum zt_status gather_records(const char *mine, size_t bytes, char **all,
         }
         free(got);
     }
-    if (!at && rc == ZT_OK) rc = zt_error_set(ZT_ERR_NOMEM, "export: out of memory");
     free(at);
     free(len);
     if (rc != ZT_OK) {

@@ -124,9 +124,12 @@ enum zt_status zt_engine_grad_ready(zt_engine_t e, const struct zt_step_ctx *ctx
     }
     /* stages 0-1: the sums are final after the last micro-batch */
     if (++p->ready_count != e->cfg.grad_accum) return ZT_OK;
-    if (p == e->pipe.tied) { /* a pipeline's tied copy: both ends' sums added before reducing */
+    if (p == e->pipe.tied) {
+        /* a pipeline's tied copy: both ends' sums added before the replicas reduce them. Its
+         * bucket waits for the step's end (reduce_left): on the last stage the other end's sums
+         * come only when the first stage's backward ends, and the collectives run in order */
         const struct zt_task_opts o = zt_engine_task_opts(e, ctx, ZT_PRIO_REDUCE);
-        ZT_CHECK(zt_engine_pipe_tie_grads(e, &o));
+        return zt_engine_pipe_tie_grads(e, &o);
     }
     if (--rs->pending == 0 && e->size > 1 && e->cfg.overlap_comm)
         return reduce_bucket(e, ctx, p->reduce_bucket);

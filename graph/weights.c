@@ -116,9 +116,9 @@ static enum zt_status copy_own(zt_engine_t e, enum tensors which, float *dst) {
 /* A whole copy of the values or gradient sums on every rank when they are partitioned: each
  * rank copies its blocks into a temporary tensor in the flat layout, then the blocks are
  * all-gathered bucket by bucket. *out is NULL when the rank's own tensors are whole already. */
-static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t *out) {
-    *out = NULL;
-    if (!partitioned(e, which)) return ZT_OK;
+/* a flat fp32 temporary in the engine's blocks, holding this rank's own part (*out; NULL on
+ * failure) */
+static enum zt_status own_part(zt_engine_t e, enum tensors which, zt_tensor_t *out) {
     const struct zt_zero_plan *pl = &e->plan;
     int64_t *rows = calloc((size_t)pl->nblk, sizeof *rows);
     if (!rows) return zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
@@ -136,15 +136,30 @@ static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t
         rc = copy_own(e, which, zt_tensor_data(*out));
         zt_tensor_release(*out);
     }
-    if (rc == ZT_OK && e->size > 1) { /* the temporary's blocks are the engine's blocks */
-        struct zt_block_ref *refs = calloc((size_t)pl->nblk, sizeof *refs);
-        if (!refs) rc = zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
-        for (int b = 0; refs && b < pl->nblk; b++) refs[b] = (struct zt_block_ref){*out, b, 0};
-        const struct zt_step_ctx ctx = zt_engine_own_ctx(e, ZT_PRIO_DEFAULT);
-        if (rc == ZT_OK)
-            rc = zt_engine_allgather_buckets(e, &ctx.opts, pl->reduce_bucket, pl->nreduce, refs);
-        free(refs);
+    return rc;
+}
+
+static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t *out) {
+    *out = NULL;
+    if (!partitioned(e, which)) return ZT_OK;
+    const struct zt_zero_plan *pl = &e->plan;
+    enum zt_status rc = own_part(e, which, out);
+    struct zt_block_ref *refs = calloc((size_t)pl->nblk, sizeof *refs);
+    if (rc == ZT_OK && !refs) rc = zt_error_set(ZT_ERR_NOMEM, "engine: out of memory");
+    if (e->size > 1) { /* every replica's part ready, or none enters the all-gather */
+        int nfailed = 0;
+        const enum zt_status crc = zt_comm_count_failed(rc != ZT_OK, &nfailed);
+        if (rc == ZT_OK && crc != ZT_OK) rc = crc;
+        if (rc == ZT_OK && nfailed > 0)
+            rc = zt_error_set(ZT_ERR_IO, "consolidating the weights: another rank could not "
+                              "read its part (see its message)");
     }
+    if (rc == ZT_OK && e->size > 1) { /* the temporary's blocks are the engine's blocks */
+        for (int b = 0; b < pl->nblk; b++) refs[b] = (struct zt_block_ref){*out, b, 0};
+        const struct zt_step_ctx ctx = zt_engine_own_ctx(e, ZT_PRIO_DEFAULT);
+        rc = zt_engine_allgather_buckets(e, &ctx.opts, pl->reduce_bucket, pl->nreduce, refs);
+    }
+    free(refs);
     if (rc == ZT_OK) rc = zt_runtime_wait_all();
     if (rc != ZT_OK) {
         zt_tensor_free(*out);

@@ -74,6 +74,9 @@ zt_param_t zt_engine_param(zt_engine_t e, const char *name, int ndim, const int6
  * starts from the same values. Call it in declaration order, between the zt_engine_param
  * calls. */
 void zt_engine_param_skip(zt_engine_t e, int ndim, const int64_t *shape, enum zt_init init);
+/* The row blocks per tensor an engine started now would use: ZT_GRAPH_CHUNKS, or 1 when it is
+ * unset and StarPU runs (or will start) CUDA workers. Part of what every rank must agree on. */
+enum zt_status zt_engine_graph_chunks(int64_t *chunks);
 /* Lay out and allocate every flat buffer, register the tensors, initialise parameters. */
 enum zt_status zt_engine_finalize(zt_engine_t e);
 

@@ -479,7 +479,8 @@ static int report_missing(const struct zt_coll_id *id, char *who, size_t cap, si
 static int report_silent(const struct zt_coll_id *id, char *who, size_t cap, size_t *len) {
     int nsilent = 0;
     double now = now_s();
-    for (int r = 0; r < g_size; r++) {
+    const int r0 = id->seq > 0 ? g_group_base : 0, r1 = id->seq > 0 ? r0 + g_group_size : g_size;
+    for (int r = r0; r < r1; r++) {
         double quiet = silent_for(r, now);
         if (quiet <= 0) continue;
         const struct zt_coll_id *l = &g_last[r];

@@ -17,8 +17,9 @@ static const struct zt_knob g_knobs[] = {
      0, 0, "error|warn|info|debug"},
     {"ZT_GRAPH_CHUNKS", ZT_KNOB_INT, "4",
      "row blocks per activation and weight tensor (tasks per op); fixed independently of the "
-     "worker count so results do not depend on STARPU_NCPU; unset with CUDA workers: 1 (the "
-     "GPU runs a whole tensor's op as one kernel)",
+     "worker count so results do not depend on STARPU_NCPU; unset where StarPU will start CUDA "
+     "workers (a GPU build, a device, STARPU_NCUDA not 0): 1 (the GPU runs a whole tensor's op "
+     "as one kernel)",
      1, 64, NULL},
     {"ZT_OPT_GROUP_ELEMS", ZT_KNOB_INT, "1048576",
      "parameters per optimizer task (AdamW and gradient-norm tasks work on groups of about this "

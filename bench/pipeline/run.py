@@ -33,6 +33,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import benchlib  # noqa: E402  (bench/benchlib.py: free_port)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+def mpirun():
+    return ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+
+
 def bubble(a, trace, step):
     """(bubble, imbalance) of a pipeline trace at step, as zt-trace summary reports them"""
     p = subprocess.run([os.path.join(a.build, "apps", "zt-trace"), "summary", trace, "--json"],

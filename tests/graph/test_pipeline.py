@@ -23,7 +23,7 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
   - checkpoints: a (2, 2) run saving at step 2 trains as one that does not, writes one shard per
     rank (zt-ckpt verify passes), and resumes as 1 rank and (1, 3) (losses 1e-5 of the 1-rank
     run) and as (2, 2) (bit-identical to the unbroken run); a 1-rank checkpoint resumes as
-    (1, 2);
+    (1, 2); a deeper model's imported weights are refused by a pipeline (one line, exit 1);
   - refused with one line and exit 2, before the runtime starts: activation checkpointing's
     inputs on NVMe, a partition that cuts between ln_f and the head;
   - a stage that stops (SIGSTOP, as a hung rank) under ZT_COMM_TIMEOUT=5: the job ends
@@ -176,6 +176,20 @@ recs, _, _ = run.train("ck1_pp2", 2, ["--ds-config", ds("ck_pp2", 4, 2), "--mode
 got = [r["loss"] for r in recs]
 run.check(len(got) == 2 and rel(got, ref[2:]) <= 1e-5, "a 1-rank checkpoint resumed as (1, 2): "
           "steps 3-4 losses %s vs %s" % (got, ref[2:]))
+# a deeper model's weights imported (no model shape recorded): each stage finds its own tensors
+# there, but the checkpoint holds more than the stages together: refused on every rank
+deep = run.write("deep_model.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 32, "n_layer": 6,
+                                      "n_head": 2})
+_, deep_w, _ = run.train("deep", 1, ["--ds-config", ds("deep", 1), "--model", deep, "--data", data,
+                                     "--steps", "1"])
+subprocess.run([ZCK, "import", "--safetensors", deep_w, "--out", run.path("ck_deep")],
+               capture_output=True, text=True, timeout=120, check=True)
+p = run.launch(2, ["--ds-config", ds("ck_deep_pp2", 1, 2), "--model", model, "--data", data,
+                   "--steps", "2", "--resume", run.path("ck_deep")], timeout=120)
+errs = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
+run.check(p.returncode == 1 and any("another model's checkpoint" in e for e in errs),
+          "a 6-layer model's imported weights into a 4-layer pipeline: exit %d, %s" % (
+              p.returncode, errs[:2]))
 
 # ---- odd tensors: every skipped parameter's draws are whole Box-Muller pairs ----
 odd = run.write("odd_model.json", {"vocab_size": 64, "seq_len": 16, "n_embd": 9, "n_layer": 4,
