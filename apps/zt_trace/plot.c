@@ -101,48 +101,71 @@ static enum zt_status plot_boxes(const char *prefix, const char *name, const cha
 // ----------------------------------------------------------------------------
 // the step's timeline
 
-/* shade c's tasks of window w: a box per task on its lane, lanes of all ranks stacked */
+/* whether task t of rank r falls in window w */
+static int in_window(const struct trace *tr, int r, int w, const struct task *t) {
+    return t->end > tr->win_start[w] && t->start < window_end(tr, r, w);
+}
+
+/* the timeline's rows: every compute worker's lane, and the I/O lanes (swap and communication
+ * threads) that ran a task in window w; row[r][lane] is its row from the top, -1 when left out.
+ * Returns the row count. */
+static int timeline_rows(const struct trace *tr, int w, int **row) {
+    int y = 0;
+    for (int r = 0; r < tr->nranks; r++) {
+        const struct rank *R = &tr->r[r];
+        row[r] = xcalloc((size_t)(R->nworkers + R->nio + 1), sizeof **row);
+        for (int l = 0; l < R->nworkers + R->nio; l++) row[r][l] = l < R->nworkers ? 0 : -1;
+        for (int i = 0; i < R->n; i++)
+            if (in_window(tr, r, w, &R->t[i])) row[r][task_lane(&R->t[i], R->nworkers)] = 0;
+        for (int l = 0; l < R->nworkers + R->nio; l++)
+            if (row[r][l] == 0) row[r][l] = y++;
+    }
+    return y;
+}
+
+/* shade c's tasks of window w: a box per task on its row (ctx: timeline_rows's) */
 static int emit_timeline(const struct trace *tr, FILE *d, int c, int w, const void *ctx) {
-    (void)ctx;
-    int n = 0, y = 0;
+    int *const *row = ctx;
+    int n = 0;
     for (int r = 0; r < tr->nranks; r++) {
         const struct rank *R = &tr->r[r];
         for (int i = 0; i < R->n; i++) {
             const struct task *t = &R->t[i];
-            if ((int)shade_of(t) != c || t->end <= tr->win_start[w] ||
-                t->start >= window_end(tr, r, w))
-                continue;
-            int lane = task_lane(t, R->nworkers);
+            if ((int)shade_of(t) != c || !in_window(tr, r, w, t)) continue;
+            const int y = row[r][task_lane(t, R->nworkers)];
             double x0 = (t->start - tr->win_start[w]) / 1e3;
             double x1 = (t->end - tr->win_start[w]) / 1e3;
             if (x1 - x0 < 0.002) x1 = x0 + 0.002; /* visible */
-            fprintf(d, "%.4f %.4f %.2f %.2f\n", x0, x1, y + lane + 0.1, y + lane + 0.9);
+            fprintf(d, "%.4f %.4f %.2f %.2f\n", x0, x1, y + 0.1, y + 0.9);
             n++;
         }
-        y += R->nworkers + R->nio;
     }
     return n;
 }
 
 static enum zt_status plot_timeline(const struct trace *tr, const char *prefix, int w) {
-    char *setup = xcalloc(1, 65536); /* title, axes and a label per lane */
+    char *setup = xcalloc(1, 65536); /* title, axes and a label per row */
     int at = snprintf(setup, 65536, "set title 'zerotask trace %s: step %lld, a lane per worker "
-                      "(ZeRO stage %s, %s)' noenhanced\nset xlabel 'ms since the step began'\n"
-                      "set key outside right top\nset grid xtics\nset ytics (",
-                      tr->path, (long long)tr->win_step[w], trace_meta(tr, "stage", "?"),
-                      trace_meta(tr, "sched", "?"));
-    int y = 0;
+                      "and busy I/O thread (ZeRO stage %s, %s)' noenhanced\nset xlabel 'ms "
+                      "since the step began'\nset key outside right top\nset grid xtics\n"
+                      "set ytics (", tr->path, (long long)tr->win_step[w],
+                      trace_meta(tr, "stage", "?"), trace_meta(tr, "sched", "?"));
+    int **row = xcalloc((size_t)tr->nranks, sizeof *row);
+    const int nrows = timeline_rows(tr, w, row);
     for (int r = 0; r < tr->nranks; r++) {
         const struct rank *R = &tr->r[r];
-        for (int l = 0; l < R->nworkers + R->nio && at < 60000; l++, y++)
-            at += snprintf(setup + at, 65536 - (size_t)at, "%s'rank %d %s %d' %.1f",
-                           y ? ", " : "", r, l < R->nworkers ? "CPU" : "I/O",
-                           l < R->nworkers ? l : l - R->nworkers, y + 0.5);
+        for (int l = 0; l < R->nworkers + R->nio && at < 60000; l++)
+            if (row[r][l] >= 0)
+                at += snprintf(setup + at, 65536 - (size_t)at, "%s'rank %d %s %d' %.1f",
+                               row[r][l] ? ", " : "", r, l < R->nworkers ? "CPU" : "I/O",
+                               l < R->nworkers ? l : l - R->nworkers, row[r][l] + 0.5);
     }
     snprintf(setup + at, 65536 - (size_t)at, ")\nset yrange [%d:-0.2]\nset xrange [0:*]\n",
-             y);
+             nrows);
     enum zt_status rc = plot_boxes(prefix, "timeline", setup, SHADE_COUNT, shade_names,
-                                   shade_rgb, emit_timeline, tr, w, NULL);
+                                   shade_rgb, emit_timeline, tr, w, row);
+    for (int r = 0; r < tr->nranks; r++) free(row[r]);
+    free(row);
     free(setup);
     return rc;
 }

@@ -7,7 +7,8 @@ same model, data, seed and global batch (B = micro x accumulation x replicas):
   1 rank             zt-train, STARPU_NCPU=W (the cores of one rank)
   dp=2 ZeRO-1        mpirun -np 2, STARPU_NCPU=W/2 each, zero_optimization stage 1
   pp=2 1f1b          mpirun -np 2, STARPU_NCPU=W/2 each, "pipeline": {"stages": 2} (the cut:
-                     --partition), each rank one stage, 2 sets of activations per stage
+                     --partition; time: "weights" from a traced 1-rank run of W/2 workers
+                     through zt-trace pipeline), each rank one stage, 2 sets of activations
   pp=2 gpipe         the same with "schedule": "gpipe" (every micro-batch's activations)
   DeepSpeed pp=2     with --peer PYTHON (a Python with DeepSpeed): its pipeline engine on the
                      same model and batch, 2 processes of W/2 threads, gloo, uniform partition
@@ -18,7 +19,8 @@ give the bubble and the stage imbalance of their trace's step 3 as `zt-trace sum
 them (docs/traces.md), beside the theory's (P-1)/(M+P-1) for M micro-batches. Prints `lscpu` flags first.
 
 Usage: bench/pipeline/run.py [--build build] [--model bench/configs/small_model.json]
-       [--micro 2] [--accum 8] [--steps 5] [--rounds 2] [--workers 2] [--partition uniform]
+       [--micro 2] [--accum 8] [--steps 5] [--rounds 2] [--workers 2]
+       [--partition uniform|parameters|time]
        [--peer PYTHON] [--json FILE]
 """
 import argparse
@@ -88,10 +90,15 @@ def run_row(a, name, work, env_extra):
     if name.startswith("pp"):
         cfg["pipeline"] = {"stages": 2, "partition": a.partition,
                            "schedule": name.split()[-1]}
+        if a.partition == "time":  # the cut balanced by the measured work: zt-train's weights
+            cfg["pipeline"].update(partition="weights", partition_weights=a.weights)
         ranks, per = 2, a.workers // 2
+    if name == "profile":  # one rank with a stage's workers, traced for its work per layer
+        per = a.workers // 2
     tag = name.replace(" ", "_").replace("=", "")
     dsf, log = os.path.join(work, tag + ".json"), os.path.join(work, tag + ".jsonl")
-    trace = os.path.join(work, tag + "_trace.json") if ranks == 2 and "pp" in name else None
+    trace = (os.path.join(work, tag + "_trace.json")
+             if (ranks == 2 and "pp" in name) or name == "profile" else None)
     with open(dsf, "w") as f:
         json.dump(cfg, f)
     args = [os.path.join(a.build, "apps", "zt-train"), "--ds-config", dsf, "--model", a.model,
@@ -112,6 +119,16 @@ def run_row(a, name, work, env_extra):
     return statistics.median(r["ms"] for r in recs[1:]), recs[-1]["loss"], trace
 
 
+def measured_weights(a, work):
+    """--partition time: the work per layer of a traced 1-rank run, as zt-trace pipeline gives
+    it for zt-train's "partition": "weights" (docs/traces.md, "Pipeline projection")"""
+    _, _, trace = run_row(a, "profile", work, {})
+    p = subprocess.run([os.path.join(a.build, "apps", "zt-trace"), "pipeline", trace,
+                        "--stages", "2", "--partition", "time", "--json"],
+                       capture_output=True, text=True, check=True)
+    return json.loads(p.stdout)["partition_weights"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -123,7 +140,9 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--partition", default="uniform")
+    ap.add_argument("--partition", default="uniform", help="the pipeline rows' cut: uniform, "
+                    "parameters, or time (balanced by the work per layer measured in a traced "
+                    "1-rank run first)")
     ap.add_argument("--peer", help="a Python with DeepSpeed (bench/deepspeed/setup): adds its "
                     "pipeline engine, 2 stages, as a row")
     ap.add_argument("--json")
@@ -145,6 +164,9 @@ def main():
             subprocess.run([a.peer, os.path.join(ROOT, "tests", "ref", "gpt2_torch.py"),
                             "--model", a.model, "--write-init", a.init, "--seed", "1"],
                            check=True, capture_output=True)
+        if a.partition == "time":
+            a.weights = measured_weights(a, work)
+            print("partition_weights (ms per micro-batch): %s" % a.weights, flush=True)
         for r in range(a.rounds):
             order = names[r % len(names):] + names[:r % len(names)]
             for n in order:
