@@ -552,8 +552,9 @@ static void print_memory_plan(const struct train_run *r) {
     zt_gpt2_recompute_info(r->model, &rc);
     if (rc.nckpt) /* inside the activations */
         at += snprintf(line + at, sizeof line - (size_t)at, " | recompute: %d of %d layers "
-                       "checkpointed, window of %d (%.3f MiB)%s", rc.nckpt, r->shape.n_layer,
-                       rc.window, mib(rc.window_bytes),
+                       "checkpointed, window of %d%s (%.3f MiB)%s", rc.nckpt, r->shape.n_layer,
+                       rc.window, rc.act_sets > 1 ? " per activation set" : "",
+                       mib(rc.window_bytes),
                        rc.nckpt > rc.window ? "" : ", so none is recomputed and nothing saved");
     if (rc.moved) /* the sets inside the activations too */
         at += snprintf(line + at, sizeof line - (size_t)at, " | checkpointed inputs: %d in %d "

@@ -243,12 +243,15 @@ static enum zt_status size_act(void *ctx, const struct zt_model_shape *s, const 
 }
 
 void zt_gpt2_recompute_info(zt_gpt2_t m, struct zt_gpt2_recompute *out) {
-    *out = (struct zt_gpt2_recompute){.nckpt = m->rc.nckpt, .window = m->rc.window};
-    for (int w = 0; w < m->rc.window; w++)
-        for (size_t k = 0; k < sizeof g_layer_acts / sizeof *g_layer_acts; k++) {
-            const zt_tensor_t t = *(zt_tensor_t *)((char *)&m->window[w] + g_layer_acts[k].off);
-            if (t) out->window_bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
-        }
+    *out = (struct zt_gpt2_recompute){.nckpt = m->rc.nckpt, .window = m->rc.window,
+                                      .act_sets = m->nsets};
+    for (int set = 0; set < m->nsets; set++)
+        for (int w = 0; w < m->rc.window; w++)
+            for (size_t k = 0; k < sizeof g_layer_acts / sizeof *g_layer_acts; k++) {
+                const char *win = (const char *)&m->sets[set].window[w];
+                const zt_tensor_t t = *(const zt_tensor_t *)(win + g_layer_acts[k].off);
+                if (t) out->window_bytes += zt_tensor_numel(t) * (int64_t)zt_tensor_elemsize(t);
+            }
     out->set_bytes = zt_ckpt_swap_info(m->swap, &out->moved, &out->sets, &out->swapped,
                                        &out->file_bytes);
 }

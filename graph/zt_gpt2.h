@@ -49,7 +49,8 @@ struct zt_gpt2_batch {
  * (set_bytes in all), and `swapped` of them wait in a swap file of file_bytes. */
 struct zt_gpt2_recompute {
     int nckpt, window;
-    int64_t window_bytes;
+    int act_sets;         /* a pipeline stage's sets of a micro-batch's activations (1 without) */
+    int64_t window_bytes; /* every set's windows together */
     int moved, sets, swapped;
     int64_t set_bytes, file_bytes;
 };
