@@ -216,9 +216,6 @@ static enum zt_status write_records(const char *path, const char *all, size_t to
     return rc;
 }
 
-/* every rank's records to rank 0 (*all, in rank order; NULL elsewhere), in rounds of at most
- * INT_MAX / ranks bytes per rank, so that a stage of any size fits MPI's int counts and
- * displacements (collective) */
 /* every rank's failed != 0 agreed on: ZT_ERR_NOMEM on every rank when one of them lacked memory,
  * so that all of them skip the collectives that follow together */
 static enum zt_status agree_memory(int failed) {
@@ -229,6 +226,9 @@ static enum zt_status agree_memory(int failed) {
                         "rank(s)", nfailed);
 }
 
+/* every rank's records to rank 0 (*all, in rank order; NULL elsewhere), in rounds of at most
+ * INT_MAX / ranks bytes per rank, so that a stage of any size fits MPI's int counts and
+ * displacements (collective) */
 static enum zt_status gather_records(const char *mine, size_t bytes, char **all, size_t *total) {
     const int P = zt_comm_size(), me = zt_comm_rank();
     const size_t chunk = (size_t)INT_MAX / (size_t)P;
