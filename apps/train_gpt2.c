@@ -545,9 +545,10 @@ static void print_memory_plan(const struct train_run *r) {
     const struct zt_mem_inputs in = {.shape = &r->shape, .cfg = &r->cfg, .world_size = r->world,
                                      .rank = r->rank, .workers = zt_runtime_nworkers()};
     struct zt_mem_prediction pred;
-    if (zt_memory_predict(&in, &pred) == ZT_OK)
-        at += snprintf(line + at, sizeof line - (size_t)at, " | predicted peak %.1f MiB",
-                       mib(pred.peak));
+    if (zt_memory_predict(&in, &pred) == ZT_OK) /* a pipeline stage: the whole model's */
+        at += snprintf(line + at, sizeof line - (size_t)at, " | predicted peak %.1f MiB%s",
+                       mib(pred.peak), r->cfg.pipeline.stages > 1 ? " (whole model: an upper "
+                                                                   "bound for a stage)" : "");
     struct zt_gpt2_recompute rc;
     zt_gpt2_recompute_info(r->model, &rc);
     if (rc.nckpt) /* inside the activations */
