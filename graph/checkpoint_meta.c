@@ -168,10 +168,11 @@ char *zt_checkpoint_meta_build(zt_engine_t e, const char *tag, int64_t step, con
                                                table[i].shape);
         cJSON_AddNumberToObject(cJSON_AddObjectToObject(m, "pipeline"), "stages",
                                 c->pipeline.stages);
-    }
-    for (int i = 0; !table && i < zt_engine_nparams(e); i++) {
-        zt_param_t p = zt_engine_param_at(e, i);
-        add_tensor(tensors, zt_param_name(p), zt_param_ndim(p), zt_param_shape(p));
+    } else {
+        for (int i = 0; i < zt_engine_nparams(e); i++) {
+            zt_param_t p = zt_engine_param_at(e, i);
+            add_tensor(tensors, zt_param_name(p), zt_param_ndim(p), zt_param_shape(p));
+        }
     }
     add_partition(m, e);
     add_train_state(m, e);

@@ -164,54 +164,61 @@ static int act_sets(const struct zt_config *cfg) {
     return n < cfg->grad_accum ? n : cfg->grad_accum;
 }
 
-/* every activation in allocation order: the head, each layer's (a checkpointed layer only its
- * output), the recompute window, the tail; the inputs on NVMe are not made (the swap's sets
- * hold them); m NULL: sizing */
-static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
-                                   const struct zt_config *cfg,
-                                   const struct zt_recompute_plan *rc, act_fn fn, void *ctx) {
-#define N_(a) (sizeof(a) / sizeof *(a))
-#define MOVED_(l, type, f) (input_moves(cfg, rc, l) ? offsetof(type, f) : SIZE_MAX)
-    const int accum = cfg->grad_accum, L = s->n_layer;
-    const enum zt_recompute mode = cfg->actckpt.recompute;
-    ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)m, accum, PART_ALL,
+/* what for_each_act walks: the model (NULL when sizing), its shape, config and checkpointed
+ * layers, and what to do with each activation */
+struct act_walk {
+    zt_gpt2_t m;
+    const struct zt_model_shape *s;
+    const struct zt_config *cfg;
+    const struct zt_recompute_plan *rc;
+    act_fn fn;
+    void *ctx;
+};
+
+/* one set of a micro-batch's activations: the head's (into head), each layer's (a checkpointed
+ * layer only what it keeps), the recompute window, the last stage's tail; with moves (set 0)
+ * the inputs on NVMe are not made (the swap's sets hold them). Bases NULL: sizing. */
+static enum zt_status set_acts(const struct act_walk *a, char *head, struct zt_layer_acts *layers,
+                               struct zt_layer_acts *window, int moves) {
+#define N_(t) (sizeof(t) / sizeof *(t))
+#define MOVED_(l, type, f) \
+    (moves && input_moves(a->cfg, a->rc, l) ? offsetof(type, f) : SIZE_MAX)
+    const int accum = a->cfg->grad_accum;
+    const enum zt_recompute mode = a->cfg->actckpt.recompute;
+    ZT_CHECK(each_row(a->ctx, a->s, a->fn, g_head_acts, N_(g_head_acts), head, accum, PART_ALL,
                       mode, MOVED_(0, struct zt_gpt2, encoded)));
-    for (int l = 0; l < L; l++)
-        ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                          m ? (char *)&m->layer_acts[l] : NULL, accum,
-                          stage_part(m, l, zt_recompute_slot(rc, l) >= 0 ? PART_KEPT : PART_ALL),
+    for (int l = 0; l < a->s->n_layer; l++)
+        ZT_CHECK(each_row(a->ctx, a->s, a->fn, g_layer_acts, N_(g_layer_acts),
+                          layers ? (char *)&layers[l] : NULL, accum,
+                          stage_part(a->m, l, zt_recompute_slot(a->rc, l) >= 0 ? PART_KEPT
+                                                                               : PART_ALL),
                           mode, MOVED_(l + 1, struct zt_layer_acts, res3)));
-    for (int w = 0; w < rc->window; w++)
-        ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                          m ? (char *)&m->window[w] : NULL, accum, PART_WINDOW, mode, SIZE_MAX));
-    if (stage_tail(m))
-        ZT_CHECK(each_row(ctx, s, fn, g_tail_set_acts, N_(g_tail_set_acts), (char *)m, accum,
+    for (int w = 0; w < a->rc->window; w++)
+        ZT_CHECK(each_row(a->ctx, a->s, a->fn, g_layer_acts, N_(g_layer_acts),
+                          window ? (char *)&window[w] : NULL, accum, PART_WINDOW, mode,
+                          SIZE_MAX));
+    if (stage_tail(a->m))
+        ZT_CHECK(each_row(a->ctx, a->s, a->fn, g_tail_set_acts, N_(g_tail_set_acts), head, accum,
                           PART_ALL, mode, SIZE_MAX));
-    ZT_CHECK(each_row(ctx, s, fn, g_tail_acts, N_(g_tail_acts), (char *)m, accum, PART_ALL,
-                      mode, SIZE_MAX));
-    /* a pipeline stage's other sets of a micro-batch's activations, each checkpointed as the
-     * first and with its own recompute window */
-    for (int k = 1; k < act_sets(cfg); k++) {
-        struct zt_gpt2 *set = m ? m->sets[k].shadow : NULL;
-        ZT_CHECK(each_row(ctx, s, fn, g_head_acts, N_(g_head_acts), (char *)set, accum,
-                          PART_ALL, mode, SIZE_MAX));
-        for (int l = 0; l < L; l++)
-            ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                              set ? (char *)&m->sets[k].layer_acts[l] : NULL, accum,
-                              stage_part(m, l, zt_recompute_slot(rc, l) >= 0 ? PART_KEPT
-                                                                             : PART_ALL),
-                              mode, SIZE_MAX));
-        for (int w = 0; w < rc->window; w++)
-            ZT_CHECK(each_row(ctx, s, fn, g_layer_acts, N_(g_layer_acts),
-                              set ? (char *)&m->sets[k].window[w] : NULL, accum, PART_WINDOW,
-                              mode, SIZE_MAX));
-        if (stage_tail(m))
-            ZT_CHECK(each_row(ctx, s, fn, g_tail_set_acts, N_(g_tail_set_acts), (char *)set,
-                              accum, PART_ALL, mode, SIZE_MAX));
-    }
     return ZT_OK;
 #undef MOVED_
 #undef N_
+}
+
+/* every activation in allocation order: the first set's (the model's own tensors), the tail
+ * every set shares, then a pipeline stage's other sets, each checkpointed as the first and with
+ * its own recompute window; m NULL: sizing */
+static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
+                                   const struct zt_config *cfg,
+                                   const struct zt_recompute_plan *rc, act_fn fn, void *ctx) {
+    const struct act_walk a = {m, s, cfg, rc, fn, ctx};
+    ZT_CHECK(set_acts(&a, (char *)m, m ? m->layer_acts : NULL, m ? m->window : NULL, 1));
+    ZT_CHECK(each_row(ctx, s, fn, g_tail_acts, sizeof g_tail_acts / sizeof *g_tail_acts,
+                      (char *)m, cfg->grad_accum, PART_ALL, cfg->actckpt.recompute, SIZE_MAX));
+    for (int k = 1; k < act_sets(cfg); k++)
+        ZT_CHECK(set_acts(&a, m ? (char *)m->sets[k].shadow : NULL,
+                          m ? m->sets[k].layer_acts : NULL, m ? m->sets[k].window : NULL, 0));
+    return ZT_OK;
 }
 
 static enum zt_status make_act(void *ctx, const struct zt_model_shape *s, const struct act_row *r,

@@ -113,9 +113,6 @@ static enum zt_status copy_own(zt_engine_t e, enum tensors which, float *dst) {
     return rc;
 }
 
-/* A whole copy of the values or gradient sums on every rank when they are partitioned: each
- * rank copies its blocks into a temporary tensor in the flat layout, then the blocks are
- * all-gathered bucket by bucket. *out is NULL when the rank's own tensors are whole already. */
 /* a flat fp32 temporary in the engine's blocks, holding this rank's own part (*out; NULL on
  * failure) */
 static enum zt_status own_part(zt_engine_t e, enum tensors which, zt_tensor_t *out) {
@@ -139,6 +136,9 @@ static enum zt_status own_part(zt_engine_t e, enum tensors which, zt_tensor_t *o
     return rc;
 }
 
+/* A whole copy of the values or gradient sums on every rank when they are partitioned: each
+ * rank copies its blocks into a temporary tensor in the flat layout, then the blocks are
+ * all-gathered bucket by bucket. *out is NULL when the rank's own tensors are whole already. */
 static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t *out) {
     *out = NULL;
     if (!partitioned(e, which)) return ZT_OK;
