@@ -22,6 +22,7 @@ struct gen_layer {
 struct gen_weights {
     struct zt_model_shape s;
     enum zt_dtype dtype;
+    int tiles;                   /* bf16 matrices packed for the bf16 engine (zt_bf16_tiles_*) */
     zt_tensor_t wte, wpe, lnfw, lnfb; /* wte transposed: [C, V] (load_wte_t) */
     void *resident;              /* the buffer of every resident tensor */
     int64_t resident_bytes;

@@ -6,9 +6,10 @@
  */
 #include "generate_split.h"
 
-/* the width of a product's parts: a worker's share of the columns, up to whole vectors */
+/* the width of a product's parts: a worker's share of the columns, up to a multiple of 32 (a
+ * weight packed for the bf16 engine is read in blocks of 32 columns) */
 static int64_t part_width(int workers, int64_t oc) {
-    return ((oc + workers - 1) / workers + 15) / 16 * 16;
+    return ((oc + workers - 1) / workers + 31) / 32 * 32;
 }
 
 int gen_split_parts(int workers, int64_t oc) {

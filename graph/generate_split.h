@@ -3,7 +3,7 @@
  * workers (pure arithmetic, never installed; generate_step.c uses it, test_generate_split
  * checks it).
  *
- * Layer: graph/. A product's output columns go in parts of equal width (a multiple of 16: whole
+ * Layer: graph/. A product's output columns go in parts of equal width (a multiple of 32: whole
  * vectors of the GEMM), the last one narrower, none empty, at most one per worker; the
  * attention goes by whole heads, at most one range per worker, none empty.
  */

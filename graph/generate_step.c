@@ -5,11 +5,11 @@
  *
  * Layer: graph/. The dense parts are the training forward's tasks (layernorm, matmul, gelu,
  * residual: the same kernels, so a row's values have the training forward's bits); attention
- * goes through the KV cache (kv_append, attention_cached). A decode step (a few rows) splits
- * its products and its attention among the workers and folds the small tasks into them
- * (layer_split), with the same kernels and bits. The step's tensors are made over one arena,
- * sized for the largest step, with exactly the step's rows, and freed after it: a decode step
- * computes its rows only.
+ * goes through the KV cache (kv_append, attention_cached). A decode step (up to SPLIT_ROWS
+ * rows: a batch's decode rows) splits its products and its attention among the workers and
+ * folds the small tasks into them (layer_split), with the same kernels and bits. The step's
+ * tensors are made over one arena, sized for the largest step, with exactly the step's rows,
+ * and freed after it: a decode step computes its rows only.
  */
 #include <stdlib.h>         /* calloc, free */
 #include "zt_aio.h"         /* zt_aio_alloc */
@@ -28,11 +28,13 @@ static const struct { const char *name; int cols, split; } g_acts[A_COUNT] = {
     {"lnf_mean", 0, 0}, {"lnf_rstd", 0, 0}, {"logits", -1, 1},
 };
 
-/* decode steps (a few rows): each product's output columns split among the workers, into
- * slabs (zt_task_matmul_cols) then laid side by side (zt_task_concat_cols, or read as they are
- * by the next product) */
+/* decode steps (up to SPLIT_ROWS rows): each product's output columns split among the workers,
+ * into slabs (zt_task_matmul_cols) then laid side by side (zt_task_concat_cols, or read as they
+ * are by the next product): each worker reads its part of the weights once per step, where row
+ * blocks would each read all of them */
 enum { S_QKV, S_ATT, S_PROJ, S_FCH, S_LOGITS, S_COUNT }; /* S_ATT: attention, by heads */
 #define MAX_PARTS 16
+#define SPLIT_ROWS 64 /* steps of up to this many rows split their products by columns */
 
 struct gen_acts {
     struct zt_model_shape s;
@@ -41,7 +43,7 @@ struct gen_acts {
     zt_tensor_t t[A_COUNT];
     int parts;                          /* column parts of a decode step's products (1: none) */
     int split;                          /* this step splits its products */
-    float *slab_arena;                  /* ZT_TASK_FEW_ROWS rows of every slab */
+    float *slab_arena;                  /* split_rows() rows of every slab */
     zt_tensor_t slab[S_COUNT][MAX_PARTS];
 };
 
@@ -78,12 +80,17 @@ static int64_t cols_of(const struct gen_acts *a, int k) {
                                                         : (int64_t)g_acts[k].cols * a->s.n_embd;
 }
 
+/* the rows of the steps that split their products (the slabs' rows) */
+static int split_rows(const struct gen_acts *a) {
+    return a->max_rows < SPLIT_ROWS ? a->max_rows : SPLIT_ROWS;
+}
+
 /* the floats of the activation arena and of the slab arena (none without a split) */
 static void arena_floats(const struct gen_acts *a, int64_t *floats, int64_t *slabs) {
     *floats = *slabs = 0;
     for (int k = 0; k < A_COUNT; k++) *floats += cols_of(a, k) * a->max_rows + 16; /* 64 B apart */
     for (int k = 0; k < S_COUNT && a->parts > 1; k++)
-        *slabs += (slab_cols(a, k) + 16 * a->parts) * ZT_TASK_FEW_ROWS;
+        *slabs += (slab_cols(a, k) + 16 * a->parts) * split_rows(a);
 }
 
 static void acts_init(struct gen_acts *a, const struct zt_model_shape *s, int max_rows,
@@ -148,7 +155,7 @@ static enum zt_status make_slabs(struct gen_acts *a, int n, int nlogits) {
             int rows = k == S_LOGITS ? nlogits : n;
             if (rows == 0) continue;
             ZT_CHECK(zt_tensor_init(&a->slab[k][q], "slab", p, rows, w, sizeof(float), 1, NULL));
-            p += (w + 16) * ZT_TASK_FEW_ROWS;
+            p += (w + 16) * split_rows(a);
         }
     return ZT_OK;
 }
@@ -242,8 +249,8 @@ enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_ten
         return zt_error_set(ZT_ERR_INVALID, "generate: a step of %d rows (%d of them with "
                             "logits): expected 1 to %d rows", bt->n, bt->nlogits, a->max_rows);
     if (nblk > bt->n) nblk = bt->n;
-    /* a few rows: one row block, the products split by columns among the workers instead */
-    a->split = a->parts > 1 && bt->n <= ZT_TASK_FEW_ROWS;
+    /* decode rows: one row block, the products split by columns among the workers instead */
+    a->split = a->parts > 1 && bt->n <= split_rows(a);
     if (a->split) nblk = 1;
     if (a->split) ZT_CHECK(make_slabs(a, bt->n, bt->nlogits));
     ZT_CHECK(make_step_tensors(a, bt->n, nblk, bt->nlogits));

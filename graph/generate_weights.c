@@ -3,12 +3,14 @@
  * a zerotask checkpoint (consolidated from the shards of any world size), checked against the
  * model shape, in the type they are computed in.
  *
- * Layer: graph/. Resident: every tensor lives in one host buffer. Streamed (ZeRO-Inference):
- * the embeddings and ln_f stay resident; the layers are written once to a swap file under
- * nvme_path (each parameter padded to 4096 bytes, for O_DIRECT), and a pass over the layers
- * reads each into a window of prefetch + 1 layer buffers by swap-in tasks submitted `prefetch`
- * layers ahead of their use; StarPU orders a buffer's next swap-in after the tasks that read it,
- * so the reads overlap the compute of the layers before.
+ * Layer: graph/. bf16 matrices (wte and the layers' four) are packed once, as they are loaded,
+ * for the bf16 engine where the CPU has one (zt_bf16_tiles_pack): a decode step's products then
+ * read them as they lie. Resident: every tensor lives in one host buffer. Streamed
+ * (ZeRO-Inference): the embeddings and ln_f stay resident; the layers are written once to a
+ * swap file under nvme_path (each parameter padded to 4096 bytes, for O_DIRECT; packed, when
+ * packed), and a pass over the layers reads each into a window of prefetch + 1 layer buffers by
+ * swap-in tasks submitted `prefetch` layers ahead of their use; StarPU orders a buffer's next
+ * swap-in after the tasks that read it, so the reads overlap the compute of the layers before.
  */
 #include <stdio.h>          /* snprintf */
 #include <stdlib.h>         /* calloc, free */
@@ -120,21 +122,32 @@ static void close_src(struct weights_src *r) {
 // ----------------------------------------------------------------------------
 // tensors
 
-/* parameter i's tensor over ptr, one block, in w's type */
+/* parameter i is packed for the bf16 engine: a matrix that products read (wte, whose transpose
+ * is the head, and the layers' four; not wpe, which the embedding reads by rows) */
+static int packed(const struct gen_weights *w, int i, int ndim) {
+    return w->tiles && ndim == 2 && i != 1;
+}
+
+/* parameter i's tensor over ptr, one block, in w's type (marked when packed) */
 static enum zt_status param_tensor(struct gen_weights *w, int i, void *ptr, zt_tensor_t *t) {
     char name[160];
     int ndim;
     int64_t sh[2];
     zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
-    return zt_tensor_init_dtype(t, name, ptr, ndim == 1 ? 1 : sh[0], ndim == 1 ? sh[0] : sh[1],
-                                w->dtype, 1, NULL);
+    ZT_CHECK(zt_tensor_init_dtype(t, name, ptr, ndim == 1 ? 1 : sh[0], ndim == 1 ? sh[0] : sh[1],
+                                  w->dtype, 1, NULL));
+    if (packed(w, i, ndim)) zt_tensor_set_bf16_tiles(*t);
+    return ZT_OK;
 }
 
+/* the bytes of parameter i as the generator keeps it (wte transposed, matrices maybe packed) */
 static int64_t param_bytes(const struct gen_weights *w, int i) {
     char name[160];
     int ndim;
     int64_t sh[2];
     zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
+    if (packed(w, i, ndim))
+        return (int64_t)zt_bf16_tiles_elems(i == 0 ? sh[1] : sh[0], i == 0 ? sh[0] : sh[1]) * 2;
     return numel(ndim, sh) * (int64_t)zt_dtype_size(w->dtype);
 }
 
@@ -143,33 +156,40 @@ static int outer_index(const struct gen_weights *w, int k) {
     return k < 2 ? k : 2 + ZT_GPT2_LAYER_PARAMS * w->s.n_layer + (k - 2);
 }
 
-/* read parameter i, converted to w's type, into dst; tmp holds the largest parameter in fp32 */
+/* read parameter i, converted to w's type (a matrix packed, with w->tiles), into dst; tmp
+ * holds the largest parameter in fp32, then in 16 bits (before packing) */
 static enum zt_status load_param(struct gen_weights *w, struct weights_src *r, int i, void *dst,
                                  float *tmp) {
+    char name[160];
+    int ndim;
+    int64_t sh[2];
+    zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
     ZT_CHECK(read_param(r, i, tmp));
-    zt_dtype_from_f32(w->dtype, dst, tmp, (size_t)(param_bytes(w, i) / zt_dtype_size(w->dtype)));
-    return ZT_OK;
+    int pack = packed(w, i, ndim);
+    zt_dtype_from_f32(w->dtype, pack ? (void *)tmp : dst, tmp, (size_t)numel(ndim, sh));
+    return pack ? zt_bf16_tiles_pack((const uint16_t *)tmp, sh[1], sh[0], sh[1], dst) : ZT_OK;
 }
 
-/* the token table [V, C] as the generator keeps it: transposed, [C, V], in w's type; the tied
- * head then streams it row after row, like every other weight (each logit's sum is unchanged:
- * its k order does not depend on the layout), and the embedding gathers a column */
+/* the token table [V, C] as the generator keeps it: transposed, [C, V], in w's type (packed,
+ * with w->tiles, from the transposed table in tmp16); the tied head then streams it row after
+ * row, like every other weight (each logit's sum is unchanged: its k order does not depend on
+ * the layout), and the embedding gathers a column */
 static enum zt_status load_wte_t(struct gen_weights *w, struct weights_src *r, void *dst,
-                                 float *tmp) {
+                                 float *tmp, uint16_t *tmp16) {
     enum { STRIP = 64 }; /* tokens per pass: their rows stay in cache while each column goes */
     ZT_CHECK(read_param(r, 0, tmp));
     int64_t V = w->s.vocab_size, C = w->s.n_embd;
     size_t es = zt_dtype_size(w->dtype);
+    char *t = w->tiles ? (char *)tmp16 : dst;
     float strip[STRIP];
     for (int64_t v0 = 0; v0 < V; v0 += STRIP) {
         int64_t n = V - v0 < STRIP ? V - v0 : STRIP;
         for (int64_t c = 0; c < C; c++) {
             for (int64_t v = 0; v < n; v++) strip[v] = tmp[(v0 + v) * C + c];
-            zt_dtype_from_f32(w->dtype, (char *)dst + (size_t)(c * V + v0) * es, strip,
-                              (size_t)n);
+            zt_dtype_from_f32(w->dtype, t + (size_t)(c * V + v0) * es, strip, (size_t)n);
         }
     }
-    return ZT_OK;
+    return w->tiles ? zt_bf16_tiles_pack(tmp16, V, C, V, dst) : ZT_OK;
 }
 
 /* where each parameter goes: offsets in a layer's bytes, the resident bytes, the window */
@@ -235,6 +255,7 @@ static enum zt_status make_tensors(struct gen_weights *w, char *layers) {
             ZT_CHECK(zt_tensor_init_dtype(outer[k], "transformer.wte.weight (transposed)", p,
                                           w->s.n_embd, w->s.vocab_size, w->dtype, 1, NULL));
         else ZT_CHECK(param_tensor(w, outer_index(w, k), p, outer[k]));
+        if (k == 0 && w->tiles) zt_tensor_set_bf16_tiles(*outer[k]);
         p += pad4k(param_bytes(w, outer_index(w, k)));
     }
     for (int b = 0; b < w->nbuf; b++)
@@ -246,9 +267,9 @@ static enum zt_status make_tensors(struct gen_weights *w, char *layers) {
 
 /* the values: outer ones into their tensors; layers into their buffers, or the swap file */
 static enum zt_status fill(struct gen_weights *w, struct weights_src *r, char *layers,
-                           float *tmp) {
+                           float *tmp, uint16_t *tmp16) {
     zt_tensor_t outer[4] = {w->wte, w->wpe, w->lnfw, w->lnfb};
-    ZT_CHECK(load_wte_t(w, r, zt_tensor_data(outer[0]), tmp));
+    ZT_CHECK(load_wte_t(w, r, zt_tensor_data(outer[0]), tmp, tmp16));
     for (int k = 1; k < 4; k++)
         ZT_CHECK(load_param(w, r, outer_index(w, k), zt_tensor_data(outer[k]), tmp));
     for (int l = 0; l < w->s.n_layer; l++) {
@@ -305,18 +326,22 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
         rc = zt_error_set(ZT_ERR_INVALID, "weights: dtype %d is not a ZT_GEN_DTYPE_*", src->dtype);
     w->dtype = rc != ZT_OK ? ZT_DTYPE_F32 : src->dtype == ZT_GEN_DTYPE_STORED ? r.stored
                                                                              : types[src->dtype];
+    w->tiles = w->dtype == ZT_DTYPE_BF16 && zt_bf16_tiles_available();
     if (rc == ZT_OK) rc = layout(w);
     if (rc == ZT_OK && w->streamed && cfg->prefetch == 0) rc = auto_window(w, others);
     if (rc == ZT_OK) rc = check_budget(w, others);
     if (rc == ZT_OK) rc = allocate(w);
     float *tmp = rc == ZT_OK ? malloc((size_t)largest_param(s) * sizeof(float)) : NULL;
-    if (rc == ZT_OK && !tmp) rc = zt_error_set(ZT_ERR_NOMEM, "weights: out of memory");
+    uint16_t *tmp16 = rc == ZT_OK && w->tiles ? malloc((size_t)largest_param(s) * 2) : NULL;
+    if (rc == ZT_OK && (!tmp || (w->tiles && !tmp16)))
+        rc = zt_error_set(ZT_ERR_NOMEM, "weights: out of memory");
     char *layers = w->streamed ? w->window : (char *)w->resident + (w->resident_bytes -
                                                                     w->layer_bytes * s->n_layer);
     if (rc == ZT_OK && w->streamed) rc = open_stream(w, cfg);
     if (rc == ZT_OK) rc = make_tensors(w, layers);
-    if (rc == ZT_OK) rc = fill(w, &r, layers, tmp);
+    if (rc == ZT_OK) rc = fill(w, &r, layers, tmp, tmp16);
     free(tmp);
+    free(tmp16);
     close_src(&r);
     return rc;
 }

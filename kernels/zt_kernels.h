@@ -90,6 +90,19 @@ int zt_kern_gemm16_set(enum zt_gemm16_engine e);
 /* 0, or -1 (nothing done) under ZT_GEMM16_WIDEN */
 int zt_kern_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc);
+/* A weight packed once for the bf16 engines (inference: resident bf16 weights): B[K, N]
+ * (rows ldb apart) into P, zt_kern_bf16_packed_elems(K, N) values, in the tile layout the
+ * products read (gemm_bf16.c), so that a product reads it without packing B again;
+ * zt_kern_bf16_packed_at reads element (k, n) back. zt_kern_bf16_pack returns -1 (nothing
+ * done) on ZT_GEMM16_WIDEN. */
+size_t zt_kern_bf16_packed_elems(int K, int N);
+int zt_kern_bf16_pack(const uint16_t *B, int ldb, int K, int N, uint16_t *P);
+uint16_t zt_kern_bf16_packed_at(const uint16_t *P, int K, int N, int k, int n);
+/* C[M, nc] = A[M, K] B[:, j0 : j0 + nc] + beta C with B packed (P, of N columns): the bits of
+ * zt_kern_gemm_bf16 on B as stored. j0 a multiple of 32; -1 (nothing done) otherwise or on
+ * ZT_GEMM16_WIDEN. */
+int zt_kern_gemm_bf16_packed(int M, int nc, int K, const uint16_t *A, int lda,
+                             const uint16_t *P, int N, int j0, float beta, float *C, int ldc);
 /* The same product into a bf16 C: C = round(start + op(A) op(B)) (nearest even, once), each
  * element started from bias[j] (bias != NULL), from C widened (accumulate) or from 0: the bits
  * of zt_kern_gemm_bf16 on an fp32 C holding the start, then zt_kern_f32_to_bf16. scratch:
@@ -142,6 +155,20 @@ int zt_kern_matmul_forward_w16(float *out, const float *inp, const uint16_t *w, 
                                const float *bias, int N, int C, int OC);
 int zt_kern_matmul_t_forward_w16(float *out, const float *inp, const uint16_t *w, int is_f16,
                                  int N, int C, int OC);
+
+/* The bf16 model's product (inference with bf16 weights on a bf16 engine): out[N, oc] (rows
+ * ldo apart) = bf16(inp[N,C]) @ w[C, oc] (rows of w ldw apart), each sum started from 0 or, with
+ * add, from out's value (the bias the caller wrote there): each input rounded to bf16 (nearest
+ * even, into a16: N * C values), as llama.cpp and autocast round a product's activations, the
+ * products on zt_kern_gemm_bf16. The bits of an element depend on C only (not on N, oc or the
+ * column offset of w). Returns -1 (nothing done) on ZT_GEMM16_WIDEN. */
+int zt_kern_matmul_forward_bf16(float *out, int ldo, const float *inp, const uint16_t *w,
+                                int ldw, int add, int N, int C, int oc, uint16_t *a16);
+/* The same with the weight packed (zt_kern_bf16_pack of w[C, OC]), columns [o0, o0 + oc) (o0
+ * a multiple of 32): the same bits. */
+int zt_kern_matmul_forward_bf16_packed(float *out, int ldo, const float *inp, const uint16_t *P,
+                                       int OC, int64_t o0, int add, int N, int C, int oc,
+                                       uint16_t *a16);
 
 /* tied head, w[OC,C] (wte with OC = V): out[N,OC] = inp[N,C] @ w^T */
 void zt_kern_matmul_t_forward(float *out, const float *inp, const float *w, int N, int C, int OC);

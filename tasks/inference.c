@@ -24,6 +24,7 @@ struct zt_rows_args {
     int C, NH, nrows;
     int ctx;    /* positions per cache slot */
     int fed;    /* embed_rows: the tokens are in the int32 buffer 3 (row.token: their index) */
+    int tiles;  /* embed_rows: wte_t packed for the bf16 engine (zt_tensor_bf16_tiles) */
     int h0, h1; /* attention: the heads it computes */
     struct zt_row_arg row[]; /* the block's rows */
 };
@@ -94,11 +95,14 @@ static enum zt_status check_rows(const char *fn, zt_tensor_t t, int blk, zt_tens
 // ----------------------------------------------------------------------------
 // embedding: out row = column token of wte_t + wpe[pos], 16-bit tables widened a row at a time
 
-/* column j of t ([rows, cols] of elements of es bytes) into dst, as stored */
+/* column j of t ([rows, cols] of elements of es bytes, or bf16 in the engine's tiles) into
+ * dst, as stored */
 static void gather_col(void *dst, const void *t, int64_t rows, int64_t cols, int64_t j,
-                       size_t es) {
+                       size_t es, int tiles) {
     const char *p = (const char *)t + (size_t)j * es;
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t r = 0; r < rows && tiles; r++)
+        ((uint16_t *)dst)[r] = zt_kern_bf16_packed_at(t, (int)rows, (int)cols, (int)r, (int)j);
+    for (int64_t r = 0; r < rows && !tiles; r++)
         memcpy((char *)dst + (size_t)r * es, p + (size_t)(r * cols) * es, es);
 }
 
@@ -116,7 +120,7 @@ void embed_rows_cpu(void *buffers[], void *cl_arg) {
         int32_t token = fed ? fed[a->row[i].token] : a->row[i].token;
         ZT_ASSERT_MSG(token >= 0 && token < V, "embed_rows: token %d outside [0, %lld)", token,
                       (long long)V); /* checked at submission, or picked by the sampler */
-        gather_col(col, wte, a->C, V, token, et);
+        gather_col(col, wte, a->C, V, token, et, a->tiles);
         zt_dtype_to_f32(dt, w, col, (size_t)a->C);
         zt_dtype_to_f32(dp, p, (const char *)wpe + (size_t)a->row[i].pos * a->C * ep,
                         (size_t)a->C);
@@ -147,6 +151,7 @@ static enum zt_status submit_embed(const struct zt_task_opts *o, zt_tensor_t out
     a->C = (int)zt_tensor_cols(out);
     a->hdr.native16 = 1; /* the body widens the rows it reads, not the whole tables */
     a->fed = fed != NULL;
+    a->tiles = zt_tensor_bf16_tiles(wte_t);
     for (int i = 0; fed && i < a->nrows; i++)
         a->row[i].token = (int32_t)zt_tensor_blk_row0(out, blk) + i;
     struct zt_builder tb;

@@ -6,6 +6,7 @@
  * each weight-gradient block sums over the rows in one fixed order.
  */
 #include <stdlib.h>      /* calloc */
+#include <string.h>      /* memcpy */
 #include "zt_kernels.h"  /* zt_kern_matmul_* */
 #include "tasks_impl.h"  /* builder, slots */
 
@@ -14,6 +15,8 @@ struct zt_matmul_args {
     int C, OC;
     int accumulate;
     int w16; /* forward with fp32 rows and a 16-bit weight read as stored (hdr.native16) */
+    int bf16w; /* w16 with a bf16 weight on the bf16 engine: the bf16 model's products */
+    int tiles; /* bf16w with the weight packed in the engine's tiles (zt_tensor_bf16_tiles) */
     int bf16; /* bf16 operands on the CPU's bf16 engine (hdr.native16; matmul_bf16.c) */
     int64_t r0, r1; /* weight rows of this block (weight-gradient tasks) */
 };
@@ -36,7 +39,25 @@ static const float *widened(void *buffers[], const struct zt_matmul_args *a, int
     return dst;
 }
 
-/* forward with fp32 rows and a 16-bit weight: read as stored (a few rows), or widened here */
+/* forward with fp32 rows and a bf16 weight: the bf16 model's products, from the bias */
+static void forward_bf16w(void *buffers[], const struct zt_matmul_args *a, const float *bias) {
+    float *out = zt_slot_ptr(buffers, &a->hdr, 0);
+    int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
+    for (int n = 0; bias && n < N; n++)
+        memcpy(out + (size_t)n * a->OC, bias, (size_t)a->OC * sizeof *bias);
+    uint16_t *a16 = (uint16_t *)zt_worker_scratch(ZT_SCRATCH_WIDENING,
+                                                  ((size_t)N * (size_t)a->C + 1) / 2);
+    const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
+    const uint16_t *w = zt_slot_ptr(buffers, &a->hdr, 2);
+    int rc = a->tiles ? zt_kern_matmul_forward_bf16_packed(out, a->OC, inp, w, a->OC, 0,
+                                                           bias != NULL, N, a->C, a->OC, a16)
+                      : zt_kern_matmul_forward_bf16(out, a->OC, inp, w, a->OC, bias != NULL, N,
+                                                    a->C, a->OC, a16);
+    ZT_ASSERT_MSG(rc == 0, "matmul_forward: the bf16 engine went away after submission");
+}
+
+/* forward with fp32 rows and a 16-bit weight: the bf16 model's products, read as stored (a few
+ * rows), or widened here */
 static void forward_w16(void *buffers[], const struct zt_matmul_args *a, int tied) {
     float *out = zt_slot_ptr(buffers, &a->hdr, 0);
     const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
@@ -45,6 +66,10 @@ static void forward_w16(void *buffers[], const struct zt_matmul_args *a, int tie
     size_t nw = (size_t)a->C * (size_t)a->OC;
     float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY, (size_t)a->OC);
     const float *bias = tied ? NULL : widened(buffers, a, 3, scratch);
+    if (a->bf16w) {
+        forward_bf16w(buffers, a, bias);
+        return;
+    }
     int done = tied ? zt_kern_matmul_t_forward_w16(out, inp, w, f16, N, a->C, a->OC)
                     : zt_kern_matmul_forward_w16(out, inp, w, f16, bias, N, a->C, a->OC);
     if (done == 0) return;
@@ -232,19 +257,28 @@ static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const stru
     ZT_CHECK(zt_check_same_blocks(fn, dst, src));
     int C, OC;
     ZT_CHECK(check_weight(fn, shape_ref, w, tied, &C, &OC));
+    /* fp32 rows against a 16-bit weight read it as stored, not widened whole: a bf16 one on a
+     * bf16 engine as the bf16 model's products (packed once, or per task), another (a few rows,
+     * decode) through the fp32 GEMM's few-rows path */
+    int forward = kind == ZT_KIND_matmul_forward || kind == ZT_KIND_matmul_t_forward;
+    int f32_rows = zt_tensor_dtype(dst) == ZT_DTYPE_F32 && zt_tensor_dtype(src) == ZT_DTYPE_F32;
+    int bf16w = forward && !tied && f32_rows && zt_bf16_products(w);
+    if (zt_tensor_bf16_tiles(w) && !bf16w)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s is packed for the bf16 engine: only a "
+                            "forward product of fp32 rows reads it", fn, zt_tensor_name(w));
     ZT_ARGS_NEW(struct zt_matmul_args, a);
     a->C = C;
     a->OC = OC;
     a->accumulate = accumulate;
-    /* decode: a few fp32 rows against a 16-bit weight read it as stored, not widened whole */
-    int forward = kind == ZT_KIND_matmul_forward || kind == ZT_KIND_matmul_t_forward;
-    a->w16 = forward && zt_dtype_is16(zt_tensor_dtype(w)) &&
-             zt_tensor_dtype(dst) == ZT_DTYPE_F32 && zt_tensor_dtype(src) == ZT_DTYPE_F32 &&
-             zt_tensor_blk_rows(dst, blk) <= ZT_KERN_FEW_ROWS;
+    a->bf16w = bf16w;
+    a->tiles = zt_tensor_bf16_tiles(w);
+    a->w16 = forward && zt_dtype_is16(zt_tensor_dtype(w)) && f32_rows &&
+             (bf16w || zt_tensor_blk_rows(dst, blk) <= ZT_KERN_FEW_ROWS);
     a->bf16 = zt_bf16_native(dst, src, w);
     a->hdr.native16 = (unsigned char)(a->w16 || a->bf16);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
+    if (a->bf16w) a->hdr.cpu_only = 1; /* the CUDA body would not round the rows */
     zt_builder_add(&tb, dst, blk, dmode);
     zt_builder_add(&tb, src, blk, STARPU_R);
     zt_builder_add(&tb, w, -1, STARPU_R);

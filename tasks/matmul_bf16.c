@@ -16,6 +16,24 @@ int zt_bf16_native(zt_tensor_t x, zt_tensor_t y, zt_tensor_t z) {
            zt_tensor_dtype(y) == ZT_DTYPE_BF16 && zt_tensor_dtype(z) == ZT_DTYPE_BF16;
 }
 
+int zt_bf16_products(zt_tensor_t w) {
+    return zt_kern_gemm16_get() != ZT_GEMM16_WIDEN && zt_tensor_dtype(w) == ZT_DTYPE_BF16;
+}
+
+int zt_bf16_tiles_available(void) { return zt_kern_gemm16_get() != ZT_GEMM16_WIDEN; }
+
+size_t zt_bf16_tiles_elems(int64_t rows, int64_t cols) {
+    return zt_kern_bf16_packed_elems((int)rows, (int)cols);
+}
+
+enum zt_status zt_bf16_tiles_pack(const uint16_t *src, int64_t ld, int64_t rows, int64_t cols,
+                                  uint16_t *dst) {
+    if (zt_kern_bf16_pack(src, (int)ld, (int)rows, (int)cols, dst) != 0)
+        return zt_error_set(ZT_ERR_INVALID, "zt_bf16_tiles_pack: this CPU (or ZT_GEMM) has no "
+                            "bf16 engine to pack for");
+    return ZT_OK;
+}
+
 /* the fp32 bias of a forward task (slot 3), widened into the body's scratch when 16-bit */
 static const float *bias_f32(void *buffers[], const struct zt_task_hdr *h, int OC) {
     const void *p = zt_slot_ptr(buffers, h, 3);

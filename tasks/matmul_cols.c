@@ -10,7 +10,9 @@
  *
  * Layer: tasks/ (an op file), over kernels/cpu/gemm.c. A column range of a product has the bits
  * of the same columns of the whole product (each element's sum depends on K only), so the split
- * changes no bit. 16-bit weights are read as stored on the few-rows path, else widened here.
+ * changes no bit. A bf16 weight on a bf16 engine takes the bf16 model's products (the rows
+ * rounded to bf16, as matmul.c's forward does); other 16-bit weights are read as stored on the
+ * few-rows path, else the slab's columns are widened here.
  */
 #include <stdlib.h>      /* calloc */
 #include <string.h>      /* memcpy */
@@ -26,6 +28,8 @@ struct zt_cols_args {
     int gelu;         /* matmul: GELU on the slab */
     int ln;           /* matmul: the input block layer-normed first */
     int base;         /* concat: out = base + the slabs */
+    int bf16w;        /* matmul: a bf16 weight on the bf16 engine (the bf16 model's products) */
+    int tiles;        /* matmul: bf16w with the weight packed in the engine's tiles */
 };
 
 /* the n rows of the `count` slabs of slot s side by side into out (rows ld floats apart) */
@@ -41,14 +45,18 @@ static void side_by_side(float *out, int64_t ld, int n, void *buffers[],
     }
 }
 
-/* the weight as fp32 from column o0 on: as stored, or widened into scratch */
-static const float *weight_f32(void *buffers[], const struct zt_cols_args *a) {
-    const void *w = zt_slot_ptr(buffers, &a->hdr, 2);
+/* the slab's oc columns of the weight as fp32 (*ld floats between rows): as stored, or those
+ * columns widened into scratch */
+static const float *weight_f32(void *buffers[], const struct zt_cols_args *a, int oc, int *ld) {
+    const char *w = zt_slot_ptr(buffers, &a->hdr, 2);
     enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[2];
-    if (!zt_dtype_is16(dt)) return w;
-    size_t n = (size_t)a->C * (size_t)a->OC;
-    float *wide = zt_worker_scratch(ZT_SCRATCH_WIDENING, n);
-    zt_dtype_to_f32(dt, wide, w, n);
+    *ld = a->OC;
+    if (!zt_dtype_is16(dt)) return (const float *)w + a->o0;
+    float *wide = zt_worker_scratch(ZT_SCRATCH_WIDENING, (size_t)a->C * (size_t)oc);
+    for (int64_t k = 0; k < a->C; k++)
+        zt_dtype_to_f32(dt, wide + (size_t)k * oc, w + ((size_t)k * a->OC + a->o0) * 2,
+                        (size_t)oc);
+    *ld = oc;
     return wide;
 }
 
@@ -85,11 +93,21 @@ void matmul_cols_cpu(void *buffers[], void *cl_arg) {
                         (const char *)bias + (size_t)a->o0 * zt_dtype_size(db), (size_t)oc);
         beta = 1.0f;
     }
-    if (!zt_dtype_is16(dt) ||
-        zt_kern_sgemm_w16(0, N, oc, a->C, inp, a->C, (const uint16_t *)w + off,
-                          dt == ZT_DTYPE_F16, a->OC, beta, slab, oc) != 0)
-        zt_kern_sgemm(0, 0, N, oc, a->C, 1.0f, inp, a->C, weight_f32(buffers, a) + off, a->OC,
-                      beta, slab, oc);
+    if (a->bf16w) {
+        uint16_t *a16 = (uint16_t *)zt_worker_scratch(ZT_SCRATCH_WIDENING,
+                                                      ((size_t)N * (size_t)a->C + 1) / 2);
+        int rc = a->tiles ? zt_kern_matmul_forward_bf16_packed(slab, oc, inp, w, a->OC, a->o0,
+                                                               beta != 0.0f, N, a->C, oc, a16)
+                          : zt_kern_matmul_forward_bf16(slab, oc, inp, (const uint16_t *)w + off,
+                                                        a->OC, beta != 0.0f, N, a->C, oc, a16);
+        ZT_ASSERT_MSG(rc == 0, "matmul_cols: the bf16 engine went away after submission");
+    } else if (!zt_dtype_is16(dt) ||
+               zt_kern_sgemm_w16(0, N, oc, a->C, inp, a->C, (const uint16_t *)w + off,
+                                 dt == ZT_DTYPE_F16, a->OC, beta, slab, oc) != 0) {
+        int ldw;
+        const float *wf = weight_f32(buffers, a, oc, &ldw);
+        zt_kern_sgemm(0, 0, N, oc, a->C, 1.0f, inp, a->C, wf, ldw, beta, slab, oc);
+    }
     if (a->gelu) zt_kern_gelu_forward(slab, slab, (size_t)N * oc);
 }
 
@@ -136,6 +154,10 @@ enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t sla
     struct zt_block_ref refs[16];
     int64_t n, C = input_shape(in, &n, refs), oc = zt_tensor_cols(slab);
     int64_t OC = zt_tensor_cols(w);
+    if (zt_tensor_bf16_tiles(w) && (!zt_bf16_products(w) || o0 % 32 != 0))
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s is packed for the bf16 engine: its column "
+                            "parts must start at multiples of 32 (column %lld)", fn,
+                            zt_tensor_name(w), (long long)o0);
     if (C < 1 || zt_tensor_rows(w) != C ||
         zt_tensor_rows(slab) != n || o0 < 0 || o0 + oc > OC ||
         zt_tensor_dtype(slab) != ZT_DTYPE_F32 ||
@@ -150,6 +172,8 @@ enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t sla
                                .nslab = in->inp ? 0 : in->nin, .gelu = gelu,
                                .ln = in->ln_w != NULL};
     a->hdr.native16 = 1; /* the body reads 16-bit weights as stored, or widens them itself */
+    a->bf16w = zt_bf16_products(w);
+    a->tiles = zt_tensor_bf16_tiles(w);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_matmul_cols, o, in->inp ? in->blk : 0);
     zt_builder_add(&tb, slab, -1, STARPU_W);

@@ -107,6 +107,9 @@ struct zt_mm16 {
 /* 1 when a task's products on these three tensors run on the CPU's bf16 engine as stored (all
  * bf16, and the CPU has an engine): the matmul and attention kinds */
 int zt_bf16_native(zt_tensor_t x, zt_tensor_t y, zt_tensor_t z);
+/* 1 when a product of fp32 rows and the weight w takes the bf16 model's products
+ * (zt_kern_matmul_forward_bf16): w is bf16 and the CPU has a bf16 engine */
+int zt_bf16_products(zt_tensor_t w);
 /* the body of a native matmul task of kind h->kind (slots as matmul.c builds them) */
 void zt_matmul_bf16_body(void *buffers[], const struct zt_task_hdr *h, const struct zt_mm16 *m);
 

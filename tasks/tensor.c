@@ -19,6 +19,7 @@ struct zt_tensor {
     int64_t rows, cols;
     size_t elemsize;
     enum zt_dtype dtype;
+    int bf16_tiles; /* a bf16 weight in the bf16 engines' tile layout (zt_tensor_set_bf16_tiles) */
     int nblk;
     int64_t *first_row;           /* [nblk+1]: block j is rows [first_row[j], first_row[j+1]) */
     starpu_data_handle_t *handle; /* [nblk]: one StarPU vector per block */
@@ -164,6 +165,8 @@ int64_t zt_tensor_cols(zt_tensor_t t) { return t->cols; }
 int64_t zt_tensor_numel(zt_tensor_t t) { return t->rows * t->cols; }
 size_t zt_tensor_elemsize(zt_tensor_t t) { return t->elemsize; }
 enum zt_dtype zt_tensor_dtype(zt_tensor_t t) { return t->dtype; }
+void zt_tensor_set_bf16_tiles(zt_tensor_t t) { t->bf16_tiles = 1; }
+int zt_tensor_bf16_tiles(zt_tensor_t t) { return t && t->bf16_tiles; }
 int zt_tensor_nblk(zt_tensor_t t) { return t->nblk; }
 int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk) { return t->first_row[blk]; }
 int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk) {

@@ -82,7 +82,10 @@ enum zt_status zt_task_layernorm_backward(const struct zt_task_opts *o, zt_tenso
 enum zt_status zt_task_layernorm_param_reduce(const struct zt_task_opts *o, zt_tensor_t dw,
                                               zt_tensor_t db, zt_tensor_t part);
 
-/* ---- matmul ---- (HF layout w [C,OC]; out/dout [N,OC]; inp/dinp [N,C]; bias may be NULL) */
+/* ---- matmul ---- (HF layout w [C,OC]; out/dout [N,OC]; inp/dinp [N,C]; bias may be NULL)
+ * With fp32 inp/out and a bf16 w, on a CPU with a bf16 engine (ZT_GEMM not avx512/openblas),
+ * the forward computes as a bf16 model does (llama.cpp, autocast): each input rounded to bf16,
+ * the products summed in fp32 on the bf16 engine, from the bias. */
 enum zt_status zt_task_matmul_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                       zt_tensor_t inp, zt_tensor_t w, zt_tensor_t bias);
 enum zt_status zt_task_matmul_backward_inp(const struct zt_task_opts *o, zt_tensor_t dinp,
@@ -94,6 +97,16 @@ enum zt_status zt_task_matmul_backward_weight(const struct zt_task_opts *o, zt_t
                                               int wblk, zt_tensor_t inp, zt_tensor_t dout);
 enum zt_status zt_task_matmul_backward_bias(const struct zt_task_opts *o, zt_tensor_t dbias,
                                             zt_tensor_t dout);
+/* A bf16 weight packed once for the bf16 engine (what a bf16 model's products read on every
+ * step, as llama.cpp repacks its weights for AMX): zt_bf16_tiles_available says whether this
+ * process packs (a bf16 engine, ZT_GEMM not avx512/openblas); zt_bf16_tiles_elems the values
+ * a packed [rows, cols] weight takes (rows and cols rounded up to multiples of 32);
+ * zt_bf16_tiles_pack packs src (rows ld apart) into dst, then the caller marks the tensor over
+ * dst (zt_tensor_set_bf16_tiles). ZT_ERR_INVALID when this process does not pack. */
+int zt_bf16_tiles_available(void);
+size_t zt_bf16_tiles_elems(int64_t rows, int64_t cols);
+enum zt_status zt_bf16_tiles_pack(const uint16_t *src, int64_t ld, int64_t rows, int64_t cols,
+                                  uint16_t *dst);
 /* tied head: w [OC,C]; out [N,OC] = inp @ w^T */
 enum zt_status zt_task_matmul_t_forward(const struct zt_task_opts *o, zt_tensor_t out, int blk,
                                         zt_tensor_t inp, zt_tensor_t w);

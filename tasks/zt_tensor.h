@@ -68,6 +68,13 @@ enum zt_dtype zt_tensor_dtype(zt_tensor_t t);
 int zt_tensor_nblk(zt_tensor_t t);
 int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk); /* first row of block blk */
 int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk);
+/* Mark a one-block BF16 tensor [rows, cols] whose memory holds a weight packed for the bf16
+ * engines (zt_kern_bf16_pack: zt_kern_bf16_packed_elems(rows, cols) values, in their tile
+ * layout): the inference products (zt_task_matmul_forward with fp32 rows, zt_task_matmul_cols)
+ * read it without packing it again, and the embedding reads its columns from it; no other task
+ * takes such a tensor. */
+void zt_tensor_set_bf16_tiles(zt_tensor_t t);
+int zt_tensor_bf16_tiles(zt_tensor_t t);
 /* Host memory of the whole tensor: read or write it only between acquire and release (or
  * before any task on it was submitted). */
 void *zt_tensor_data(zt_tensor_t t);

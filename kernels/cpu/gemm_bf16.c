@@ -160,12 +160,47 @@ static inline T16 void store_tile(uint16_t *t, const __m512i r[16]) {
     for (int i = 0; i < 16; i++) _mm512_store_si512((void *)(t + i * 32), r[i]);
 }
 
+/* pack's k-major, untransposed case (op(B) as stored, B[k][c]): a k pair at a time, its two
+ * rows read along all npad columns (sequential reads, which the prefetchers follow; a 32 x 32
+ * square at a time reads 32 rows ld apart) and interleaved into each panel's tile row */
+#define PACK_AHEAD 32 /* rows of B prefetched ahead of the pair being packed */
+
+static T16 void pack_kmajor_rows(int n, int npad, int kc, int kpf, const uint16_t *X,
+                                 size_t ld, uint16_t *out) {
+    const __m512i ilo = _mm512_loadu_si512((const void *)PAIR_LO);
+    const __m512i ihi = _mm512_loadu_si512((const void *)PAIR_HI);
+    int kq = (kc + 31) / 32;
+    for (int k = 0; k < kq * 32; k += 2) {
+        uint16_t *row = out + (size_t)(k / 32) * GEMM16_TILE + (size_t)(k % 32 / 2) * 32;
+        for (int c0 = 0; c0 < npad; c0 += 32) {
+            __mmask32 m = lanes32(n - c0);
+            __m512i r0 = _mm512_setzero_si512(), r1 = _mm512_setzero_si512();
+            if (n > c0 && k < kc) r0 = _mm512_maskz_loadu_epi16(m, X + (size_t)k * ld + c0);
+            if (n > c0 && k + 1 < kc)
+                r1 = _mm512_maskz_loadu_epi16(m, X + (size_t)(k + 1) * ld + c0);
+            if (n > c0 && k + PACK_AHEAD + 1 < kpf) { /* a row segment the prefetchers miss */
+                _mm_prefetch((const char *)(X + (size_t)(k + PACK_AHEAD) * ld + c0), _MM_HINT_T0);
+                _mm_prefetch((const char *)(X + (size_t)(k + PACK_AHEAD + 1) * ld + c0),
+                             _MM_HINT_T0);
+            }
+            uint16_t *t = row + (size_t)(c0 / 16) * kq * GEMM16_TILE;
+            _mm512_storeu_si512((void *)t, _mm512_permutex2var_epi16(r0, ilo, r1));
+            _mm512_storeu_si512((void *)(t + (size_t)kq * GEMM16_TILE),
+                                _mm512_permutex2var_epi16(r0, ihi, r1));
+        }
+    }
+}
+
 /* 16-wide panels of an operand: rows of op(A) (as A tiles) or columns of op(B) (as B tiles),
  * kq = ceil(kc / 32) tiles each, lines past n zero up to npad (a multiple of 32). kmajor: X[k][c]
  * at X + k ld + c, else X[c][k] at X + c ld + k. A tile wants a line's k pairs along a zmm, a B
  * tile a k pair's lines: op(A) is transposed when k-major, op(B) when k-contiguous. */
-static T16 void pack(int kmajor, int transpose, int n, int npad, int kc, const uint16_t *X,
-                     size_t ld, uint16_t *out) {
+static T16 void pack(int kmajor, int transpose, int n, int npad, int kc, int kpf,
+                     const uint16_t *X, size_t ld, uint16_t *out) {
+    if (kmajor && !transpose) {
+        pack_kmajor_rows(n, npad, kc, kpf, X, ld, out);
+        return;
+    }
     int kq = (kc + 31) / 32;
     for (int c0 = 0; c0 < npad; c0 += 32) {
         int nc = n - c0 < 32 ? n - c0 : 32;
@@ -263,7 +298,7 @@ static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void dp_t
         const uint16_t *aq = a + (size_t)q * GEMM16_TILE;
         const uint16_t *bq = b + (size_t)q * GEMM16_TILE;
         for (int p = 0; p < 16; p++) {
-            __m512bh bp = (__m512bh)_mm512_load_si512((const void *)(bq + p * 32));
+            __m512bh bp = (__m512bh)_mm512_loadu_si512((const void *)(bq + p * 32));
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++) {
                 int32_t w; /* the pair (a[i][2p], a[i][2p+1]) */
@@ -298,18 +333,34 @@ static __attribute__((target("amx-tile"))) void amx_begin(void) { _tile_loadconf
 
 static __attribute__((target("amx-tile"))) void amx_end(void) { _tile_release(); }
 
-/* the products of kq tiles of panels a0, a1 (rows 0-15, 16-31) and b0, b1 into tiles 0-3 */
-static __attribute__((target("amx-tile,amx-bf16"))) void amx_products(int kq, const uint16_t *a0,
-                                                                    const uint16_t *a1,
-                                                                    const uint16_t *b0,
-                                                                    const uint16_t *b1) {
+#define TILE_AHEAD 8 /* B tiles prefetched ahead of their products */
+
+/* the B tiles of k tile q + TILE_AHEAD of panels b0, b1 (when there is one) into L1: a weight
+ * packed once is read from memory, where the tile loads alone keep too few lines in flight */
+static inline __attribute__((always_inline, target("avx512f"))) void prefetch_b(
+    int kq, int q, const uint16_t *b0, const uint16_t *b1) {
+    if (q + TILE_AHEAD >= kq) return;
+    size_t o = (size_t)(q + TILE_AHEAD) * GEMM16_TILE;
+    for (int l = 0; l < GEMM16_TILE; l += 32) {
+        _mm_prefetch((const char *)(b0 + o + l), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b1 + o + l), _MM_HINT_T0);
+    }
+}
+
+/* the products of kq tiles of panels a0, a1 (rows 0-15, 16-31) and b0, b1 into tiles 0-3;
+ * a1 NULL: rows 0-15 only, into tiles 0-1 (a decode step's few rows), each element by the same
+ * instructions */
+static __attribute__((target("amx-tile,amx-bf16,avx512f"))) void amx_products(
+    int kq, const uint16_t *a0, const uint16_t *a1, const uint16_t *b0, const uint16_t *b1) {
     for (int q = 0; q < kq; q++) {
         size_t o = (size_t)q * GEMM16_TILE;
+        prefetch_b(kq, q, b0, b1);
         _tile_loadd(4, a0 + o, 64);
         _tile_loadd(6, b0 + o, 64);
         _tile_dpbf16ps(0, 4, 6);
         _tile_loadd(7, b1 + o, 64);
         _tile_dpbf16ps(1, 4, 7);
+        if (!a1) continue;
         _tile_loadd(5, a1 + o, 64);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
@@ -344,6 +395,20 @@ static __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl"))) vo
         return;
     }
     _Alignas(64) float t[4][256];
+    if (mr <= 16) { /* a decode step's few rows: the products of rows 16-31 are not needed */
+        c_load(t[0], cd, i0, j0, mr, nr);
+        c_load(t[1], cd, i0, j0 + 16, mr, nr - 16);
+        TILE_MEMORY_BARRIER();
+        _tile_loadd(0, t[0], 64);
+        _tile_loadd(1, t[1], 64);
+        amx_products(kq, a0, NULL, b0, b1);
+        _tile_stored(0, t[0], 64);
+        _tile_stored(1, t[1], 64);
+        TILE_MEMORY_BARRIER();
+        c_store(cd, i0, j0, t[0], mr, nr);
+        c_store(cd, i0, j0 + 16, t[1], mr, nr - 16);
+        return;
+    }
     for (int s = 0; s < 4; s++)
         c_load(t[s], cd, i0 + (s / 2) * 16, j0 + (s % 2) * 16, mr - (s / 2) * 16,
                nr - (s % 2) * 16);
@@ -394,11 +459,11 @@ static void blocked16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int
         if (pc > 0) cd.mode = 1;
         for (int ic = 0; ic < M; ic += mcap) {
             int mc = M - ic < mcap ? M - ic : mcap;
-            pack(ta, ta, mc, (mc + 31) / 32 * 32, kc,
+            pack(ta, ta, mc, (mc + 31) / 32 * 32, kc, kc,
                  ta ? A + (size_t)pc * lda + ic : A + (size_t)ic * lda + pc, lda, abuf);
             for (int jc = 0; jc < N; jc += ncap) {
                 int nc = N - jc < ncap ? N - jc : ncap;
-                pack(!tb, tb, nc, (nc + 31) / 32 * 32, kc,
+                pack(!tb, tb, nc, (nc + 31) / 32 * 32, kc, kc,
                      tb ? B + (size_t)jc * ldb + pc : B + (size_t)pc * ldb + jc, ldb, bbuf);
                 for (int i0 = 0; i0 < mc; i0 += 32)
                     for (int j0 = 0; j0 < nc; j0 += 32)
@@ -432,7 +497,104 @@ static void run16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int K,
                   GEMM16_NC);
     if (e == ZT_GEMM16_AMX) amx_end();
 }
+
+// ----------------------------------------------------------------------------
+// Pre-packed B (a weight packed once, zt_kern_bf16_pack): per k block of GEMM16_KC, the
+// 16-column panels of all N columns (padded to a multiple of 32) one after another, each its
+// kq tiles: what blocked16 packs per call, so the products have its bits.
+
+/* the packed block of k block pc (a multiple of GEMM16_KC) of a [K, N] weight */
+static const uint16_t *packed_block(const uint16_t *P, int N, int pc) {
+    size_t npad = (size_t)(N + 31) / 32 * 32;
+    return P + (size_t)(pc / GEMM16_KC) * (npad / 16) * (GEMM16_KC / 32) * GEMM16_TILE;
+}
+
+/* C[M, nc] from columns [j0, j0 + nc) of the packed P (j0 a multiple of 32) */
+static void packed16(enum zt_gemm16_engine e, int M, int nc, int K, const uint16_t *A,
+                     size_t lda, const uint16_t *P, int N, int j0, const struct cdst *c0,
+                     uint16_t *abuf, int mcap) {
+    for (int pc = 0; pc < K; pc += GEMM16_KC) {
+        int kc = K - pc < GEMM16_KC ? K - pc : GEMM16_KC, kq = (kc + 31) / 32;
+        size_t pan = (size_t)kq * GEMM16_TILE;
+        const uint16_t *blk = packed_block(P, N, pc);
+        struct cdst cd = *c0;
+        if (pc > 0) cd.mode = 1;
+        for (int ic = 0; ic < M; ic += mcap) {
+            int mc = M - ic < mcap ? M - ic : mcap;
+            pack(0, 0, mc, (mc + 31) / 32 * 32, kc, kc, A + (size_t)ic * lda + pc, lda, abuf);
+            for (int jc = 0; jc < nc; jc += GEMM16_NC) /* B's panels stay in L2 across rows */
+                for (int i0 = 0; i0 < mc; i0 += 32)
+                    for (int j = jc; j < nc && j < jc + GEMM16_NC; j += 32)
+                        block(e, kq, abuf + (size_t)(i0 / 16) * pan,
+                              blk + (size_t)((j0 + j) / 16) * pan, &cd, ic + i0, j,
+                              mc - i0 < 32 ? mc - i0 : 32, nc - j < 32 ? nc - j : 32);
+        }
+    }
+}
+
+/* packed16 without the thread's buffers: A a 32-row strip at a time on the stack */
+static __attribute__((noinline)) void packed16_stack(enum zt_gemm16_engine e, int M, int nc,
+                                                     int K, const uint16_t *A, size_t lda,
+                                                     const uint16_t *P, int N, int j0,
+                                                     const struct cdst *cd) {
+    _Alignas(64) uint16_t ap[32 * GEMM16_KC];
+    packed16(e, M, nc, K, A, lda, P, N, j0, cd, ap, 32);
+}
 #endif /* ZT_GEMM_HAVE_AVX512 */
+
+size_t zt_kern_bf16_packed_elems(int K, int N) {
+    if (K <= 0 || N <= 0) return 0;
+    size_t npad = (size_t)(N + 31) / 32 * 32, full = (size_t)(K / 1024), tail = (size_t)(K % 1024);
+    return npad * (full * 1024 + (tail + 31) / 32 * 32);
+}
+
+int zt_kern_bf16_pack(const uint16_t *B, int ldb, int K, int N, uint16_t *P) {
+    if (zt_kern_gemm16_get() == ZT_GEMM16_WIDEN) return -1;
+#if ZT_GEMM_HAVE_AVX512
+    int npad = (N + 31) / 32 * 32;
+    for (int pc = 0; pc < K; pc += GEMM16_KC) {
+        int kc = K - pc < GEMM16_KC ? K - pc : GEMM16_KC;
+        pack(1, 0, N, npad, kc, kc, B + (size_t)pc * ldb, (size_t)ldb,
+             (uint16_t *)packed_block(P, N, pc));
+    }
+    return 0;
+#else
+    (void)B, (void)ldb, (void)K, (void)N, (void)P;
+    return -1;
+#endif
+}
+
+uint16_t zt_kern_bf16_packed_at(const uint16_t *P, int K, int N, int k, int n) {
+    int pc = k / GEMM16_KC * GEMM16_KC, kc = K - pc < GEMM16_KC ? K - pc : GEMM16_KC;
+    size_t kq = (size_t)(kc + 31) / 32, kk = (size_t)(k - pc);
+    const uint16_t *panel = packed_block(P, N, pc) + (size_t)(n / 16) * kq * GEMM16_TILE;
+    return panel[(kk / 32) * GEMM16_TILE + ((kk % 32) / 2 * 16 + (size_t)(n % 16)) * 2 + kk % 2];
+}
+
+int zt_kern_gemm_bf16_packed(int M, int nc, int K, const uint16_t *A, int lda,
+                             const uint16_t *P, int N, int j0, float beta, float *C, int ldc) {
+    enum zt_gemm16_engine e = zt_kern_gemm16_get();
+    if (e == ZT_GEMM16_WIDEN || j0 % 32 != 0 || j0 < 0 || j0 + nc > N) return -1;
+    if (M <= 0 || nc <= 0) return 0;
+    if (K <= 0) {
+        zt_gemm_scale_c(M, nc, beta, C, (size_t)ldc);
+        return 0;
+    }
+#if ZT_GEMM_HAVE_AVX512
+    struct cdst cd = {.f = C, .ld = (size_t)ldc, .mode = tile_mode(0, beta), .beta = beta};
+    if (e == ZT_GEMM16_AMX) amx_begin();
+    void *abuf, *bbuf;
+    if (zt_gemm_thread_bufs(&abuf, &bbuf) != 0)
+        packed16_stack(e, M, nc, K, A, (size_t)lda, P, N, j0, &cd);
+    else
+        packed16(e, M, nc, K, A, (size_t)lda, P, N, j0, &cd, abuf, GEMM16_MC);
+    if (e == ZT_GEMM16_AMX) amx_end();
+    return 0;
+#else
+    (void)A, (void)lda, (void)P, (void)C;
+    return -1;
+#endif
+}
 
 int zt_kern_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda,
                       const uint16_t *B, int ldb, float beta, float *C, int ldc) {

@@ -49,6 +49,24 @@ int zt_kern_matmul_t_forward_w16(float *out, const float *inp, const uint16_t *w
     return zt_kern_sgemm_w16(1, N, OC, C, inp, C, w, is_f16, C, 0.0f, out, OC);
 }
 
+int zt_kern_matmul_forward_bf16(float *out, int ldo, const float *inp, const uint16_t *w,
+                                int ldw, int add, int N, int C, int oc, uint16_t *a16) {
+    if (zt_kern_gemm16_get() == ZT_GEMM16_WIDEN) return -1;
+    if (N < 1) return 0;
+    zt_kern_f32_to_bf16(a16, inp, (size_t)N * (size_t)C);
+    return zt_kern_gemm_bf16(0, 0, N, oc, C, a16, C, w, ldw, add ? 1.0f : 0.0f, out, ldo);
+}
+
+int zt_kern_matmul_forward_bf16_packed(float *out, int ldo, const float *inp, const uint16_t *P,
+                                       int OC, int64_t o0, int add, int N, int C, int oc,
+                                       uint16_t *a16) {
+    if (zt_kern_gemm16_get() == ZT_GEMM16_WIDEN || o0 % 32 != 0) return -1;
+    if (N < 1) return 0;
+    zt_kern_f32_to_bf16(a16, inp, (size_t)N * (size_t)C);
+    return zt_kern_gemm_bf16_packed(N, oc, C, a16, C, P, OC, (int)o0, add ? 1.0f : 0.0f, out,
+                                    ldo);
+}
+
 // dinp[N,C] (= or +=) dout[N,OC] @ w[C,OC]^T
 void zt_kern_matmul_backward_inp(float *dinp, const float *dout, const float *w, int N, int C,
                                  int OC, int accumulate) {

@@ -7,7 +7,9 @@ A small GPT-2 (4 layers, 64 wide, context 48, vocabulary 96) trained a few steps
     the ids of prompts fed whole;
   - KV-cache decode equals full recomputation: the prompt logits (--logits) computed one
     position per step through the cache (--prefill-chunk 1), in chunks of 7, and in one batch
-    have the same bytes;
+    have the same bytes; so do bf16 and fp16 weights (bf16 on the bf16 engine, packed once,
+    and widened under ZT_GEMM=avx512), and bf16 weights streamed from NVMe give the resident
+    ones' bytes and, batched (--max-batch 3), the ids of one prompt at a time;
   - ZeRO-Inference: with the layers streamed from NVMe (offload_param nvme, buffer_count 2 and
     3) the logits and the greedy and sampled ids are those of the resident weights, the memory
     plan says so, and a ZT_HOST_MEM_LIMIT that the resident weights exceed stops the run (exit 1,
@@ -102,7 +104,9 @@ for chunk, batch in (("5", "1"), ("5", "2"), ("3", "6")):
     R.check(ids is not None and [r["ids"] for r in ids] == [r["ids"] for r in ref_ids],
             "--prefill-chunk %s --max-batch %s: the ids of whole prompts" % (chunk, batch))
 
-# 16-bit weights: decode rows read them as stored, prefill rows widen them: the same bits
+# 16-bit weights: decode rows and prefill rows give the same bits (bf16 on a bf16 engine: the
+# bf16 model's products on weights packed once, both ways; fp16, and bf16 under
+# ZT_GEMM=avx512: decode rows read them as stored, prefill rows widen them)
 bf16w = R.path("w1_bf16.safetensors")
 p = subprocess.run([os.path.join(APPS, "zt-ckpt"), "export", R.path("ck1"), "--safetensors",
                     bf16w, "--dtype", "bf16"], capture_output=True, text=True)
@@ -113,8 +117,28 @@ for label, extra in (("bf16", ["--weights", bf16w]),
     whole16, _ = logits(label + " whole", extra)
     got, _ = logits(label + " chunk1", extra + ["--prefill-chunk", "1"])
     R.check(got is not None and got == whole16 and whole16 != whole,
-            "%s weights: logits through the cache one position per step (16-bit weights read "
-            "as stored) have the bytes of one batch (widened)" % label)
+            "%s weights: logits through the cache one position per step have the bytes of one "
+            "batch" % label)
+widened, _ = logits("bf16 widened", ["--weights", bf16w], {"ZT_GEMM": "avx512"})
+got, _ = logits("bf16 widened chunk1", ["--weights", bf16w, "--prefill-chunk", "1"],
+                {"ZT_GEMM": "avx512"})
+R.check(got is not None and got == widened, "bf16 weights under ZT_GEMM=avx512 (widened): one "
+        "position per step has the bytes of one batch")
+bf16_whole, _ = logits("bf16 resident", ["--weights", bf16w])
+nvme16 = R.path("nvme16")
+os.makedirs(nvme16, exist_ok=True)
+cfg16 = R.write("nvme16.json", {"zero_optimization": {"stage": 3, "offload_param": {
+    "device": "nvme", "nvme_path": nvme16, "buffer_count": 2}}})
+got, _ = logits("bf16 nvme", ["--weights", bf16w, "--ds-config", cfg16])
+R.check(got is not None and got == bf16_whole, "bf16 weights streamed from NVMe (packed as "
+        "they are written): the logits' bytes of the resident ones")
+bf16_ids = {}
+for batch in ("1", "3"):
+    bf16_ids[batch], _ = generate("bf16 batch " + batch, gen + ["--weights", bf16w, "--prompts",
+                                                                prompts, "--max-batch", batch])
+R.check(bf16_ids["1"] is not None and bf16_ids["3"] is not None and
+        [r["ids"] for r in bf16_ids["1"]] == [r["ids"] for r in bf16_ids["3"]],
+        "bf16 weights: --max-batch 3 gives the ids of one prompt at a time")
 
 # ZeRO-Inference from NVMe
 nvme = R.path("nvme")

@@ -2,7 +2,7 @@
  * tests/graph/test_generate_split.c: how a decode step shares its products and its attention
  * among the workers (graph/generate_split.c), for every worker count the generator allows
  * (1 to 16) and the shapes of real models: the parts cover the columns (the heads) exactly, in
- * order, none empty, at most one per worker; a product's parts are whole vectors of 16 columns
+ * order, none empty, at most one per worker; a product's parts are whole blocks of 32 columns
  * but the last.
  */
 #include <stdio.h>          /* printf */
@@ -16,7 +16,7 @@ static void columns(int workers, int64_t oc) {
     int64_t at = 0;
     for (int p = 0; p < n; p++) {
         int64_t o0, w = gen_split_cols(workers, oc, p, &o0);
-        ZT_TEST_TRUE(o0 == at && w >= 1 && (p == n - 1 || w % 16 == 0),
+        ZT_TEST_TRUE(o0 == at && w >= 1 && (p == n - 1 || w % 32 == 0),
                      "%d workers, %lld columns: part %d is [%lld, +%lld) after %lld", workers,
                      (long long)oc, p, (long long)o0, (long long)w, (long long)at);
         at = o0 + w;

@@ -8,7 +8,8 @@
  * of Numerical Algorithms", 3.1), plus one rounding of beta c. Every transposition case, edge
  * shapes around the 16/32 tiles and the 1024-deep k blocks, padded leading dimensions; then the
  * bits: row chunks, column chunks, the stack-packed path and a second call give the same C, and
- * the bf16-C product (its fused rounding store) equals the fp32-C one rounded afterwards.
+ * the bf16-C product (its fused rounding store) equals the fp32-C one rounded afterwards, and a
+ * weight packed once (zt_kern_bf16_pack) gives the stored weight's bits, whole or by columns.
  * Under ZT_GEMM16_WIDEN the kernel declines (-1, C untouched); an engine the CPU lacks cannot be
  * selected.
  */
@@ -161,12 +162,75 @@ static void bits_c16(const char *name) {
         }
 }
 
+/* a weight packed once (zt_kern_bf16_pack) against the same weight as stored: its values read
+ * back, and products of 1 to 70 rows over all of it or over column parts starting at multiples
+ * of 32, from 0, C or beta C, with the stored product's bits; the inference product (fp32 rows
+ * rounded to bf16) on both layouts equals the product of the rounded rows */
+static void packed(const char *name) {
+    static const int S[][2] = {{768, 2304}, {1100, 90}, {64, 50}, {3072, 96}, {5, 33}};
+    static const int ROWS[] = {1, 2, 16, 17, 32, 33, 70};
+    for (size_t s = 0; s < sizeof S / sizeof *S; s++) {
+        int K = S[s][0], N = S[s][1];
+        uint16_t *B = rand_bf16((size_t)K * N);
+        size_t pe = zt_kern_bf16_packed_elems(K, N);
+        ZT_TEST_TRUE(pe >= (size_t)K * N && pe % 32 == 0, "%s: %zu packed values for [%d, %d]",
+                     name, pe, K, N);
+        uint16_t *P = malloc(pe * 2);
+        ZT_TEST_TRUE(zt_kern_bf16_pack(B, N, K, N, P) == 0, "%s: pack declined", name);
+        int same = 1;
+        for (int k = 0; k < K; k++)
+            for (int n = 0; n < N; n++)
+                same &= zt_kern_bf16_packed_at(P, K, N, k, n) == B[(size_t)k * N + n];
+        ZT_TEST_TRUE(same, "%s: [%d, %d] packed: values read back differ", name, K, N);
+        for (size_t r = 0; r < sizeof ROWS / sizeof *ROWS; r++)
+            for (int j0 = 0; j0 < N; j0 += (N / 64 + 1) * 32) {
+                int M = ROWS[r], nc = N - j0;
+                float beta = r % 3 == 0 ? 0.0f : r % 3 == 1 ? 1.0f : 0.5f;
+                uint16_t *A = rand_bf16((size_t)M * K);
+                size_t n = (size_t)M * nc * sizeof(float);
+                float *want = malloc(n), *got = malloc(n);
+                for (int i = 0; i < M * nc; i++) want[i] = got[i] = (float)(i % 5) * 0.25f;
+                zt_kern_gemm_bf16(0, 0, M, nc, K, A, K, B + j0, N, beta, want, nc);
+                ZT_TEST_TRUE(zt_kern_gemm_bf16_packed(M, nc, K, A, K, P, N, j0, beta, got, nc) ==
+                                     0 && memcmp(want, got, n) == 0,
+                             "%s: %d rows x [%d, %d] from column %d (beta %g): the packed "
+                             "product differs from the stored one", name, M, K, N, j0, beta);
+                free(A), free(want), free(got);
+            }
+        float one = 0.0f;
+        ZT_TEST_TRUE(N <= 16 || zt_kern_gemm_bf16_packed(1, 1, K, B, K, P, N, 16, 0.0f, &one,
+                                                         1) == -1,
+                     "%s: a column part at 16 (not a multiple of 32) was not refused", name);
+        /* the inference product: fp32 rows rounded to bf16, on both layouts */
+        int M = 9;
+        float *x = malloc((size_t)M * K * sizeof *x), *c1 = malloc((size_t)M * N * 4);
+        float *c2 = malloc((size_t)M * N * 4), *c3 = malloc((size_t)M * N * 4);
+        uint16_t *a16 = malloc((size_t)M * K * 2), *xr = malloc((size_t)M * K * 2);
+        for (int i = 0; i < M * K; i++) x[i] = (float)(i % 97) * 0.013f - 0.6f;
+        zt_kern_f32_to_bf16(xr, x, (size_t)M * K);
+        zt_kern_gemm_bf16(0, 0, M, N, K, xr, K, B, N, 0.0f, c1, N);
+        ZT_TEST_TRUE(zt_kern_matmul_forward_bf16(c2, N, x, B, N, 0, M, K, N, a16) == 0 &&
+                         zt_kern_matmul_forward_bf16_packed(c3, N, x, P, N, 0, 0, M, K, N,
+                                                            a16) == 0 &&
+                         !memcmp(c1, c2, (size_t)M * N * 4) && !memcmp(c1, c3, (size_t)M * N * 4),
+                     "%s: [%d, %d]: the inference product is not the product of the rounded "
+                     "rows", name, K, N);
+        free(x), free(c1), free(c2), free(c3), free(a16), free(xr), free(B), free(P);
+    }
+}
+
 static void widen_declines(void) {
     ZT_TEST_TRUE(zt_kern_gemm16_set(ZT_GEMM16_WIDEN) == 0, "cannot select widening");
     uint16_t a = 0x3F80, b = 0x4000;
     float c = 7.0f;
     ZT_TEST_TRUE(zt_kern_gemm_bf16(0, 0, 1, 1, 1, &a, 1, &b, 1, 0.0f, &c, 1) == -1 && c == 7.0f,
                  "widen: the kernel computed instead of declining");
+    uint16_t p[1024];
+    ZT_TEST_TRUE(zt_kern_bf16_pack(&b, 1, 1, 1, p) == -1 &&
+                     zt_kern_gemm_bf16_packed(1, 1, 1, &a, 1, p, 1, 0, 0.0f, &c, 1) == -1 &&
+                     zt_kern_matmul_forward_bf16(&c, 1, &c, &b, 1, 0, 1, 1, 1, &a) == -1 &&
+                     c == 7.0f,
+                 "widen: packing or a packed product ran instead of declining");
 }
 
 int main(void) {
@@ -184,6 +248,7 @@ int main(void) {
         accuracy(NAMES[e]);
         bits(NAMES[e]);
         bits_c16(NAMES[e]);
+        packed(NAMES[e]);
     }
     ZT_TEST_TRUE(best == ZT_GEMM16_WIDEN || zt_kern_gemm16_available(best),
                  "the default engine is one the CPU lacks");

@@ -43,6 +43,23 @@ from gpt2_torch import (UsageError, gpt2_logits, load_model_shape, load_weights,
 
 CACHE_TOL = 1e-5  # cached vs recomputed logits (max abs), float64 and float32 alike
 
+# bf16 products (zt-generate with bf16 weights on a CPU with a bf16 engine): the input of every
+# product (the four of each layer and the head) rounded to bf16, to nearest even, as autocast
+# and llama.cpp round a bf16 model's activations; set_bf16_products turns it on for the cached
+# forward
+_BF16_PRODUCTS = [False]
+
+
+def set_bf16_products(on):
+    _BF16_PRODUCTS[0] = bool(on)
+
+
+def mm(h, w):
+    """h @ w, h rounded to bf16 first in the bf16-products mode"""
+    if _BF16_PRODUCTS[0]:
+        h = h.to(torch.bfloat16).to(h.dtype)
+    return h @ w
+
 
 def load(model_path, weights_path, dtype=torch.float64):
     """(model shape, {name: tensor in dtype}) from a model JSON and a safetensors file; F16 and
@@ -104,7 +121,7 @@ class KVCache:
 def attend_cached(P, p, h, cache, layer, NH, hs):
     """one layer's attention of the new rows h [n, C] against the cache plus themselves"""
     n, C = h.shape
-    qkv = h @ P[p + "attn.c_attn.weight"] + P[p + "attn.c_attn.bias"]
+    qkv = mm(h, P[p + "attn.c_attn.weight"]) + P[p + "attn.c_attn.bias"]
     q, k, v = (t.reshape(n, NH, hs).transpose(0, 1) for t in qkv.split(C, dim=1))
     K, V = cache.extend(layer, k, v)                                   # [NH, past + n, hs]
     scores = (q @ K.transpose(1, 2)) / math.sqrt(hs)                    # [NH, n, past + n]
@@ -114,7 +131,7 @@ def attend_cached(P, p, h, cache, layer, NH, hs):
     scores = scores.masked_fill(key_pos > query_pos, float("-inf"))
     y = scores.softmax(dim=-1) @ V                                      # [NH, n, hs]
     y = y.transpose(0, 1).reshape(n, C)
-    return y @ P[p + "attn.c_proj.weight"] + P[p + "attn.c_proj.bias"]
+    return mm(y, P[p + "attn.c_proj.weight"]) + P[p + "attn.c_proj.bias"]
 
 
 def forward_cached(P, m, new_ids, cache):
@@ -133,11 +150,12 @@ def forward_cached(P, m, new_ids, cache):
             h = F.layer_norm(x, (C,), P[p + "ln_1.weight"], P[p + "ln_1.bias"], 1e-5)
             x = x + attend_cached(P, p, h, cache, i, NH, hs)
             h = F.layer_norm(x, (C,), P[p + "ln_2.weight"], P[p + "ln_2.bias"], 1e-5)
-            h = F.gelu(h @ P[p + "mlp.c_fc.weight"] + P[p + "mlp.c_fc.bias"], approximate="tanh")
-            x = x + (h @ P[p + "mlp.c_proj.weight"] + P[p + "mlp.c_proj.bias"])
+            h = F.gelu(mm(h, P[p + "mlp.c_fc.weight"]) + P[p + "mlp.c_fc.bias"],
+                       approximate="tanh")
+            x = x + (mm(h, P[p + "mlp.c_proj.weight"]) + P[p + "mlp.c_proj.bias"])
         x = F.layer_norm(x, (C,), P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], 1e-5)
         cache.length += n
-        return x @ wte.t()
+        return mm(x, wte.t())
 
 
 def top2_gap(row):
