@@ -96,6 +96,20 @@ static void flight_free(struct gen_flight *f) {
     free(f->picked);
 }
 
+/* the KV cache's type: a bf16 model's (bf16 weights on a bf16 engine, packed) is bf16, as
+ * transformers and llama.cpp keep theirs in the model's 16-bit type; else fp32 */
+static enum zt_dtype kv_dtype(const zt_generator_t g) {
+    return g->w.tiles ? ZT_DTYPE_BF16 : ZT_DTYPE_F32;
+}
+
+/* the KV cache's bytes in fp32 (before the weights are loaded) or in its type */
+static int64_t kv_bytes_as(const zt_generator_t g, enum zt_dtype dt) {
+    return (int64_t)g->s.n_layer * g->cfg.max_batch * g->s.seq_len * 2 * g->s.n_embd *
+           (int64_t)zt_dtype_size(dt);
+}
+
+static int64_t kv_bytes(const zt_generator_t g) { return kv_bytes_as(g, kv_dtype(g)); }
+
 static enum zt_status make_state(zt_generator_t g) {
     int S = g->cfg.max_batch, R = g->max_rows, L = g->s.n_layer;
     g->kv = calloc((size_t)L, sizeof *g->kv);
@@ -103,8 +117,8 @@ static enum zt_status make_state(zt_generator_t g) {
     g->sp = calloc((size_t)R, sizeof *g->sp);
     if (!g->kv || !g->slot || !g->sp) return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
     for (int l = 0; l < L; l++)
-        ZT_CHECK(zt_tensor_init(&g->kv[l], "kv_cache", NULL, (int64_t)S * g->s.seq_len,
-                                2 * (int64_t)g->s.n_embd, sizeof(float), S, NULL));
+        ZT_CHECK(zt_tensor_init_dtype(&g->kv[l], "kv_cache", NULL, (int64_t)S * g->s.seq_len,
+                                      2 * (int64_t)g->s.n_embd, kv_dtype(g), S, NULL));
     ZT_CHECK(flight_init(&g->fl[0], &g->s, R, g->nworkers));
     return g->ahead_on ? flight_init(&g->fl[1], &g->s, S, g->nworkers) : ZT_OK;
 }
@@ -115,9 +129,7 @@ static int64_t acts_bytes(const zt_generator_t g) {
     return gen_acts_bytes(&g->s, g->max_rows, g->nworkers) + ahead;
 }
 
-static int64_t kv_bytes(const zt_generator_t g) {
-    return (int64_t)g->s.n_layer * g->cfg.max_batch * g->s.seq_len * 2 * g->s.n_embd * 4;
-}
+
 
 
 static enum zt_status check_config(const struct zt_model_shape *s,
@@ -159,7 +171,7 @@ enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_sh
     int64_t ahead;
     ZT_CHECK(zt_knob_int("ZT_DECODE_AHEAD", &ahead));
     g->ahead_on = (int)ahead;
-    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, kv_bytes(g) + acts_bytes(g)));
+    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, kv_bytes_as(g, ZT_DTYPE_F32), acts_bytes(g)));
     if (g->w.streamed) g->ahead_on = 0; /* a pass ahead would need a second window of layers */
     return make_state(g);
 }
@@ -669,9 +681,10 @@ void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
     else if (at > 0 && (size_t)at < n)
         at += snprintf(line + at, n - (size_t)at, "resident");
     if (at > 0 && (size_t)at < n)
-        snprintf(line + at, n - (size_t)at, " | KV cache %.1f MiB (%d slots x %d positions) | "
-                 "activations %.1f MiB | host total %.1f MiB", kv / mib, g->cfg.max_batch,
-                 g->s.seq_len, acts / mib, (gen_weights_host_bytes(w) + kv + acts) / mib);
+        snprintf(line + at, n - (size_t)at, " | KV cache %s %.1f MiB (%d slots x %d positions) "
+                 "| activations %.1f MiB | host total %.1f MiB", zt_dtype_name(kv_dtype(g)),
+                 kv / mib, g->cfg.max_batch, g->s.seq_len, acts / mib,
+                 (gen_weights_host_bytes(w) + kv + acts) / mib);
 }
 
 void zt_generator_stats(zt_generator_t g, struct zt_gen_stats *s) {

@@ -45,10 +45,12 @@ struct gen_weights {
 };
 
 /* Load the weights (checked against the shape) as cfg says. Before allocating them, the host
- * bytes they need plus `others` (KV cache, activations) are checked against ZT_HOST_MEM_LIMIT. */
+ * bytes they need plus the others' (the KV cache, kv_f32 bytes in fp32 and half of them in
+ * bf16, its type with packed bf16 weights; the activations, acts) are checked against
+ * ZT_HOST_MEM_LIMIT. */
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
-                                const struct zt_gen_config *cfg, int64_t others);
+                                const struct zt_gen_config *cfg, int64_t kv_f32, int64_t acts);
 void gen_weights_free(struct gen_weights *w);
 /* Before the tasks of layer l in a pass over the layers (of step `step`, for the trace): the
  * tensors that hold its parameters (streamed: the swap-ins of layers up to l + prefetch are

@@ -310,7 +310,8 @@ static int64_t largest_param(const struct zt_model_shape *s) {
 
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
-                                const struct zt_gen_config *cfg, int64_t others) {
+                                const struct zt_gen_config *cfg, int64_t kv_f32,
+                                int64_t acts) {
     memset(w, 0, sizeof *w);
     w->s = *s;
     w->file.fd = -1;
@@ -327,6 +328,7 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
     w->dtype = rc != ZT_OK ? ZT_DTYPE_F32 : src->dtype == ZT_GEN_DTYPE_STORED ? r.stored
                                                                              : types[src->dtype];
     w->tiles = w->dtype == ZT_DTYPE_BF16 && zt_bf16_tiles_available();
+    int64_t others = (w->tiles ? kv_f32 / 2 : kv_f32) + acts; /* the cache's type follows */
     if (rc == ZT_OK) rc = layout(w);
     if (rc == ZT_OK && w->streamed && cfg->prefetch == 0) rc = auto_window(w, others);
     if (rc == ZT_OK) rc = check_budget(w, others);

@@ -52,7 +52,9 @@ static const struct zt_knob g_knobs[] = {
      "avx512, bf16 products on VDPBF16PS) or amx (fp32 on avx512, bf16 on AMX tiles); auto: "
      "avx512 where the CPU has AVX-512F, else openblas, with the best bf16 engine it has. Ours "
      "ignores OPENBLAS_CORETYPE, which can force OpenBLAS's slower AVX2 kernels on an AVX-512 "
-     "CPU; each engine gives its own (deterministic) bits",
+     "CPU; each engine gives its own (deterministic) bits. With a bf16 engine, zt-generate and "
+     "zt-serve run bf16 weights as a bf16 model (product inputs rounded, a bf16 KV cache); "
+     "under avx512 or openblas they widen them and compute in fp32",
      0, 0, "auto|avx512|openblas|avx512bf16|amx"},
     {"ZT_AIO_ENGINE", ZT_KNOB_STR, "auto",
      "NVMe swap engine: auto (io_uring, or pread/pwrite threads when the kernel refuses "

@@ -198,8 +198,10 @@ void kv_append_cpu(void *buffers[], void *cl_arg) {
     const float *qkv = zt_slot_ptr(buffers, &a->hdr, 1);
     for (int i = 0; i < a->nrows; i++) {
         const float *k = qkv + (size_t)i * 3 * a->C + a->C;
-        zt_kern_kv_store(zt_slot_buf_ptr(buffers, &a->hdr, 0, a->row[i].kvi), a->ctx,
-                         a->row[i].pos, k, k + a->C, a->C, a->NH);
+        void *kv = zt_slot_buf_ptr(buffers, &a->hdr, 0, a->row[i].kvi);
+        if (a->hdr.dtype[0] == ZT_DTYPE_BF16)
+            zt_kern_kv_store16(kv, a->ctx, a->row[i].pos, k, k + a->C, a->C, a->NH);
+        else zt_kern_kv_store(kv, a->ctx, a->row[i].pos, k, k + a->C, a->C, a->NH);
     }
 }
 
@@ -212,14 +214,20 @@ void attention_cached_cpu(void *buffers[], void *cl_arg) {
         while (i1 < a->nrows && a->row[i1].kvi == a->row[i0].kvi &&
                a->row[i1].pos == a->row[i1 - 1].pos + 1)
             i1++;
-        int p0 = a->row[i0].pos, m = i1 - i0;
-        float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY,
-                                           zt_kern_attention_cached_scratch_floats(p0 + m));
-        int ldo = (a->h1 - a->h0) * (a->C / a->NH);
-        zt_kern_attention_cached(out + (size_t)i0 * ldo, ldo, scratch,
-                                 qkv + (size_t)i0 * 3 * a->C, 3 * a->C,
-                                 zt_slot_buf_ptr(buffers, &a->hdr, 2, a->row[i0].kvi), a->ctx,
-                                 p0, m, a->C, a->NH, a->h0, a->h1);
+        int p0 = a->row[i0].pos, m = i1 - i0, hs = a->C / a->NH, ldo = (a->h1 - a->h0) * hs;
+        const void *kv = zt_slot_buf_ptr(buffers, &a->hdr, 2, a->row[i0].kvi);
+        const float *q = qkv + (size_t)i0 * 3 * a->C;
+        if (a->hdr.dtype[2] == ZT_DTYPE_BF16) {
+            float *scratch = zt_worker_scratch(
+                ZT_SCRATCH_BODY, zt_kern_attention_cached16_scratch_floats(p0 + m, hs));
+            zt_kern_attention_cached16(out + (size_t)i0 * ldo, ldo, scratch, q, 3 * a->C, kv,
+                                       a->ctx, p0, m, a->C, a->NH, a->h0, a->h1);
+        } else {
+            float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY,
+                                               zt_kern_attention_cached_scratch_floats(p0 + m));
+            zt_kern_attention_cached(out + (size_t)i0 * ldo, ldo, scratch, q, 3 * a->C, kv,
+                                     a->ctx, p0, m, a->C, a->NH, a->h0, a->h1);
+        }
         i0 = i1;
     }
 }
@@ -228,10 +236,12 @@ static enum zt_status check_cache(const char *fn, zt_tensor_t x, int blk, zt_ten
                                   zt_tensor_t kv, const struct zt_row_pos *rows, int C) {
     ZT_CHECK(zt_check_same_blocks(fn, x, qkv));
     int S = zt_tensor_nblk(kv);
+    enum zt_dtype dt = zt_tensor_dtype(kv);
     if (zt_tensor_cols(qkv) != 3 * C || zt_tensor_cols(kv) != 2 * C ||
-        zt_tensor_dtype(kv) != ZT_DTYPE_F32 || zt_tensor_rows(kv) % S != 0)
-        return zt_error_set(ZT_ERR_INVALID, "%s: %s [.., %lld] and the f32 cache %s [%lld, %lld] "
-                                            "in %d slots do not agree", fn, zt_tensor_name(qkv),
+        (dt != ZT_DTYPE_F32 && dt != ZT_DTYPE_BF16) || zt_tensor_rows(kv) % S != 0)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s [.., %lld] and the f32/bf16 cache %s [%lld, "
+                                            "%lld] in %d slots do not agree", fn,
+                            zt_tensor_name(qkv),
                             (long long)zt_tensor_cols(qkv), zt_tensor_name(kv),
                             (long long)zt_tensor_rows(kv), (long long)zt_tensor_cols(kv), S);
     return check_rows(fn, x, blk, kv, rows, zt_tensor_rows(kv) / S);
@@ -250,6 +260,7 @@ static enum zt_status submit_cached(const struct zt_task_opts *o, enum zt_task_k
     a->ctx = (int)(zt_tensor_rows(kv) / zt_tensor_nblk(kv));
     a->h0 = h0;
     a->h1 = h1;
+    a->hdr.native16 = 1; /* a bf16 cache is read and written by the kernels themselves */
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
     if (kind == ZT_KIND_kv_append) {

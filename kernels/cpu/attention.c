@@ -150,29 +150,91 @@ size_t zt_kern_attention_cached_scratch_floats(int npos) {
     return (size_t)ATT_TB * (size_t)npos;
 }
 
+/* one head of zt_kern_attention_cached: its keys k and values v ([p0 + m, hs]), its queries at
+ * q (rows ldq apart), its output at out (rows ldo apart); P: ATT_TB x (p0 + m) floats */
+static void head_cached(float *out, int ldo, float *P, const float *q, int ldq, const float *k,
+                        const float *v, int p0, int m, int hs) {
+    const float scale = 1.0f / sqrtf((float)hs);
+    for (int r0 = 0; r0 < m; r0 += ATT_TB) {
+        int r1 = blk_end(r0, m), npos = p0 + r1; /* the block's last row sees npos keys */
+        zt_kern_sgemm(0, 1, r1 - r0, npos, hs, scale, q + (size_t)r0 * ldq, ldq, k, hs, 0.0f, P,
+                      npos);
+        for (int i = r0; i < r1; i++) {
+            float *row = P + (size_t)(i - r0) * npos;
+            int n = p0 + i + 1;
+            softmax_row(row, n);
+            memset(row + n, 0, (size_t)(npos - n) * sizeof(float));
+        }
+        zt_kern_sgemm(0, 0, r1 - r0, hs, npos, 1.0f, P, npos, v, hs, 0.0f,
+                      out + (size_t)r0 * ldo, ldo);
+    }
+}
+
 void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *q, int ldq,
                               const float *kv, int ctx, int p0, int m, int C, int NH, int h0,
                               int h1) {
     assert(p0 >= 0 && m > 0 && p0 + m <= ctx && NH > 0 && C % NH == 0 && 0 <= h0 && h0 < h1 &&
            h1 <= NH);
     const int hs = C / NH;
+    for (int h = h0; h < h1; h++)
+        head_cached(out + (size_t)(h - h0) * hs, ldo, scratch, q + (size_t)h * hs, ldq,
+                    kv + (size_t)h * ctx * hs, kv + (size_t)(NH + h) * ctx * hs, p0, m, hs);
+}
+
+// The bf16 cache: K and V rounded to bf16 (nearest even) as they are stored, half the bytes a
+// decode step reads; the attention reads them as stored (a few rows) or widens a head's
+// positions exactly into scratch, with the bits of an fp32 cache holding the rounded values.
+void zt_kern_kv_store16(uint16_t *kv, int ctx, int pos, const float *k, const float *v, int C,
+                        int NH) {
+    assert(0 <= pos && pos < ctx && NH > 0 && C % NH == 0);
+    const size_t hs = (size_t)(C / NH);
+    for (int h = 0; h < NH; h++) {
+        zt_kern_f32_to_bf16(kv + ((size_t)h * ctx + pos) * hs, k + h * hs, hs);
+        zt_kern_f32_to_bf16(kv + ((size_t)(NH + h) * ctx + pos) * hs, v + h * hs, hs);
+    }
+}
+
+size_t zt_kern_attention_cached16_scratch_floats(int npos, int hs) {
+    assert(npos > 0 && hs > 0);
+    return zt_kern_attention_cached_scratch_floats(npos) + 2 * (size_t)npos * (size_t)hs;
+}
+
+/* one head on a bf16 cache for a few rows (m <= ZT_KERN_FEW_ROWS): the two products read K and
+ * V as stored (zt_kern_sgemm_w16: the bits of zt_kern_sgemm on them widened), the queries
+ * scaled first into qs as the blocked product scales its A (alpha * a, rounded once); 0, or -1
+ * (nothing done) off the AVX-512 engine */
+static int head_cached16_few(float *out, int ldo, float *P, float *qs, const float *q, int ldq,
+                             const uint16_t *k, const uint16_t *v, int p0, int m, int hs) {
     const float scale = 1.0f / sqrtf((float)hs);
+    int npos = p0 + m;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < hs; j++) qs[(size_t)i * hs + j] = scale * q[(size_t)i * ldq + j];
+    if (zt_kern_sgemm_w16(1, m, npos, hs, qs, hs, k, 0, hs, 0.0f, P, npos) != 0) return -1;
+    for (int i = 0; i < m; i++) {
+        float *row = P + (size_t)i * npos;
+        softmax_row(row, p0 + i + 1);
+        memset(row + p0 + i + 1, 0, (size_t)(m - i - 1) * sizeof(float));
+    }
+    return zt_kern_sgemm_w16(0, m, hs, npos, P, npos, v, 0, hs, 0.0f, out, ldo);
+}
+
+void zt_kern_attention_cached16(float *out, int ldo, float *scratch, const float *q, int ldq,
+                                const uint16_t *kv, int ctx, int p0, int m, int C, int NH,
+                                int h0, int h1) {
+    assert(p0 >= 0 && m > 0 && p0 + m <= ctx && NH > 0 && C % NH == 0 && 0 <= h0 && h0 < h1 &&
+           h1 <= NH);
+    const int hs = C / NH, n = p0 + m;
+    float *k = scratch + zt_kern_attention_cached_scratch_floats(n), *v = k + (size_t)n * hs;
     for (int h = h0; h < h1; h++) {
-        const float *k = kv + (size_t)h * ctx * hs, *v = kv + (size_t)(NH + h) * ctx * hs;
-        for (int r0 = 0; r0 < m; r0 += ATT_TB) {
-            int r1 = blk_end(r0, m), npos = p0 + r1; /* the block's last row sees npos keys */
-            float *P = scratch;                       /* [r1 - r0, npos] */
-            zt_kern_sgemm(0, 1, r1 - r0, npos, hs, scale, q + (size_t)r0 * ldq + (size_t)h * hs,
-                          ldq, k, hs, 0.0f, P, npos);
-            for (int i = r0; i < r1; i++) {
-                float *row = P + (size_t)(i - r0) * npos;
-                int n = p0 + i + 1;
-                softmax_row(row, n);
-                memset(row + n, 0, (size_t)(npos - n) * sizeof(float));
-            }
-            zt_kern_sgemm(0, 0, r1 - r0, hs, npos, 1.0f, P, npos, v, hs, 0.0f,
-                          out + (size_t)r0 * ldo + (size_t)(h - h0) * hs, ldo);
-        }
+        const uint16_t *k16 = kv + (size_t)h * ctx * hs, *v16 = kv + (size_t)(NH + h) * ctx * hs;
+        float *o = out + (size_t)(h - h0) * hs;
+        if (m <= ZT_KERN_FEW_ROWS &&
+            head_cached16_few(o, ldo, scratch, k, q + (size_t)h * hs, ldq, k16, v16, p0, m,
+                              hs) == 0)
+            continue;
+        zt_kern_bf16_to_f32(k, k16, (size_t)n * hs);
+        zt_kern_bf16_to_f32(v, v16, (size_t)n * hs);
+        head_cached(o, ldo, scratch, q + (size_t)h * hs, ldq, k, v, p0, m, hs);
     }
 }
 

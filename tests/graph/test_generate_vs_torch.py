@@ -23,10 +23,11 @@ float noise) and "trained" (a short zt-train run on sentences this test writes, 
       stored 16-bit values to fp32 (F16; BF16 under ZT_GEMM=avx512 or on a CPU without a bf16
       engine), so only fp32 arithmetic separates the two, as in (a); the reference rounds fp32
       to bf16 to nearest even, as torch and DeepSpeed do. BF16 on a bf16 engine (the bf16
-      model's products: every product's input rounded to bf16) against the reference that
-      rounds them too: median error 1e-4, max 2e-3 of the largest logit (an input next to a
-      rounding boundary may round the other way in float64). Greedy ids equal torch's, and the
-      logits differ from the F32 run's (the rounding was used);
+      model: every product's input and the cached K and V rounded to bf16) against the
+      reference that rounds them too: max error 5e-3 of the largest logit (a value next to a
+      rounding boundary may round the other way in float64), median error at most half of
+      the error against the unrounded reference. Greedy ids equal torch's, and the logits
+      differ from the F32 run's (the rounding was used);
   (g) text: --prompt with a byte-level tokenizer equals --prompt-ids of its bytes, "text" is
       the decoded ids, --stop cuts the text before the stop string (ids keep the token that
       completed it), <|endoftext|> ends with "eos" (only with --tokenizer), output without
@@ -57,7 +58,8 @@ from gpt2_torch import st_read, st_write, write_tokens  # noqa: E402
 ZT_TRAIN, ZT_GEN = os.path.join(APPS, "zt-train"), os.path.join(APPS, "zt-generate")
 SHAPE = {"vocab_size": 256, "seq_len": 64, "n_embd": 128, "n_layer": 4, "n_head": 4}
 LOGITS_TOL = 1e-4  # max abs, zt-generate (fp32) vs torch float64
-BF16_FLIP_REL = 2e-3  # bf16 products: max abs error over max |logit| (a rounding flip's reach)
+BF16_FLIP_REL = 5e-3  # a bf16 model: max abs error over max |logit| (rounding flips' reach)
+BF16_CLOSER = 0.5     # ... and its median error at most this share of the unrounded reference's
 GAP_MIN = 1e-4     # below this top-2 gap, float noise may choose either token
 MIN_COMPARED = 8   # a greedy comparison cut before this many tokens proves too little
 MAX_NEW = 16
@@ -171,13 +173,20 @@ def compare_logits(label, got_path, P, m, ids, cached=False):
         check(err <= LOGITS_TOL, "%s: logits of %d positions, max abs error %.2e vs torch "
               "float64 (limit %.0e)" % (label, len(ids), err, LOGITS_TOL))
         return got
-    # bf16 products: an activation next to a bf16 rounding boundary may round one way in fp32
-    # and the other in float64 (one bf16 step, 2^-8 relative), moving the logits after it; the
-    # rest agree as closely as fp32 allows (against the unrounded reference the median is ~1e-2)
-    med, lim = float(np.median(d)), BF16_FLIP_REL * float(np.abs(want).max())
-    check(med <= LOGITS_TOL and err <= lim, "%s: logits of %d positions, median abs error "
-          "%.2e (limit %.0e), max %.2e (limit %.2e) vs torch float64 with bf16-rounded product "
-          "inputs" % (label, len(ids), med, LOGITS_TOL, err, lim))
+    # a bf16 model: a value next to a bf16 rounding boundary (a product input, a cached K or V)
+    # may round one way in fp32 and the other in float64, one bf16 step (2^-8 relative) that
+    # moves what comes after it (a cached K or V: every later position), so the logits are held
+    # to a bound on the largest error and to agree with this reference several times better
+    # than with the unrounded one (the rounding is what separates them)
+    R.set_bf16_products(False)
+    exact = R.forward_cached(P, m, ids, R.KVCache(m)).numpy()
+    R.set_bf16_products(True)
+    med, med_exact = float(np.median(d)), float(np.median(np.abs(got - exact)))
+    lim = BF16_FLIP_REL * float(np.abs(want).max())
+    check(med <= BF16_CLOSER * med_exact and err <= lim, "%s: logits of %d positions vs torch "
+          "float64 rounding like a bf16 model: median abs error %.2e (the unrounded reference's "
+          "%.2e: at most %.2fx of it), max %.2e (limit %.2e)" % (label, len(ids), med, med_exact,
+                                                                BF16_CLOSER, err, lim))
     return got
 
 

@@ -11,7 +11,8 @@
  * kernels on the same values: att within 4e-3 (one bf16 rounding, 2^-9 relative, of values <= 1),
  * out within 1e-2 and dqkv within 2e-2 * max(1,|ref|) (the rounded probabilities and softmax
  * gradients enter K <= T products, and the results are rounded once more); and one sequence at a
- * time gives the bits of the batch.
+ * time gives the bits of the batch. The inference cache in bf16 (zt_kern_kv_store16) attends
+ * with the bits of an fp32 cache holding the same rounded values.
  * Finite differences: step 1e-2; softmax curvature gives truncation ~1e-5, float rounding of
  * L = sum dout*out (~1e-6 for T=5, ~1e-5 for T=130) over 2e-2 gives <= 5e-4: tol 2e-3.
  */
@@ -136,8 +137,48 @@ static void run_case_bf16(const char *cs) {
                  "%s bf16: one sequence at a time changes the bits", cs);
 }
 
+/* the bf16 KV cache: zt_kern_kv_store16 rounds K and V, and zt_kern_attention_cached16 has the
+ * bits of zt_kern_attention_cached on an fp32 cache holding the rounded values, for new rows at
+ * several positions (one decode row, a chunk, the whole sequence) and head ranges */
+static void cached16(void) {
+    enum { C = 64, NH = 4, CTX = 80, HS = C / NH };
+    static float k[CTX][C], v[CTX][C], kr[CTX][C], vr[CTX][C], q[CTX][3 * C];
+    static float kv32[2 * C * CTX], out32[CTX * C], out16[CTX * C];
+    static uint16_t kv16[2 * C * CTX];
+    static float scratch[CTX * 64 + 2 * CTX * HS + 4096];
+    for (int p = 0; p < CTX; p++)
+        for (int c = 0; c < C; c++) {
+            k[p][c] = sinf(0.37f * (float)(p * C + c)) * 1.7f;
+            v[p][c] = cosf(0.11f * (float)(p * C + c) + 0.5f);
+            for (int j = 0; j < 3; j++) q[p][j * C + c] = sinf(0.05f * (float)(p * 3 * C + c) + j);
+        }
+    uint16_t tmp[C];
+    for (int p = 0; p < CTX; p++) {
+        zt_kern_f32_to_bf16(tmp, k[p], C), zt_kern_bf16_to_f32(kr[p], tmp, C);
+        zt_kern_f32_to_bf16(tmp, v[p], C), zt_kern_bf16_to_f32(vr[p], tmp, C);
+        zt_kern_kv_store(kv32, CTX, p, kr[p], vr[p], C, NH);
+        zt_kern_kv_store16(kv16, CTX, p, k[p], v[p], C, NH);
+    }
+    ZT_TEST_TRUE(zt_kern_attention_cached16_scratch_floats(CTX, HS) <=
+                     sizeof scratch / sizeof *scratch, "cached16 scratch");
+    static const int CASES[][4] = {{0, 1, 0, 4}, {37, 1, 1, 3}, {79, 1, 0, 4}, {10, 20, 2, 4},
+                                   {0, 80, 0, 4}};
+    for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
+        int p0 = CASES[i][0], m = CASES[i][1], h0 = CASES[i][2], h1 = CASES[i][3];
+        int ldo = (h1 - h0) * HS;
+        zt_kern_attention_cached(out32, ldo, scratch, q[p0], 3 * C, kv32, CTX, p0, m, C, NH, h0,
+                                 h1);
+        zt_kern_attention_cached16(out16, ldo, scratch, q[p0], 3 * C, kv16, CTX, p0, m, C, NH,
+                                   h0, h1);
+        ZT_TEST_TRUE(memcmp(out32, out16, (size_t)m * ldo * sizeof(float)) == 0,
+                     "bf16 cache, rows %d..%d, heads %d..%d: not the bits of the fp32 cache "
+                     "holding the rounded values", p0, p0 + m - 1, h0, h1 - 1);
+    }
+}
+
 int main(void) {
     zt_kern_blas_init();
+    cached16();
     kref_init();
     run_case("attention", 1);
     run_case("attention_t130", 7);

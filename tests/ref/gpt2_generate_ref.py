@@ -45,8 +45,8 @@ CACHE_TOL = 1e-5  # cached vs recomputed logits (max abs), float64 and float32 a
 
 # bf16 products (zt-generate with bf16 weights on a CPU with a bf16 engine): the input of every
 # product (the four of each layer and the head) rounded to bf16, to nearest even, as autocast
-# and llama.cpp round a bf16 model's activations; set_bf16_products turns it on for the cached
-# forward
+# and llama.cpp round a bf16 model's activations, and the KV cache holding K and V rounded to
+# bf16; set_bf16_products turns it on for the cached forward
 _BF16_PRODUCTS = [False]
 
 
@@ -123,6 +123,8 @@ def attend_cached(P, p, h, cache, layer, NH, hs):
     n, C = h.shape
     qkv = mm(h, P[p + "attn.c_attn.weight"]) + P[p + "attn.c_attn.bias"]
     q, k, v = (t.reshape(n, NH, hs).transpose(0, 1) for t in qkv.split(C, dim=1))
+    if _BF16_PRODUCTS[0]:  # a bf16 model's cache holds K and V rounded to bf16
+        k, v = (t.to(torch.bfloat16).to(t.dtype) for t in (k, v))
     K, V = cache.extend(layer, k, v)                                   # [NH, past + n, hs]
     scores = (q @ K.transpose(1, 2)) / math.sqrt(hs)                    # [NH, n, past + n]
     past = K.shape[1] - n
