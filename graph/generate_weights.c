@@ -156,18 +156,18 @@ static int outer_index(const struct gen_weights *w, int k) {
     return k < 2 ? k : 2 + ZT_GPT2_LAYER_PARAMS * w->s.n_layer + (k - 2);
 }
 
-/* read parameter i, converted to w's type (a matrix packed, with w->tiles), into dst; tmp
- * holds the largest parameter in fp32, then in 16 bits (before packing) */
+/* read parameter i, converted to w's type (a matrix packed, with w->tiles, from its bf16
+ * values in tmp16), into dst; tmp holds the largest parameter in fp32 */
 static enum zt_status load_param(struct gen_weights *w, struct weights_src *r, int i, void *dst,
-                                 float *tmp) {
+                                 float *tmp, uint16_t *tmp16) {
     char name[160];
     int ndim;
     int64_t sh[2];
     zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
     ZT_CHECK(read_param(r, i, tmp));
     int pack = packed(w, i, ndim);
-    zt_dtype_from_f32(w->dtype, pack ? (void *)tmp : dst, tmp, (size_t)numel(ndim, sh));
-    return pack ? zt_bf16_tiles_pack((const uint16_t *)tmp, sh[1], sh[0], sh[1], dst) : ZT_OK;
+    zt_dtype_from_f32(w->dtype, pack ? (void *)tmp16 : dst, tmp, (size_t)numel(ndim, sh));
+    return pack ? zt_bf16_tiles_pack(tmp16, sh[1], sh[0], sh[1], dst) : ZT_OK;
 }
 
 /* the token table [V, C] as the generator keeps it: transposed, [C, V], in w's type (packed,
@@ -271,13 +271,13 @@ static enum zt_status fill(struct gen_weights *w, struct weights_src *r, char *l
     zt_tensor_t outer[4] = {w->wte, w->wpe, w->lnfw, w->lnfb};
     ZT_CHECK(load_wte_t(w, r, zt_tensor_data(outer[0]), tmp, tmp16));
     for (int k = 1; k < 4; k++)
-        ZT_CHECK(load_param(w, r, outer_index(w, k), zt_tensor_data(outer[k]), tmp));
+        ZT_CHECK(load_param(w, r, outer_index(w, k), zt_tensor_data(outer[k]), tmp, tmp16));
     for (int l = 0; l < w->s.n_layer; l++) {
         char *dst = w->streamed ? w->window : layers + l * w->layer_bytes;
         if (w->streamed) memset(dst, 0, (size_t)w->layer_bytes);
         for (int k = 0; k < ZT_GPT2_LAYER_PARAMS; k++)
             ZT_CHECK(load_param(w, r, 2 + ZT_GPT2_LAYER_PARAMS * l + k, dst + w->param_off[k],
-                                tmp));
+                                tmp, tmp16));
         if (w->streamed)
             ZT_CHECK(zt_io_write_sync(&w->file, dst, w->layer_bytes, l * w->layer_bytes));
     }

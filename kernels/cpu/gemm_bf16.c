@@ -161,12 +161,13 @@ static inline T16 void store_tile(uint16_t *t, const __m512i r[16]) {
 }
 
 /* pack's k-major, untransposed case (op(B) as stored, B[k][c]): a k pair at a time, its two
- * rows read along all npad columns (sequential reads, which the prefetchers follow; a 32 x 32
- * square at a time reads 32 rows ld apart) and interleaved into each panel's tile row */
-#define PACK_AHEAD 32 /* rows of B prefetched ahead of the pair being packed */
+ * rows read along all npad columns (a 32 x 32 square at a time reads 32 rows ld apart, which the
+ * prefetchers do not follow) and interleaved into each panel's tile row; the rows PACK_AHEAD
+ * below are prefetched meanwhile */
+#define PACK_AHEAD 32
 
-static T16 void pack_kmajor_rows(int n, int npad, int kc, int kpf, const uint16_t *X,
-                                 size_t ld, uint16_t *out) {
+static T16 void pack_kmajor_rows(int n, int npad, int kc, const uint16_t *X, size_t ld,
+                                 uint16_t *out) {
     const __m512i ilo = _mm512_loadu_si512((const void *)PAIR_LO);
     const __m512i ihi = _mm512_loadu_si512((const void *)PAIR_HI);
     int kq = (kc + 31) / 32;
@@ -178,7 +179,7 @@ static T16 void pack_kmajor_rows(int n, int npad, int kc, int kpf, const uint16_
             if (n > c0 && k < kc) r0 = _mm512_maskz_loadu_epi16(m, X + (size_t)k * ld + c0);
             if (n > c0 && k + 1 < kc)
                 r1 = _mm512_maskz_loadu_epi16(m, X + (size_t)(k + 1) * ld + c0);
-            if (n > c0 && k + PACK_AHEAD + 1 < kpf) { /* a row segment the prefetchers miss */
+            if (n > c0 && k + PACK_AHEAD + 1 < kc) {
                 _mm_prefetch((const char *)(X + (size_t)(k + PACK_AHEAD) * ld + c0), _MM_HINT_T0);
                 _mm_prefetch((const char *)(X + (size_t)(k + PACK_AHEAD + 1) * ld + c0),
                              _MM_HINT_T0);
@@ -195,10 +196,10 @@ static T16 void pack_kmajor_rows(int n, int npad, int kc, int kpf, const uint16_
  * kq = ceil(kc / 32) tiles each, lines past n zero up to npad (a multiple of 32). kmajor: X[k][c]
  * at X + k ld + c, else X[c][k] at X + c ld + k. A tile wants a line's k pairs along a zmm, a B
  * tile a k pair's lines: op(A) is transposed when k-major, op(B) when k-contiguous. */
-static T16 void pack(int kmajor, int transpose, int n, int npad, int kc, int kpf,
-                     const uint16_t *X, size_t ld, uint16_t *out) {
+static T16 void pack(int kmajor, int transpose, int n, int npad, int kc, const uint16_t *X,
+                     size_t ld, uint16_t *out) {
     if (kmajor && !transpose) {
-        pack_kmajor_rows(n, npad, kc, kpf, X, ld, out);
+        pack_kmajor_rows(n, npad, kc, X, ld, out);
         return;
     }
     int kq = (kc + 31) / 32;
@@ -459,11 +460,11 @@ static void blocked16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int
         if (pc > 0) cd.mode = 1;
         for (int ic = 0; ic < M; ic += mcap) {
             int mc = M - ic < mcap ? M - ic : mcap;
-            pack(ta, ta, mc, (mc + 31) / 32 * 32, kc, kc,
+            pack(ta, ta, mc, (mc + 31) / 32 * 32, kc,
                  ta ? A + (size_t)pc * lda + ic : A + (size_t)ic * lda + pc, lda, abuf);
             for (int jc = 0; jc < N; jc += ncap) {
                 int nc = N - jc < ncap ? N - jc : ncap;
-                pack(!tb, tb, nc, (nc + 31) / 32 * 32, kc, kc,
+                pack(!tb, tb, nc, (nc + 31) / 32 * 32, kc,
                      tb ? B + (size_t)jc * ldb + pc : B + (size_t)pc * ldb + jc, ldb, bbuf);
                 for (int i0 = 0; i0 < mc; i0 += 32)
                     for (int j0 = 0; j0 < nc; j0 += 32)
@@ -521,7 +522,7 @@ static void packed16(enum zt_gemm16_engine e, int M, int nc, int K, const uint16
         if (pc > 0) cd.mode = 1;
         for (int ic = 0; ic < M; ic += mcap) {
             int mc = M - ic < mcap ? M - ic : mcap;
-            pack(0, 0, mc, (mc + 31) / 32 * 32, kc, kc, A + (size_t)ic * lda + pc, lda, abuf);
+            pack(0, 0, mc, (mc + 31) / 32 * 32, kc, A + (size_t)ic * lda + pc, lda, abuf);
             for (int jc = 0; jc < nc; jc += GEMM16_NC) /* B's panels stay in L2 across rows */
                 for (int i0 = 0; i0 < mc; i0 += 32)
                     for (int j = jc; j < nc && j < jc + GEMM16_NC; j += 32)
@@ -554,7 +555,7 @@ int zt_kern_bf16_pack(const uint16_t *B, int ldb, int K, int N, uint16_t *P) {
     int npad = (N + 31) / 32 * 32;
     for (int pc = 0; pc < K; pc += GEMM16_KC) {
         int kc = K - pc < GEMM16_KC ? K - pc : GEMM16_KC;
-        pack(1, 0, N, npad, kc, kc, B + (size_t)pc * ldb, (size_t)ldb,
+        pack(1, 0, N, npad, kc, B + (size_t)pc * ldb, (size_t)ldb,
              (uint16_t *)packed_block(P, N, pc));
     }
     return 0;
