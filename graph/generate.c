@@ -129,9 +129,6 @@ static int64_t acts_bytes(const zt_generator_t g) {
     return gen_acts_bytes(&g->s, g->max_rows, g->nworkers) + ahead;
 }
 
-
-
-
 static enum zt_status check_config(const struct zt_model_shape *s,
                                    const struct zt_gen_config *cfg) {
     if (cfg->max_batch < 1 || cfg->max_batch > 65536)

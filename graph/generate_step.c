@@ -5,11 +5,11 @@
  *
  * Layer: graph/. The dense parts are the training forward's tasks (layernorm, matmul, gelu,
  * residual: the same kernels, so a row's values have the training forward's bits); attention
- * goes through the KV cache (kv_append, attention_cached). A decode step (up to SPLIT_ROWS
- * rows: a batch's decode rows) splits its products and its attention among the workers and
- * folds the small tasks into them (layer_split), with the same kernels and bits. The step's
- * tensors are made over one arena, sized for the largest step, with exactly the step's rows,
- * and freed after it: a decode step computes its rows only.
+ * goes through the KV cache (kv_append, attention_cached). A step of up to SPLIT_ROWS rows (a
+ * batch's decode rows, or short prompt chunks) splits its products and its attention among the
+ * workers and folds the small tasks into them (layer_split), with the same kernels and bits.
+ * The step's tensors are made over one arena, sized for the largest step, with exactly the
+ * step's rows, and freed after it: a decode step computes its rows only.
  */
 #include <stdlib.h>         /* calloc, free */
 #include "zt_aio.h"         /* zt_aio_alloc */

@@ -136,8 +136,7 @@ static enum zt_status param_tensor(struct gen_weights *w, int i, void *ptr, zt_t
     zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
     ZT_CHECK(zt_tensor_init_dtype(t, name, ptr, ndim == 1 ? 1 : sh[0], ndim == 1 ? sh[0] : sh[1],
                                   w->dtype, 1, NULL));
-    if (packed(w, i, ndim)) zt_tensor_set_bf16_tiles(*t);
-    return ZT_OK;
+    return packed(w, i, ndim) ? zt_tensor_set_bf16_tiles(*t) : ZT_OK;
 }
 
 /* the bytes of parameter i as the generator keeps it (wte transposed, matrices maybe packed) */
@@ -255,7 +254,7 @@ static enum zt_status make_tensors(struct gen_weights *w, char *layers) {
             ZT_CHECK(zt_tensor_init_dtype(outer[k], "transformer.wte.weight (transposed)", p,
                                           w->s.n_embd, w->s.vocab_size, w->dtype, 1, NULL));
         else ZT_CHECK(param_tensor(w, outer_index(w, k), p, outer[k]));
-        if (k == 0 && w->tiles) zt_tensor_set_bf16_tiles(*outer[k]);
+        if (k == 0 && w->tiles) ZT_CHECK(zt_tensor_set_bf16_tiles(*outer[k]));
         p += pad4k(param_bytes(w, outer_index(w, k)));
     }
     for (int b = 0; b < w->nbuf; b++)

@@ -25,6 +25,7 @@ struct zt_rows_args {
     int ctx;    /* positions per cache slot */
     int fed;    /* embed_rows: the tokens are in the int32 buffer 3 (row.token: their index) */
     int tiles;  /* embed_rows: wte_t packed for the bf16 engine (zt_tensor_bf16_tiles) */
+    int64_t V;  /* embed_rows: the columns of wte_t (the vocabulary) */
     int h0, h1; /* attention: the heads it computes */
     struct zt_row_arg row[]; /* the block's rows */
 };
@@ -112,7 +113,7 @@ void embed_rows_cpu(void *buffers[], void *cl_arg) {
     const void *wte = zt_slot_ptr(buffers, &a->hdr, 1), *wpe = zt_slot_ptr(buffers, &a->hdr, 2);
     enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[1], dp = (enum zt_dtype)a->hdr.dtype[2];
     size_t et = zt_dtype_size(dt), ep = zt_dtype_size(dp);
-    int64_t V = zt_slot_nx(buffers, &a->hdr, 1) / a->C;
+    int64_t V = a->V;
     float *w = zt_worker_scratch(ZT_SCRATCH_BODY, 3 * (size_t)a->C), *p = w + a->C;
     void *col = p + a->C; /* the token's column as stored */
     const int32_t zero = 0, *fed = a->fed ? zt_slot_ptr(buffers, &a->hdr, 3) : NULL;
@@ -152,6 +153,7 @@ static enum zt_status submit_embed(const struct zt_task_opts *o, zt_tensor_t out
     a->hdr.native16 = 1; /* the body widens the rows it reads, not the whole tables */
     a->fed = fed != NULL;
     a->tiles = zt_tensor_bf16_tiles(wte_t);
+    a->V = zt_tensor_cols(wte_t);
     for (int i = 0; fed && i < a->nrows; i++)
         a->row[i].token = (int32_t)zt_tensor_blk_row0(out, blk) + i;
     struct zt_builder tb;
@@ -238,9 +240,10 @@ static enum zt_status check_cache(const char *fn, zt_tensor_t x, int blk, zt_ten
     int S = zt_tensor_nblk(kv);
     enum zt_dtype dt = zt_tensor_dtype(kv);
     if (zt_tensor_cols(qkv) != 3 * C || zt_tensor_cols(kv) != 2 * C ||
+        zt_tensor_dtype(qkv) != ZT_DTYPE_F32 ||
         (dt != ZT_DTYPE_F32 && dt != ZT_DTYPE_BF16) || zt_tensor_rows(kv) % S != 0)
-        return zt_error_set(ZT_ERR_INVALID, "%s: %s [.., %lld] and the f32/bf16 cache %s [%lld, "
-                                            "%lld] in %d slots do not agree", fn,
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s (f32) [.., %lld] and the f32/bf16 cache %s "
+                                            "[%lld, %lld] in %d slots do not agree", fn,
                             zt_tensor_name(qkv),
                             (long long)zt_tensor_cols(qkv), zt_tensor_name(kv),
                             (long long)zt_tensor_rows(kv), (long long)zt_tensor_cols(kv), S);

@@ -389,8 +389,7 @@ static enum zt_status swap(const struct zt_task_opts *o, int out, const struct z
     for (int i = 0; i < n; i++) {
         const struct zt_swap_seg *s = &segs[i];
         int64_t bytes = s->t && s->blk >= 0 && s->blk < zt_tensor_nblk(s->t)
-                            ? zt_tensor_blk_rows(s->t, s->blk) * zt_tensor_cols(s->t) *
-                                  (int64_t)zt_tensor_elemsize(s->t)
+                            ? zt_tensor_blk_bytes(s->t, s->blk)
                             : -1;
         if (bytes < 0 || s->mem_off < 0 || s->len < 0 || s->file_off < 0 ||
             s->mem_off + s->len > bytes) {

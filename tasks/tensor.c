@@ -165,8 +165,28 @@ int64_t zt_tensor_cols(zt_tensor_t t) { return t->cols; }
 int64_t zt_tensor_numel(zt_tensor_t t) { return t->rows * t->cols; }
 size_t zt_tensor_elemsize(zt_tensor_t t) { return t->elemsize; }
 enum zt_dtype zt_tensor_dtype(zt_tensor_t t) { return t->dtype; }
-void zt_tensor_set_bf16_tiles(zt_tensor_t t) { t->bf16_tiles = 1; }
+enum zt_status zt_tensor_set_bf16_tiles(zt_tensor_t t) {
+    if (t->nblk != 1 || t->dtype != ZT_DTYPE_BF16 || t->owns)
+        return zt_error_set(ZT_ERR_INVALID, "tensor %s: only a one-block bf16 tensor over the "
+                            "caller's memory holds a packed weight", t->name);
+    /* its one StarPU vector covers the packed values (padded to 32 rows and columns), which
+     * the swaps and any copy StarPU makes must move whole; no task has used it yet */
+    size_t n = zt_kern_bf16_packed_elems((int)t->rows, (int)t->cols);
+    if (n > UINT32_MAX)
+        return zt_error_set(ZT_ERR_INVALID, "tensor %s: %zu packed values", t->name, n);
+    starpu_data_unregister(t->handle[0]);
+    starpu_vector_data_register(&t->handle[0], STARPU_MAIN_RAM, (uintptr_t)t->ptr, (uint32_t)n,
+                                t->elemsize);
+    t->bf16_tiles = 1;
+    return ZT_OK;
+}
 int zt_tensor_bf16_tiles(zt_tensor_t t) { return t && t->bf16_tiles; }
+
+int64_t zt_tensor_blk_bytes(zt_tensor_t t, int blk) {
+    if (t->bf16_tiles)
+        return (int64_t)zt_kern_bf16_packed_elems((int)t->rows, (int)t->cols) * 2;
+    return zt_tensor_blk_rows(t, blk) * t->cols * (int64_t)t->elemsize;
+}
 int zt_tensor_nblk(zt_tensor_t t) { return t->nblk; }
 int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk) { return t->first_row[blk]; }
 int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk) {

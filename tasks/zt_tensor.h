@@ -68,13 +68,17 @@ enum zt_dtype zt_tensor_dtype(zt_tensor_t t);
 int zt_tensor_nblk(zt_tensor_t t);
 int64_t zt_tensor_blk_row0(zt_tensor_t t, int blk); /* first row of block blk */
 int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk);
-/* Mark a one-block BF16 tensor [rows, cols] whose memory holds a weight packed for the bf16
- * engines (zt_kern_bf16_pack: zt_kern_bf16_packed_elems(rows, cols) values, in their tile
- * layout): the inference products (zt_task_matmul_forward with fp32 rows, zt_task_matmul_cols)
- * read it without packing it again, and the embedding reads its columns from it; no other task
- * takes such a tensor. */
-void zt_tensor_set_bf16_tiles(zt_tensor_t t);
+/* Mark a one-block BF16 tensor [rows, cols] over the caller's memory, before any task uses it,
+ * as holding a weight packed for the bf16 engines (zt_bf16_tiles_pack:
+ * zt_bf16_tiles_elems(rows, cols) values, in their tile layout; its StarPU handle then covers
+ * all of them): the inference products (zt_task_matmul_forward with fp32 rows,
+ * zt_task_matmul_cols) read it without packing it again, and the embedding reads its columns
+ * from it; no other task takes such a tensor. ZT_ERR_INVALID for another tensor. */
+enum zt_status zt_tensor_set_bf16_tiles(zt_tensor_t t);
 int zt_tensor_bf16_tiles(zt_tensor_t t);
+/* The bytes of block blk's memory (its StarPU handle's): its rows x cols elements, or the
+ * packed values of a packed weight. */
+int64_t zt_tensor_blk_bytes(zt_tensor_t t, int blk);
 /* Host memory of the whole tensor: read or write it only between acquire and release (or
  * before any task on it was submitted). */
 void *zt_tensor_data(zt_tensor_t t);

@@ -50,6 +50,12 @@
 #define GEMM16_NC 256  /* columns of op(B) packed at once */
 #define GEMM16_TILE 512 /* uint16 per packed 1 KiB tile */
 
+/* the packed block of k block pc (a multiple of GEMM16_KC) of a [K, N] weight */
+static const uint16_t *packed_block(const uint16_t *P, int N, int pc) {
+    size_t npad = (size_t)(N + 31) / 32 * 32;
+    return P + (size_t)(pc / GEMM16_KC) * (npad / 16) * (GEMM16_KC / 32) * GEMM16_TILE;
+}
+
 static enum zt_gemm16_engine g_engine16 = ZT_GEMM16_WIDEN;
 static pthread_once_t g_once16 = PTHREAD_ONCE_INIT;
 
@@ -503,12 +509,6 @@ static void run16(enum zt_gemm16_engine e, int ta, int tb, int M, int N, int K,
 // Pre-packed B (a weight packed once, zt_kern_bf16_pack): per k block of GEMM16_KC, the
 // 16-column panels of all N columns (padded to a multiple of 32) one after another, each its
 // kq tiles: what blocked16 packs per call, so the products have its bits.
-
-/* the packed block of k block pc (a multiple of GEMM16_KC) of a [K, N] weight */
-static const uint16_t *packed_block(const uint16_t *P, int N, int pc) {
-    size_t npad = (size_t)(N + 31) / 32 * 32;
-    return P + (size_t)(pc / GEMM16_KC) * (npad / 16) * (GEMM16_KC / 32) * GEMM16_TILE;
-}
 
 /* C[M, nc] from columns [j0, j0 + nc) of the packed P (j0 a multiple of 32) */
 static void packed16(enum zt_gemm16_engine e, int M, int nc, int K, const uint16_t *A,

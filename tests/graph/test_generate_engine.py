@@ -8,8 +8,10 @@ A small GPT-2 (4 layers, 64 wide, context 48, vocabulary 96) trained a few steps
   - KV-cache decode equals full recomputation: the prompt logits (--logits) computed one
     position per step through the cache (--prefill-chunk 1), in chunks of 7, and in one batch
     have the same bytes; so do bf16 and fp16 weights (bf16 on the bf16 engine, packed once,
-    and widened under ZT_GEMM=avx512), and bf16 weights streamed from NVMe give the resident
-    ones' bytes and, batched (--max-batch 3), the ids of one prompt at a time;
+    and widened under ZT_GEMM=avx512; bf16 also 7 positions per step), one worker's row blocks
+    equal two workers' column parts (bf16 and f32), bf16 weights streamed from NVMe give the
+    resident ones' bytes (also at n_embd 48, whose packed weights are padded) and, batched
+    (--max-batch 3), the ids of one prompt at a time;
   - ZeRO-Inference: with the layers streamed from NVMe (offload_param nvme, buffer_count 2 and
     3) the logits and the greedy and sampled ids are those of the resident weights, the memory
     plan says so, and a ZT_HOST_MEM_LIMIT that the resident weights exceed stops the run (exit 1,
@@ -132,6 +134,31 @@ cfg16 = R.write("nvme16.json", {"zero_optimization": {"stage": 3, "offload_param
 got, _ = logits("bf16 nvme", ["--weights", bf16w, "--ds-config", cfg16])
 R.check(got is not None and got == bf16_whole, "bf16 weights streamed from NVMe (packed as "
         "they are written): the logits' bytes of the resident ones")
+got, _ = logits("bf16 chunk7", ["--weights", bf16w, "--prefill-chunk", "7"])
+R.check(got is not None and got == bf16_whole, "bf16 weights: 7 positions per step (a few rows "
+        "of the bf16 cache's attention) have the bytes of one batch")
+# one worker: no step splits its products by columns, every product is a row block's
+for label, w16, ref in (("bf16", bf16w, bf16_whole), ("f32", weights, whole)):
+    got, _ = logits(label + " one worker", ["--weights", w16], {"STARPU_NCPU": "1"})
+    R.check(got is not None and got == ref, "%s weights on one worker (row blocks, no column "
+            "parts): the bytes of two workers' column parts" % label)
+# a width that is not a multiple of 32: the packed weights are padded, resident and streamed
+odd = R.write("odd.json", {"vocab_size": 96, "seq_len": 48, "n_embd": 48, "n_layer": 2,
+                           "n_head": 4})
+_, oddw, _ = R.train("odd", 1, ["--ds-config", ds, "--model", odd, "--data", data, "--steps",
+                                "1"])
+odd16 = R.write("odd16.json", {"dtype": "bf16"})
+odd16s = R.write("odd16s.json", {"dtype": "bf16", "zero_optimization": {
+    "stage": 3, "offload_param": {"device": "nvme", "nvme_path": nvme16, "buffer_count": 2}}})
+odd_bytes = {}
+for label, cfg in (("resident", odd16), ("streamed", odd16s)):
+    out = R.path("odd_%s.safetensors" % label)
+    recs, _ = generate("odd " + label, ["--model", odd, "--max-new-tokens", "4", "--temperature",
+                                        "0", "--prompt-ids", long_prompt, "--logits", out,
+                                        "--weights", oddw, "--ds-config", cfg])
+    odd_bytes[label] = logits_bytes(out) if recs is not None else None
+R.check(odd_bytes["resident"] is not None and odd_bytes["resident"] == odd_bytes["streamed"],
+        "n_embd 48, bf16: the layers streamed from NVMe give the resident logits' bytes")
 bf16_ids = {}
 for batch in ("1", "3"):
     bf16_ids[batch], _ = generate("bf16 batch " + batch, gen + ["--weights", bf16w, "--prompts",

@@ -139,7 +139,8 @@ static void run_case_bf16(const char *cs) {
 
 /* the bf16 KV cache: zt_kern_kv_store16 rounds K and V, and zt_kern_attention_cached16 has the
  * bits of zt_kern_attention_cached on an fp32 cache holding the rounded values, for new rows at
- * several positions (one decode row, a chunk, the whole sequence) and head ranges */
+ * several positions (one decode row, a few rows read as stored, a chunk, the whole sequence)
+ * and head ranges */
 static void cached16(void) {
     enum { C = 64, NH = 4, CTX = 80, HS = C / NH };
     static float k[CTX][C], v[CTX][C], kr[CTX][C], vr[CTX][C], q[CTX][3 * C];
@@ -161,8 +162,8 @@ static void cached16(void) {
     }
     ZT_TEST_TRUE(zt_kern_attention_cached16_scratch_floats(CTX, HS) <=
                      sizeof scratch / sizeof *scratch, "cached16 scratch");
-    static const int CASES[][4] = {{0, 1, 0, 4}, {37, 1, 1, 3}, {79, 1, 0, 4}, {10, 20, 2, 4},
-                                   {0, 80, 0, 4}};
+    static const int CASES[][4] = {{0, 1, 0, 4},  {37, 1, 1, 3}, {79, 1, 0, 4}, {20, 5, 0, 4},
+                                   {0, 8, 1, 3},  {71, 8, 0, 2}, {10, 20, 2, 4}, {0, 80, 0, 4}};
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         int p0 = CASES[i][0], m = CASES[i][1], h0 = CASES[i][2], h1 = CASES[i][3];
         int ldo = (h1 - h0) * HS;
