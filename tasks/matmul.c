@@ -45,15 +45,9 @@ static void forward_bf16w(void *buffers[], const struct zt_matmul_args *a, const
     int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C);
     for (int n = 0; bias && n < N; n++)
         memcpy(out + (size_t)n * a->OC, bias, (size_t)a->OC * sizeof *bias);
-    uint16_t *a16 = (uint16_t *)zt_worker_scratch(ZT_SCRATCH_WIDENING,
-                                                  ((size_t)N * (size_t)a->C + 1) / 2);
-    const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
-    const uint16_t *w = zt_slot_ptr(buffers, &a->hdr, 2);
-    int rc = a->tiles ? zt_kern_matmul_forward_bf16_packed(out, a->OC, inp, w, a->OC, 0,
-                                                           bias != NULL, N, a->C, a->OC, a16)
-                      : zt_kern_matmul_forward_bf16(out, a->OC, inp, w, a->OC, bias != NULL, N,
-                                                    a->C, a->OC, a16);
-    ZT_ASSERT_MSG(rc == 0, "matmul_forward: the bf16 engine went away after submission");
+    zt_bf16_products_run(out, a->OC, zt_slot_ptr(buffers, &a->hdr, 1),
+                         zt_slot_ptr(buffers, &a->hdr, 2), a->tiles, a->OC, 0, bias != NULL, N,
+                         a->C, a->OC);
 }
 
 /* forward with fp32 rows and a 16-bit weight: the bf16 model's products, read as stored (a few

@@ -20,6 +20,16 @@ int zt_bf16_products(zt_tensor_t w) {
     return zt_kern_gemm16_get() != ZT_GEMM16_WIDEN && zt_tensor_dtype(w) == ZT_DTYPE_BF16;
 }
 
+void zt_bf16_products_run(float *out, int ldo, const float *inp, const uint16_t *w, int tiles,
+                          int OC, int64_t o0, int add, int N, int C, int oc) {
+    uint16_t *a16 = (uint16_t *)zt_worker_scratch(ZT_SCRATCH_WIDENING,
+                                                  ((size_t)N * (size_t)C + 1) / 2);
+    int rc = tiles ? zt_kern_matmul_forward_bf16_packed(out, ldo, inp, w, OC, o0, add, N, C, oc,
+                                                        a16)
+                   : zt_kern_matmul_forward_bf16(out, ldo, inp, w + o0, OC, add, N, C, oc, a16);
+    ZT_ASSERT_MSG(rc == 0, "the bf16 engine went away after the task's submission");
+}
+
 int zt_bf16_tiles_available(void) { return zt_kern_gemm16_get() != ZT_GEMM16_WIDEN; }
 
 size_t zt_bf16_tiles_elems(int64_t rows, int64_t cols) {

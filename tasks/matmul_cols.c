@@ -94,13 +94,7 @@ void matmul_cols_cpu(void *buffers[], void *cl_arg) {
         beta = 1.0f;
     }
     if (a->bf16w) {
-        uint16_t *a16 = (uint16_t *)zt_worker_scratch(ZT_SCRATCH_WIDENING,
-                                                      ((size_t)N * (size_t)a->C + 1) / 2);
-        int rc = a->tiles ? zt_kern_matmul_forward_bf16_packed(slab, oc, inp, w, a->OC, a->o0,
-                                                               beta != 0.0f, N, a->C, oc, a16)
-                          : zt_kern_matmul_forward_bf16(slab, oc, inp, (const uint16_t *)w + off,
-                                                        a->OC, beta != 0.0f, N, a->C, oc, a16);
-        ZT_ASSERT_MSG(rc == 0, "matmul_cols: the bf16 engine went away after submission");
+        zt_bf16_products_run(slab, oc, inp, w, a->tiles, a->OC, a->o0, beta != 0.0f, N, a->C, oc);
     } else if (!zt_dtype_is16(dt) ||
                zt_kern_sgemm_w16(0, N, oc, a->C, inp, a->C, (const uint16_t *)w + off,
                                  dt == ZT_DTYPE_F16, a->OC, beta, slab, oc) != 0) {

@@ -110,6 +110,11 @@ int zt_bf16_native(zt_tensor_t x, zt_tensor_t y, zt_tensor_t z);
 /* 1 when a product of fp32 rows and the weight w takes the bf16 model's products
  * (zt_kern_matmul_forward_bf16): w is bf16 and the CPU has a bf16 engine */
 int zt_bf16_products(zt_tensor_t w);
+/* that product in a task body: out[N, oc] (rows ldo apart) (= or, add, +=) bf16(inp[N, C]) @
+ * columns [o0, o0 + oc) of w [C, OC], packed (tiles) or as stored; the rounded rows in the
+ * worker's widening scratch */
+void zt_bf16_products_run(float *out, int ldo, const float *inp, const uint16_t *w, int tiles,
+                          int OC, int64_t o0, int add, int N, int C, int oc);
 /* the body of a native matmul task of kind h->kind (slots as matmul.c builds them) */
 void zt_matmul_bf16_body(void *buffers[], const struct zt_task_hdr *h, const struct zt_mm16 *m);
 

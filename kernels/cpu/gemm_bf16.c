@@ -545,8 +545,9 @@ static __attribute__((noinline)) void packed16_stack(enum zt_gemm16_engine e, in
 
 size_t zt_kern_bf16_packed_elems(int K, int N) {
     if (K <= 0 || N <= 0) return 0;
-    size_t npad = (size_t)(N + 31) / 32 * 32, full = (size_t)(K / 1024), tail = (size_t)(K % 1024);
-    return npad * (full * 1024 + (tail + 31) / 32 * 32);
+    size_t npad = (size_t)(N + 31) / 32 * 32, full = (size_t)(K / GEMM16_KC);
+    size_t tail = (size_t)(K % GEMM16_KC);
+    return npad * (full * GEMM16_KC + (tail + 31) / 32 * 32);
 }
 
 int zt_kern_bf16_pack(const uint16_t *B, int ldb, int K, int N, uint16_t *P) {
