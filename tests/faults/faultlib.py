@@ -20,6 +20,9 @@ import sys
 
 APPS = MPIEXEC = WORK = None
 bad = []
+# the sanitizer pass (ZT_TEST_SANITIZED=1, tests/CMakeLists.txt): sizes that only time a code
+# path (not its memory use) are smaller there; the release pass runs them in full
+SANITIZED = os.environ.get("ZT_TEST_SANITIZED", "0") == "1"
 
 
 def setup():

@@ -19,6 +19,8 @@ Cases:
   - a valid value of STARPU_NCPU, STARPU_NCUDA, STARPU_NOPENCL, STARPU_SCHED, STARPU_HOME,
     STARPU_PERF_MODEL_DIR (a directory to be created), STARPU_WORKERS_CPUID and
     STARPU_LIMIT_CPU_MEM trains one step (exit 0).
+Under the sanitizers (ZT_TEST_SANITIZED=1) 3 of the integer variables and 5 of the malformed
+values run (one parser reads them all).
 
 Usage: test_env.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -78,9 +80,10 @@ bad("STARPU_NCPU", "-3", ["expected a non-negative integer"])
 bad("STARPU_NCPU", "abc", ["expected a non-negative integer"])
 bad("STARPU_HOME", a_file, ["not a directory"])
 
-for name in INT_VARS:
+# under the sanitizers (one parser for all of them) a few of the variables and values
+for name in INT_VARS[:3] if F.SANITIZED else INT_VARS:
     bad(name, "x1", ["expected a non-negative integer"])
-for value in ("-1", "+1", "1.5", "4 ", "", "12MB"):
+for value in ("-1", "", "12MB") if F.SANITIZED else ("-1", "+1", "1.5", "4 ", "", "12MB"):
     bad("STARPU_LIMIT_CPU_MEM", value, ["expected a non-negative integer"])
 bad("STARPU_NCPU", "99999999999", ["expected a non-negative integer up to 2147483647"])
 bad("STARPU_SCHED", "no-such-policy", ["not a StarPU scheduling policy", "lws", "eager"])
@@ -88,7 +91,7 @@ bad("STARPU_PERF_MODEL_DIR", a_file, ["not a directory"])
 bad("STARPU_HOME", a_file + "/sub", [a_file + " is not a directory"])
 bad("STARPU_PERF_MODEL_DIR", a_file + "/a/b", [a_file + " is not a directory"])
 bad("STARPU_HOME", "", ["expected a directory"])
-for value in ("abc", "0,,1", ",0", "0;1", "-1", "1-x"):
+for value in ("0,,1", "1-x") if F.SANITIZED else ("abc", "0,,1", ",0", "0;1", "-1", "1-x"):
     bad("STARPU_WORKERS_CPUID", value, ["expected CPU numbers N, ranges N-M or N-"])
 bad("STARPU_WORKERS_CPUID", "1-0", ["range 1-0 runs backwards"])
 bad("STARPU_WORKERS_CPUID", "0,100000", ["CPU 100000 does not exist"])

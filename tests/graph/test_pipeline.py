@@ -45,11 +45,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trainlib import Runner, f32_tensors  # noqa: E402
+from trainlib import SANITIZED, Runner, f32_tensors  # noqa: E402
 
 ZT, MPIEXEC, WORK = sys.argv[1:4]
 # under the sanitizers (ctest's environment) one layout of each code path, not every variant
-FULL = os.environ.get("ZT_TEST_SANITIZED", "0") != "1"
+FULL = not SANITIZED
 run = Runner(ZT, MPIEXEC, WORK, env={"STARPU_SILENT": "1", "ZT_COMM_TIMEOUT": "60"})
 model, data = run.tiny_gpt2(n_layer=4)
 BASE = {"train_micro_batch_size_per_gpu": 4, "seed": 5, "gradient_clipping": 1.0,

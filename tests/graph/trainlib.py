@@ -9,6 +9,17 @@ import subprocess
 import sys
 
 
+# The sanitizer pass (ZT_TEST_SANITIZED=1, tests/CMakeLists.txt) runs one case of each code
+# path; the release pass runs them all.
+SANITIZED = os.environ.get("ZT_TEST_SANITIZED", "0") == "1"
+
+
+def sanitized(full, few):
+    """the cases to run: `few` (a subset of `full` that still reaches every code path) under the
+    sanitizers, `full` otherwise"""
+    return few if SANITIZED else full
+
+
 def zero_section(stage, opt=None, par=None):
     """zero_optimization for the small test models: small reduce buckets; at stage 3 vectors
     of <= 300 elements persistent and a small prefetch window; offload sections if given"""
