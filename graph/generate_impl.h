@@ -30,6 +30,8 @@ struct gen_weights {
     struct gen_layer *buf;       /* [nbuf] */
     void *window;                /* streamed: the window's buffer */
     int64_t layer_bytes;         /* one layer's parameters, each padded to 4096 bytes */
+    int64_t staging_bytes;       /* loading's conversion buffers (the largest parameter in fp32,
+                                  * and in bf16 to pack it), freed before the KV cache is made */
     int64_t param_off[ZT_GPT2_LAYER_PARAMS]; /* offset of each inside a layer's bytes */
     /* streamed: */
     int streamed, prefetch;
@@ -45,9 +47,9 @@ struct gen_weights {
 };
 
 /* Load the weights (checked against the shape) as cfg says. Before allocating them, the host
- * bytes they need plus the others' (the KV cache, kv_f32 bytes in fp32 and half of them in
- * bf16, its type with packed bf16 weights; the activations, acts) are checked against
- * ZT_HOST_MEM_LIMIT. */
+ * bytes they need plus the larger of the others' (the KV cache, kv_f32 bytes in fp32 and half
+ * of them in bf16, its type with packed bf16 weights; the activations, acts) and loading's
+ * conversion buffers (staging_bytes) are checked against ZT_HOST_MEM_LIMIT: the peak. */
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
                                 const struct zt_gen_config *cfg, int64_t kv_f32, int64_t acts);

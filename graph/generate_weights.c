@@ -208,12 +208,30 @@ static enum zt_status layout(struct gen_weights *w) {
     return ZT_OK;
 }
 
+static int64_t largest_param(const struct zt_model_shape *s) {
+    int64_t most = 0;
+    for (int i = 0; i < zt_gpt2_nparams(s); i++) {
+        char name[160];
+        int ndim;
+        int64_t sh[2];
+        zt_gpt2_param_info(s, i, name, sizeof name, &ndim, sh);
+        if (numel(ndim, sh) > most) most = numel(ndim, sh);
+    }
+    return most;
+}
+
+/* the host bytes beside the weights at the peak: the KV cache and activations (others), or
+ * while loading, before they exist, the conversion buffers */
+static int64_t beside_weights(const struct gen_weights *w, int64_t others) {
+    return others > w->staging_bytes ? others : w->staging_bytes;
+}
+
 /* streamed with prefetch 0 (auto): the window as large as ZT_HOST_MEM_LIMIT leaves room for
  * beside the resident tensors and the others' bytes, from 2 layers to all of them */
 static enum zt_status auto_window(struct gen_weights *w, int64_t others) {
     int64_t limit = 0;
     ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
-    int64_t room = limit - others - w->resident_bytes;
+    int64_t room = limit - beside_weights(w, others) - w->resident_bytes;
     int64_t fit = limit > 0 && room > 0 ? room / w->layer_bytes : 0;
     w->prefetch = limit <= 0 ? 1 : fit >= w->s.n_layer ? w->s.n_layer - 1
                                : fit >= 2            ? (int)fit - 1
@@ -223,13 +241,16 @@ static enum zt_status auto_window(struct gen_weights *w, int64_t others) {
 
 /* ZT_HOST_MEM_LIMIT (0: none) against the weights in memory and the others' bytes */
 static enum zt_status check_budget(const struct gen_weights *w, int64_t others) {
-    int64_t limit = 0, weights = gen_weights_host_bytes(w);
+    int64_t limit = 0, weights = gen_weights_host_bytes(w), peak = weights +
+                                                                  beside_weights(w, others);
     ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
-    if (limit <= 0 || weights + others <= limit) return ZT_OK;
+    if (limit <= 0 || peak <= limit) return ZT_OK;
     const double mib = 1048576.0;
     return zt_error_set(ZT_ERR_NOMEM, "ZT_HOST_MEM_LIMIT=%.1f MiB: generation needs %.1f MiB "
-                        "(weights in memory %.1f, KV cache and activations %.1f); %s",
-                        limit / mib, (weights + others) / mib, weights / mib, others / mib,
+                        "(weights in memory %.1f, then KV cache and activations %.1f, while "
+                        "loading conversion buffers %.1f); %s",
+                        limit / mib, peak / mib, weights / mib, others / mib,
+                        w->staging_bytes / mib,
                         w->streamed ? "lower --max-batch or offload_param.buffer_count"
                                     : "stream the layers from NVMe (offload_param device nvme) "
                                       "or lower --max-batch");
@@ -295,18 +316,6 @@ static enum zt_status open_stream(struct gen_weights *w, const struct zt_gen_con
     return zt_swapdir_file(&w->dir, "weights.swp", bytes, &w->file);
 }
 
-static int64_t largest_param(const struct zt_model_shape *s) {
-    int64_t most = 0;
-    for (int i = 0; i < zt_gpt2_nparams(s); i++) {
-        char name[160];
-        int ndim;
-        int64_t sh[2];
-        zt_gpt2_param_info(s, i, name, sizeof name, &ndim, sh);
-        if (numel(ndim, sh) > most) most = numel(ndim, sh);
-    }
-    return most;
-}
-
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
                                 const struct zt_gen_config *cfg, int64_t kv_f32,
@@ -327,6 +336,7 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
     w->dtype = rc != ZT_OK ? ZT_DTYPE_F32 : src->dtype == ZT_GEN_DTYPE_STORED ? r.stored
                                                                              : types[src->dtype];
     w->tiles = w->dtype == ZT_DTYPE_BF16 && zt_bf16_tiles_available();
+    w->staging_bytes = largest_param(s) * (int64_t)(sizeof(float) + (w->tiles ? 2 : 0));
     int64_t others = (w->tiles ? kv_f32 / 2 : kv_f32) + acts; /* the cache's type follows */
     if (rc == ZT_OK) rc = layout(w);
     if (rc == ZT_OK && w->streamed && cfg->prefetch == 0) rc = auto_window(w, others);

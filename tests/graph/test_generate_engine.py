@@ -15,7 +15,9 @@ A small GPT-2 (4 layers, 64 wide, context 48, vocabulary 96) trained a few steps
   - ZeRO-Inference: with the layers streamed from NVMe (offload_param nvme, buffer_count 2 and
     3) the logits and the greedy and sampled ids are those of the resident weights, the memory
     plan says so, and a ZT_HOST_MEM_LIMIT that the resident weights exceed stops the run (exit 1,
-    one line naming the knob) while the streamed run fits under it;
+    one line naming the knob) while the streamed run fits under it; loading's conversion
+    buffers count in the peak (a limit between the steady state and the load peak stops a
+    model whose embedding outweighs its cache);
   - peak resident memory (VmHWM) of a model whose layers dwarf the rest: streaming them saves
     most of the bytes outside the window; with buffer_count "auto" the window is as large as
     ZT_HOST_MEM_LIMIT leaves room for (every layer under 1G, 3 to 7 of 8 under 40M, 2 without a
@@ -195,6 +197,38 @@ R.check(len(lines) == 1 and "ZT_HOST_MEM_LIMIT" in lines[0],
 got, _ = logits("budget streamed", ["--weights", weights, "--ds-config",
                                     R.path("nvme2.json")] + small, limit)
 R.check(got == whole, "streamed under the same ZT_HOST_MEM_LIMIT: it runs, same logits")
+
+# loading's conversion buffers (the largest parameter in fp32, and in bf16 to pack it for the
+# bf16 engine) count in the peak: a vocabulary of 4096 makes them outweigh the cache and the
+# activations, and a limit between the two totals stops the run in one line naming them
+wide = R.write("wide.json", {"vocab_size": 4096, "seq_len": 16, "n_embd": 64, "n_layer": 1,
+                             "n_head": 4})
+_, widew, _ = R.train("wide", 1, ["--ds-config", ds, "--model", wide, "--data", data, "--steps",
+                                  "1"])
+wide_run = ["--model", wide, "--weights", widew, "--ds-config", R.write("wide16.json", {
+    "dtype": "bf16"}), "--prompt-ids", "1,2,3", "--max-new-tokens", "2", "--max-batch", "1"]
+_, p = generate("wide plan", wide_run)
+plan = re.search(r"embeddings\+ln_f ([0-9.]+) MiB resident, layers ([0-9.]+) MiB resident \| "
+                 r"KV cache (\w+) ([0-9.]+) MiB .* activations ([0-9.]+) MiB \| load buffers "
+                 r"([0-9.]+) MiB \| host total ([0-9.]+) MiB", p.stderr)
+if R.check(plan is not None, "the plan line names the load buffers: %s" % p.stderr[-600:]):
+    outer, layers, kvt, kv, acts, load, total = plan.groups()
+    want = 4096 * 64 * (6 if kvt == "bf16" else 4) / 1048576.0  # bf16 cache: weights packed
+    steady = float(outer) + float(layers) + float(kv) + float(acts)
+    R.check(abs(float(load) - want) < 0.05 and
+            abs(float(total) - (float(outer) + float(layers) + float(load))) < 0.05 and
+            steady < float(total) - 0.3,
+            "load buffers %s MiB (wte 4096 x 64 at %d bytes) above the cache and activations: "
+            "host total %s MiB, the steady state %.1f" % (load, 6 if kvt == "bf16" else 4, total,
+                                                         steady))
+    cap = "%dK" % int((float(total) - 0.15) * 1024)
+    _, p = generate("wide over", wide_run, {"ZT_HOST_MEM_LIMIT": cap}, code=1)
+    lines = [l for l in p.stderr.splitlines() if "error:" in l]
+    R.check(len(lines) == 1 and "ZT_HOST_MEM_LIMIT" in lines[0] and
+            "conversion buffers" in lines[0], "ZT_HOST_MEM_LIMIT=%s, below the load peak but "
+            "above the steady state: one error line naming the buffers: %r" % (cap, lines))
+    generate("wide under", wide_run, {"ZT_HOST_MEM_LIMIT": "%dK" % int((float(total) + 0.15) *
+                                                                      1024)})
 
 # peak resident memory: a model whose layers (56 MiB) dwarf the rest, resident and streamed
 big = R.write("big.json", {"vocab_size": 96, "seq_len": 32, "n_embd": 384, "n_layer": 8,

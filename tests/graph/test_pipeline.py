@@ -284,7 +284,8 @@ for sched, bound in (("1f1b", 2), ("gpipe", 4)):
     train("flight_" + sched, 2, cfg, trace=True)
     got = in_flight(run.path("flight_%s_trace.ztr" % sched), 3)
     # GPipe allows every micro-batch in flight; how many are at once is the schedule's timing
-    # (a slow sanitized run saw [3, 2]), so it must pass 1F1B's bound somewhere, not reach its own
+    # (a slow run may not reach all of them), so it must pass 1F1B's bound somewhere, not reach
+    # its own
     ok = all(g <= bound for g in got) and (sched == "1f1b" or max(got) > 2)
     run.check(len(got) == 2 and ok, "%s, 2 stages, 4 micro-batches: micro-batches in flight per "
               "stage %s (bound %d%s)" % (sched, got, bound, ", above 1F1B's 2 on a stage"
