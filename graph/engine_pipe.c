@@ -10,7 +10,6 @@
  * replica r of the others. The messages between stages are point-to-point tasks (tasks/zt_tasks.h
  * zt_task_send/recv) on the engine's tags (zt_engine.h enum zt_pipe_tag).
  */
-#include <limits.h>      /* INT_MAX */
 #include <stdlib.h>      /* calloc, free */
 #include <string.h>      /* memcpy */
 #include "engine_impl.h" /* struct zt_engine */
@@ -216,62 +215,6 @@ static enum zt_status write_records(const char *path, const char *all, size_t to
     return rc;
 }
 
-/* every rank's failed != 0 agreed on: ZT_ERR_NOMEM on every rank when one of them lacked memory,
- * so that all of them skip the collectives that follow together */
-static enum zt_status agree_memory(int failed) {
-    int nfailed = 0;
-    ZT_CHECK(zt_comm_count_failed(failed, &nfailed));
-    if (nfailed == 0) return ZT_OK;
-    return zt_error_set(ZT_ERR_NOMEM, "gathering the stages' records: out of memory on %d "
-                        "rank(s)", nfailed);
-}
-
-/* every rank's records to rank 0 (*all, in rank order; NULL elsewhere), in rounds of at most
- * INT_MAX / ranks bytes per rank, so that a stage of any size fits MPI's int counts and
- * displacements (collective) */
-static enum zt_status gather_records(const char *mine, size_t bytes, char **all, size_t *total) {
-    const int P = zt_comm_size(), me = zt_comm_rank();
-    const size_t chunk = (size_t)INT_MAX / (size_t)P;
-    double *len = calloc((size_t)P, sizeof *len);
-    size_t *at = calloc((size_t)P, sizeof *at); /* rank 0: where each rank's records go */
-    enum zt_status rc = agree_memory(!len || !at);
-    if (rc == ZT_OK) {
-        len[me] = (double)bytes;
-        rc = zt_comm_sum_doubles(len, P);
-    }
-    size_t most = 0, sum = 0;
-    for (int r = 0; rc == ZT_OK && r < P; r++) {
-        most = (size_t)len[r] > most ? (size_t)len[r] : most;
-        sum += (size_t)len[r];
-    }
-    char *out = rc == ZT_OK && me == 0 ? malloc(sum ? sum : 1) : NULL;
-    if (rc == ZT_OK) rc = agree_memory(me == 0 && !out);
-    for (int r = 1; rc == ZT_OK && r < P; r++) at[r] = at[r - 1] + (size_t)len[r - 1];
-    for (size_t off = 0; rc == ZT_OK && off < most; off += chunk) {
-        const size_t n = bytes > off ? (bytes - off < chunk ? bytes - off : chunk) : 0;
-        char *got = NULL;
-        size_t ngot = 0;
-        rc = zt_comm_gatherv_bytes(mine + (n ? off : 0), n, (void **)&got, &ngot);
-        size_t k = 0;
-        for (int r = 0; rc == ZT_OK && me == 0 && r < P; r++) { /* rank order */
-            const size_t left = (size_t)len[r] > off ? (size_t)len[r] - off : 0;
-            const size_t m = left < chunk ? left : chunk;
-            memcpy(out + at[r] + off, got + k, m);
-            k += m;
-        }
-        free(got);
-    }
-    free(at);
-    free(len);
-    if (rc != ZT_OK) {
-        free(out);
-        out = NULL;
-    }
-    *all = out;
-    *total = sum;
-    return rc;
-}
-
 enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads,
                                    zt_tensor_t whole) {
     char *mine = NULL, *all = NULL;
@@ -282,7 +225,7 @@ enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads,
     ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed)); /* every rank on, or none */
     if (rc == ZT_OK && nfailed > 0)
         rc = zt_error_set(ZT_ERR_IO, "export %s: another stage could not read its weights", path);
-    if (rc == ZT_OK) rc = gather_records(mine, bytes, &all, &total);
+    if (rc == ZT_OK) rc = zt_comm_gatherv_bytes(mine, bytes, (void **)&all, &total);
     if (rc == ZT_OK && zt_comm_rank() == 0) rc = write_records(path, all, total);
     free(mine);
     free(all);
@@ -307,7 +250,7 @@ enum zt_status zt_engine_pipe_tensors(zt_engine_t e, struct zt_engine_tensor **o
     ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed)); /* every rank on, or none */
     if (rc == ZT_OK && nfailed > 0)
         rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint: another stage could not list its tensors");
-    if (rc == ZT_OK) rc = gather_records(mine, bytes, &all, &total);
+    if (rc == ZT_OK) rc = zt_comm_gatherv_bytes(mine, bytes, (void **)&all, &total);
     free(mine);
     const size_t each = record_bytes(0);
     struct zt_engine_tensor *t = rc == ZT_OK && all ? calloc(total / each + 1, sizeof *t) : NULL;

@@ -19,6 +19,7 @@
  * the same ZT_COMM_TIMEOUT, so a stopped peer ends in the report, never in a hang.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime (zt_clock.h), nanosleep */
+#include <limits.h>        /* INT_MAX */
 #include <signal.h>        /* raise (a test's stopped rank) */
 #include <stdarg.h>        /* va_list */
 #include <stdio.h>         /* snprintf, vsnprintf */
@@ -285,43 +286,81 @@ enum zt_status zt_comm_gather_bytes(const void *in, size_t n, void *out) {
     return ZT_OK;
 }
 
-enum zt_status zt_comm_gatherv_bytes(const void *in, size_t n, void **out, size_t *total) {
+/* the part of `len` bytes at [off, off + round) */
+static size_t round_part(int64_t len, size_t off, size_t round) {
+    size_t left = (size_t)len > off ? (size_t)len - off : 0;
+    return left < round ? left : round;
+}
+
+/* one round of zt_comm_gatherv_rounds: every rank's bytes [off, off + round) to rank 0, into
+ * out at at[r] + off directly (tmp NULL: one round whose offsets fit an int), else through tmp;
+ * counts and displs: rank 0's scratch */
+static int gather_round(const char *in, size_t n, const int64_t *len, const size_t *at,
+                        size_t off, size_t round, char *out, char *tmp, int *counts,
+                        int *displs) {
+    for (int r = 0, d = 0; g_rank == 0 && r < g_size; d += counts[r], r++) {
+        counts[r] = (int)round_part(len[r], off, round);
+        displs[r] = tmp ? d : (int)at[r];
+    }
+    const size_t mine = round_part((int64_t)n, off, round);
+    int ok = MPI_Gatherv(mine ? in + off : in, (int)mine, MPI_BYTE, tmp ? tmp : out, counts,
+                         displs, MPI_BYTE, 0, g_comm) == MPI_SUCCESS;
+    for (int r = 0; ok && tmp && g_rank == 0 && r < g_size; r++)
+        memcpy(out + at[r] + off, tmp + displs[r], (size_t)counts[r]);
+    return ok;
+}
+
+enum zt_status zt_comm_gatherv_rounds(const void *in, size_t n, void **out, size_t *total,
+                                      size_t round) {
     *out = NULL;
     *total = 0;
-    int *counts = calloc((size_t)g_size, sizeof *counts);
-    int *displs = calloc((size_t)g_size, sizeof *displs);
-    if (!counts || !displs) {
-        free(counts);
-        free(displs);
-        return zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory");
+    int64_t *len = calloc((size_t)g_size, sizeof *len), mine = (int64_t)n;
+    size_t *at = calloc((size_t)g_size, sizeof *at);
+    if (!len || !at || MPI_Allgather(&mine, 1, MPI_INT64_T, len, 1, MPI_INT64_T, g_comm) !=
+                           MPI_SUCCESS) {
+        free(len);
+        free(at);
+        return zt_error_set(ZT_ERR_RUNTIME, "MPI: gathering the byte counts failed");
     }
-    int my = (int)n;
-    enum zt_status rc = ZT_OK;
-    if (MPI_Gather(&my, 1, MPI_INT, counts, 1, MPI_INT, 0, g_comm) != MPI_SUCCESS) {
-        rc = zt_error_set(ZT_ERR_RUNTIME, "MPI: gather of sizes failed");
-        goto out;
+    size_t most = 0, sum = 0;
+    for (int r = 0; r < g_size; r++) {
+        at[r] = sum;
+        sum += (size_t)len[r];
+        most = (size_t)len[r] > most ? (size_t)len[r] : most;
     }
-    size_t sum = 0;
+    if (round < 1) round = 1;
+    if (round > (size_t)INT_MAX / (size_t)g_size) round = (size_t)INT_MAX / (size_t)g_size;
+    const int direct = most <= round && sum <= (size_t)INT_MAX;
+    char *all = NULL, *tmp = NULL;
+    int *counts = NULL, *displs = NULL;
+    int ok = 1; /* rank 0's buffers, told to every rank: all fail together */
     if (g_rank == 0) {
-        for (int r = 0; r < g_size; r++) {
-            displs[r] = (int)sum;
-            sum += (size_t)counts[r];
-        }
-        *out = malloc(sum ? sum : 1);
-        if (!*out) {
-            rc = zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory for %zu gathered bytes", sum);
-            /* the others still take part in the gather below; rank 0 receives nothing */
-            for (int r = 0; r < g_size; r++) counts[r] = 0;
-        }
+        all = malloc(sum ? sum : 1);
+        tmp = direct ? NULL : malloc(round * (size_t)g_size);
+        counts = calloc((size_t)g_size, sizeof *counts);
+        displs = calloc((size_t)g_size, sizeof *displs);
+        ok = all && (direct || tmp) && counts && displs;
     }
-    if (MPI_Gatherv(in, my, MPI_BYTE, *out, counts, displs, MPI_BYTE, 0, g_comm) != MPI_SUCCESS &&
-        rc == ZT_OK)
-        rc = zt_error_set(ZT_ERR_RUNTIME, "MPI: gatherv failed");
-    *total = sum;
-out:
+    if (MPI_Bcast(&ok, 1, MPI_INT, 0, g_comm) != MPI_SUCCESS) ok = 0;
+    for (size_t off = 0; ok && off < most; off += round)
+        ok = gather_round(in, n, len, at, off, round, all, tmp, counts, displs);
+    free(tmp);
     free(counts);
     free(displs);
-    return rc;
+    free(len);
+    free(at);
+    if (!ok) {
+        free(all);
+        return zt_error_set(ZT_ERR_RUNTIME, "MPI: gathering %zu bytes to rank 0 failed (out of "
+                            "memory or MPI)", sum);
+    }
+    *out = all;
+    *total = sum;
+    return ZT_OK;
+}
+
+enum zt_status zt_comm_gatherv_bytes(const void *in, size_t n, void **out, size_t *total) {
+    return zt_comm_gatherv_rounds(in, n, out, total, (size_t)INT_MAX);
 }
 
 void zt_comm_barrier(void) {

@@ -53,8 +53,13 @@ enum zt_status zt_comm_count_failed(int failed, int *nfailed);
  * elsewhere). */
 enum zt_status zt_comm_gather_bytes(const void *in, size_t n, void *out);
 /* Gather a variable number of bytes to rank 0; *out (malloc'd, rank 0) holds them in rank
- * order, *total their count. */
+ * order, *total their count (any size: past MPI's int counts and displacements it goes in
+ * rounds). A failure on rank 0 (memory) is every rank's. */
 enum zt_status zt_comm_gatherv_bytes(const void *in, size_t n, void **out, size_t *total);
+/* The same in rounds of at most `round` bytes per rank (and of INT_MAX bytes in all): what
+ * zt_comm_gatherv_bytes does past INT_MAX bytes, with a round a test can make small. */
+enum zt_status zt_comm_gatherv_rounds(const void *in, size_t n, void **out, size_t *total,
+                                      size_t round);
 void zt_comm_barrier(void);
 /* End every rank of the job after a fatal error on this one (MPI_Abort); a no-op in a world
  * of size 1. */

@@ -142,43 +142,53 @@ static void print_critical_path(const struct trace *tr) {
     printf("\n");
 }
 
-/* A pipeline's bubble in window w (the trace of a zt-train run with pipeline.stages > 1, a rank
- * per stage): the stages' compute time in forward and backward tasks against the stages times
- * the time from the first such task to the last, and the busier stage's over the mean; -1 when
- * the window has none */
-static double pipeline_bubble(const struct trace *tr, int w, double *imbalance) {
-    double t0 = 1e300, t1 = -1e300, sum = 0, most = 0;
-    for (int r = 0; r < tr->nranks; r++) {
-        double busy = 0;
-        for (int i = 0; i < tr->r[r].n; i++) {
-            const struct task *t = &tr->r[r].t[i];
-            if (t->win != w || t->bucket != BUCKET_COMPUTE || on_io_thread(t) ||
-                (t->phase != ZT_TASK_PHASE_FORWARD && t->phase != ZT_TASK_PHASE_BACKWARD &&
-                 t->phase != ZT_TASK_PHASE_WEIGHT_GRAD) || t->cls == ZT_TASK_CLASS_DATA)
-                continue;
-            busy += t->end - t->start;
-            t0 = t->start < t0 ? t->start : t0;
-            t1 = t->end > t1 ? t->end : t1;
+/* A pipeline's bubble in window w (the trace of a zt-train run with pipeline.stages = P > 1 on
+ * P x dp ranks, world rank s * dp + d holding stage s of replica d): each replica's stages'
+ * compute time in forward and backward tasks against P times the time from its first such task
+ * to its last, averaged over the replicas, and the busiest stage's time over its replica's mean
+ * (the largest); -1 when the window has none */
+static double pipeline_bubble(const struct trace *tr, int w, int P, double *imbalance) {
+    const int dp = tr->nranks / P;
+    double idle = 0;
+    int replicas = 0;
+    *imbalance = 1;
+    for (int d = 0; d < dp; d++) {
+        double t0 = 1e300, t1 = -1e300, sum = 0, most = 0;
+        for (int r = d; r < tr->nranks; r += dp) {
+            double busy = 0;
+            for (int i = 0; i < tr->r[r].n; i++) {
+                const struct task *t = &tr->r[r].t[i];
+                if (t->win != w || t->bucket != BUCKET_COMPUTE || on_io_thread(t) ||
+                    (t->phase != ZT_TASK_PHASE_FORWARD && t->phase != ZT_TASK_PHASE_BACKWARD &&
+                     t->phase != ZT_TASK_PHASE_WEIGHT_GRAD) || t->cls == ZT_TASK_CLASS_DATA)
+                    continue;
+                busy += t->end - t->start;
+                t0 = t->start < t0 ? t->start : t0;
+                t1 = t->end > t1 ? t->end : t1;
+            }
+            sum += busy;
+            most = busy > most ? busy : most;
         }
-        sum += busy;
-        most = busy > most ? busy : most;
+        if (t1 <= t0) continue;
+        idle += 1 - sum / (P * (t1 - t0));
+        replicas++;
+        if (sum > 0 && most / (sum / P) > *imbalance) *imbalance = most / (sum / P);
     }
-    if (t1 <= t0) return -1;
-    *imbalance = sum > 0 ? most / (sum / tr->nranks) : 1;
-    return 1 - sum / (tr->nranks * (t1 - t0));
+    return replicas ? idle / replicas : -1;
 }
 
 /* the pipeline's bubble per step, beside the theory's (P-1)/(M+P-1) */
 static void print_pipeline(const struct trace *tr, int json) {
     const int P = (int)trace_meta_num(tr, "pipeline_stages", 1);
     const int M = (int)trace_meta_num(tr, "grad_accum", 1);
-    if (P < 2 || P != tr->nranks) return;
-    printf(json ? ", \"pipeline\": {\"stages\": %d, \"micro_batches\": %d, \"theory\": %.6f, "
-                  "\"steps\": [" : "pipeline: %d stages, %d micro-batches; bubble per step "
-                                   "(theory (P-1)/(M+P-1) = %.4f):",
-           P, M, (double)(P - 1) / (M + P - 1));
+    if (P < 2 || tr->nranks % P != 0) return;
+    printf(json ? ", \"pipeline\": {\"stages\": %d, \"replicas\": %d, \"micro_batches\": %d, "
+                  "\"theory\": %.6f, \"steps\": ["
+                : "pipeline: %d stages x %d replica(s), %d micro-batches; bubble per step "
+                  "(theory (P-1)/(M+P-1) = %.4f):",
+           P, tr->nranks / P, M, (double)(P - 1) / (M + P - 1));
     for (int w = 0, k = 0; w < tr->nwin; w++) {
-        double im = 1, b = pipeline_bubble(tr, w, &im);
+        double im = 1, b = pipeline_bubble(tr, w, P, &im);
         if (b < 0) continue;
         if (json)
             printf("%s{\"step\": %lld, \"bubble\": %.6f, \"imbalance\": %.6f}", k++ ? ", " : "",

@@ -15,8 +15,9 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
   - bf16: losses within 1e-3 of the 1-rank bf16 run's;
   - the schedules' memory bound, counted in the trace (a micro-batch is in flight on a stage
     from its first forward task to its last backward task there): 1F1B at most `stages` per
-    stage, GPipe at most all of the accumulation's and more than 1F1B's on some stage; the trace names each rank's process by its stage,
-    and zt-trace summary gives each step's bubble (in [0, 1)) beside (P-1)/(M+P-1);
+    stage, GPipe at most all of the accumulation's and more than 1F1B's on some stage; the
+    trace names each rank's process by its stage, and zt-trace summary gives each step's bubble
+    (in [0, 1)) beside (P-1)/(M+P-1), for (2, 2) per replica;
   - activation checkpointing in a stage (every layer): (1, 2) bit-identical to storing
     everything, with recompute tasks in its trace; (2, 2) within 1e-5 of 1 rank;
   - the optimizer offloaded in a stage: (1, 2) to host memory, (2, 2) to NVMe: losses 1e-5;
@@ -123,7 +124,7 @@ for zs in (0, 1) if FULL else (1,):
         dp2pp2_losses, dp2pp2_w = got, got_w
 # bits: a repeat and another scheduler of (2, 2); (dp, pp) = (2, 1), data parallelism alone
 for label, env in (("repeat", None), ("eager", {"STARPU_SCHED": "eager"}))[:2 if FULL else 1]:
-    got, got_w = train("dp2pp2_" + label, 4, dp2pp2[1], env=env)
+    got, got_w = train("dp2pp2_" + label, 4, dp2pp2[1], env=env, trace=label == "repeat")
     with open(got_w, "rb") as f, open(dp2pp2_w, "rb") as g:
         same = f.read() == g.read()
     run.check(got == dp2pp2_losses and same, "(2, 2) %s: losses and weights bit-identical (%s "
@@ -304,6 +305,15 @@ run.check(pipe.get("stages") == 2 and abs(pipe.get("theory", 0) - 0.2) < 1e-9 an
           all(0 <= x["bubble"] < 1 and x["imbalance"] >= 1 for x in pipe["steps"]) and
           names == ["rank 0: stage 0 of 2", "rank 1: stage 1 of 2"],
           "trace: processes %s; zt-trace summary's pipeline %s" % (names, pipe))
+# (2, 2): the bubble of each replica's two stages (world ranks 0, 2 and 1, 3), averaged
+summary = json.loads(subprocess.run([ZTT, "summary", run.path("dp2pp2_repeat_trace.json"),
+                                     "--json"], capture_output=True, text=True,
+                                    timeout=120).stdout)
+pipe = summary.get("pipeline", {})
+run.check(pipe.get("stages") == 2 and pipe.get("replicas") == 2 and
+          len(pipe.get("steps", [])) == 4 and
+          all(0 <= x["bubble"] < 1 and x["imbalance"] >= 1 for x in pipe["steps"]),
+          "(2, 2) trace: zt-trace summary's pipeline of 2 stages x 2 replicas %s" % pipe)
 
 # ---- refusals ----
 for label, n, cfg, extra, word in (

@@ -14,7 +14,10 @@
  *    order, and if a recv occupied rank 1's only worker, the compute tasks would never run and
  *    the job would hang (ZT_COMM_TIMEOUT ends it);
  *  - bad arguments (peer, tag, block) are refused with ZT_ERR_INVALID;
- *  - the trace records every send and recv once, on the communication lane, as kinds send/recv.
+ *  - the trace records every send and recv once, on the communication lane, as kinds send/recv;
+ *  - zt_comm_gatherv_bytes / _rounds (the host gather that the trace and a pipeline's export
+ *    use): rank r's 10 r + 3 bytes (none from rank 1) reach rank 0 in rank order, whole and in
+ *    rounds of 1, 4 and 7 bytes per rank (how a gather past 2 GiB goes).
  * Modes for tests/tasks/test_p2p.py, which checks the one error line and the exit status:
  *  mismatch: rank 1 receives 128 bytes where rank 0 sends 64;
  *  silent:   rank 1 receives from rank 0, which never sends (the job must end after
@@ -322,6 +325,32 @@ static void window_and_large(void) {
     zt_tensor_free(b);
 }
 
+static unsigned char gathered_byte(int r, size_t j) { return (unsigned char)(r * 31 + j * 7); }
+
+/* every rank's bytes to rank 0, in rounds of `round` bytes per rank (0: whole) */
+static void gather_rounds(size_t round) {
+    const size_t n = g_rank == 1 ? 0 : (size_t)(10 * g_rank + 3);
+    unsigned char *mine = malloc(n ? n : 1);
+    for (size_t j = 0; j < n; j++) mine[j] = gathered_byte(g_rank, j);
+    void *all = NULL;
+    size_t total = 0, want = 0;
+    ok(round ? zt_comm_gatherv_rounds(mine, n, &all, &total, round)
+             : zt_comm_gatherv_bytes(mine, n, &all, &total),
+       "zt_comm_gatherv_rounds");
+    int same = 1;
+    for (int r = 0; r < g_size; r++) {
+        const size_t nr = r == 1 ? 0 : (size_t)(10 * r + 3);
+        for (size_t j = 0; g_rank == 0 && j < nr && same; j++)
+            same = want + j < total && ((unsigned char *)all)[want + j] == gathered_byte(r, j);
+        want += nr;
+    }
+    ZT_TEST_TRUE(g_rank != 0 || (same && total == want && all),
+                 "gather in rounds of %zu: %zu bytes in rank order (got %zu)", round, want, total);
+    ZT_TEST_TRUE(g_rank == 0 || all == NULL, "gather: rank %d holds no result", g_rank);
+    free(all);
+    free(mine);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "main";
     ok(zt_tasks_init(), "zt_tasks_init");
@@ -344,6 +373,8 @@ int main(int argc, char **argv) {
     order();
     window_and_large();
     zt_p2p_wait();
+    const size_t rounds[] = {0, 1, 4, 7}; /* whole, then rounds of 1, 4 and 7 bytes */
+    for (size_t i = 0; i < sizeof rounds / sizeof *rounds; i++) gather_rounds(rounds[i]);
     if (argc > 2) check_trace(argv[2]);
     zt_tasks_free();
     char name[64];
