@@ -312,6 +312,17 @@ static int plan_pipeline(const struct train_run *r) {
     return 0;
 }
 
+/* the host bytes this rank needs at most (zt_gpt2_mem_estimate; a pipeline rank: its stage's
+ * parameters and activation sets, so that stages on machines of their own are not refused for
+ * the whole model's size) */
+static int64_t rank_mem_estimate(const struct train_run *r) {
+    if (r->cfg.pipeline.stages <= 1) return zt_gpt2_mem_estimate(&r->shape, &r->cfg);
+    struct zt_pipe_plan pl;
+    if (zt_pipe_plan_gpt2(&r->shape, &r->cfg.pipeline, &pl) != ZT_OK) return -1;
+    const int st = zt_pipe_rank(&r->cfg.pipeline, r->world, r->rank).stage;
+    return zt_gpt2_stage_mem_estimate(&r->shape, &r->cfg, pl.first[st], pl.first[st + 1]);
+}
+
 /* config (the --seed override applied), model shape, token file, and whether the model fits in
  * the host memory available. Returns 0 or the exit code, the error reported. */
 static int load_inputs(struct train_run *r) {
@@ -332,7 +343,7 @@ static int load_inputs(struct train_run *r) {
     if (train_data_open(&r->data, &d, &r->cfg, &r->shape) != ZT_OK)
         return fail(zt_error_last_code() == ZT_ERR_USAGE || zt_error_last_code() == ZT_ERR_CONFIG
                         ? 2 : 1);
-    int64_t need = zt_gpt2_mem_estimate(&r->shape, &r->cfg), have = cli_mem_available();
+    int64_t need = rank_mem_estimate(r), have = cli_mem_available();
     if (need < 0) return fail(1);
     if (need > have) {
         char largest[256];
@@ -545,10 +556,9 @@ static void print_memory_plan(const struct train_run *r) {
     const struct zt_mem_inputs in = {.shape = &r->shape, .cfg = &r->cfg, .world_size = r->world,
                                      .rank = r->rank, .workers = zt_runtime_nworkers()};
     struct zt_mem_prediction pred;
-    if (zt_memory_predict(&in, &pred) == ZT_OK) /* a pipeline stage: the whole model's */
-        at += snprintf(line + at, sizeof line - (size_t)at, " | predicted peak %.1f MiB%s",
-                       mib(pred.peak), r->cfg.pipeline.stages > 1 ? " (whole model: an upper "
-                                                                   "bound for a stage)" : "");
+    if (zt_memory_predict(&in, &pred) == ZT_OK) /* a pipeline rank: its stage's */
+        at += snprintf(line + at, sizeof line - (size_t)at, " | predicted peak %.1f MiB",
+                       mib(pred.peak));
     struct zt_gpt2_recompute rc;
     zt_gpt2_recompute_info(r->model, &rc);
     if (rc.nckpt) /* inside the activations */

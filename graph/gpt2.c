@@ -83,14 +83,19 @@ static zt_param_t *param_slot(zt_gpt2_t m, int i) {
     return &m->layer_params[(i - 2) / P_NLAYER][(i - 2) % P_NLAYER];
 }
 
-/* whether this stage holds parameter i: the layer spec that reads it is one of its own (wte:
- * the embedding's or the head's, so the first and the last stage both hold it) */
+int zt_gpt2_param_in_specs(const struct zt_model_shape *s, int i, int spec0, int spec1) {
+    const int L = s->n_layer, last = 2 + P_NLAYER * L;
+#define IN_(k) ((k) >= spec0 && (k) < spec1)
+    if (i == 0) return IN_(0) || IN_(L + 2);
+    if (i == 1) return IN_(0);
+    if (i >= last) return IN_(L + 1);
+    return IN_(1 + (i - 2) / P_NLAYER);
+#undef IN_
+}
+
+/* whether this stage holds parameter i */
 static int param_held(const struct zt_gpt2 *m, int i) {
-    const int L = m->s.n_layer, last = 2 + P_NLAYER * L;
-    if (i == 0) return holds(m, 0) || holds(m, L + 2);
-    if (i == 1) return holds(m, 0);
-    if (i >= last) return holds(m, L + 1);
-    return holds(m, 1 + (i - 2) / P_NLAYER);
+    return zt_gpt2_param_in_specs(&m->s, i, m->spec0, m->spec1);
 }
 
 /* every parameter this stage holds, in zt_gpt2_param_info's order, HF GPT-2 names and layouts;
@@ -522,10 +527,24 @@ int64_t zt_gpt2_numel(const struct zt_model_shape *s) {
     return params;
 }
 
-int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg) {
+int64_t zt_gpt2_stage_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg,
+                                   int spec0, int spec1) {
     /* fp32 values, gradients and the two Adam moments; the activations with one block */
-    const int64_t acts = zt_gpt2_act_bytes(s, cfg, 1);
-    return acts < 0 ? -1 : 16 * zt_gpt2_numel(s) + acts;
+    const int64_t acts = zt_gpt2_stage_act_bytes(s, cfg, 1, spec0, spec1);
+    int64_t params = 0;
+    for (int i = 0; i < zt_gpt2_nparams(s); i++) {
+        int ndim;
+        int64_t shape[2];
+        char name[160];
+        zt_gpt2_param_info(s, i, name, sizeof name, &ndim, shape);
+        if (zt_gpt2_param_in_specs(s, i, spec0, spec1))
+            params += shape[0] * (ndim == 2 ? shape[1] : 1);
+    }
+    return acts < 0 ? -1 : 16 * params + acts;
+}
+
+int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg) {
+    return zt_gpt2_stage_mem_estimate(s, cfg, 0, s->n_layer + 3);
 }
 
 // ----------------------------------------------------------------------------

@@ -104,17 +104,21 @@ static int in_part(const struct act_row *r, enum layer_part part, enum zt_recomp
     return part == PART_ALL || (part == PART_WINDOW) == recomputed(r, mode);
 }
 
+/* the layer specs [spec0, spec1) of the stage whose activations are made or sized (the whole
+ * model without a pipeline) */
+struct spec_range {
+    int spec0, spec1;
+};
+
+static int in_range(const struct spec_range *r, int k) { return k >= r->spec0 && k < r->spec1; }
+
 /* Which of layer l's activations a pipeline stage makes: its own layers' (own), only the output
  * of the layer just before its first (its input, received from the stage before), none of the
- * other layers; every layer without a pipeline, and when sizing (m NULL: the whole model, an
- * upper bound for a stage). */
-static enum layer_part stage_part(const struct zt_gpt2 *m, int l, enum layer_part own) {
-    if (!m || holds(m, 1 + l)) return own;
-    return l == m->spec0 - 2 ? PART_OUTPUT : PART_NONE;
+ * other layers; every layer without a pipeline. */
+static enum layer_part stage_part(const struct spec_range *r, int l, enum layer_part own) {
+    if (in_range(r, 1 + l)) return own;
+    return l == r->spec0 - 2 ? PART_OUTPUT : PART_NONE;
 }
-
-/* whether this stage makes the final norm's and the head's activations (the logits) */
-static int stage_tail(const struct zt_gpt2 *m) { return !m || holds(m, m->s.n_layer + 1); }
 
 /* the rows of one table (a layer's: those of part); the row at offset `moved` is not made (a
  * kept input on NVMe lives in the swap's sets), SIZE_MAX: none */
@@ -168,6 +172,7 @@ static int act_sets(const struct zt_config *cfg) {
  * layers, and what to do with each activation */
 struct act_walk {
     zt_gpt2_t m;
+    struct spec_range specs;
     const struct zt_model_shape *s;
     const struct zt_config *cfg;
     const struct zt_recompute_plan *rc;
@@ -190,14 +195,15 @@ static enum zt_status set_acts(const struct act_walk *a, char *head, struct zt_l
     for (int l = 0; l < a->s->n_layer; l++)
         ZT_CHECK(each_row(a->ctx, a->s, a->fn, g_layer_acts, N_(g_layer_acts),
                           layers ? (char *)&layers[l] : NULL, accum,
-                          stage_part(a->m, l, zt_recompute_slot(a->rc, l) >= 0 ? PART_KEPT
-                                                                               : PART_ALL),
+                          stage_part(&a->specs, l, zt_recompute_slot(a->rc, l) >= 0
+                                                       ? PART_KEPT
+                                                       : PART_ALL),
                           mode, MOVED_(l + 1, struct zt_layer_acts, res3)));
     for (int w = 0; w < a->rc->window; w++)
         ZT_CHECK(each_row(a->ctx, a->s, a->fn, g_layer_acts, N_(g_layer_acts),
                           window ? (char *)&window[w] : NULL, accum, PART_WINDOW, mode,
                           SIZE_MAX));
-    if (stage_tail(a->m))
+    if (in_range(&a->specs, a->s->n_layer + 1)) /* the final norm's and the head's (logits) */
         ZT_CHECK(each_row(a->ctx, a->s, a->fn, g_tail_set_acts, N_(g_tail_set_acts), head, accum,
                           PART_ALL, mode, SIZE_MAX));
     return ZT_OK;
@@ -207,11 +213,11 @@ static enum zt_status set_acts(const struct act_walk *a, char *head, struct zt_l
 
 /* every activation in allocation order: the first set's (the model's own tensors), the tail
  * every set shares, then a pipeline stage's other sets, each checkpointed as the first and with
- * its own recompute window; m NULL: sizing */
-static enum zt_status for_each_act(zt_gpt2_t m, const struct zt_model_shape *s,
-                                   const struct zt_config *cfg,
+ * its own recompute window; m NULL: sizing the stage of specs r */
+static enum zt_status for_each_act(zt_gpt2_t m, struct spec_range r,
+                                   const struct zt_model_shape *s, const struct zt_config *cfg,
                                    const struct zt_recompute_plan *rc, act_fn fn, void *ctx) {
-    const struct act_walk a = {m, s, cfg, rc, fn, ctx};
+    const struct act_walk a = {m, r, s, cfg, rc, fn, ctx};
     ZT_CHECK(set_acts(&a, (char *)m, m ? m->layer_acts : NULL, m ? m->window : NULL, 1));
     ZT_CHECK(each_row(ctx, s, fn, g_tail_acts, sizeof g_tail_acts / sizeof *g_tail_acts,
                       (char *)m, cfg->grad_accum, PART_ALL, cfg->actckpt.recompute, SIZE_MAX));
@@ -263,18 +269,24 @@ void zt_gpt2_recompute_info(zt_gpt2_t m, struct zt_gpt2_recompute *out) {
                                        &out->file_bytes);
 }
 
-int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
-                          int chunks) {
+int64_t zt_gpt2_stage_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
+                                int chunks, int spec0, int spec1) {
     struct act_sizing z = {cfg, chunks, 0};
     struct zt_recompute_plan rc;
     if (zt_gpt2_plan_layers(cfg, s->n_layer, &rc) != ZT_OK) return -1;
-    for_each_act(NULL, s, cfg, &rc, size_act, &z); /* size_act cannot fail */
+    const struct spec_range r = {spec0, spec1};
+    for_each_act(NULL, r, s, cfg, &rc, size_act, &z); /* size_act cannot fail */
     if (cfg->actckpt.offload == ZT_OFFLOAD_NVME) /* the sets of the inputs on NVMe */
         z.bytes += zt_ckpt_swap_sets(&rc) *
                    zt_engine_act_size(cfg, chunks, s->seq_len, s->n_embd,
                                       zt_dtype_size(zt_engine_config_dtype(cfg)));
     zt_recompute_free(&rc);
     return z.bytes;
+}
+
+int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
+                          int chunks) {
+    return zt_gpt2_stage_act_bytes(s, cfg, chunks, 0, s->n_layer + 3);
 }
 
 /* in every set, a checkpointed layer's recomputed activations are the tensors of its window
@@ -342,7 +354,8 @@ static enum zt_status alloc_sets(zt_gpt2_t m, const struct zt_config *cfg) {
 
 enum zt_status zt_gpt2_acts_make(zt_gpt2_t m, const struct zt_config *cfg) {
     ZT_CHECK(alloc_sets(m, cfg));
-    ZT_CHECK(for_each_act(m, &m->s, cfg, &m->rc, make_act, m->e));
+    const struct spec_range r = {m->spec0, m->spec1};
+    ZT_CHECK(for_each_act(m, r, &m->s, cfg, &m->rc, make_act, m->e));
     copy_set_fields(m->sets[0].shadow, m);
     alias_window(m);
     return cfg->actckpt.offload == ZT_OFFLOAD_NVME ? swap_inputs(m, cfg) : ZT_OK;

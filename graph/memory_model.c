@@ -13,6 +13,7 @@
 #include "engine_impl.h"       /* zt_engine_plan_cfg, zt_slots_plan, zt_offload_buffers */
 #include "zt_gpt2.h"           /* zt_gpt2_param_info, zt_gpt2_act_bytes, zt_gpt2_grad_events */
 #include "zt_memory_model.h"   /* our API */
+#include "zt_pipe_plan.h"      /* zt_pipe_plan_gpt2: a pipeline rank's stage */
 #include "zt_tasks.h"          /* zt_task_comm_reduce_scratch, zt_task_worker_gemm_bytes */
 
 /* What a zt-train process holds resident before the model's own memory: the code and data of
@@ -43,11 +44,31 @@ static void ctx_free(struct mm_ctx *m) {
     free(m->classes);
 }
 
-/* the parameter list (zt_gpt2_param_info), the ZeRO plan and the slot classes */
-static enum zt_status ctx_make(struct mm_ctx *m, const struct zt_mem_inputs *in, int chunks,
-                               int64_t group_elems) {
-    m->n = zt_gpt2_nparams(in->shape);
-    const size_t n = (size_t)m->n;
+/* What one rank builds: the layer specs of its pipeline stage and its place among the stage's
+ * replicas, over which the ZeRO plan runs; the whole model over the world without a pipeline. */
+struct mm_stage {
+    int spec0, spec1;
+    int rank, world;
+};
+
+static enum zt_status stage_of(const struct zt_mem_inputs *in, struct mm_stage *st) {
+    *st = (struct mm_stage){0, in->shape->n_layer + 3, in->rank, in->world_size};
+    if (in->cfg->pipeline.stages <= 1) return ZT_OK;
+    ZT_CHECK(zt_pipeline_check_runnable(in->cfg));
+    const struct zt_pipe_rank x = zt_pipe_rank(&in->cfg->pipeline, in->world_size, in->rank);
+    struct zt_pipe_plan pl;
+    ZT_CHECK(zt_pipe_plan_gpt2(in->shape, &in->cfg->pipeline, &pl));
+    ZT_CHECK(zt_pipe_plan_check_gpt2(&pl, in->shape, in->cfg->path));
+    *st = (struct mm_stage){pl.first[x.stage], pl.first[x.stage + 1], x.dp_rank, x.dp};
+    return ZT_OK;
+}
+
+/* the parameters the stage holds (zt_gpt2_param_info's order), the ZeRO plan and the slot
+ * classes */
+static enum zt_status ctx_make(struct mm_ctx *m, const struct zt_mem_inputs *in,
+                               const struct mm_stage *st, int chunks, int64_t group_elems) {
+    const int all = zt_gpt2_nparams(in->shape);
+    const size_t n = (size_t)all;
     m->shapes = calloc(n, sizeof *m->shapes);
     m->names = calloc(n, sizeof *m->names);
     m->name_ptr = calloc(n, sizeof *m->name_ptr);
@@ -55,14 +76,17 @@ static enum zt_status ctx_make(struct mm_ctx *m, const struct zt_mem_inputs *in,
     m->classes = calloc(n, sizeof *m->classes);
     if (!m->shapes || !m->names || !m->name_ptr || !m->cls || !m->classes)
         return zt_error_set(ZT_ERR_NOMEM, "memory model: out of memory");
-    for (int i = 0; i < m->n; i++) {
+    m->n = 0;
+    for (int i = 0; i < all; i++) {
+        if (!zt_gpt2_param_in_specs(in->shape, i, st->spec0, st->spec1)) continue;
         int ndim;
         int64_t shape[2];
-        zt_gpt2_param_info(in->shape, i, m->names[i], sizeof m->names[i], &ndim, shape);
-        m->shapes[i] = zt_plan_shape_of(ndim, shape);
-        m->name_ptr[i] = m->names[i];
+        const int k = m->n++;
+        zt_gpt2_param_info(in->shape, i, m->names[k], sizeof m->names[k], &ndim, shape);
+        m->shapes[k] = zt_plan_shape_of(ndim, shape);
+        m->name_ptr[k] = m->names[k];
     }
-    const struct zt_plan_cfg pc = zt_engine_plan_cfg(in->cfg, in->rank, in->world_size, chunks,
+    const struct zt_plan_cfg pc = zt_engine_plan_cfg(in->cfg, st->rank, st->world, chunks,
                                                      group_elems);
     ZT_CHECK(zt_zero_plan_make(&m->plan, &pc, m->shapes, m->n));
     return zt_slots_plan(in->cfg, m->n, m->shapes, m->plan.param, m->name_ptr, m->cls,
@@ -240,18 +264,21 @@ enum zt_status zt_memory_predict(const struct zt_mem_inputs *in, struct zt_mem_p
     int64_t chunks = 0, group_elems = 0;
     ZT_CHECK(zt_engine_plan_knobs(&chunks, &group_elems));
     ZT_CHECK(check_inputs(in, &chunks));
+    struct mm_stage st;
+    ZT_CHECK(stage_of(in, &st));
     struct mm_ctx m = {.cfg = in->cfg};
-    enum zt_status rc = ctx_make(&m, in, (int)chunks, group_elems);
+    enum zt_status rc = ctx_make(&m, in, &st, (int)chunks, group_elems);
     if (rc == ZT_OK) rc = engine_tiers(&m, out);
     const enum zt_dtype dt = zt_engine_config_dtype(in->cfg);
     const int64_t grad_slots0 = out->grad_slots; /* before step 1 */
-    if (rc == ZT_OK && in->cfg->zero_stage >= 2)
+    if (rc == ZT_OK && in->cfg->zero_stage >= 2) /* no pipeline: stages 0-1 only */
         rc = grad_slot_bytes(&m, in->shape, (int64_t)zt_dtype_size(dt), &out->grad_slots);
     if (rc == ZT_OK) {
-        out->acts = zt_gpt2_act_bytes(in->shape, in->cfg, (int)chunks);
+        out->acts = zt_gpt2_stage_act_bytes(in->shape, in->cfg, (int)chunks, st.spec0,
+                                            st.spec1);
         if (out->acts < 0) rc = zt_error_last_code();
         const int64_t per_worker = gemm_bytes(in->shape, in->cfg, (int)chunks) +
-                                   reduce_scratch(&m, in->rank, in->world_size, dt);
+                                   reduce_scratch(&m, st.rank, st.world, dt);
         out->runtime = ZT_MEM_PROCESS_BASE + in->workers * per_worker;
         /* at the peak (the end of a step) the gradient slots have grown */
         out->peak = out->runtime + out->params + out->grads - grad_slots0 + out->grad_slots +

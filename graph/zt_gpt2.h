@@ -96,6 +96,15 @@ enum zt_status zt_gpt2_check_weights(const struct zt_model_shape *shape,
  * the checkpointed layers finds no memory. */
 int64_t zt_gpt2_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
                           int chunks);
+/* The same for a pipeline stage that runs layer specs [spec0, spec1) (zt_pipe_plan_gpt2's
+ * first[stage] .. first[stage + 1]: 0 the embedding, 1 + l layer l, L + 1 ln_f, L + 2 the
+ * head); zt_gpt2_act_bytes is the whole range. */
+int64_t zt_gpt2_stage_act_bytes(const struct zt_model_shape *s, const struct zt_config *cfg,
+                                int chunks, int spec0, int spec1);
+/* Whether a stage that runs layer specs [spec0, spec1) holds parameter i (zt_gpt2_param_info's
+ * order): the spec that reads it is one of its own (wte: the embedding's or the head's, so the
+ * first and the last stage both hold it). */
+int zt_gpt2_param_in_specs(const struct zt_model_shape *s, int i, int spec0, int spec1);
 
 /* The order in which one micro-batch's backward asks for the parameters' gradients
  * (zt_param_grad: ev[k] = i, parameter i in zt_gpt2_param_info's order) and declares them
@@ -108,6 +117,10 @@ int64_t zt_gpt2_numel(const struct zt_model_shape *s);
 /* Host bytes the model needs (parameters, gradients, Adam moments, activations) before it is
  * built, so a caller can refuse a model that does not fit; -1 as zt_gpt2_act_bytes. */
 int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg);
+/* The same for a pipeline stage that runs layer specs [spec0, spec1) (as
+ * zt_gpt2_stage_act_bytes): its parameters and its activation sets. */
+int64_t zt_gpt2_stage_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg,
+                                   int spec0, int spec1);
 
 /* Floating-point operations of one training step (forward + backward, matmuls and attention),
  * for the achieved-GFLOP/s figure. */

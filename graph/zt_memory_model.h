@@ -9,8 +9,10 @@
  * buffers, the slot pools, the swap buffers, the activation table); nothing is allocated
  * beyond the plan's arrays, no StarPU or MPI call is made, and it may run before the runtime
  * starts. The knobs (ZT_GRAPH_CHUNKS, ZT_OPT_GROUP_ELEMS, ZT_SWAP_BUFFER_MEM,
- * ZT_HOST_MEM_LIMIT) are read as the engine reads them. docs/architecture.md ("Memory model")
- * lists the terms and the accuracy measured.
+ * ZT_HOST_MEM_LIMIT) are read as the engine reads them. A rank of a pipeline (pipeline.stages
+ * > 1) is sized as its stage: the parameters its layer specs hold, the ZeRO plan over the
+ * stage's replicas, the stage's activation sets. docs/architecture.md ("Memory model") lists
+ * the terms and the accuracy measured.
  */
 #ifndef ZT_MEMORY_MODEL_H
 #define ZT_MEMORY_MODEL_H

@@ -8,7 +8,9 @@
  * the gradient slots grow) a real engine and GPT-2 are built and the prediction's params,
  * grads, optim, acts, value_slots, swap_buffers and nvme must equal zt_engine_memory before
  * step 1, and grad_slots after one training step. ZT_GRAPH_CHUNKS comes once from the knob (chunks 0) and once from the inputs.
- * Under mpirun every rank checks its own prediction (world size and rank from MPI). The
+ * Under mpirun every rank checks its own prediction (world size and rank from MPI); on 2 ranks
+ * also as the 2 stages of a pipeline (1F1B and GPipe, ZeRO 0-1, fp32 and bf16, with and
+ * without the optimizer in host memory and checkpointed layers). The
  * predicted peak against the measured one is tests/graph/test_memory_model.py's.
  *
  * Usage: [mpirun -np N] test_memory_model WORKDIR
@@ -39,8 +41,11 @@ static int write_tokens(const char *path) {
 
 /* the DeepSpeed JSON of one case into path */
 static int write_config(const char *path, const char *nvme, int world, int stage, int bf16,
-                        int micro, int accum, enum offload off) {
-    char opt[700] = "", par[700] = "", ckpt[700] = "";
+                        int micro, int accum, enum offload off, int stages, int gpipe) {
+    char opt[700] = "", par[700] = "", ckpt[700] = "", pipe[100] = "";
+    if (stages > 1)
+        snprintf(pipe, sizeof pipe, ", \"pipeline\": {\"stages\": %d, \"schedule\": \"%s\"}",
+                 stages, gpipe ? "gpipe" : "1f1b");
     if (off != OFF_NONE)
         snprintf(opt, sizeof opt, ", \"offload_optimizer\": {\"device\": \"%s\", \"nvme_path\": "
                  "\"%s\"}", off == OFF_CPU ? "cpu" : "nvme", nvme);
@@ -58,8 +63,8 @@ static int write_config(const char *path, const char *nvme, int world, int stage
             "\"params\": {\"lr\": 0.001}}, \"bf16\": {\"enabled\": %s}, \"zero_optimization\": "
             "{\"stage\": %d, \"reduce_bucket_size\": 5000, "
             "\"stage3_param_persistence_threshold\": 300, \"stage3_prefetch_bucket_size\": 20000"
-            "%s%s}%s}", micro * accum * world, micro, accum, bf16 ? "true" : "false", stage, opt,
-            par, ckpt);
+            "%s%s}%s%s}", micro * accum * (world / stages), micro, accum, bf16 ? "true" : "false",
+            stage, opt, par, ckpt, pipe);
     return fclose(f);
 }
 
@@ -148,7 +153,7 @@ int main(int argc, char **argv) {
                     snprintf(label, sizeof label, "rank %d of %d, chunks %d stage %d offload %d "
                              "%s micro %d accum %d", rank, world, chunks, stage, off,
                              bf16 ? "bf16" : "fp32", micro, accum);
-                    if (write_config(ds, nvme, world, stage, bf16, micro, accum, off) != 0) {
+                    if (write_config(ds, nvme, world, stage, bf16, micro, accum, off, 1, 0)) {
                         ZT_TEST_FAIL("%s: cannot write %s", label, ds);
                         continue;
                     }
@@ -156,6 +161,23 @@ int main(int argc, char **argv) {
                     check_case(label, ds, &tok, stage % 2 ? chunks : 0);
                     cases++;
                 }
+    }
+    /* a pipeline of 2 stages (2 ranks: one replica each): each rank its stage's parameters
+     * (wte on both ends) and activation sets (1F1B: 2, GPipe: one per micro-batch), ZeRO 0-1,
+     * with the optimizer offloaded to host memory and checkpointed layers too */
+    setenv("ZT_GRAPH_CHUNKS", "1", 1);
+    for (int bits = 0; world == 2 && bits < 16; bits++) {
+        const int stage = bits & 1, bf16 = bits >> 1 & 1, gpipe = bits >> 2 & 1;
+        const enum offload off = bits >> 3 ? OFF_CPU : OFF_NONE;
+        if (off != OFF_NONE && stage == 0) continue; /* offload needs stage >= 1 */
+        snprintf(label, sizeof label, "rank %d of %d, 2 stages %s, stage %d offload %d %s", rank,
+                 world, gpipe ? "gpipe" : "1f1b", stage, off, bf16 ? "bf16" : "fp32");
+        if (write_config(ds, nvme, world, stage, bf16, 1, 3, off, 2, gpipe) != 0) {
+            ZT_TEST_FAIL("%s: cannot write %s", label, ds);
+            continue;
+        }
+        check_case(label, ds, &tok, 0);
+        cases++;
     }
     zt_runtime_free();
     zt_tokens_close(&tok);

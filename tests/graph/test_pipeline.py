@@ -27,6 +27,8 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
     (1, 2); a deeper model's imported weights are refused by a pipeline (one line, exit 1);
   - refused with one line and exit 2, before the runtime starts: activation checkpointing's
     inputs on NVMe, a partition that cuts between ln_f and the head;
+  - the start-up memory check sizes each rank's stage: a model too large for this machine is
+    refused with about half the whole model's need on each of 2 stages;
   - a stage that stops (SIGSTOP, as a hung rank) under ZT_COMM_TIMEOUT=5: the job ends
     non-zero within a bounded time and rank 0's line names rank 1: the message it waited for
     (point-to-point) or the step's host-side sum it never joined (the collective watchdog).
@@ -39,6 +41,7 @@ Usage: test_pipeline.py ZT_TRAIN MPIEXEC WORKDIR
 """
 import json
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -329,6 +332,22 @@ for label, n, cfg, extra, word in (
     errs = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
     run.check(p.returncode == 2 and len(errs) == 1 and word in errs[0],
               "pipeline with %s: exit %d, %s" % (label, p.returncode, errs))
+
+# ---- the start-up memory check sizes a rank's stage, not the whole model ----
+huge = run.write("huge_model.json", {"vocab_size": 64, "seq_len": 8, "n_embd": 120000,
+                                     "n_layer": 4, "n_head": 2})
+need = {}
+for label, n, cfg in (("1 rank", 1, ds("huge1", 1, 1)), ("2 stages", 2, ds("huge2", 1, 2))):
+    p = run.launch(n, ["--ds-config", cfg, "--model", huge, "--data", data, "--steps", "1"],
+                   timeout=120)
+    got = [float(x) for x in re.findall(r"needs about ([0-9.]+) GiB of host memory", p.stderr)]
+    need[label] = got
+    run.check(p.returncode != 0 and len(got) == n, "%s, layers of 120000 x 120000: refused, "
+              "each rank naming its need (%s)" % (label, got))
+if len(need["1 rank"]) == 1 and len(need["2 stages"]) == 2:
+    whole, stage = need["1 rank"][0], max(need["2 stages"])
+    run.check(0.45 * whole <= stage <= 0.55 * whole, "each of 2 stages needs about half the "
+              "whole model's host memory: %.1f of %.1f GiB" % (stage, whole))
 
 # ---- a stage that stops ----
 wrap = run.path("wrap.sh")
