@@ -12,7 +12,9 @@
  * waits for its swap-out, a swap-in waits for the last reader of what the set held, and the
  * recompute waits for the swap-in. The file holds one region per swapped input, each row block
  * rounded up to 4096 bytes (O_DIRECT); rows go through the I/O service's bounce buffer when a
- * block is not aligned.
+ * block is not aligned. A pipeline stage moves only its own blocks' inputs, and each of its
+ * activation sets (micro-batches in flight) has its own sets and regions (activation set a's
+ * after the a - 1 before it).
  */
 #include <stdlib.h>       /* calloc, free */
 #include "engine_impl.h"  /* zt_engine_io_start */
@@ -23,9 +25,11 @@
 
 struct zt_ckpt_swap {
     const struct zt_recompute_plan *blocks; /* the model's plan */
+    int block0, block1;                     /* the blocks whose inputs may move */
+    int act_sets;                           /* activation sets */
     struct zt_recompute_plan moved;         /* over the blocks: set and swap of each input */
     int *block_of;                          /* [moved.nckpt]: the block of each moved input */
-    zt_tensor_t *set;                       /* [moved.window] */
+    zt_tensor_t *set;                       /* [act_sets][moved.window] */
     int64_t *blk_off;                       /* [nblk + 1]: row block offsets in a region */
     int nblk;
     int swapped;                            /* the moved inputs that go to the file */
@@ -33,13 +37,13 @@ struct zt_ckpt_swap {
     struct zt_swapfile file;
 };
 
-int zt_ckpt_swap_moves(const struct zt_recompute_plan *blocks, int b) {
-    return zt_recompute_needed(blocks, b);
+int zt_ckpt_swap_moves(const struct zt_recompute_plan *blocks, int block0, int block1, int b) {
+    return b >= block0 && b < block1 && zt_recompute_needed(blocks, b);
 }
 
-int zt_ckpt_swap_sets(const struct zt_recompute_plan *blocks) {
+int zt_ckpt_swap_sets(const struct zt_recompute_plan *blocks, int block0, int block1) {
     int n = 0;
-    for (int b = 0; b < blocks->nblocks; b++) n += zt_ckpt_swap_moves(blocks, b);
+    for (int b = 0; b < blocks->nblocks; b++) n += zt_ckpt_swap_moves(blocks, block0, block1, b);
     return n < blocks->window ? n : blocks->window;
 }
 
@@ -47,13 +51,14 @@ static enum zt_status plan_moved(struct zt_ckpt_swap *s) {
     const int nb = s->blocks->nblocks;
     unsigned char *m = calloc((size_t)nb + 1, 1);
     if (!m) return zt_error_set(ZT_ERR_NOMEM, "checkpointed inputs: out of memory");
-    for (int b = 0; b < nb; b++) m[b] = (unsigned char)zt_ckpt_swap_moves(s->blocks, b);
+    for (int b = 0; b < nb; b++)
+        m[b] = (unsigned char)zt_ckpt_swap_moves(s->blocks, s->block0, s->block1, b);
     /* the blocks' window (at most the moved inputs): what zt_ckpt_swap_sets sized */
     enum zt_status rc = zt_recompute_init(&s->moved, nb, m, s->blocks->window);
     free(m);
     ZT_CHECK(rc);
     s->block_of = calloc((size_t)s->moved.nckpt + 1, sizeof *s->block_of);
-    s->set = calloc((size_t)s->moved.window + 1, sizeof *s->set);
+    s->set = calloc((size_t)s->act_sets * (size_t)s->moved.window + 1, sizeof *s->set);
     if (!s->block_of || !s->set)
         return zt_error_set(ZT_ERR_NOMEM, "checkpointed inputs: out of memory");
     for (int b = 0; b < nb; b++)
@@ -61,11 +66,11 @@ static enum zt_status plan_moved(struct zt_ckpt_swap *s) {
     return ZT_OK;
 }
 
-/* the sets, the row blocks' places in a region, the file (one region per swapped input; when
- * none is swapped, no file: nvme_path is only checked) */
+/* the sets, the row blocks' places in a region, the file (one region per swapped input of each
+ * activation set; when none is swapped, no file: nvme_path is only checked) */
 static enum zt_status open_storage(struct zt_ckpt_swap *s, zt_engine_t e,
                                    const struct zt_ckpt_swap_spec *sp) {
-    for (int w = 0; w < s->moved.window; w++)
+    for (int w = 0; w < s->act_sets * s->moved.window; w++)
         ZT_CHECK(zt_engine_act_dtype(e, "ckpt_input", sp->rows_per_seq, sp->cols, sp->dtype,
                                      &s->set[w]));
     const zt_tensor_t t = s->set[0];
@@ -79,7 +84,7 @@ static enum zt_status open_storage(struct zt_ckpt_swap *s, zt_engine_t e,
     for (int k = 0; k < s->moved.nckpt; k++)
         s->swapped += zt_recompute_needed(&s->moved, s->block_of[k]);
     if (s->swapped == 0) return zt_swapdir_check(sp->nvme_path, sp->key);
-    const int64_t bytes = (int64_t)s->swapped * s->blk_off[s->nblk];
+    const int64_t bytes = (int64_t)s->act_sets * s->swapped * s->blk_off[s->nblk];
     ZT_CHECK(zt_swapdir_open(&s->dir, sp->nvme_path, sp->key, bytes));
     ZT_CHECK(zt_swapdir_file(&s->dir, "ckpt_inputs.swp", bytes, &s->file));
     return zt_engine_io_start(e);
@@ -89,11 +94,13 @@ enum zt_status zt_ckpt_swap_init(zt_ckpt_swap_t *out, zt_engine_t e,
                                  const struct zt_recompute_plan *blocks,
                                  const struct zt_ckpt_swap_spec *spec) {
     *out = NULL;
-    if (zt_ckpt_swap_sets(blocks) == 0) /* no backward recomputes: nothing moves */
+    if (zt_ckpt_swap_sets(blocks, spec->block0, spec->block1) == 0) /* nothing moves */
         return zt_swapdir_check(spec->nvme_path, spec->key);
     struct zt_ckpt_swap *s = calloc(1, sizeof *s);
     if (!s) return zt_error_set(ZT_ERR_NOMEM, "checkpointed inputs: out of memory");
     s->blocks = blocks;
+    s->block0 = spec->block0, s->block1 = spec->block1;
+    s->act_sets = spec->act_sets > 1 ? spec->act_sets : 1;
     s->dir.lock_fd = -1;
     s->file.fd = -1;
     enum zt_status rc = plan_moved(s);
@@ -125,25 +132,26 @@ int64_t zt_ckpt_swap_info(zt_ckpt_swap_t s, int *moved, int *sets, int *swapped,
     *moved = s ? s->moved.nckpt : 0;
     *sets = s ? s->moved.window : 0;
     *swapped = s ? s->swapped : 0;
-    *file_bytes = s ? (int64_t)s->swapped * s->blk_off[s->nblk] : 0;
+    *file_bytes = s ? (int64_t)s->act_sets * s->swapped * s->blk_off[s->nblk] : 0;
     int64_t bytes = 0;
-    for (int w = 0; w < *sets; w++)
+    for (int w = 0; s && w < s->act_sets * *sets; w++)
         bytes += zt_tensor_numel(s->set[w]) * (int64_t)zt_tensor_elemsize(s->set[w]);
     return bytes;
 }
 
-zt_tensor_t zt_ckpt_swap_input(zt_ckpt_swap_t s, int b) {
+zt_tensor_t zt_ckpt_swap_input(zt_ckpt_swap_t s, int k, int b) {
     const int w = s ? zt_recompute_slot(&s->moved, b) : -1;
-    return w < 0 ? NULL : s->set[w];
+    return w < 0 ? NULL : s->set[k * s->moved.window + w];
 }
 
-/* a swap of block b's input between its set and its region of the file (the swapped inputs are
- * the first moved ones, so its place among the moved is its region) */
+/* a swap of block b's input between its set and its region of the file, in the activation set
+ * of o's micro-batch (the swapped inputs are the first moved ones, so its place among the moved
+ * is its region within the activation set's) */
 static enum zt_status swap(zt_ckpt_swap_t s, const struct zt_task_opts *o, int b, int out) {
     struct zt_swap_seg segs[64];
-    const int k = s->moved.index[b];
-    const zt_tensor_t t = s->set[zt_recompute_slot(&s->moved, b)];
-    const int64_t region = (int64_t)k * s->blk_off[s->nblk];
+    const int k = s->moved.index[b], a = o->mb > 0 ? o->mb % s->act_sets : 0;
+    const zt_tensor_t t = zt_ckpt_swap_input(s, a, b);
+    const int64_t region = ((int64_t)a * s->swapped + k) * s->blk_off[s->nblk];
     int n = 0;
     for (int r = 0; r < s->nblk; r++) {
         segs[n++] = (struct zt_swap_seg){t, r, 0, zt_tensor_blk_rows(t, r) * zt_tensor_cols(t) *

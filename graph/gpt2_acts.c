@@ -149,13 +149,6 @@ enum zt_status zt_gpt2_plan_layers(const struct zt_config *cfg, int L,
     return st;
 }
 
-/* whether layer l's input (the output of the layer below, or the embeddings) waits on NVMe
- * between its forward and backward: activation_checkpointing.offload nvme, and its backward
- * recomputes from it */
-static int input_moves(const struct zt_config *cfg, const struct zt_recompute_plan *rc, int l) {
-    return cfg->actckpt.offload == ZT_OFFLOAD_NVME && zt_ckpt_swap_moves(rc, l);
-}
-
 /* The sets of a micro-batch's activations a stage keeps: 1 without a pipeline; 1F1B
  * (docs/pipeline.md) `stages` sets, GPipe one per micro-batch (at most the accumulation).
  * Micro-batch mb uses set mb % sets, so its forward waits (StarPU's order by data) until the
@@ -180,14 +173,21 @@ struct act_walk {
     void *ctx;
 };
 
+/* whether layer l's input (the output of the layer below, or the embeddings) waits on NVMe
+ * between its forward and backward: activation_checkpointing.offload nvme, l one of the stage's
+ * layers, and its backward recomputes from it */
+static int input_moves(const struct act_walk *a, int l) {
+    return a->cfg->actckpt.offload == ZT_OFFLOAD_NVME &&
+           zt_ckpt_swap_moves(a->rc, a->specs.spec0 - 1, a->specs.spec1 - 1, l);
+}
+
 /* one set of a micro-batch's activations: the head's (into head), each layer's (a checkpointed
- * layer only what it keeps), the recompute window, the last stage's tail; with moves (set 0)
- * the inputs on NVMe are not made (the swap's sets hold them). Bases NULL: sizing. */
+ * layer only what it keeps), the recompute window, the last stage's tail; the inputs on NVMe
+ * are not made (the swap's sets hold them). Bases NULL: sizing. */
 static enum zt_status set_acts(const struct act_walk *a, char *head, struct zt_layer_acts *layers,
-                               struct zt_layer_acts *window, int moves) {
+                               struct zt_layer_acts *window) {
 #define N_(t) (sizeof(t) / sizeof *(t))
-#define MOVED_(l, type, f) \
-    (moves && input_moves(a->cfg, a->rc, l) ? offsetof(type, f) : SIZE_MAX)
+#define MOVED_(l, type, f) (input_moves(a, l) ? offsetof(type, f) : SIZE_MAX)
     const int accum = a->cfg->grad_accum;
     const enum zt_recompute mode = a->cfg->actckpt.recompute;
     ZT_CHECK(each_row(a->ctx, a->s, a->fn, g_head_acts, N_(g_head_acts), head, accum, PART_ALL,
@@ -218,12 +218,12 @@ static enum zt_status for_each_act(zt_gpt2_t m, struct spec_range r,
                                    const struct zt_model_shape *s, const struct zt_config *cfg,
                                    const struct zt_recompute_plan *rc, act_fn fn, void *ctx) {
     const struct act_walk a = {m, r, s, cfg, rc, fn, ctx};
-    ZT_CHECK(set_acts(&a, (char *)m, m ? m->layer_acts : NULL, m ? m->window : NULL, 1));
+    ZT_CHECK(set_acts(&a, (char *)m, m ? m->layer_acts : NULL, m ? m->window : NULL));
     ZT_CHECK(each_row(ctx, s, fn, g_tail_acts, sizeof g_tail_acts / sizeof *g_tail_acts,
                       (char *)m, cfg->grad_accum, PART_ALL, cfg->actckpt.recompute, SIZE_MAX));
     for (int k = 1; k < act_sets(cfg); k++)
         ZT_CHECK(set_acts(&a, m ? (char *)m->sets[k].shadow : NULL,
-                          m ? m->sets[k].layer_acts : NULL, m ? m->sets[k].window : NULL, 0));
+                          m ? m->sets[k].layer_acts : NULL, m ? m->sets[k].window : NULL));
     return ZT_OK;
 }
 
@@ -277,7 +277,7 @@ int64_t zt_gpt2_stage_act_bytes(const struct zt_model_shape *s, const struct zt_
     const struct spec_range r = {spec0, spec1};
     for_each_act(NULL, r, s, cfg, &rc, size_act, &z); /* size_act cannot fail */
     if (cfg->actckpt.offload == ZT_OFFLOAD_NVME) /* the sets of the inputs on NVMe */
-        z.bytes += zt_ckpt_swap_sets(&rc) *
+        z.bytes += act_sets(cfg) * zt_ckpt_swap_sets(&rc, spec0 - 1, spec1 - 1) *
                    zt_engine_act_size(cfg, chunks, s->seq_len, s->n_embd,
                                       zt_dtype_size(zt_engine_config_dtype(cfg)));
     zt_recompute_free(&rc);
@@ -304,16 +304,20 @@ static void alias_window(zt_gpt2_t m) {
         }
 }
 
-/* the inputs that wait on NVMe: the swap's sets take the places for_each_act left empty */
+/* the inputs that wait on NVMe: the swap's sets take the places for_each_act left empty, in
+ * every activation set (set 0's in the model's own fields) */
 static enum zt_status swap_inputs(zt_gpt2_t m, const struct zt_config *cfg) {
     const struct zt_ckpt_swap_spec spec = {
         .rows_per_seq = m->s.seq_len, .cols = m->s.n_embd, .dtype = zt_engine_dtype(m->e),
-        .nvme_path = cfg->actckpt.nvme_path, .key = "activation_checkpointing.offload.nvme_path"};
+        .nvme_path = cfg->actckpt.nvme_path, .key = "activation_checkpointing.offload.nvme_path",
+        .block0 = m->spec0 - 1, .block1 = m->spec1 - 1, .act_sets = m->nsets};
     ZT_CHECK(zt_ckpt_swap_init(&m->swap, m->e, &m->rc, &spec));
-    for (int l = 0; l < m->s.n_layer; l++) {
-        const zt_tensor_t t = zt_ckpt_swap_input(m->swap, l);
-        if (t) *(l ? &m->layer_acts[l - 1].res3 : &m->encoded) = t;
-    }
+    for (int k = 0; k < m->nsets; k++)
+        for (int l = 0; l < m->s.n_layer; l++) {
+            const zt_tensor_t t = zt_ckpt_swap_input(m->swap, k, l);
+            struct zt_gpt2 *head = k ? m->sets[k].shadow : m;
+            if (t) *(l ? &m->sets[k].layer_acts[l - 1].res3 : &head->encoded) = t;
+        }
     return ZT_OK;
 }
 
@@ -356,9 +360,10 @@ enum zt_status zt_gpt2_acts_make(zt_gpt2_t m, const struct zt_config *cfg) {
     ZT_CHECK(alloc_sets(m, cfg));
     const struct spec_range r = {m->spec0, m->spec1};
     ZT_CHECK(for_each_act(m, r, &m->s, cfg, &m->rc, make_act, m->e));
+    if (cfg->actckpt.offload == ZT_OFFLOAD_NVME) ZT_CHECK(swap_inputs(m, cfg));
     copy_set_fields(m->sets[0].shadow, m);
     alias_window(m);
-    return cfg->actckpt.offload == ZT_OFFLOAD_NVME ? swap_inputs(m, cfg) : ZT_OK;
+    return ZT_OK;
 }
 
 void zt_gpt2_acts_free(zt_gpt2_t m) {

@@ -45,8 +45,9 @@ struct zt_gpt2_batch {
 /* Activation checkpointing (the config's activation_checkpointing): nckpt layers keep only
  * their output and recompute the rest during the backward into a window of `window` layers'
  * activations (window_bytes; nothing is recomputed, nor saved, unless nckpt > window). With
- * offload nvme, the inputs of the `moved` layers that recompute live in `sets` sets of tensors
- * (set_bytes in all), and `swapped` of them wait in a swap file of file_bytes. */
+ * offload nvme, the inputs of the `moved` layers that recompute (a stage's own) live in `sets`
+ * sets of tensors per activation set (set_bytes in all), and `swapped` of them per activation
+ * set wait in a swap file of file_bytes. */
 struct zt_gpt2_recompute {
     int nckpt, window;
     int act_sets;         /* a pipeline stage's sets of a micro-batch's activations (1 without) */

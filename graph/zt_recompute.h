@@ -59,19 +59,25 @@ struct zt_step_ctx zt_recompute_ctx(const struct zt_step_ctx *backward);
  * A model whose checkpointed blocks' inputs are all [rows_per_seq, cols] activations of one type
  * can keep them on NVMe between a block's forward and its backward: the inputs of the blocks
  * whose backward recomputes (zt_recompute_needed) live in zt_ckpt_swap_sets() sets of tensors
- * instead of one each, and those the forward overwrites wait in a swap file under nvme_path. */
+ * instead of one each, and those the forward overwrites wait in a swap file under nvme_path.
+ * Only the blocks [block0, block1) move (a pipeline stage's; every block otherwise), and a model
+ * with several activation sets (a pipeline stage's micro-batches in flight: micro-batch mb uses
+ * set mb % act_sets) has its own sets of inputs and its own file regions per activation set. */
 struct zt_ckpt_swap_spec {
     int64_t rows_per_seq, cols; /* of each input, as zt_engine_act_dtype takes them */
     enum zt_dtype dtype;
     const char *nvme_path;      /* the directory of the swap file */
     const char *key;            /* the config key that named it, for messages */
+    int block0, block1;         /* the blocks this model runs */
+    int act_sets;               /* its activation sets (>= 1) */
 };
 typedef struct zt_ckpt_swap *zt_ckpt_swap_t;
-/* Whether block b's input moves (into a set; then maybe to the file): its backward recomputes. */
-int zt_ckpt_swap_moves(const struct zt_recompute_plan *blocks, int b);
-/* The sets of inputs that the plan's moved inputs share (the plan's window, at most the moved
- * inputs; 0: no backward recomputes, nothing moves). For sizing. */
-int zt_ckpt_swap_sets(const struct zt_recompute_plan *blocks);
+/* Whether block b's input moves (into a set; then maybe to the file): b is one of the blocks
+ * [block0, block1) and its backward recomputes. */
+int zt_ckpt_swap_moves(const struct zt_recompute_plan *blocks, int block0, int block1, int b);
+/* The sets of inputs that the moved inputs of one activation set share (the plan's window, at
+ * most the moved inputs; 0: no backward recomputes, nothing moves). For sizing. */
+int zt_ckpt_swap_sets(const struct zt_recompute_plan *blocks, int block0, int block1);
 /* Make the sets (zt_engine_act_dtype) and, when an input is swapped, the swap file
  * (io/zt_swapdir.h: too little room is ZT_ERR_IO) and start the engine's I/O service; a bad
  * nvme_path is ZT_ERR_CONFIG naming spec->key even when nothing moves (*out NULL then). blocks
@@ -81,19 +87,19 @@ enum zt_status zt_ckpt_swap_init(zt_ckpt_swap_t *out, zt_engine_t e,
                                  const struct zt_recompute_plan *blocks,
                                  const struct zt_ckpt_swap_spec *spec);
 void zt_ckpt_swap_free(zt_ckpt_swap_t s);
-/* The tensor block b's input must be (the model writes the previous block's output there), or
- * NULL when b's input stays the model's own. */
-zt_tensor_t zt_ckpt_swap_input(zt_ckpt_swap_t s, int b);
+/* The tensor block b's input must be in activation set k (the model writes the previous
+ * block's output there), or NULL when b's input stays the model's own. */
+zt_tensor_t zt_ckpt_swap_input(zt_ckpt_swap_t s, int k, int b);
 /* Before block b's forward tasks are submitted, its input complete (a training step only: an
  * evaluation has no backward): its input to the file when a later block's input takes its set
  * (with one set, b's own output: the swap-out reads the input before b's forward overwrites
- * it). */
+ * it). The activation set is forward's micro-batch's (opts.mb % act_sets), as for swap-ins. */
 enum zt_status zt_ckpt_swap_out(zt_ckpt_swap_t s, const struct zt_step_ctx *forward, int b);
 /* At block b's backward, before its recompute: the swap-in of the input that is next to be
  * needed in b's set, prefetched as a backward prefetch of its block. Call it for every block. */
 enum zt_status zt_ckpt_swap_in(zt_ckpt_swap_t s, const struct zt_step_ctx *backward, int b);
-/* What s holds (all 0 for NULL): *moved inputs in *sets sets (their bytes returned), *swapped
- * of them through a swap file of *file_bytes. */
+/* What s holds (all 0 for NULL), per activation set: *moved inputs in *sets sets (the bytes of
+ * every activation set's returned), *swapped of them; the swap file's *file_bytes (all sets). */
 int64_t zt_ckpt_swap_info(zt_ckpt_swap_t s, int *moved, int *sets, int *swapped,
                           int64_t *file_bytes);
 /* A swap's failure (the disk full, an I/O error) shows here: check it once a step's losses are

@@ -7,8 +7,8 @@
   - a rank killed mid-step (SIGKILL): every other rank is gone and mpirun exits non-zero within
     60 s, with a message naming the lost rank;
   - a config error under mpirun is reported once (by rank 0), not once per rank, exit 2; so is
-    a pipeline of 2 stages on 4 ranks with activation checkpointing's inputs on NVMe (each
-    rank's place planned and printed, then refused: not implemented inside a stage yet);
+    a pipeline of 2 stages on 4 ranks whose partition cuts between ln_f and the head (each
+    rank's place planned and printed, then refused);
   - no rank leaves a partial export behind in any of these.
 
 Usage: test_mpi_failures.py ZT_TRAIN MPIEXEC WORKDIR
@@ -123,19 +123,17 @@ if p.returncode != 2 or len(msg) != 1 or "zero_optimization.stage" not in msg[0]
 else:
     print("config error, 3 ranks: exit 2, one message: %s" % msg[0])
 
-# 4. a pipeline of 2 stages on 4 ranks (2 replicas each) with activation checkpointing's inputs
-# on NVMe: read, checked and planned (each rank's place printed), then refused at start-up (not
-# implemented inside a stage): one message, exit 2, no hang
+# 4. a pipeline of 2 stages on 4 ranks (2 replicas each) whose partition cuts between ln_f and
+# the head: read, checked and planned (each rank's place printed), then refused at start-up:
+# one message, exit 2, no hang
 dspipe = write("ds_pipe.json", {"train_batch_size": 16, "train_micro_batch_size_per_gpu": 4,
-                                "gradient_accumulation_steps": 2, "pipeline": {"stages": 2},
-                                "activation_checkpointing": {
-                                    "number_checkpoints": 2,
-                                    "offload": {"device": "nvme", "nvme_path": WORK}}})
+                                "gradient_accumulation_steps": 2,
+                                "pipeline": {"stages": 2, "partition": "type:ln_f|head"}})
 p, _ = run(["--ds-config", dspipe, "--model", model, "--data", data, "--steps", "1"], np_=4)
 msg = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
 plan = [l for l in p.stdout.splitlines() if l.startswith("pipeline: rank ")]
-if p.returncode != 2 or len(msg) != 1 or "pipeline.stages 2 with activation " \
-        "checkpointing's inputs on NVMe" not in msg[0] or len(plan) != 4 or \
+if p.returncode != 2 or len(msg) != 1 or "cuts between ln_f and the head" not in msg[0] or \
+        len(plan) != 4 or \
         "rank 3: data-parallel rank 1 of 2, stage 1 of 2: layers" not in plan[3]:
     bad.append("pipeline stages 2 on 4 ranks: exit %d, messages %s, plan %s" % (p.returncode, msg,
                                                                                plan))
