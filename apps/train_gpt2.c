@@ -567,9 +567,9 @@ static void print_memory_plan(const struct train_run *r) {
                        rc.nckpt > rc.window ? "" : ", so none is recomputed and nothing saved");
     if (rc.moved) /* the sets inside the activations too */
         at += snprintf(line + at, sizeof line - (size_t)at, " | checkpointed inputs: %d in %d "
-                       "set(s)%s (%.3f MiB), %d through NVMe (%.3f MiB)", rc.moved, rc.sets,
-                       rc.act_sets > 1 ? " per activation set" : "", mib(rc.set_bytes),
-                       rc.swapped, mib(rc.file_bytes));
+                       "set(s) (%.3f MiB), %d through NVMe (%.3f MiB)%s", rc.moved, rc.sets,
+                       mib(rc.set_bytes), rc.swapped, mib(rc.file_bytes),
+                       rc.act_sets > 1 ? " (counts per activation set, MiB over all)" : "");
     if (r->cfg.zero_stage >= 2) /* the slots inside params and grads */
         at += snprintf(line + at, sizeof line - (size_t)at, " | windows: gathered params %.3f "
                        "MiB, gradient slots %.3f MiB", mib(m->value_slots), mib(m->grad_slots));

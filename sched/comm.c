@@ -306,7 +306,7 @@ static int gather_round(const char *in, size_t n, const int64_t *len, const size
     int ok = MPI_Gatherv(mine ? in + off : in, (int)mine, MPI_BYTE, tmp ? tmp : out, counts,
                          displs, MPI_BYTE, 0, g_comm) == MPI_SUCCESS;
     for (int r = 0; ok && tmp && g_rank == 0 && r < g_size; r++)
-        memcpy(out + at[r] + off, tmp + displs[r], (size_t)counts[r]);
+        if (counts[r]) memcpy(out + at[r] + off, tmp + displs[r], (size_t)counts[r]);
     return ok;
 }
 
@@ -316,11 +316,14 @@ enum zt_status zt_comm_gatherv_rounds(const void *in, size_t n, void **out, size
     *total = 0;
     int64_t *len = calloc((size_t)g_size, sizeof *len), mine = (int64_t)n;
     size_t *at = calloc((size_t)g_size, sizeof *at);
-    if (!len || !at || MPI_Allgather(&mine, 1, MPI_INT64_T, len, 1, MPI_INT64_T, g_comm) !=
-                           MPI_SUCCESS) {
+    int short_of = !len || !at; /* every rank learns of one without memory: none waits alone */
+    if (MPI_Allreduce(MPI_IN_PLACE, &short_of, 1, MPI_INT, MPI_MAX, g_comm) != MPI_SUCCESS ||
+        short_of ||
+        MPI_Allgather(&mine, 1, MPI_INT64_T, len, 1, MPI_INT64_T, g_comm) != MPI_SUCCESS) {
         free(len);
         free(at);
-        return zt_error_set(ZT_ERR_RUNTIME, "MPI: gathering the byte counts failed");
+        return short_of ? zt_error_set(ZT_ERR_NOMEM, "MPI: out of memory for a gather's counts")
+                        : zt_error_set(ZT_ERR_RUNTIME, "MPI: gathering the byte counts failed");
     }
     size_t most = 0, sum = 0;
     for (int r = 0; r < g_size; r++) {
@@ -342,6 +345,7 @@ enum zt_status zt_comm_gatherv_rounds(const void *in, size_t n, void **out, size
         ok = all && (direct || tmp) && counts && displs;
     }
     if (MPI_Bcast(&ok, 1, MPI_INT, 0, g_comm) != MPI_SUCCESS) ok = 0;
+    const int buffers = ok;
     for (size_t off = 0; ok && off < most; off += round)
         ok = gather_round(in, n, len, at, off, round, all, tmp, counts, displs);
     free(tmp);
@@ -351,8 +355,10 @@ enum zt_status zt_comm_gatherv_rounds(const void *in, size_t n, void **out, size
     free(at);
     if (!ok) {
         free(all);
-        return zt_error_set(ZT_ERR_RUNTIME, "MPI: gathering %zu bytes to rank 0 failed (out of "
-                            "memory or MPI)", sum);
+        return buffers ? zt_error_set(ZT_ERR_RUNTIME, "MPI: gathering %zu bytes to rank 0 failed",
+                                      sum)
+                       : zt_error_set(ZT_ERR_NOMEM, "MPI: rank 0 has no memory for the %zu "
+                                      "gathered bytes", sum);
     }
     *out = all;
     *total = sum;

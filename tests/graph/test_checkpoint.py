@@ -91,7 +91,7 @@ cases = [  # (label, stage, ranks, offload_optimizer, offload_param)
 ]
 # under the sanitizers: each stage, NVMe for optimizer state and parameters, 1 and 2 ranks once
 cases = sanitized(cases, [c for c in cases if (c[0], c[2]) in (
-    ("s0", 1), ("s1", 2), ("s2", 2), ("s3", 2), ("s1_nvme", 1), ("s3_nvme", 2))])
+    ("s0", 1), ("s1", 1), ("s1", 2), ("s2", 2), ("s3", 2), ("s3_nvme", 2))])
 saved = {}
 for label, stage, n, opt, par in cases:
     if (stage, n) not in straight:
