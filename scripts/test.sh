@@ -39,5 +39,5 @@ if [ "${ZT_TEST_SANITIZE:-1}" != 0 ]; then
   (cd build-asan && ctest --output-on-failure -j"$jobs" -LE nosan)
 fi
 if [ "${ZT_TEST_FUZZ:-1}" != 0 ]; then
-  bash scripts/fuzz.sh "${ZT_TEST_FUZZ_SECONDS:-20}"
+  bash scripts/fuzz.sh "${ZT_TEST_FUZZ_SECONDS:-15}"
 fi
