@@ -163,14 +163,16 @@ enum zt_status zt_gpt2_init(zt_gpt2_t *out, zt_engine_t e, const struct zt_model
     m->losses = calloc((size_t)m->accum, sizeof *m->losses);
     m->recompute = cfg->actckpt.recompute;
     m->inputs_to_host = cfg->actckpt.offload == ZT_OFFLOAD_CPU;
-    enum zt_status rc = zt_gpt2_plan_layers(cfg, s->n_layer, &m->rc);
-    m->window = calloc((size_t)m->rc.window + 1, sizeof *m->window); /* + 1: never calloc(0) */
-    if (rc != ZT_OK || !m->layer_params || !m->layer_acts || !m->losses || !m->window) {
+    if (!m->layer_params || !m->layer_acts || !m->losses) {
         zt_gpt2_free(m);
         return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     }
     *out = m;
     ZT_CHECK(plan_stage(m, cfg));
+    /* a stage plans the checkpointing of its own layers (spec 1 + l is layer l) */
+    ZT_CHECK(zt_gpt2_plan_layers(cfg, s->n_layer, m->spec0 - 1, m->spec1 - 1, &m->rc));
+    m->window = calloc((size_t)m->rc.window + 1, sizeof *m->window); /* + 1: never calloc(0) */
+    if (!m->window) return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
     ZT_CHECK(declare_params(m));
     ZT_CHECK(zt_engine_finalize(e));
     return zt_gpt2_acts_make(m, cfg);

@@ -138,12 +138,13 @@ static enum zt_status each_row(void *ctx, const struct zt_model_shape *s, act_fn
     return ZT_OK;
 }
 
-/* the config's checkpointed layers and their recompute window */
-enum zt_status zt_gpt2_plan_layers(const struct zt_config *cfg, int L,
+/* the config's checkpointed layers among [layer0, layer1) and their recompute window */
+enum zt_status zt_gpt2_plan_layers(const struct zt_config *cfg, int L, int layer0, int layer1,
                                    struct zt_recompute_plan *rc) {
     unsigned char *ckpt = calloc((size_t)L + 1, 1);
     if (!ckpt) return zt_error_set(ZT_ERR_NOMEM, "model: out of memory");
-    for (int l = 0; l < L; l++) ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l);
+    for (int l = layer0 > 0 ? layer0 : 0; l < L && l < layer1; l++)
+        ckpt[l] = (unsigned char)zt_actckpt_layer(&cfg->actckpt, l);
     enum zt_status st = zt_recompute_init(rc, L, ckpt, 0);
     free(ckpt);
     return st;
@@ -273,7 +274,7 @@ int64_t zt_gpt2_stage_act_bytes(const struct zt_model_shape *s, const struct zt_
                                 int chunks, int spec0, int spec1) {
     struct act_sizing z = {cfg, chunks, 0};
     struct zt_recompute_plan rc;
-    if (zt_gpt2_plan_layers(cfg, s->n_layer, &rc) != ZT_OK) return -1;
+    if (zt_gpt2_plan_layers(cfg, s->n_layer, spec0 - 1, spec1 - 1, &rc) != ZT_OK) return -1;
     const struct spec_range r = {spec0, spec1};
     for_each_act(NULL, r, s, cfg, &rc, size_act, &z); /* size_act cannot fail */
     if (cfg->actckpt.offload == ZT_OFFLOAD_NVME) /* the sets of the inputs on NVMe */

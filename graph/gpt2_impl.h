@@ -72,8 +72,10 @@ struct act_set {
 /* whether this stage runs layer spec k */
 static inline int holds(const struct zt_gpt2 *m, int k) { return k >= m->spec0 && k < m->spec1; }
 
-/* gpt2_acts.c: the config's checkpointed layers and their recompute window */
-enum zt_status zt_gpt2_plan_layers(const struct zt_config *cfg, int L,
+/* gpt2_acts.c: the config's checkpointed layers among layers [layer0, layer1) (a pipeline
+ * stage's: its window holds its own layers' values; every layer otherwise) and their recompute
+ * window */
+enum zt_status zt_gpt2_plan_layers(const struct zt_config *cfg, int L, int layer0, int layer1,
                                    struct zt_recompute_plan *rc);
 /* gpt2_acts.c: every activation tensor of m (after zt_engine_finalize): the micro-batch sets,
  * the recompute window aliased into the checkpointed layers, the inputs kept on NVMe */
