@@ -17,6 +17,8 @@ a pipeline of stages, checked against pipeline arithmetic computed here:
 - a run recorded here (tiny GPT-2, 2 micro-batches): one stage has no bubble and takes M x (its
   per-micro-batch work) for the forwards and backwards; two stages cut by time are no more
   imbalanced than by parameters;
+- `zt-trace summary` of a hand-written (dp, pp) = (2, 2) trace: each replica's bubble (world
+  rank s x dp + d holds stage s of replica d), averaged;
 - bad input: no --stages, more stages than layer specs, an unknown schedule, a trace without
   the model's shape: one line "zt-trace: error: ...", exit 2 or 1.
 
@@ -162,6 +164,25 @@ run.check(p.returncode == 0 and by_time["partition_weights"] == pipe.get("partit
           and len(plan) == 1 and want in plan[0],
           "zt-train with the printed partition_weights: stage 1 %s (projection: %s)" % (
               plan, want))
+
+# ---- zt-trace summary of a recorded (dp, pp) = (2, 2) run's trace, written by hand ----
+# world rank s x dp + d holds stage s of replica d: replica 0 = ranks 0, 2 (10 ms each, one after
+# the other: bubble 1 - 20 / (2 x 20) = 0.5), replica 1 = ranks 1, 3 (overlapping by 5 ms:
+# 1 - 20 / (2 x 15) = 1/3); their mean 0.41667 (grouping ranks 0, 1 and 2, 3 would give 0.16667)
+meta22 = ("# meta world=4 workers=1 micro_batch=1 grad_accum=2 pipeline_stages=2 seq_len=16 "
+          "n_layer=4 n_embd=8 n_head=2 vocab_size=32\n")
+spans = {0: (0, 10000), 2: (10000, 20000), 1: (0, 10000), 3: (5000, 15000)}
+with open(run.path("dp2pp2.ztr"), "w") as f:
+    f.write(HEAD + meta22)
+    for r, (t0, t1) in sorted(spans.items()):
+        f.write("%d %d matmul_forward 1 0 0 -1 0 0 %.1f %.1f %.1f %.1f 0 8 8 0 0 0\n"
+                % (r, r + 1, t0, t0, t1, t1 - t0))
+pipe = json.loads(ztt("summary", run.path("dp2pp2.ztr"), "--json").stdout).get("pipeline", {})
+steps = pipe.get("steps", [{}])
+run.check(pipe.get("stages") == 2 and pipe.get("replicas") == 2 and len(steps) == 1 and
+          near(steps[0].get("bubble", -1), (0.5 + 1 / 3) / 2, 1e-6) and
+          near(steps[0].get("imbalance", -1), 1.0, 1e-9),
+          "(2, 2) trace: each replica's bubble (0.5 and 1/3), averaged: %s" % pipe)
 
 # ---- bad input ----
 bare = hand_trace("bare.ztr", meta="# meta world=1 workers=1 micro_batch=1 grad_accum=1\n")
