@@ -38,7 +38,8 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
 
 With ZT_TEST_SANITIZED=1 (the sanitizer pass's ctest) one layout of each code path runs:
 accumulation 2 only, ZeRO-1 only for (2, 2), the repeat (not eager), no (2, 1), NVMe offload
-only, the checkpoint resumed as 1 rank and (2, 2).
+only, the checkpoint resumed as 1 rank and (2, 2), activation checkpointing not on (2, 2), its
+inputs on NVMe with 1F1B only.
 
 Usage: test_pipeline.py ZT_TRAIN MPIEXEC WORKDIR
 """
@@ -156,10 +157,11 @@ recomp = sum(x.get("recompute_ms", 0) for x in acs.get("steps", []))
 run.check(acl == pl and same and recomp > 0, "(1, 2) with every layer checkpointed: losses and "
           "weights bit-identical to storing everything (%s vs %s), recompute in the trace %.2f "
           "ms" % (acl, pl, recomp))
-got, _ = train("ac_dp2pp2", 4, ds("ac_dp2pp2", 2, 2, train_batch_size=16,
-                                   activation_checkpointing=AC))
-run.check(len(got) == 4 and rel(got, ref) <= 1e-5, "(2, 2) with every layer checkpointed: "
-          "losses %s vs 1 rank %s" % (got, ref))
+if FULL:  # the sanitizers: checkpointing in a stage on 2 ranks above
+    got, _ = train("ac_dp2pp2", 4, ds("ac_dp2pp2", 2, 2, train_batch_size=16,
+                                       activation_checkpointing=AC))
+    run.check(len(got) == 4 and rel(got, ref) <= 1e-5, "(2, 2) with every layer checkpointed: "
+              "losses %s vs 1 rank %s" % (got, ref))
 # the kept inputs on NVMe in a stage: each activation set has its own input sets and file
 # regions (1F1B with 4 micro-batches: 2 sets, each serving 2 micro-batches a step). 6 layers, 3
 # a stage, all checkpointed, a recompute window of 1: on each stage 2 layers recompute, their
