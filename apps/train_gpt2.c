@@ -306,7 +306,9 @@ static int plan_pipeline(const struct train_run *r) {
         zt_pipe_plan_describe(&pl, &r->shape, x.stage, what, sizeof what);
         printf("pipeline: rank %d: data-parallel rank %d of %d, %s\n", k, x.dp_rank, x.dp, what);
     }
-    if (zt_pipe_plan_check_gpt2(&pl, &r->shape, r->cfg.path) != ZT_OK) return fail(2);
+    if (zt_pipe_plan_check_gpt2(&pl, &r->shape, r->cfg.path) != ZT_OK ||
+        zt_pipeline_check_runnable(&r->cfg) != ZT_OK)
+        return fail(2);
     return 0;
 }
 

@@ -26,6 +26,7 @@ enum zt_status zt_engine_init(zt_engine_t *out, const struct zt_config *cfg) {
     ZT_CHECK(zt_knob_str("ZT_ON_NONFINITE", &on_nonfinite));
     if (cfg->micro_batch < 1 || cfg->grad_accum < 1)
         return zt_error_set(ZT_ERR_CONFIG, "engine: micro batch and accumulation must be >= 1");
+    ZT_CHECK(zt_pipeline_check_runnable(cfg));
     struct zt_engine *e = calloc(1, sizeof *e);
     if (!e) return NOMEM();
     e->cfg = *cfg;

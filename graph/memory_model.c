@@ -54,6 +54,7 @@ struct mm_stage {
 static enum zt_status stage_of(const struct zt_mem_inputs *in, struct mm_stage *st) {
     *st = (struct mm_stage){0, in->shape->n_layer + 3, in->rank, in->world_size};
     if (in->cfg->pipeline.stages <= 1) return ZT_OK;
+    ZT_CHECK(zt_pipeline_check_runnable(in->cfg));
     /* the stage-2 slots' replay (grad_slot_bytes) indexes the whole model's parameters */
     if (in->cfg->zero_stage >= 2)
         return zt_error_set(ZT_ERR_CONFIG, "memory model: a pipeline runs ZeRO stages 0-1");

@@ -174,6 +174,16 @@ enum zt_status zt_config_pipeline_actckpt(const struct zt_json_ctx *c,
     return ZT_OK;
 }
 
+enum zt_status zt_pipeline_check_runnable(const struct zt_config *c) {
+    const struct zt_pipeline_cfg *p = &c->pipeline;
+    if (p->stages <= 1 || !c->actckpt.enabled || c->actckpt.offload != ZT_OFFLOAD_NVME)
+        return ZT_OK;
+    return zt_error_set(ZT_ERR_CONFIG, "config %s: pipeline.stages %d with activation "
+                        "checkpointing's inputs on NVMe (offload device nvme): not implemented "
+                        "yet (docs/pipeline.md); a pipeline runs without it",
+                        c->path[0] ? c->path : "(built in code)", p->stages);
+}
+
 struct zt_pipe_rank zt_pipe_rank(const struct zt_pipeline_cfg *p, int world_size, int rank) {
     const int dp = world_size / (p->stages > 0 ? p->stages : 1);
     /* DeepSpeed's PipeDataParallelTopology: axes [pipe, data], pipe outermost */

@@ -233,6 +233,12 @@ struct zt_config {
 
 /* rank's stage and data-parallel place in a world of world_size ranks laid out by p */
 struct zt_pipe_rank zt_pipe_rank(const struct zt_pipeline_cfg *p, int world_size, int rank);
+/* ZT_OK for one stage, and for a pipeline that combines only with what it supports;
+ * ZT_ERR_CONFIG naming what a pipeline cannot combine with yet: activation checkpointing's
+ * kept inputs on NVMe (the one refusal, for the engine and for zt-train before it starts the
+ * runtime; a 1F1B run of 4 micro-batches over 2 activation sets with them hung under the
+ * sanitizers: docs/pipeline.md) */
+enum zt_status zt_pipeline_check_runnable(const struct zt_config *c);
 
 /* The names of the enums above as the config spells them: "none", "cpu", "nvme"; "fp32",
  * "bf16", "fp16"; "constant" (no scheduler section), "WarmupLR", "WarmupDecayLR",
