@@ -13,8 +13,8 @@ Checked (a tiny GPT-2 of 4 layers, 4 steps, gradient clipping on):
   - bit-identical losses and weights for a repeat, for STARPU_SCHED=eager and for the GPipe
     schedule (the same sums, only the memory differs);
   - bf16: losses within 1e-3 of the 1-rank bf16 run's;
-  - the schedules' memory bound, counted in the trace (a micro-batch is in flight on a stage
-    from its first forward task to its last backward task there): 1F1B at most `stages` per
+  - the schedules' memory bound, counted in the trace (a micro-batch's row block is in flight
+    on a stage from its first forward task to its last input-gradient task there): 1F1B at most `stages` per
     stage, GPipe at most all of the accumulation's and more than 1F1B's on some stage; the
     trace names each rank's process by its stage, and zt-trace summary gives each step's bubble
     (in [0, 1)) beside (P-1)/(M+P-1), for (2, 2) per replica;
@@ -267,34 +267,37 @@ run.check(rel(bp, bl) <= 1e-3 and max_diff(weights(bpw), weights(blw)) <= 1e-2,
 
 # ---- the schedules' memory bound, counted in the trace ----
 FWD = ("_forward", "crossentropy")
-BWD = ("_backward", "_backward_inp", "_backward_weight", "_backward_bias")
+# the input-gradient chain; the weight- and bias-gradient tasks sum over all rows, no row block's
+BWD = ("_backward", "_backward_inp")
 
 
 def in_flight(ztr, step):
-    """per rank: the most micro-batches between their first forward and last backward task"""
+    """per rank: the most micro-batches in flight on one row block, from the block's first
+    forward task to its last input-gradient task (a task of a micro-batch's row block b waits
+    for its own data only, so block 0 of micro-batch m may start while blocks 1-3 of m - 2 end)"""
     span = {}
     with open(ztr) as f:
         for line in f:
             if line.startswith("#"):
                 continue
             x = line.split()
-            rank, kind, st, mb = int(x[0]), x[2], int(x[3]), int(x[5])
-            if st != step or mb < 0:
+            rank, kind, st, mb, blk = int(x[0]), x[2], int(x[3]), int(x[5]), int(x[6])
+            if st != step or mb < 0 or blk < 0:
                 continue
-            s, e = span.setdefault((rank, mb), [float("inf"), float("-inf")])
+            s, e = span.setdefault((rank, blk, mb), [float("inf"), float("-inf")])
             if kind.endswith(FWD):
-                span[(rank, mb)][0] = min(s, float(x[10]))
+                span[(rank, blk, mb)][0] = min(s, float(x[10]))
             if kind.endswith(BWD):
-                span[(rank, mb)][1] = max(e, float(x[11]))
+                span[(rank, blk, mb)][1] = max(e, float(x[11]))
     most = {}
-    for rank in {r for r, _ in span}:
-        pts = sorted([(s, 1) for (r, _), (s, e) in span.items() if r == rank] +
-                     [(e, -1) for (r, _), (s, e) in span.items() if r == rank])
+    for rank, blk in {k[:2] for k in span}:
+        pts = sorted([(s, 1) for k, (s, e) in span.items() if k[:2] == (rank, blk)] +
+                     [(e, -1) for k, (s, e) in span.items() if k[:2] == (rank, blk)])
         cur = top = 0
         for _, d in pts:
             cur += d
             top = max(top, cur)
-        most[rank] = top
+        most[rank] = max(most.get(rank, 0), top)
     return [most[r] for r in sorted(most)]
 
 
