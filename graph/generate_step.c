@@ -173,14 +173,17 @@ void gen_step_end(struct gen_acts *a) {
 }
 
 /* a decode step's product split by columns into slab set k, each part reading `in` (a block,
- * or the slabs of the product before); gelu: GELU on the slabs */
+ * or the slabs of the product before, with the residual); gelu: GELU on the slabs. The first
+ * part alone keeps the residual sum (in->keep). */
 static enum zt_status parts(struct gen_acts *a, const struct zt_task_opts *o, int k,
                             const struct zt_cols_input *in, zt_tensor_t w, zt_tensor_t bias,
                             int gelu) {
+    struct zt_cols_input rest = *in;
+    rest.keep = NULL;
     for (int q = 0; q < nparts(a, k); q++) {
         int64_t o0;
         slab_part(a, k, q, &o0);
-        ZT_CHECK(zt_task_matmul_cols(o, a->slab[k][q], in, w, bias, o0, gelu));
+        ZT_CHECK(zt_task_matmul_cols(o, a->slab[k][q], q == 0 ? in : &rest, w, bias, o0, gelu));
     }
     return ZT_OK;
 }
@@ -215,16 +218,24 @@ static enum zt_status layer_block(struct gen_acts *a, const struct gen_layer *L,
 }
 
 /* the same layer for a decode step (one block, products split by columns): the layernorms
- * fold into the parts of the products that read them, the residuals into the concatenations,
- * GELU into the first MLP product, whose slabs the second reads directly, and the attention
- * is split by heads among the workers, its slabs read by the projection: nine tasks on the
- * step's serial chain per layer instead of fifteen */
+ * fold into the parts of the products that read them, and so do the residuals (each part adds
+ * the slabs of the product before to the residual stream, the first part keeps the sum), GELU
+ * into the first MLP product, whose slabs the second reads directly, and the attention is
+ * split by heads among the workers, its slabs read by the projection: seven tasks on the
+ * step's serial chain per layer instead of fifteen. x: the layer's input, the block (the first
+ * layer) or res2 + the slabs of the layer before's last product (kept in x) */
 static enum zt_status layer_split(struct gen_acts *a, const struct gen_layer *L, zt_tensor_t kv,
-                                  const struct gen_batch *bt, const struct zt_task_opts *o) {
+                                  const struct gen_batch *bt, const struct zt_task_opts *o,
+                                  int first) {
     zt_tensor_t *t = a->t;
     zt_tensor_t const *p = L->p;
-    const struct zt_cols_input ln1 = {.inp = t[A_X], .ln_w = p[P_LN1W], .ln_b = p[P_LN1B]};
-    const struct zt_cols_input ln2 = {.inp = t[A_RES2], .ln_w = p[P_LN2W], .ln_b = p[P_LN2B]};
+    const int nproj = nparts(a, S_PROJ);
+    const struct zt_cols_input ln1 =
+        first ? (struct zt_cols_input){.inp = t[A_X], .ln_w = p[P_LN1W], .ln_b = p[P_LN1B]}
+              : (struct zt_cols_input){.slabs = a->slab[S_PROJ], .nin = nproj, .base = t[A_RES2],
+                                       .keep = t[A_X], .ln_w = p[P_LN1W], .ln_b = p[P_LN1B]};
+    const struct zt_cols_input ln2 = {.slabs = a->slab[S_PROJ], .nin = nproj, .base = t[A_X],
+                                      .keep = t[A_RES2], .ln_w = p[P_LN2W], .ln_b = p[P_LN2B]};
     const struct zt_cols_input att = {.slabs = a->slab[S_ATT], .nin = nparts(a, S_ATT)};
     const struct zt_cols_input fch = {.slabs = a->slab[S_FCH], .nin = nparts(a, S_FCH)};
     ZT_CHECK(parts(a, o, S_QKV, &ln1, p[P_QKVW], p[P_QKVB], 0));
@@ -237,10 +248,8 @@ static enum zt_status layer_split(struct gen_acts *a, const struct gen_layer *L,
                                          a->s.n_head, h0, h1));
     }
     ZT_CHECK(parts(a, o, S_PROJ, &att, p[P_ATTPW], p[P_ATTPB], 0));
-    ZT_CHECK(join(a, o, S_PROJ, t[A_RES2], t[A_X])); /* res2 = x + the attention's output */
-    ZT_CHECK(parts(a, o, S_FCH, &ln2, p[P_FCW], p[P_FCB], 1));
-    ZT_CHECK(parts(a, o, S_PROJ, &fch, p[P_FCPW], p[P_FCPB], 0));
-    return join(a, o, S_PROJ, t[A_X], t[A_RES2]); /* x = res2 + the MLP's output */
+    ZT_CHECK(parts(a, o, S_FCH, &ln2, p[P_FCW], p[P_FCB], 1)); /* res2 = x + the attention's */
+    return parts(a, o, S_PROJ, &fch, p[P_FCPW], p[P_FCPB], 0);
 }
 
 enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_tensor_t *kv,
@@ -264,11 +273,12 @@ enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_ten
         struct gen_layer *L;
         ZT_CHECK(gen_weights_layer(w, l, bt->step, &L));
         o.layer = l;
-        if (a->split) ZT_CHECK(layer_split(a, L, kv[l], bt, &o));
+        if (a->split) ZT_CHECK(layer_split(a, L, kv[l], bt, &o, l == 0));
         for (int b = 0; b < nblk && !a->split; b++) ZT_CHECK(layer_block(a, L, kv[l], bt, &o, b));
     }
     ZT_CHECK(gen_weights_pass_end(w));
     o.layer = -1;
+    if (a->split) ZT_CHECK(join(a, &o, S_PROJ, t[A_X], t[A_RES2])); /* the last MLP's residual */
     *logits = NULL;
     if (bt->nlogits == 0) return ZT_OK;
     ZT_CHECK(zt_task_gather_rows(&o, t[A_XS], t[A_X], bt->logit_rows));

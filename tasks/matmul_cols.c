@@ -4,9 +4,10 @@
  * task computes a range of output columns into its own slab tensor (reading its part of the
  * weight), and a concat task lays the slabs side by side in the output. So that a decode
  * step's serial chain stays short, a part may layer-norm its input rows first, put its slab
- * through GELU, or read the slabs of the product before as its input, and the concat may add
- * the residual: each with the bits of the task it replaces (the same kernels, row by row or
- * element by element).
+ * through GELU, or read the slabs of the product before as its input (added to the residual
+ * stream, the sum kept by one part, then layer-normed), and the concat may add the residual:
+ * each with the bits of the task it replaces (the same kernels, row by row or element by
+ * element).
  *
  * Layer: tasks/ (an op file), over kernels/cpu/gemm.c. A column range of a product has the bits
  * of the same columns of the whole product (each element's sum depends on K only), so the split
@@ -27,7 +28,8 @@ struct zt_cols_args {
     int nslab;        /* matmul: input slabs (0: one input block); concat: slabs */
     int gelu;         /* matmul: GELU on the slab */
     int ln;           /* matmul: the input block layer-normed first */
-    int base;         /* concat: out = base + the slabs */
+    int base;         /* out = base + the slabs (concat), or the input (matmul, from slabs) */
+    int keep;         /* matmul: base + the slabs also into the keep tensor */
     int bf16w;        /* matmul: a bf16 weight on the bf16 engine (the bf16 model's products) */
     int tiles;        /* matmul: bf16w with the weight packed in the engine's tiles */
 };
@@ -60,23 +62,35 @@ static const float *weight_f32(void *buffers[], const struct zt_cols_args *a, in
     return wide;
 }
 
-/* the input rows: the block as it is, layer-normed, or the slabs side by side (in scratch) */
-static const float *input_rows(void *buffers[], const struct zt_cols_args *a) {
+/* rows (n x C) layer-normed into out by the slots' weights (4, 5); the statistics and the
+ * widened weights after out's n x C floats */
+static void layer_norm_rows(float *out, const float *rows, void *buffers[],
+                            const struct zt_cols_args *a) {
     size_t nc = (size_t)a->n * (size_t)a->C;
-    if (a->nslab == 0 && !a->ln) return zt_slot_ptr(buffers, &a->hdr, 1);
-    float *in = zt_worker_scratch(ZT_SCRATCH_BODY, nc + 2 * ((size_t)a->n + (size_t)a->C));
-    if (a->nslab) {
-        side_by_side(in, a->C, a->n, buffers, &a->hdr, 1, a->nslab);
-        return in;
-    }
-    float *mean = in + nc, *rstd = mean + a->n, *w = rstd + a->n, *b = w + a->C;
+    float *mean = out + nc, *rstd = mean + a->n, *w = rstd + a->n, *b = w + a->C;
     zt_dtype_to_f32((enum zt_dtype)a->hdr.dtype[4], w, zt_slot_ptr(buffers, &a->hdr, 4),
                     (size_t)a->C);
     zt_dtype_to_f32((enum zt_dtype)a->hdr.dtype[5], b, zt_slot_ptr(buffers, &a->hdr, 5),
                     (size_t)a->C);
-    zt_kern_layernorm_forward(in, mean, rstd, zt_slot_ptr(buffers, &a->hdr, 1), w, b, a->n,
-                              a->C);
-    return in;
+    zt_kern_layernorm_forward(out, mean, rstd, rows, w, b, a->n, a->C);
+}
+
+/* the input rows: the block as it is or layer-normed; or the slabs side by side (in scratch),
+ * added to the base (and kept) and layer-normed when the part asks for it */
+static const float *input_rows(void *buffers[], const struct zt_cols_args *a) {
+    size_t nc = (size_t)a->n * (size_t)a->C;
+    const float *rows = zt_slot_ptr(buffers, &a->hdr, 1);
+    if (a->nslab == 0 && !a->ln) return rows;
+    float *in = zt_worker_scratch(ZT_SCRATCH_BODY, 2 * nc + 2 * ((size_t)a->n + (size_t)a->C));
+    if (a->nslab) {
+        side_by_side(in, a->C, a->n, buffers, &a->hdr, 1, a->nslab);
+        if (a->base) zt_kern_residual_forward(in, zt_slot_ptr(buffers, &a->hdr, 6), in, nc);
+        if (a->keep) memcpy(zt_slot_ptr(buffers, &a->hdr, 7), in, nc * sizeof *in);
+        if (!a->ln) return in;
+        rows = in;
+    }
+    layer_norm_rows(in + nc, rows, buffers, a);
+    return in + nc;
 }
 
 void matmul_cols_cpu(void *buffers[], void *cl_arg) {
@@ -114,27 +128,38 @@ void concat_cols_cpu(void *buffers[], void *cl_arg) {
         zt_kern_residual_forward(out, zt_slot_ptr(buffers, &a->hdr, 2), out, (size_t)N * a->OC);
 }
 
-/* the input's columns and rows (-1 columns: slabs that do not agree, or layernorm weights that
- * do not match the input or come with slabs) */
-static int64_t input_shape(const struct zt_cols_input *in, int64_t *rows,
+/* whether t is one f32 block of rows x cols */
+static int f32_block(zt_tensor_t t, int64_t rows, int64_t cols) {
+    return zt_tensor_rows(t) == rows && zt_tensor_cols(t) == cols && zt_tensor_nblk(t) == 1 &&
+           zt_tensor_dtype(t) == ZT_DTYPE_F32;
+}
+
+/* the slabs' columns side by side and their rows (-1 columns: 0 or more than 16 slabs, or
+ * slabs that are not one f32 block each of the same rows) */
+static int64_t slabs_shape(const struct zt_cols_input *in, int64_t *rows,
                            struct zt_block_ref *refs) {
-    if (in->inp) {
-        *rows = zt_tensor_blk_rows(in->inp, in->blk);
-        int64_t C = zt_tensor_cols(in->inp);
-        int bad_ln = in->ln_w && (!in->ln_b || zt_tensor_numel(in->ln_w) != C ||
-                                  zt_tensor_numel(in->ln_b) != C);
-        return bad_ln ? -1 : C;
-    }
     int64_t cols = 0;
     *rows = in->nin > 0 ? zt_tensor_rows(in->slabs[0]) : 0;
     for (int i = 0; i < in->nin && i < 16; i++) {
         cols += zt_tensor_cols(in->slabs[i]);
         refs[i] = (struct zt_block_ref){.t = in->slabs[i], .blk = 0};
-        if (zt_tensor_rows(in->slabs[i]) != *rows || zt_tensor_nblk(in->slabs[i]) != 1 ||
-            zt_tensor_dtype(in->slabs[i]) != ZT_DTYPE_F32)
-            return -1;
+        if (!f32_block(in->slabs[i], *rows, zt_tensor_cols(in->slabs[i]))) return -1;
     }
-    return in->nin >= 1 && in->nin <= 16 && !in->ln_w ? cols : -1;
+    return in->nin >= 1 && in->nin <= 16 ? cols : -1;
+}
+
+/* the input's columns and rows (-1 columns: slabs that do not agree, layernorm weights that do
+ * not match the input, a base or a keep that does not match the slabs or comes without them) */
+static int64_t input_shape(const struct zt_cols_input *in, int64_t *rows,
+                           struct zt_block_ref *refs) {
+    int64_t C = in->inp ? zt_tensor_cols(in->inp) : slabs_shape(in, rows, refs);
+    if (in->inp) *rows = zt_tensor_blk_rows(in->inp, in->blk);
+    int bad_ln = in->ln_w && (!in->ln_b || zt_tensor_numel(in->ln_w) != C ||
+                              zt_tensor_numel(in->ln_b) != C);
+    int bad_base = in->base && (in->inp || !f32_block(in->base, *rows, C));
+    int bad_keep = in->keep && (!in->base || in->keep == in->base ||
+                                !f32_block(in->keep, *rows, C));
+    return bad_ln || bad_base || bad_keep ? -1 : C;
 }
 
 enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t slab,
@@ -164,7 +189,8 @@ enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t sla
     ZT_ARGS_NEW(struct zt_cols_args, a);
     *a = (struct zt_cols_args){.C = (int)C, .OC = (int)OC, .o0 = o0, .n = (int)n,
                                .nslab = in->inp ? 0 : in->nin, .gelu = gelu,
-                               .ln = in->ln_w != NULL};
+                               .ln = in->ln_w != NULL, .base = in->base != NULL,
+                               .keep = in->keep != NULL};
     a->hdr.native16 = 1; /* the body reads 16-bit weights as stored, or widens them itself */
     a->bf16w = zt_bf16_products(w);
     a->tiles = zt_tensor_bf16_tiles(w);
@@ -177,6 +203,8 @@ enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t sla
     zt_builder_add(&tb, bias, -1, STARPU_R);
     zt_builder_add(&tb, in->ln_w, -1, STARPU_R);
     zt_builder_add(&tb, in->ln_b, -1, STARPU_R);
+    zt_builder_add(&tb, in->base, 0, STARPU_R);
+    zt_builder_add(&tb, in->keep, 0, STARPU_W);
     return zt_builder_submit(&tb, a, sizeof *a, o ? o->priority : 0);
 }
 

@@ -176,13 +176,18 @@ enum zt_status zt_task_gather_rows(const struct zt_task_opts *o, zt_tensor_t out
 /* the input rows of a column part: block blk of inp, layer-normed first by ln_w, ln_b when
  * ln_w is not NULL (each part then does the layernorm task's work on its rows, with its bits);
  * or (inp NULL) the nin (1 to 16) slabs of an earlier split product side by side, each f32 in
- * one block (so that product needs no concatenation task) */
+ * one block (so that product needs no concatenation task). With slabs, base (f32, one block of
+ * the slabs' rows and columns) makes the input base + the slabs (the residual, with
+ * zt_task_concat_cols's bits), which ln_w may then layer-norm, and keep (base's shape, another
+ * tensor) receives that sum: one part of a product keeps it, so no concatenation task sits on
+ * the step's chain between the parts of two products */
 struct zt_cols_input {
     zt_tensor_t inp;
     int blk;
     zt_tensor_t ln_w, ln_b;
     const zt_tensor_t *slabs;
     int nin;
+    zt_tensor_t base, keep;
 };
 /* gelu: the slab goes through GELU (the MLP's first product, so no GELU task follows) */
 enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t slab,
