@@ -317,10 +317,11 @@ static int plan_pipeline(const struct train_run *r) {
  * the whole model's size) */
 static int64_t rank_mem_estimate(const struct train_run *r) {
     if (r->cfg.pipeline.stages <= 1) return zt_gpt2_mem_estimate(&r->shape, &r->cfg);
-    struct zt_pipe_plan pl;
-    if (zt_pipe_plan_gpt2(&r->shape, &r->cfg.pipeline, &pl) != ZT_OK) return -1;
     const int st = zt_pipe_rank(&r->cfg.pipeline, r->world, r->rank).stage;
-    return zt_gpt2_stage_mem_estimate(&r->shape, &r->cfg, pl.first[st], pl.first[st + 1]);
+    int spec0, spec1;
+    if (zt_pipe_stage_specs(&r->shape, &r->cfg.pipeline, r->cfg.path, st, &spec0, &spec1) != ZT_OK)
+        return -1;
+    return zt_gpt2_stage_mem_estimate(&r->shape, &r->cfg, spec0, spec1);
 }
 
 /* config (the --seed override applied), model shape, token file, and whether the model fits in

@@ -677,13 +677,11 @@ void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
                        "layers (%.1f MiB)", w->nbuf, w->layer_bytes * w->nbuf / mib);
     else if (at > 0 && (size_t)at < n)
         at += snprintf(line + at, n - (size_t)at, "resident");
-    /* the peak: loading's conversion buffers are freed before the cache is made */
-    int64_t beside = kv + acts > w->staging_bytes ? kv + acts : w->staging_bytes;
     if (at > 0 && (size_t)at < n)
         snprintf(line + at, n - (size_t)at, " | KV cache %s %.1f MiB (%d slots x %d positions) "
                  "| activations %.1f MiB | load buffers %.1f MiB | host total %.1f MiB",
                  zt_dtype_name(kv_dtype(g)), kv / mib, g->cfg.max_batch, g->s.seq_len,
-                 acts / mib, w->staging_bytes / mib, (gen_weights_host_bytes(w) + beside) / mib);
+                 acts / mib, w->staging_bytes / mib, gen_weights_peak_bytes(w, kv + acts) / mib);
 }
 
 void zt_generator_stats(zt_generator_t g, struct zt_gen_stats *s) {

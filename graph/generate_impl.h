@@ -64,6 +64,9 @@ enum zt_status gen_weights_layer(struct gen_weights *w, int l, int64_t step,
 enum zt_status gen_weights_pass_end(struct gen_weights *w);
 /* host bytes of the weights (resident tensors and the window) */
 int64_t gen_weights_host_bytes(const struct gen_weights *w);
+/* the host bytes at the peak: the weights and, beside them, the larger of others (the KV cache
+ * and activations) and loading's conversion buffers (freed before the cache is made) */
+int64_t gen_weights_peak_bytes(const struct gen_weights *w, int64_t others);
 
 /* a request in the engine */
 struct gen_request {

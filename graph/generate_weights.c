@@ -226,6 +226,10 @@ static int64_t beside_weights(const struct gen_weights *w, int64_t others) {
     return others > w->staging_bytes ? others : w->staging_bytes;
 }
 
+int64_t gen_weights_peak_bytes(const struct gen_weights *w, int64_t others) {
+    return gen_weights_host_bytes(w) + beside_weights(w, others);
+}
+
 /* streamed with prefetch 0 (auto): the window as large as ZT_HOST_MEM_LIMIT leaves room for
  * beside the resident tensors and the others' bytes, from 2 layers to all of them */
 static enum zt_status auto_window(struct gen_weights *w, int64_t others) {
@@ -241,8 +245,8 @@ static enum zt_status auto_window(struct gen_weights *w, int64_t others) {
 
 /* ZT_HOST_MEM_LIMIT (0: none) against the weights in memory and the others' bytes */
 static enum zt_status check_budget(const struct gen_weights *w, int64_t others) {
-    int64_t limit = 0, weights = gen_weights_host_bytes(w), peak = weights +
-                                                                  beside_weights(w, others);
+    int64_t limit = 0, weights = gen_weights_host_bytes(w);
+    const int64_t peak = gen_weights_peak_bytes(w, others);
     ZT_CHECK(zt_knob_size("ZT_HOST_MEM_LIMIT", &limit));
     if (limit <= 0 || peak <= limit) return ZT_OK;
     const double mib = 1048576.0;

@@ -128,13 +128,10 @@ static enum zt_status plan_stage(zt_gpt2_t m, const struct zt_config *cfg) {
     const int L = m->s.n_layer;
     int stages = 1;
     const int st = zt_engine_pipe_stage(m->e, &stages);
-    m->spec0 = 0, m->spec1 = L + 3, m->prev = m->next = -1;
+    m->prev = m->next = -1;
+    m->spec0 = 0, m->spec1 = L + 3;
     if (stages == 1) return ZT_OK;
-    struct zt_pipe_plan pl;
-    ZT_CHECK(zt_pipe_plan_gpt2(&m->s, &cfg->pipeline, &pl));
-    ZT_CHECK(zt_pipe_plan_check_gpt2(&pl, &m->s, cfg->path));
-    m->spec0 = pl.first[st];
-    m->spec1 = pl.first[st + 1];
+    ZT_CHECK(zt_pipe_stage_specs(&m->s, &cfg->pipeline, cfg->path, st, &m->spec0, &m->spec1));
     if (st > 0) m->prev = zt_engine_pipe_rank(m->e, st - 1);
     if (st < stages - 1) m->next = zt_engine_pipe_rank(m->e, st + 1);
     return ZT_OK;
@@ -517,32 +514,27 @@ double zt_gpt2_step_flops(zt_gpt2_t m) {
     return 2.0 * 3.0 * fwd * B * T;
 }
 
-int64_t zt_gpt2_numel(const struct zt_model_shape *s) {
+/* the parameters (elements) of the layer specs [spec0, spec1) */
+static int64_t stage_numel(const struct zt_model_shape *s, int spec0, int spec1) {
     int64_t params = 0;
     char name[160];
     for (int i = 0; i < zt_gpt2_nparams(s); i++) {
         int ndim;
         int64_t shape[2];
         zt_gpt2_param_info(s, i, name, sizeof name, &ndim, shape);
-        params += shape[0] * (ndim == 2 ? shape[1] : 1);
+        if (zt_gpt2_param_in_specs(s, i, spec0, spec1))
+            params += shape[0] * (ndim == 2 ? shape[1] : 1);
     }
     return params;
 }
+
+int64_t zt_gpt2_numel(const struct zt_model_shape *s) { return stage_numel(s, 0, s->n_layer + 3); }
 
 int64_t zt_gpt2_stage_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg,
                                    int spec0, int spec1) {
     /* fp32 values, gradients and the two Adam moments; the activations with one block */
     const int64_t acts = zt_gpt2_stage_act_bytes(s, cfg, 1, spec0, spec1);
-    int64_t params = 0;
-    for (int i = 0; i < zt_gpt2_nparams(s); i++) {
-        int ndim;
-        int64_t shape[2];
-        char name[160];
-        zt_gpt2_param_info(s, i, name, sizeof name, &ndim, shape);
-        if (zt_gpt2_param_in_specs(s, i, spec0, spec1))
-            params += shape[0] * (ndim == 2 ? shape[1] : 1);
-    }
-    return acts < 0 ? -1 : 16 * params + acts;
+    return acts < 0 ? -1 : 16 * stage_numel(s, spec0, spec1) + acts;
 }
 
 int64_t zt_gpt2_mem_estimate(const struct zt_model_shape *s, const struct zt_config *cfg) {

@@ -13,7 +13,7 @@
 #include "engine_impl.h"       /* zt_engine_plan_cfg, zt_slots_plan, zt_offload_buffers */
 #include "zt_gpt2.h"           /* zt_gpt2_param_info, zt_gpt2_act_bytes, zt_gpt2_grad_events */
 #include "zt_memory_model.h"   /* our API */
-#include "zt_pipe_plan.h"      /* zt_pipe_plan_gpt2: a pipeline rank's stage */
+#include "zt_pipe_plan.h"      /* zt_pipe_stage_specs: a pipeline rank's stage */
 #include "zt_tasks.h"          /* zt_task_comm_reduce_scratch, zt_task_worker_gemm_bytes */
 
 /* What a zt-train process holds resident before the model's own memory: the code and data of
@@ -59,11 +59,9 @@ static enum zt_status stage_of(const struct zt_mem_inputs *in, struct mm_stage *
     if (in->cfg->zero_stage >= 2)
         return zt_error_set(ZT_ERR_CONFIG, "memory model: a pipeline runs ZeRO stages 0-1");
     const struct zt_pipe_rank x = zt_pipe_rank(&in->cfg->pipeline, in->world_size, in->rank);
-    struct zt_pipe_plan pl;
-    ZT_CHECK(zt_pipe_plan_gpt2(in->shape, &in->cfg->pipeline, &pl));
-    ZT_CHECK(zt_pipe_plan_check_gpt2(&pl, in->shape, in->cfg->path));
-    *st = (struct mm_stage){pl.first[x.stage], pl.first[x.stage + 1], x.dp_rank, x.dp};
-    return ZT_OK;
+    *st = (struct mm_stage){.rank = x.dp_rank, .world = x.dp};
+    return zt_pipe_stage_specs(in->shape, &in->cfg->pipeline, in->cfg->path, x.stage, &st->spec0,
+                               &st->spec1);
 }
 
 /* the parameters the stage holds (zt_gpt2_param_info's order), the ZeRO plan and the slot

@@ -166,6 +166,17 @@ void zt_pipe_plan_describe(const struct zt_pipe_plan *pl, const struct zt_model_
              pl->stages, i0, i1, a, b, (double)params / 1e6);
 }
 
+enum zt_status zt_pipe_stage_specs(const struct zt_model_shape *s, const struct zt_pipeline_cfg *p,
+                                   const char *config_path, int stage, int *spec0, int *spec1) {
+    *spec0 = 0, *spec1 = s->n_layer + 3;
+    if (p->stages <= 1) return ZT_OK;
+    struct zt_pipe_plan pl;
+    ZT_CHECK(zt_pipe_plan_gpt2(s, p, &pl));
+    ZT_CHECK(zt_pipe_plan_check_gpt2(&pl, s, config_path));
+    *spec0 = pl.first[stage], *spec1 = pl.first[stage + 1];
+    return ZT_OK;
+}
+
 enum zt_status zt_pipe_plan_check_gpt2(const struct zt_pipe_plan *pl,
                                        const struct zt_model_shape *s, const char *config_path) {
     for (int k = 1; k < pl->stages; k++)

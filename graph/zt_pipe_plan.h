@@ -45,6 +45,11 @@ enum zt_status zt_pipe_plan_gpt2(const struct zt_model_shape *s, const struct zt
  * starts at the head): the engine runs them on one stage */
 enum zt_status zt_pipe_plan_check_gpt2(const struct zt_pipe_plan *pl,
                                        const struct zt_model_shape *s, const char *config_path);
+/* The layer specs [*spec0, *spec1) that stage `stage` of the plan of shape s under p runs,
+ * the errors of zt_pipe_plan_gpt2 and zt_pipe_plan_check_gpt2 (config_path named); every spec
+ * (0, n_layer + 3) without a pipeline (p->stages <= 1) */
+enum zt_status zt_pipe_stage_specs(const struct zt_model_shape *s, const struct zt_pipeline_cfg *p,
+                                   const char *config_path, int stage, int *spec0, int *spec1);
 /* "stage 1 of 2: specs 7-14 (block 6 .. head), 42.5M parameters" into buf */
 void zt_pipe_plan_describe(const struct zt_pipe_plan *pl, const struct zt_model_shape *s,
                            int stage, char *buf, size_t n);

@@ -3,8 +3,9 @@
  * slabs of the product before, add them to the residual stream, keep the sum and layer-norm it
  * (zt_task_matmul_cols with base, keep and ln_w) give the bits of the tasks they replace: the
  * concatenation with the residual (zt_task_concat_cols), the layernorm task and the whole
- * product (zt_task_matmul_forward), for fp32 and bf16 weights; and that a base without slabs, a keep without a base, a keep that is the base and
- * a base of another shape are refused with an error naming the tensors.
+ * product (zt_task_matmul_forward), for fp32 and bf16 weights; and that a base with an input
+ * block, a keep without a base, a keep that is the base and a base or keep of other columns
+ * are refused (ZT_ERR_INVALID, "do not agree").
  */
 #include <stdlib.h>     /* malloc */
 #include <string.h>     /* memcmp */
