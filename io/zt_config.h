@@ -235,9 +235,9 @@ struct zt_config {
 struct zt_pipe_rank zt_pipe_rank(const struct zt_pipeline_cfg *p, int world_size, int rank);
 /* ZT_OK for one stage, and for a pipeline that combines only with what it supports;
  * ZT_ERR_CONFIG naming what a pipeline cannot combine with yet: activation checkpointing's
- * kept inputs on NVMe (the one refusal, for the engine and for zt-train before it starts the
- * runtime; a 1F1B run of 4 micro-batches over 2 activation sets with them hung under the
- * sanitizers: docs/pipeline.md) */
+ * kept inputs on NVMe unless the swap goes through the thread engine (ZT_AIO_ENGINE=threads;
+ * the one refusal, for the engine and for zt-train before it starts the runtime: through
+ * io_uring, direct writes of a stage were seen to stall, docs/pipeline.md) */
 enum zt_status zt_pipeline_check_runnable(const struct zt_config *c);
 
 /* The names of the enums above as the config spells them: "none", "cpu", "nvme"; "fp32",

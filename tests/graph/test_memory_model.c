@@ -10,7 +10,7 @@
  * step 1, and grad_slots after one training step. ZT_GRAPH_CHUNKS comes once from the knob (chunks 0) and once from the inputs.
  * Under mpirun every rank checks its own prediction (world size and rank from MPI); on 2 ranks
  * also as the 2 stages of a pipeline (1F1B and GPipe, ZeRO 0-1, fp32 and bf16, with and
- * without the optimizer in host memory and checkpointed layers). The
+ * without the optimizer in host memory or on NVMe and checkpointed layers). The
  * predicted peak against the measured one is tests/graph/test_memory_model.py's.
  *
  * Usage: [mpirun -np N] test_memory_model WORKDIR
@@ -164,12 +164,14 @@ int main(int argc, char **argv) {
     }
     /* a pipeline of 2 stages (2 ranks: one replica each): each rank its stage's parameters
      * (wte on both ends) and activation sets (1F1B: 2, GPipe: one per micro-batch), ZeRO 0-1,
-     * with the optimizer offloaded to host memory and checkpointed layers too (their kept
-     * inputs in host memory; on NVMe a pipeline refuses them) */
+     * with the optimizer offloaded to host memory or NVMe and checkpointed layers too (their
+     * kept inputs in host memory, or on NVMe: in sets per activation set, through the thread
+     * engine, as a pipeline runs them) */
     setenv("ZT_GRAPH_CHUNKS", "1", 1);
-    for (int bits = 0; world == 2 && bits < 16; bits++) {
+    setenv("ZT_AIO_ENGINE", "threads", 1);
+    for (int bits = 0; world == 2 && bits < 24; bits++) {
         const int stage = bits & 1, bf16 = bits >> 1 & 1, gpipe = bits >> 2 & 1;
-        const enum offload off = bits >> 3 ? OFF_CPU : OFF_NONE;
+        const enum offload off = bits >> 3 == 2 ? OFF_NVME : bits >> 3 ? OFF_CPU : OFF_NONE;
         if (off != OFF_NONE && stage == 0) continue; /* offload needs stage >= 1 */
         snprintf(label, sizeof label, "rank %d of %d, 2 stages %s, stage %d offload %d %s", rank,
                  world, gpipe ? "gpipe" : "1f1b", stage, off, bf16 ? "bf16" : "fp32");
