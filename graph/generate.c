@@ -168,7 +168,8 @@ enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_sh
     int64_t ahead;
     ZT_CHECK(zt_knob_int("ZT_DECODE_AHEAD", &ahead));
     g->ahead_on = (int)ahead;
-    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, kv_bytes_as(g, ZT_DTYPE_F32), acts_bytes(g)));
+    ZT_CHECK(gen_weights_load(&g->w, s, w, cfg, g->nworkers, kv_bytes_as(g, ZT_DTYPE_F32),
+                              acts_bytes(g)));
     if (g->w.streamed) g->ahead_on = 0; /* a pass ahead would need a second window of layers */
     return make_state(g);
 }

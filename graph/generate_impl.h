@@ -23,6 +23,8 @@ struct gen_weights {
     struct zt_model_shape s;
     enum zt_dtype dtype;
     int tiles;                   /* bf16 matrices packed for the bf16 engine (zt_bf16_tiles_*) */
+    int workers;                 /* the decode step's column parts: the layers' matrices are
+                                  * kept in column panels of their widths (unpacked, > 1) */
     zt_tensor_t wte, wpe, lnfw, lnfb; /* wte transposed: [C, V] (load_wte_t) */
     void *resident;              /* the buffer of every resident tensor */
     int64_t resident_bytes;
@@ -46,13 +48,15 @@ struct gen_weights {
     int64_t bytes_read;
 };
 
-/* Load the weights (checked against the shape) as cfg says. Before allocating them, the host
+/* Load the weights (checked against the shape) as cfg says, the layers' matrices in column
+ * panels for a decode step's parts on `workers` workers. Before allocating them, the host
  * bytes they need plus the larger of the others' (the KV cache, kv_f32 bytes in fp32 and half
  * of them in bf16, its type with packed bf16 weights; the activations, acts) and loading's
  * conversion buffers (staging_bytes) are checked against ZT_HOST_MEM_LIMIT: the peak. */
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
-                                const struct zt_gen_config *cfg, int64_t kv_f32, int64_t acts);
+                                const struct zt_gen_config *cfg, int workers, int64_t kv_f32,
+                                int64_t acts);
 void gen_weights_free(struct gen_weights *w);
 /* Before the tasks of layer l in a pass over the layers (of step `step`, for the trace): the
  * tensors that hold its parameters (streamed: the swap-ins of layers up to l + prefetch are

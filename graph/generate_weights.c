@@ -5,7 +5,11 @@
  *
  * Layer: graph/. bf16 matrices (wte and the layers' four) are packed once, as they are loaded,
  * for the bf16 engine where the CPU has one (zt_bf16_tiles_pack): a decode step's products then
- * read them as they lie. Resident: every tensor lives in one host buffer. Streamed
+ * read them as they lie. Other matrices of the layers (fp32, f16, bf16 without an engine) are
+ * kept in column panels of the decode step's part widths (zt_tensor_set_col_panels) when
+ * several workers share a step: each part then reads one contiguous run of the weight, where
+ * its columns of the row-major weight were a short run every row (measured 30-45% faster per
+ * core, bench/README.md). Resident: every tensor lives in one host buffer. Streamed
  * (ZeRO-Inference): the embeddings and ln_f stay resident; the layers are written once to a
  * swap file under nvme_path (each parameter padded to 4096 bytes, for O_DIRECT; packed, when
  * packed), and a pass over the layers reads each into a window of prefetch + 1 layer buffers by
@@ -21,6 +25,7 @@
 #include "zt_safetensors.h" /* zt_st_* */
 #include "zt_sched.h"       /* zt_knob_size */
 #include "generate_impl.h"  /* struct gen_weights */
+#include "generate_split.h" /* gen_split_cols: the decode parts' widths */
 
 /* a source of fp32 values by parameter index */
 struct weights_src {
@@ -128,7 +133,16 @@ static int packed(const struct gen_weights *w, int i, int ndim) {
     return w->tiles && ndim == 2 && i != 1;
 }
 
-/* parameter i's tensor over ptr, one block, in w's type (marked when packed) */
+/* the width of parameter i's column panels (0: row-major): the layers' four matrices, unpacked,
+ * when a decode step splits their columns among several workers, in panels of its parts'
+ * widths (generate_split.c), so that each part reads one contiguous run of the weight */
+static int64_t panel_width(const struct gen_weights *w, int i, int ndim, const int64_t *sh) {
+    if (w->tiles || ndim != 2 || i < 2 || w->workers < 2) return 0;
+    int64_t o0;
+    return gen_split_cols(w->workers, sh[1], 0, &o0);
+}
+
+/* parameter i's tensor over ptr, one block, in w's type (marked when packed or in panels) */
 static enum zt_status param_tensor(struct gen_weights *w, int i, void *ptr, zt_tensor_t *t) {
     char name[160];
     int ndim;
@@ -136,6 +150,8 @@ static enum zt_status param_tensor(struct gen_weights *w, int i, void *ptr, zt_t
     zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
     ZT_CHECK(zt_tensor_init_dtype(t, name, ptr, ndim == 1 ? 1 : sh[0], ndim == 1 ? sh[0] : sh[1],
                                   w->dtype, 1, NULL));
+    const int64_t panels = panel_width(w, i, ndim, sh);
+    if (panels) return zt_tensor_set_col_panels(*t, panels);
     return packed(w, i, ndim) ? zt_tensor_set_bf16_tiles(*t) : ZT_OK;
 }
 
@@ -164,6 +180,11 @@ static enum zt_status load_param(struct gen_weights *w, struct weights_src *r, i
     int64_t sh[2];
     zt_gpt2_param_info(&w->s, i, name, sizeof name, &ndim, sh);
     ZT_CHECK(read_param(r, i, tmp));
+    const int64_t panels = panel_width(w, i, ndim, sh);
+    if (panels) {
+        zt_col_panels_from_f32(w->dtype, dst, tmp, sh[0], sh[1], panels);
+        return ZT_OK;
+    }
     int pack = packed(w, i, ndim);
     zt_dtype_from_f32(w->dtype, pack ? (void *)tmp16 : dst, tmp, (size_t)numel(ndim, sh));
     return pack ? zt_bf16_tiles_pack(tmp16, sh[1], sh[0], sh[1], dst) : ZT_OK;
@@ -322,10 +343,11 @@ static enum zt_status open_stream(struct gen_weights *w, const struct zt_gen_con
 
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
-                                const struct zt_gen_config *cfg, int64_t kv_f32,
+                                const struct zt_gen_config *cfg, int workers, int64_t kv_f32,
                                 int64_t acts) {
     memset(w, 0, sizeof *w);
     w->s = *s;
+    w->workers = workers;
     w->file.fd = -1;
     w->dir.lock_fd = -1;
     w->streamed = cfg->stream_weights;

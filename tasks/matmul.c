@@ -19,6 +19,7 @@ struct zt_matmul_args {
     int tiles; /* bf16w with the weight packed in the engine's tiles (zt_tensor_bf16_tiles) */
     int bf16; /* bf16 operands on the CPU's bf16 engine (hdr.native16; matmul_bf16.c) */
     int64_t r0, r1; /* weight rows of this block (weight-gradient tasks) */
+    int64_t panel;  /* forward: the weight in column panels of this width (0: row-major) */
 };
 
 /* a task of bf16 operands: its body in matmul_bf16.c; 0 when the task is not one */
@@ -74,8 +75,48 @@ static void forward_w16(void *buffers[], const struct zt_matmul_args *a, int tie
     else zt_kern_matmul_forward(out, inp, wide, bias, N, a->C, a->OC);
 }
 
+/* the product of panel [C, w] (stored as dt, ld w) into out's columns (ld OC), onto what out
+ * holds when beta is 1: as stored through the few-rows path, else widened into scratch */
+static void panel_product(float *out, int OC, const float *inp, int N, int C, const char *panel,
+                          enum zt_dtype dt, int w, float beta) {
+    if (!zt_dtype_is16(dt)) {
+        zt_kern_sgemm(0, 0, N, w, C, 1.0f, inp, C, (const float *)panel, w, beta, out, OC);
+        return;
+    }
+    if (zt_kern_sgemm_w16(0, N, w, C, inp, C, (const uint16_t *)panel, dt == ZT_DTYPE_F16, w,
+                          beta, out, OC) == 0)
+        return;
+    float *wide = zt_worker_scratch(ZT_SCRATCH_WIDENING, (size_t)C * (size_t)w);
+    zt_dtype_to_f32(dt, wide, panel, (size_t)C * (size_t)w);
+    zt_kern_sgemm(0, 0, N, w, C, 1.0f, inp, C, wide, w, beta, out, OC);
+}
+
+/* forward over a weight in column panels (zt_tensor_col_panels): the rows seeded with the bias,
+ * then each panel's columns; each element's sum depends on K only, so the bits are those of the
+ * row-major weight's product */
+static void forward_panels(void *buffers[], const struct zt_matmul_args *a) {
+    float *out = zt_slot_ptr(buffers, &a->hdr, 0);
+    const float *inp = zt_slot_ptr(buffers, &a->hdr, 1);
+    const char *w = zt_slot_ptr(buffers, &a->hdr, 2);
+    const enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[2];
+    const int N = (int)(zt_slot_nx(buffers, &a->hdr, 1) / a->C), C = a->C, OC = a->OC;
+    const float *bias =
+        widened(buffers, a, 3, zt_worker_scratch(ZT_SCRATCH_BODY, (size_t)OC));
+    for (int n = 0; bias && n < N; n++)
+        memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof *bias);
+    for (int64_t o0 = 0; o0 < OC; o0 += a->panel) {
+        const int pw = (int)(OC - o0 < a->panel ? OC - o0 : a->panel);
+        panel_product(out + o0, OC, inp, N, C, w + (size_t)(C * o0) * zt_dtype_size(dt), dt,
+                      pw, bias ? 1.0f : 0.0f);
+    }
+}
+
 void matmul_forward_cpu(void *buffers[], void *cl_arg) {
     const struct zt_matmul_args *a = cl_arg;
+    if (a->panel) {
+        forward_panels(buffers, a);
+        return;
+    }
     if (ran_bf16(buffers, a)) return;
     if (a->w16) {
         forward_w16(buffers, a, 0);
@@ -260,6 +301,10 @@ static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const stru
     if (zt_tensor_bf16_tiles(w) && !bf16w)
         return zt_error_set(ZT_ERR_INVALID, "%s: %s is packed for the bf16 engine: only a "
                             "forward product of fp32 rows reads it", fn, zt_tensor_name(w));
+    const int64_t panel = zt_tensor_col_panels(w);
+    if (panel && (kind != ZT_KIND_matmul_forward || !f32_rows || bf16w))
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s is stored in column panels: only a forward "
+                            "product of fp32 rows reads it", fn, zt_tensor_name(w));
     ZT_ARGS_NEW(struct zt_matmul_args, a);
     a->C = C;
     a->OC = OC;
@@ -269,10 +314,12 @@ static enum zt_status rowwise(enum zt_task_kind kind, const char *fn, const stru
     a->w16 = forward && zt_dtype_is16(zt_tensor_dtype(w)) && f32_rows &&
              (bf16w || zt_tensor_blk_rows(dst, blk) <= ZT_KERN_FEW_ROWS);
     a->bf16 = zt_bf16_native(dst, src, w);
-    a->hdr.native16 = (unsigned char)(a->w16 || a->bf16);
+    a->panel = panel;
+    /* a panelled weight is read as stored by its body alone */
+    a->hdr.native16 = (unsigned char)(a->w16 || a->bf16 || panel);
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
-    if (a->bf16w) a->hdr.cpu_only = 1; /* the CUDA body would not round the rows */
+    if (a->bf16w || panel) a->hdr.cpu_only = 1; /* the CUDA body would not round the rows */
     zt_builder_add(&tb, dst, blk, dmode);
     zt_builder_add(&tb, src, blk, STARPU_R);
     zt_builder_add(&tb, w, -1, STARPU_R);

@@ -32,6 +32,7 @@ struct zt_cols_args {
     int keep;         /* matmul: base + the slabs also into the keep tensor */
     int bf16w;        /* matmul: a bf16 weight on the bf16 engine (the bf16 model's products) */
     int tiles;        /* matmul: bf16w with the weight packed in the engine's tiles */
+    int panel;        /* matmul: the weight in column panels, the slab's columns one of them */
 };
 
 /* the n rows of the `count` slabs of slot s side by side into out (rows ld floats apart) */
@@ -47,17 +48,24 @@ static void side_by_side(float *out, int64_t ld, int n, void *buffers[],
     }
 }
 
+/* the slab's first weight value and the elements between the weight's rows there: its panel
+ * (ld oc), or its columns of the row-major weight (ld OC) */
+static const char *weight_part(void *buffers[], const struct zt_cols_args *a, int oc, int *ld) {
+    const char *w = zt_slot_ptr(buffers, &a->hdr, 2);
+    const size_t es = zt_dtype_size((enum zt_dtype)a->hdr.dtype[2]);
+    *ld = a->panel ? oc : a->OC;
+    return w + (a->panel ? (size_t)a->C * (size_t)a->o0 : (size_t)a->o0) * es;
+}
+
 /* the slab's oc columns of the weight as fp32 (*ld floats between rows): as stored, or those
  * columns widened into scratch */
 static const float *weight_f32(void *buffers[], const struct zt_cols_args *a, int oc, int *ld) {
-    const char *w = zt_slot_ptr(buffers, &a->hdr, 2);
     enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[2];
-    *ld = a->OC;
-    if (!zt_dtype_is16(dt)) return (const float *)w + a->o0;
+    const char *w = weight_part(buffers, a, oc, ld);
+    if (!zt_dtype_is16(dt)) return (const float *)w;
     float *wide = zt_worker_scratch(ZT_SCRATCH_WIDENING, (size_t)a->C * (size_t)oc);
     for (int64_t k = 0; k < a->C; k++)
-        zt_dtype_to_f32(dt, wide + (size_t)k * oc, w + ((size_t)k * a->OC + a->o0) * 2,
-                        (size_t)oc);
+        zt_dtype_to_f32(dt, wide + (size_t)k * oc, w + (size_t)k * (size_t)*ld * 2, (size_t)oc);
     *ld = oc;
     return wide;
 }
@@ -100,7 +108,8 @@ void matmul_cols_cpu(void *buffers[], void *cl_arg) {
     const void *w = zt_slot_ptr(buffers, &a->hdr, 2), *bias = zt_slot_ptr(buffers, &a->hdr, 3);
     int N = a->n, oc = (int)(zt_slot_nx(buffers, &a->hdr, 0) / N);
     enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[2], db = (enum zt_dtype)a->hdr.dtype[3];
-    size_t off = (size_t)a->o0; /* the slab's first weight value */
+    int ldw;
+    const void *part = weight_part(buffers, a, oc, &ldw);
     float beta = 0.0f;
     for (int n = 0; bias && n < N; n++) { /* seed each row with its bias columns */
         zt_dtype_to_f32(db, slab + (size_t)n * oc,
@@ -110,9 +119,8 @@ void matmul_cols_cpu(void *buffers[], void *cl_arg) {
     if (a->bf16w) {
         zt_bf16_products_run(slab, oc, inp, w, a->tiles, a->OC, a->o0, beta != 0.0f, N, a->C, oc);
     } else if (!zt_dtype_is16(dt) ||
-               zt_kern_sgemm_w16(0, N, oc, a->C, inp, a->C, (const uint16_t *)w + off,
-                                 dt == ZT_DTYPE_F16, a->OC, beta, slab, oc) != 0) {
-        int ldw;
+               zt_kern_sgemm_w16(0, N, oc, a->C, inp, a->C, part, dt == ZT_DTYPE_F16, ldw,
+                                 beta, slab, oc) != 0) {
         const float *wf = weight_f32(buffers, a, oc, &ldw);
         zt_kern_sgemm(0, 0, N, oc, a->C, 1.0f, inp, a->C, wf, ldw, beta, slab, oc);
     }
@@ -177,6 +185,12 @@ enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t sla
         return zt_error_set(ZT_ERR_INVALID, "%s: %s is packed for the bf16 engine: its column "
                             "parts must start at multiples of 32 (column %lld)", fn,
                             zt_tensor_name(w), (long long)o0);
+    const int64_t panel = zt_tensor_col_panels(w);
+    if (panel && (o0 % panel != 0 || oc != (OC - o0 < panel ? OC - o0 : panel) ||
+                  zt_bf16_products(w)))
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s is stored in column panels of %lld: a part "
+                            "must be one whole panel (columns %lld.., %lld of them)", fn,
+                            zt_tensor_name(w), (long long)panel, (long long)o0, (long long)oc);
     if (C < 1 || zt_tensor_rows(w) != C ||
         zt_tensor_rows(slab) != n || o0 < 0 || o0 + oc > OC ||
         zt_tensor_dtype(slab) != ZT_DTYPE_F32 ||
@@ -194,6 +208,7 @@ enum zt_status zt_task_matmul_cols(const struct zt_task_opts *o, zt_tensor_t sla
     a->hdr.native16 = 1; /* the body reads 16-bit weights as stored, or widens them itself */
     a->bf16w = zt_bf16_products(w);
     a->tiles = zt_tensor_bf16_tiles(w);
+    a->panel = panel != 0;
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, ZT_KIND_matmul_cols, o, in->inp ? in->blk : 0);
     zt_builder_add(&tb, slab, -1, STARPU_W);

@@ -20,6 +20,7 @@ struct zt_tensor {
     size_t elemsize;
     enum zt_dtype dtype;
     int bf16_tiles; /* a bf16 weight in the bf16 engines' tile layout (zt_tensor_set_bf16_tiles) */
+    int64_t panel_cols; /* a weight in column panels of this width (zt_tensor_set_col_panels) */
     int nblk;
     int64_t *first_row;           /* [nblk+1]: block j is rows [first_row[j], first_row[j+1]) */
     starpu_data_handle_t *handle; /* [nblk]: one StarPU vector per block */
@@ -181,6 +182,27 @@ enum zt_status zt_tensor_set_bf16_tiles(zt_tensor_t t) {
     return ZT_OK;
 }
 int zt_tensor_bf16_tiles(zt_tensor_t t) { return t && t->bf16_tiles; }
+
+enum zt_status zt_tensor_set_col_panels(zt_tensor_t t, int64_t width) {
+    if (t->nblk != 1 || t->bf16_tiles || width < 1 || width > t->cols)
+        return zt_error_set(ZT_ERR_INVALID, "tensor %s: column panels of %lld columns: expected "
+                            "a one-block tensor not packed for the bf16 engine and 1 to %lld "
+                            "columns", t->name, (long long)width, (long long)t->cols);
+    t->panel_cols = width;
+    return ZT_OK;
+}
+int64_t zt_tensor_col_panels(zt_tensor_t t) { return t ? t->panel_cols : 0; }
+
+void zt_col_panels_from_f32(enum zt_dtype dt, void *dst, const float *src, int64_t rows,
+                            int64_t cols, int64_t width) {
+    const size_t es = zt_dtype_size(dt);
+    for (int64_t o0 = 0; o0 < cols; o0 += width) {
+        const int64_t w = cols - o0 < width ? cols - o0 : width;
+        char *panel = (char *)dst + (size_t)(rows * o0) * es;
+        for (int64_t k = 0; k < rows; k++)
+            zt_dtype_from_f32(dt, panel + (size_t)(k * w) * es, src + k * cols + o0, (size_t)w);
+    }
+}
 
 int64_t zt_tensor_blk_bytes(zt_tensor_t t, int blk) {
     if (t->bf16_tiles)

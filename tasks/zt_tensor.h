@@ -76,6 +76,17 @@ int64_t zt_tensor_blk_rows(zt_tensor_t t, int blk);
  * from it; no other task takes such a tensor. ZT_ERR_INVALID for another tensor. */
 enum zt_status zt_tensor_set_bf16_tiles(zt_tensor_t t);
 int zt_tensor_bf16_tiles(zt_tensor_t t);
+/* Mark a one-block tensor [rows, cols] (not packed for the bf16 engines) as a weight stored in
+ * column panels of `width` columns (the last one narrower): panel p, columns [p * width,
+ * p * width + w_p), lies row-major [rows, w_p] at element rows * p * width
+ * (zt_col_panels_from_f32 lays one out), so that a product's column part reads one contiguous
+ * run. Only forward products of fp32 rows read it (zt_task_matmul_forward, zt_task_matmul_cols,
+ * whose parts must then be whole panels). ZT_ERR_INVALID for another tensor or width. */
+enum zt_status zt_tensor_set_col_panels(zt_tensor_t t, int64_t width);
+int64_t zt_tensor_col_panels(zt_tensor_t t); /* the panels' width; 0: row-major */
+/* dst (dt, rows x cols in column panels of `width`) = src (fp32, row-major, rows x cols) */
+void zt_col_panels_from_f32(enum zt_dtype dt, void *dst, const float *src, int64_t rows,
+                            int64_t cols, int64_t width);
 /* The bytes of block blk's memory (its StarPU handle's): its rows x cols elements, or the
  * packed values of a packed weight. */
 int64_t zt_tensor_blk_bytes(zt_tensor_t t, int blk);

@@ -5,7 +5,9 @@
  * concatenation with the residual (zt_task_concat_cols), the layernorm task and the whole
  * product (zt_task_matmul_forward), for fp32 and bf16 weights; and that a base with an input
  * block, a keep without a base, a keep that is the base and a base or keep of other columns
- * are refused (ZT_ERR_INVALID, "do not agree").
+ * are refused (ZT_ERR_INVALID, "do not agree"). And that a weight in column panels gives the
+ * row-major weight's bits in the forward product and in each panel's part (fp32, f16), and
+ * that a part across panels, a backward product over panels and bad widths are refused.
  */
 #include <stdlib.h>     /* malloc */
 #include <string.h>     /* memcmp */
@@ -120,6 +122,60 @@ static void refusals(void) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) zt_tensor_free(all[i]);
 }
 
+/* a weight in column panels (zt_col_panels_from_f32, zt_tensor_set_col_panels): the forward
+ * product and each panel's part give the row-major weight's bits (fp32 and f16 weights); a
+ * part that is not a whole panel, a backward product over it and bad widths are refused */
+static void panels(enum zt_dtype wdt) {
+    const struct zt_task_opts o = {.layer = -1, .mb = -1};
+    enum { ROWS = 12, PW = 64 }; /* 12 rows: the prompt path's products (widened 16-bit) */
+    zt_tensor_t x = make("x", ROWS, C, ZT_DTYPE_F32), bias = make("bias", 1, OC, ZT_DTYPE_F32);
+    zt_tensor_t w = make("w", C, OC, ZT_DTYPE_F32), wd = make("w_rows", C, OC, wdt);
+    zt_tensor_t wp = make("w_panels", C, OC, wdt);
+    zt_tensor_t want = make("want", ROWS, OC, ZT_DTYPE_F32), got = make("got", ROWS, OC,
+                                                                         ZT_DTYPE_F32);
+    zt_tensor_acquire(w, 0);
+    zt_tensor_acquire(wd, 1);
+    zt_tensor_acquire(wp, 1);
+    zt_dtype_from_f32(wdt, zt_tensor_data(wd), zt_tensor_data(w), (size_t)C * OC);
+    zt_col_panels_from_f32(wdt, zt_tensor_data(wp), zt_tensor_data(w), C, OC, PW);
+    zt_tensor_release(wp);
+    zt_tensor_release(wd);
+    zt_tensor_release(w);
+    ZT_TEST_TRUE(zt_tensor_set_col_panels(wp, PW) == ZT_OK, "panels: %s", zt_error_last());
+    ZT_TEST_TRUE(zt_task_matmul_forward(&o, want, 0, x, wd, bias) == ZT_OK &&
+                 zt_task_matmul_forward(&o, got, 0, x, wp, bias) == ZT_OK, "forward: %s",
+                 zt_error_last());
+    zt_runtime_wait_all();
+    const char *name = zt_dtype_name(wdt);
+    ZT_TEST_TRUE(same_bytes(want, got), "%s weight in panels: the forward's bits differ", name);
+    /* decode rows: each panel a part */
+    zt_tensor_t xs = make("xs", N, C, ZT_DTYPE_F32), whole = make("whole", N, OC, ZT_DTYPE_F32);
+    zt_tensor_t slab[2] = {make("slab0", N, PW, ZT_DTYPE_F32),
+                           make("slab1", N, OC - PW, ZT_DTYPE_F32)};
+    const struct zt_cols_input in = {.inp = xs};
+    ZT_TEST_TRUE(zt_task_matmul_forward(&o, whole, 0, xs, wd, bias) == ZT_OK &&
+                 zt_task_matmul_cols(&o, slab[0], &in, wp, bias, 0, 0) == ZT_OK &&
+                 zt_task_matmul_cols(&o, slab[1], &in, wp, bias, PW, 0) == ZT_OK, "parts: %s",
+                 zt_error_last());
+    zt_runtime_wait_all();
+    ZT_TEST_TRUE(slab_is_part(whole, slab[0], 0, PW) && slab_is_part(whole, slab[1], PW, OC - PW),
+                 "%s weight in panels: the parts' slabs differ from the product's columns", name);
+    /* refused: a part across panels, a backward product, widths 0 and above the columns */
+    zt_tensor_t half = make("half", N, 32, ZT_DTYPE_F32), din = make("din", ROWS, C,
+                                                                      ZT_DTYPE_F32);
+    enum zt_status st = zt_task_matmul_cols(&o, half, &in, wp, bias, 32, 0);
+    ZT_TEST_TRUE(st == ZT_ERR_INVALID && strstr(zt_error_last(), "whole panel"),
+                 "a part across panels: status %d, '%s'", (int)st, zt_error_last());
+    st = zt_task_matmul_backward_inp(&o, din, 0, got, wp, 0);
+    ZT_TEST_TRUE(st == ZT_ERR_INVALID && strstr(zt_error_last(), "column panels"),
+                 "a backward product over panels: status %d, '%s'", (int)st, zt_error_last());
+    ZT_TEST_TRUE(zt_tensor_set_col_panels(wd, 0) == ZT_ERR_INVALID &&
+                 zt_tensor_set_col_panels(wd, OC + 1) == ZT_ERR_INVALID, "bad panel widths");
+    zt_runtime_wait_all();
+    zt_tensor_t all[] = {x, bias, w, wd, wp, want, got, xs, whole, slab[0], slab[1], half, din};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) zt_tensor_free(all[i]);
+}
+
 int main(void) {
     if (zt_tasks_init() != ZT_OK) {
         fprintf(stderr, "FAIL: zt_tasks_init: %s\n", zt_error_last());
@@ -128,6 +184,8 @@ int main(void) {
     bits(ZT_DTYPE_F32);
     bits(ZT_DTYPE_BF16); /* the bf16 model's products on a bf16 engine, else widened */
     refusals();
+    panels(ZT_DTYPE_F32);
+    panels(ZT_DTYPE_F16);
     zt_tasks_free();
     return zt_test_finish("test_matmul_cols");
 }
