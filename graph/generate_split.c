@@ -12,6 +12,10 @@ static int64_t part_width(int workers, int64_t oc) {
     return ((oc + workers - 1) / workers + 31) / 32 * 32;
 }
 
+int gen_split_workers(int workers) {
+    return workers < 1 ? 1 : workers > GEN_SPLIT_MAX_PARTS ? GEN_SPLIT_MAX_PARTS : workers;
+}
+
 int gen_split_parts(int workers, int64_t oc) {
     int64_t w = part_width(workers, oc);
     return (int)((oc + w - 1) / w); /* with the widths rounded up, fewer may cover them */

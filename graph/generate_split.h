@@ -12,6 +12,12 @@
 
 #include <stdint.h> /* int64_t */
 
+#define GEN_SPLIT_MAX_PARTS 16 /* a step's products go in at most this many parts */
+
+/* the workers a decode step splits among: 1 to GEN_SPLIT_MAX_PARTS (the weights' column panels
+ * and the step's parts both take it, so that a part is a whole panel) */
+int gen_split_workers(int workers);
+
 /* the parts of a product of oc (>= 1) output columns among workers (>= 1) */
 int gen_split_parts(int workers, int64_t oc);
 /* part p's columns: [*o0, *o0 + the width returned) */

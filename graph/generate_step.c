@@ -33,7 +33,6 @@ static const struct { const char *name; int cols, split; } g_acts[A_COUNT] = {
  * are by the next product): each worker reads its part of the weights once per step, where row
  * blocks would each read all of them */
 enum { S_QKV, S_ATT, S_PROJ, S_FCH, S_LOGITS, S_COUNT }; /* S_ATT: attention, by heads */
-#define MAX_PARTS 16
 #define SPLIT_ROWS 64 /* steps of up to this many rows split their products by columns */
 
 struct gen_acts {
@@ -44,7 +43,7 @@ struct gen_acts {
     int parts;                          /* column parts of a decode step's products (1: none) */
     int split;                          /* this step splits its products */
     float *slab_arena;                  /* split_rows() rows of every slab */
-    zt_tensor_t slab[S_COUNT][MAX_PARTS];
+    zt_tensor_t slab[S_COUNT][GEN_SPLIT_MAX_PARTS];
 };
 
 /* output columns of each slab type */
@@ -97,7 +96,7 @@ static void acts_init(struct gen_acts *a, const struct zt_model_shape *s, int ma
                       int parts) {
     a->s = *s;
     a->max_rows = max_rows;
-    a->parts = parts < 1 ? 1 : parts > MAX_PARTS ? MAX_PARTS : parts;
+    a->parts = gen_split_workers(parts);
 }
 
 int64_t gen_acts_bytes(const struct zt_model_shape *s, int max_rows, int parts) {
@@ -166,7 +165,7 @@ void gen_step_end(struct gen_acts *a) {
         a->t[i] = NULL;
     }
     for (int k = 0; k < S_COUNT; k++)
-        for (int q = 0; q < MAX_PARTS; q++) {
+        for (int q = 0; q < GEN_SPLIT_MAX_PARTS; q++) {
             if (a->slab[k][q]) zt_tensor_free(a->slab[k][q]);
             a->slab[k][q] = NULL;
         }
@@ -278,9 +277,9 @@ enum zt_status gen_step_submit(struct gen_acts *a, struct gen_weights *w, zt_ten
     }
     ZT_CHECK(gen_weights_pass_end(w));
     o.layer = -1;
-    if (a->split) ZT_CHECK(join(a, &o, S_PROJ, t[A_X], t[A_RES2])); /* the last MLP's residual */
     *logits = NULL;
     if (bt->nlogits == 0) return ZT_OK;
+    if (a->split) ZT_CHECK(join(a, &o, S_PROJ, t[A_X], t[A_RES2])); /* the last MLP's residual */
     ZT_CHECK(zt_task_gather_rows(&o, t[A_XS], t[A_X], bt->logit_rows));
     if (a->split) { /* ln_f folded into the head's parts */
         const struct zt_cols_input lnf = {.inp = t[A_XS], .ln_w = w->lnfw, .ln_b = w->lnfb};

@@ -137,9 +137,10 @@ static int packed(const struct gen_weights *w, int i, int ndim) {
  * when a decode step splits their columns among several workers, in panels of its parts'
  * widths (generate_split.c), so that each part reads one contiguous run of the weight */
 static int64_t panel_width(const struct gen_weights *w, int i, int ndim, const int64_t *sh) {
-    if (w->tiles || ndim != 2 || i < 2 || w->workers < 2) return 0;
+    const int workers = gen_split_workers(w->workers); /* as the step's parts count them */
+    if (w->tiles || ndim != 2 || i < 2 || workers < 2) return 0;
     int64_t o0;
-    return gen_split_cols(w->workers, sh[1], 0, &o0);
+    return gen_split_cols(workers, sh[1], 0, &o0);
 }
 
 /* parameter i's tensor over ptr, one block, in w's type (marked when packed or in panels) */

@@ -3,7 +3,8 @@
  * among the workers (graph/generate_split.c), for every worker count the generator allows
  * (1 to 16) and the shapes of real models: the parts cover the columns (the heads) exactly, in
  * order, none empty, at most one per worker; a product's parts are whole blocks of 32 columns
- * but the last.
+ * but the last; and the worker count clamped to 1..GEN_SPLIT_MAX_PARTS (gen_split_workers),
+ * which the weights' column panels take too.
  */
 #include <stdio.h>          /* printf */
 #include "generate_split.h" /* gen_split_* */
@@ -43,6 +44,12 @@ int main(void) {
     /* C, 3C, 4C of tiny to GPT-2 XL models, vocabularies (GPT-2's is odd), narrow products */
     static const int64_t oc[] = {1,   15,  16,   17,   64,   100,  192,  384,  768,   1024,
                                  1600, 2304, 3072, 4800, 6400, 8192, 50257, 50304};
+    /* the step and the weights' panels both clamp the workers the same way */
+    ZT_TEST_TRUE(gen_split_workers(0) == 1 && gen_split_workers(7) == 7 &&
+                     gen_split_workers(GEN_SPLIT_MAX_PARTS) == GEN_SPLIT_MAX_PARTS &&
+                     gen_split_workers(64) == GEN_SPLIT_MAX_PARTS,
+                 "gen_split_workers: 0 -> %d, 7 -> %d, 64 -> %d", gen_split_workers(0),
+                 gen_split_workers(7), gen_split_workers(64));
     for (int workers = 1; workers <= 16; workers++) {
         for (size_t i = 0; i < sizeof oc / sizeof oc[0]; i++) columns(workers, oc[i]);
         for (int h = 1; h <= 32; h++) heads(workers, h);
