@@ -595,9 +595,7 @@ enum zt_status zt_engine_aio_cfg(const struct zt_engine *e, struct zt_aio_cfg *a
     *ac = (struct zt_aio_cfg){.block_size = c->aio_block_size, .queue_depth = c->aio_queue_depth,
                               .single_submit = c->aio_single_submit,
                               .overlap_events = c->aio_overlap_events,
-                              .engine = strcmp(eng, "io_uring") == 0 ? ZT_AIO_URING
-                                        : strcmp(eng, "threads") == 0 ? ZT_AIO_THREADS
-                                                                      : ZT_AIO_AUTO};
+                              .engine = zt_aio_engine_named(eng)};
     return ZT_OK;
 }
 

@@ -96,11 +96,8 @@ static void flight_free(struct gen_flight *f) {
     free(f->picked);
 }
 
-/* the KV cache's type: a bf16 model's (bf16 weights on a bf16 engine, packed) is bf16, as
- * transformers and llama.cpp keep theirs in the model's 16-bit type; else fp32 */
-static enum zt_dtype kv_dtype(const zt_generator_t g) {
-    return g->w.tiles ? ZT_DTYPE_BF16 : ZT_DTYPE_F32;
-}
+/* the KV cache's type (gen_kv_dtype) */
+static enum zt_dtype kv_dtype(const zt_generator_t g) { return gen_kv_dtype(&g->w); }
 
 /* the KV cache's bytes in fp32 (before the weights are loaded) or in its type */
 static int64_t kv_bytes_as(const zt_generator_t g, enum zt_dtype dt) {
@@ -675,7 +672,8 @@ void zt_generator_plan(zt_generator_t g, char *line, size_t n) {
                       layers / mib);
     if (at > 0 && (size_t)at < n && w->streamed)
         at += snprintf(line + at, n - (size_t)at, "streamed from NVMe through a window of %d "
-                       "layers (%.1f MiB)", w->nbuf, w->layer_bytes * w->nbuf / mib);
+                       "layers (%.1f MiB; swap engine %s)", w->nbuf,
+                       w->layer_bytes * w->nbuf / mib, zt_io_service_engine_name());
     else if (at > 0 && (size_t)at < n)
         at += snprintf(line + at, n - (size_t)at, "resident");
     if (at > 0 && (size_t)at < n)

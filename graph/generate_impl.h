@@ -51,7 +51,7 @@ struct gen_weights {
 /* Load the weights (checked against the shape) as cfg says, the layers' matrices in column
  * panels for a decode step's parts on `workers` workers. Before allocating them, the host
  * bytes they need plus the larger of the others' (the KV cache, kv_f32 bytes in fp32 and half
- * of them in bf16, its type with packed bf16 weights; the activations, acts) and loading's
+ * of them in its 16-bit type, gen_kv_dtype; the activations, acts) and loading's
  * conversion buffers (staging_bytes) are checked against ZT_HOST_MEM_LIMIT: the peak. */
 enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_shape *s,
                                 const struct zt_gen_weights *src,
@@ -66,6 +66,10 @@ enum zt_status gen_weights_layer(struct gen_weights *w, int l, int64_t step,
 /* After the tasks of a pass's last layer: streamed, the swap-ins of the next pass's first layers,
  * so that the disk works while the step ends and the next begins. */
 enum zt_status gen_weights_pass_end(struct gen_weights *w);
+/* the KV cache's type: a bf16 model's (bf16 weights on a bf16 engine, packed) is bf16 and an
+ * fp16 model's fp16, as transformers and llama.cpp keep theirs in the model's 16-bit type; else
+ * fp32 (bf16 weights without an engine compute as fp32) */
+enum zt_dtype gen_kv_dtype(const struct gen_weights *w);
 /* host bytes of the weights (resident tensors and the window) */
 int64_t gen_weights_host_bytes(const struct gen_weights *w);
 /* the host bytes at the peak: the weights and, beside them, the larger of others (the KV cache

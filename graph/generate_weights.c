@@ -23,7 +23,7 @@
 #include "zt_checkpoint.h"  /* zt_checkpoint_* */
 #include "zt_ckpt.h"        /* zt_shard_set_* */
 #include "zt_safetensors.h" /* zt_st_* */
-#include "zt_sched.h"       /* zt_knob_size */
+#include "zt_sched.h"       /* zt_knob_size, zt_knob_str */
 #include "generate_impl.h"  /* struct gen_weights */
 #include "generate_split.h" /* gen_split_cols: the decode parts' widths */
 
@@ -248,6 +248,10 @@ static int64_t beside_weights(const struct gen_weights *w, int64_t others) {
     return others > w->staging_bytes ? others : w->staging_bytes;
 }
 
+enum zt_dtype gen_kv_dtype(const struct gen_weights *w) {
+    return w->tiles ? ZT_DTYPE_BF16 : w->dtype == ZT_DTYPE_F16 ? ZT_DTYPE_F16 : ZT_DTYPE_F32;
+}
+
 int64_t gen_weights_peak_bytes(const struct gen_weights *w, int64_t others) {
     return gen_weights_host_bytes(w) + beside_weights(w, others);
 }
@@ -331,10 +335,12 @@ static enum zt_status fill(struct gen_weights *w, struct weights_src *r, char *l
 }
 
 static enum zt_status open_stream(struct gen_weights *w, const struct zt_gen_config *cfg) {
+    const char *engine = "auto";
+    ZT_CHECK(zt_knob_str("ZT_AIO_ENGINE", &engine));
     struct zt_aio_cfg aio = {.block_size = cfg->aio_block_size > 0 ? cfg->aio_block_size
                                                                    : 1 << 20,
                              .queue_depth = cfg->aio_queue_depth > 0 ? cfg->aio_queue_depth : 8,
-                             .overlap_events = 1};
+                             .overlap_events = 1, .engine = zt_aio_engine_named(engine)};
     ZT_CHECK(zt_io_service_init(&aio, cfg->aio_threads > 0 ? cfg->aio_threads : 1));
     w->io_up = 1;
     int64_t bytes = w->layer_bytes * w->s.n_layer;
@@ -364,7 +370,7 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
                                                                              : types[src->dtype];
     w->tiles = w->dtype == ZT_DTYPE_BF16 && zt_bf16_tiles_available();
     w->staging_bytes = largest_param(s) * (int64_t)(sizeof(float) + (w->tiles ? 2 : 0));
-    int64_t others = (w->tiles ? kv_f32 / 2 : kv_f32) + acts; /* the cache's type follows */
+    int64_t others = (gen_kv_dtype(w) != ZT_DTYPE_F32 ? kv_f32 / 2 : kv_f32) + acts;
     if (rc == ZT_OK) rc = layout(w);
     if (rc == ZT_OK && w->streamed && cfg->prefetch == 0) rc = auto_window(w, others);
     if (rc == ZT_OK) rc = check_budget(w, others);

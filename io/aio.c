@@ -13,7 +13,7 @@
 #include <liburing.h>  /* io_uring_* */
 #include <pthread.h>   /* pthread_* */
 #include <stdlib.h>    /* calloc, free */
-#include <string.h>    /* strerror */
+#include <string.h>    /* strerror, strcmp */
 #include <sys/mman.h>  /* madvise */
 #include <sys/stat.h>  /* fstat, S_ISREG */
 #include <unistd.h>    /* pread, pwrite, ftruncate */
@@ -78,6 +78,13 @@ struct zt_aio {
 };
 
 const char *zt_aio_engine_name(zt_aio_t a) { return a->uring ? "io_uring" : "threads"; }
+
+enum zt_aio_engine zt_aio_engine_named(const char *name) {
+    return !name                           ? ZT_AIO_AUTO
+           : strcmp(name, "io_uring") == 0 ? ZT_AIO_URING
+           : strcmp(name, "threads") == 0  ? ZT_AIO_THREADS
+                                           : ZT_AIO_AUTO;
+}
 
 void *zt_aio_alloc(size_t bytes) {
     void *p = NULL;

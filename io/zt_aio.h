@@ -48,6 +48,8 @@ enum zt_status zt_aio_init(zt_aio_t *a, const struct zt_aio_cfg *cfg);
 void zt_aio_free(zt_aio_t a);
 /* "io_uring" or "threads" */
 const char *zt_aio_engine_name(zt_aio_t a);
+/* the engine a ZT_AIO_ENGINE value names: "io_uring", "threads", else AUTO ("auto") */
+enum zt_aio_engine zt_aio_engine_named(const char *name);
 
 /* Read or write len bytes at byte offset off of fd (path names it in messages). Blocks until
  * every byte moved or one request failed. Reading past the end of the file is an error. */

@@ -221,15 +221,16 @@ void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *
                               const float *kv, int ctx, int p0, int m, int C, int NH, int h0,
                               int h1);
 size_t zt_kern_attention_cached_scratch_floats(int npos);
-/* The same with a bf16 cache (a bf16 model's, half the bytes): zt_kern_kv_store16 rounds K and
- * V to bf16 (nearest even); zt_kern_attention_cached16 widens a head's positions exactly and
- * has the bits of zt_kern_attention_cached on an fp32 cache holding the rounded values.
- * scratch: zt_kern_attention_cached16_scratch_floats(p0 + m, C / NH) floats. */
-void zt_kern_kv_store16(uint16_t *kv, int ctx, int pos, const float *k, const float *v, int C,
-                        int NH);
+/* The same with a 16-bit cache (a bf16 or fp16 model's, half the bytes; is_f16 picks fp16):
+ * zt_kern_kv_store16 rounds K and V to the type (nearest even); zt_kern_attention_cached16
+ * widens a head's positions exactly and has the bits of zt_kern_attention_cached on an fp32
+ * cache holding the rounded values. scratch: zt_kern_attention_cached16_scratch_floats(p0 + m,
+ * C / NH) floats. */
+void zt_kern_kv_store16(uint16_t *kv, int is_f16, int ctx, int pos, const float *k,
+                        const float *v, int C, int NH);
 void zt_kern_attention_cached16(float *out, int ldo, float *scratch, const float *q, int ldq,
-                                const uint16_t *kv, int ctx, int p0, int m, int C, int NH,
-                                int h0, int h1);
+                                const uint16_t *kv, int is_f16, int ctx, int p0, int m, int C,
+                                int NH, int h0, int h1);
 size_t zt_kern_attention_cached16_scratch_floats(int npos, int hs);
 
 /* ---------------------------------------------------------------------------------------------

@@ -201,8 +201,9 @@ void kv_append_cpu(void *buffers[], void *cl_arg) {
     for (int i = 0; i < a->nrows; i++) {
         const float *k = qkv + (size_t)i * 3 * a->C + a->C;
         void *kv = zt_slot_buf_ptr(buffers, &a->hdr, 0, a->row[i].kvi);
-        if (a->hdr.dtype[0] == ZT_DTYPE_BF16)
-            zt_kern_kv_store16(kv, a->ctx, a->row[i].pos, k, k + a->C, a->C, a->NH);
+        if (zt_dtype_is16(a->hdr.dtype[0]))
+            zt_kern_kv_store16(kv, a->hdr.dtype[0] == ZT_DTYPE_F16, a->ctx, a->row[i].pos, k,
+                               k + a->C, a->C, a->NH);
         else zt_kern_kv_store(kv, a->ctx, a->row[i].pos, k, k + a->C, a->C, a->NH);
     }
 }
@@ -219,11 +220,12 @@ void attention_cached_cpu(void *buffers[], void *cl_arg) {
         int p0 = a->row[i0].pos, m = i1 - i0, hs = a->C / a->NH, ldo = (a->h1 - a->h0) * hs;
         const void *kv = zt_slot_buf_ptr(buffers, &a->hdr, 2, a->row[i0].kvi);
         const float *q = qkv + (size_t)i0 * 3 * a->C;
-        if (a->hdr.dtype[2] == ZT_DTYPE_BF16) {
+        if (zt_dtype_is16(a->hdr.dtype[2])) {
             float *scratch = zt_worker_scratch(
                 ZT_SCRATCH_BODY, zt_kern_attention_cached16_scratch_floats(p0 + m, hs));
             zt_kern_attention_cached16(out + (size_t)i0 * ldo, ldo, scratch, q, 3 * a->C, kv,
-                                       a->ctx, p0, m, a->C, a->NH, a->h0, a->h1);
+                                       a->hdr.dtype[2] == ZT_DTYPE_F16, a->ctx, p0, m, a->C,
+                                       a->NH, a->h0, a->h1);
         } else {
             float *scratch = zt_worker_scratch(ZT_SCRATCH_BODY,
                                                zt_kern_attention_cached_scratch_floats(p0 + m));
@@ -241,9 +243,9 @@ static enum zt_status check_cache(const char *fn, zt_tensor_t x, int blk, zt_ten
     enum zt_dtype dt = zt_tensor_dtype(kv);
     if (zt_tensor_cols(qkv) != 3 * C || zt_tensor_cols(kv) != 2 * C ||
         zt_tensor_dtype(qkv) != ZT_DTYPE_F32 ||
-        (dt != ZT_DTYPE_F32 && dt != ZT_DTYPE_BF16) || zt_tensor_rows(kv) % S != 0)
-        return zt_error_set(ZT_ERR_INVALID, "%s: %s (f32) [.., %lld] and the f32/bf16 cache %s "
-                                            "[%lld, %lld] in %d slots do not agree", fn,
+        (dt != ZT_DTYPE_F32 && !zt_dtype_is16(dt)) || zt_tensor_rows(kv) % S != 0)
+        return zt_error_set(ZT_ERR_INVALID, "%s: %s (f32) [.., %lld] and the f32/bf16/f16 "
+                            "cache %s [%lld, %lld] in %d slots do not agree", fn,
                             zt_tensor_name(qkv),
                             (long long)zt_tensor_cols(qkv), zt_tensor_name(kv),
                             (long long)zt_tensor_rows(kv), (long long)zt_tensor_cols(kv), S);
@@ -263,7 +265,7 @@ static enum zt_status submit_cached(const struct zt_task_opts *o, enum zt_task_k
     a->ctx = (int)(zt_tensor_rows(kv) / zt_tensor_nblk(kv));
     a->h0 = h0;
     a->h1 = h1;
-    a->hdr.native16 = 1; /* a bf16 cache is read and written by the kernels themselves */
+    a->hdr.native16 = 1; /* a 16-bit cache is read and written by the kernels themselves */
     struct zt_builder tb;
     zt_builder_init(&tb, &a->hdr, kind, o, blk);
     if (kind == ZT_KIND_kv_append) {

@@ -125,9 +125,9 @@ enum zt_status zt_task_attention_backward(const struct zt_task_opts *o, zt_tenso
 
 /* ---- inference ---- (tasks/inference.c) A generation step works on rows: row r of the step's
  * activation tensors is position rows[r].pos of the sequence held in KV-cache slot rows[r].slot.
- * A layer's KV cache is an f32 or bf16 tensor kv [S*Tc, 2C] with one block per slot (block s:
- * slot s's cache, head-major as zt_kern_kv_store lays it out; bf16: K and V rounded as they are
- * stored, zt_kern_kv_store16). The functions take the whole step's arrays
+ * A layer's KV cache is an f32, bf16 or f16 tensor kv [S*Tc, 2C] with one block per slot (block
+ * s: slot s's cache, head-major as zt_kern_kv_store lays it out; 16-bit: K and V rounded as they
+ * are stored, zt_kern_kv_store16). The functions take the whole step's arrays
  * (indexed by row) and read the entries of block blk's rows; within a block, the rows of one slot
  * must be together. */
 struct zt_row_pos {

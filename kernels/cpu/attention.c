@@ -181,16 +181,26 @@ void zt_kern_attention_cached(float *out, int ldo, float *scratch, const float *
                     kv + (size_t)h * ctx * hs, kv + (size_t)(NH + h) * ctx * hs, p0, m, hs);
 }
 
-// The bf16 cache: K and V rounded to bf16 (nearest even) as they are stored, half the bytes a
-// decode step reads; the attention reads them as stored (a few rows) or widens a head's
+// The 16-bit cache: K and V rounded to bf16 or fp16 (nearest even) as they are stored, half the
+// bytes a decode step reads; the attention reads them as stored (a few rows) or widens a head's
 // positions exactly into scratch, with the bits of an fp32 cache holding the rounded values.
-void zt_kern_kv_store16(uint16_t *kv, int ctx, int pos, const float *k, const float *v, int C,
-                        int NH) {
+static void round16(uint16_t *dst, const float *src, size_t n, int is_f16) {
+    if (is_f16) zt_kern_f32_to_f16(dst, src, n);
+    else zt_kern_f32_to_bf16(dst, src, n);
+}
+
+static void widen16(float *dst, const uint16_t *src, size_t n, int is_f16) {
+    if (is_f16) zt_kern_f16_to_f32(dst, src, n);
+    else zt_kern_bf16_to_f32(dst, src, n);
+}
+
+void zt_kern_kv_store16(uint16_t *kv, int is_f16, int ctx, int pos, const float *k,
+                        const float *v, int C, int NH) {
     assert(0 <= pos && pos < ctx && NH > 0 && C % NH == 0);
     const size_t hs = (size_t)(C / NH);
     for (int h = 0; h < NH; h++) {
-        zt_kern_f32_to_bf16(kv + ((size_t)h * ctx + pos) * hs, k + h * hs, hs);
-        zt_kern_f32_to_bf16(kv + ((size_t)(NH + h) * ctx + pos) * hs, v + h * hs, hs);
+        round16(kv + ((size_t)h * ctx + pos) * hs, k + h * hs, hs, is_f16);
+        round16(kv + ((size_t)(NH + h) * ctx + pos) * hs, v + h * hs, hs, is_f16);
     }
 }
 
@@ -199,28 +209,29 @@ size_t zt_kern_attention_cached16_scratch_floats(int npos, int hs) {
     return zt_kern_attention_cached_scratch_floats(npos) + 2 * (size_t)npos * (size_t)hs;
 }
 
-/* one head on a bf16 cache for a few rows (m <= ZT_KERN_FEW_ROWS): the two products read K and
+/* one head on a 16-bit cache for a few rows (m <= ZT_KERN_FEW_ROWS): the two products read K and
  * V as stored (zt_kern_sgemm_w16: the bits of zt_kern_sgemm on them widened), the queries
  * scaled first into qs as the blocked product scales its A (alpha * a, rounded once); 0, or -1
  * (nothing done) off the AVX-512 engine */
 static int head_cached16_few(float *out, int ldo, float *P, float *qs, const float *q, int ldq,
-                             const uint16_t *k, const uint16_t *v, int p0, int m, int hs) {
+                             const uint16_t *k, const uint16_t *v, int is_f16, int p0, int m,
+                             int hs) {
     const float scale = 1.0f / sqrtf((float)hs);
     int npos = p0 + m;
     for (int i = 0; i < m; i++)
         for (int j = 0; j < hs; j++) qs[(size_t)i * hs + j] = scale * q[(size_t)i * ldq + j];
-    if (zt_kern_sgemm_w16(1, m, npos, hs, qs, hs, k, 0, hs, 0.0f, P, npos) != 0) return -1;
+    if (zt_kern_sgemm_w16(1, m, npos, hs, qs, hs, k, is_f16, hs, 0.0f, P, npos) != 0) return -1;
     for (int i = 0; i < m; i++) {
         float *row = P + (size_t)i * npos;
         softmax_row(row, p0 + i + 1);
         memset(row + p0 + i + 1, 0, (size_t)(m - i - 1) * sizeof(float));
     }
-    return zt_kern_sgemm_w16(0, m, hs, npos, P, npos, v, 0, hs, 0.0f, out, ldo);
+    return zt_kern_sgemm_w16(0, m, hs, npos, P, npos, v, is_f16, hs, 0.0f, out, ldo);
 }
 
 void zt_kern_attention_cached16(float *out, int ldo, float *scratch, const float *q, int ldq,
-                                const uint16_t *kv, int ctx, int p0, int m, int C, int NH,
-                                int h0, int h1) {
+                                const uint16_t *kv, int is_f16, int ctx, int p0, int m, int C,
+                                int NH, int h0, int h1) {
     assert(p0 >= 0 && m > 0 && p0 + m <= ctx && NH > 0 && C % NH == 0 && 0 <= h0 && h0 < h1 &&
            h1 <= NH);
     const int hs = C / NH, n = p0 + m;
@@ -229,11 +240,11 @@ void zt_kern_attention_cached16(float *out, int ldo, float *scratch, const float
         const uint16_t *k16 = kv + (size_t)h * ctx * hs, *v16 = kv + (size_t)(NH + h) * ctx * hs;
         float *o = out + (size_t)(h - h0) * hs;
         if (m <= ZT_KERN_FEW_ROWS &&
-            head_cached16_few(o, ldo, scratch, k, q + (size_t)h * hs, ldq, k16, v16, p0, m,
-                              hs) == 0)
+            head_cached16_few(o, ldo, scratch, k, q + (size_t)h * hs, ldq, k16, v16, is_f16, p0,
+                              m, hs) == 0)
             continue;
-        zt_kern_bf16_to_f32(k, k16, (size_t)n * hs);
-        zt_kern_bf16_to_f32(v, v16, (size_t)n * hs);
+        widen16(k, k16, (size_t)n * hs, is_f16);
+        widen16(v, v16, (size_t)n * hs, is_f16);
         head_cached(o, ldo, scratch, q + (size_t)h * hs, ldq, k, v, p0, m, hs);
     }
 }

@@ -188,6 +188,12 @@ for count in sanitized((2, 3), (2,)):
             "streamed (buffer_count %d): the greedy and sampled ids of the resident weights"
             % count)
     R.check(os.listdir(nvme) == [], "streamed: the swap directory is removed at the end")
+# the swap through the thread engine (ZT_AIO_ENGINE, as the training swaps take it)
+got, p = logits("nvme threads", ["--weights", weights, "--ds-config", cfg],
+                env={"ZT_AIO_ENGINE": "threads"})
+R.check(got == whole and "swap engine threads)" in p.stderr,
+        "streamed through ZT_AIO_ENGINE=threads: the logits' bytes, and the plan names the "
+        "engine")
 limit = {"ZT_HOST_MEM_LIMIT": "700K"}  # resident ~1 MiB, streamed ~0.6 MiB at batch 1
 small = ["--max-batch", "1", "--prefill-chunk", "8"]
 _, p = logits("budget resident", ["--weights", weights] + small, limit, code=1)

@@ -18,16 +18,17 @@ float noise) and "trained" (a short zt-train run on sentences this test writes, 
       with --max-batch 1/3/8 and on a second run; a line's temperature 0 is greedy;
   (e) a generation reaching the context stops with "length", prompt + ids <= seq_len, and
       equals torch up to there; a prompt of exactly seq_len tokens: no id, or one error line;
-  (f) BF16 and F16 safetensors (and --ds-config "dtype" bf16/fp16 on the F32 file): logits
-      within 1e-4 of torch float64 on the same rounded weights where zt-generate widens the
-      stored 16-bit values to fp32 (F16; BF16 under ZT_GEMM=avx512 or on a CPU without a bf16
-      engine), so only fp32 arithmetic separates the two, as in (a); the reference rounds fp32
-      to bf16 to nearest even, as torch and DeepSpeed do. BF16 on a bf16 engine (the bf16
-      model: every product's input and the cached K and V rounded to bf16) against the
-      reference that rounds them too: max error 5e-3 of the largest logit (a value next to a
-      rounding boundary may round the other way in float64), median error at most half of
-      the error against the unrounded reference. Greedy ids equal torch's, and the logits
-      differ from the F32 run's (the rounding was used);
+  (f) BF16 and F16 safetensors (and --ds-config "dtype" bf16/fp16 on the F32 file): BF16
+      under ZT_GEMM=avx512 or on a CPU without a bf16 engine (the stored values widened to
+      fp32, an fp32 cache): logits within 1e-4 of torch float64 on the same rounded weights,
+      so only fp32 arithmetic separates the two, as in (a); the reference rounds fp32 to bf16
+      to nearest even, as torch and DeepSpeed do. BF16 on a bf16 engine (the bf16 model:
+      every product's input and the cached K and V rounded to bf16) and F16 (exact products
+      on the stored weights, the cached K and V rounded to fp16, as llama.cpp's f16 cache)
+      against the reference that rounds the same: max error 5e-3 (bf16) or 1e-3 (fp16) of the
+      largest logit (a value next to a rounding boundary may round the other way in float64),
+      median error at most half of the error against the unrounded reference. Greedy ids
+      equal torch's, and the logits differ from the F32 run's (the rounding was used);
   (g) text: --prompt with a byte-level tokenizer equals --prompt-ids of its bytes, "text" is
       the decoded ids, --stop cuts the text before the stop string (ids keep the token that
       completed it), <|endoftext|> ends with "eos" (only with --tokenizer), output without
@@ -60,6 +61,8 @@ SHAPE = {"vocab_size": 256, "seq_len": 64, "n_embd": 128, "n_layer": 4, "n_head"
 LOGITS_TOL = 1e-4  # max abs, zt-generate (fp32) vs torch float64
 BF16_FLIP_REL = 5e-3  # a bf16 model: max abs error over max |logit| (rounding flips' reach)
 BF16_CLOSER = 0.5     # ... and its median error at most this share of the unrounded reference's
+F16_FLIP_REL = 1e-3   # an fp16 model (its cache's K and V rounded to fp16, 2^-11 relative)
+FLIP_REL = {"bf16": BF16_FLIP_REL, "f16": F16_FLIP_REL}
 GAP_MIN = 1e-4     # below this top-2 gap, float noise may choose either token
 MIN_COMPARED = 8   # a greedy comparison cut before this many tokens proves too little
 MAX_NEW = 16
@@ -156,9 +159,19 @@ def compare_greedy(label, rec, ref, gap_min=GAP_MIN):
                             % (label, cut, rec["ids"][:cut], ref["ids"][:cut]))
 
 
-def compare_logits(label, got_path, P, m, ids, cached=False):
-    """the --logits file of prompt ids against torch float64 (cached: the reference's cached
-    forward of the whole prompt, which follows its bf16-products mode); returns the logits"""
+def set_rounding(kind):
+    """the reference rounds as zt-generate's model of `kind` does: "bf16" (the products' inputs
+    and the cached K and V), "f16" (the cached K and V), None (nothing)"""
+    R.set_bf16_products(kind == "bf16")
+    if kind == "f16":
+        R.set_kv_round(R.torch.float16)
+
+
+def compare_logits(label, got_path, P, m, ids, kind=None):
+    """the --logits file of prompt ids against torch float64 (kind, a 16-bit model's rounding:
+    the reference's cached forward of the whole prompt, which follows set_rounding(kind));
+    returns the logits"""
+    cached = kind is not None
     if not check(os.path.exists(got_path), "%s: --logits wrote %s" % (label, got_path)):
         return None
     got = st_read(got_path).get("logits")
@@ -174,20 +187,20 @@ def compare_logits(label, got_path, P, m, ids, cached=False):
         check(err <= LOGITS_TOL, "%s: logits of %d positions, max abs error %.2e vs torch "
               "float64 (limit %.0e)" % (label, len(ids), err, LOGITS_TOL))
         return got
-    # a bf16 model: a value next to a bf16 rounding boundary (a product input, a cached K or V)
-    # may round one way in fp32 and the other in float64, one bf16 step (2^-8 relative) that
-    # moves what comes after it (a cached K or V: every later position), so the logits are held
-    # to a bound on the largest error and to agree with this reference several times better
-    # than with the unrounded one (the rounding is what separates them)
-    R.set_bf16_products(False)
+    # a 16-bit model: a value next to a rounding boundary (a product input, a cached K or V)
+    # may round one way in fp32 and the other in float64, one step of the type (bf16 2^-8, fp16
+    # 2^-11 relative) that moves what comes after it (a cached K or V: every later position),
+    # so the logits are held to a bound on the largest error and to agree with this reference
+    # several times better than with the unrounded one (the rounding is what separates them)
+    set_rounding(None)
     exact = R.forward_cached(P, m, ids, R.KVCache(m)).numpy()
-    R.set_bf16_products(True)
+    set_rounding(kind)
     med, med_exact = float(np.median(d)), float(np.median(np.abs(got - exact)))
-    lim = BF16_FLIP_REL * float(np.abs(want).max())
+    lim = FLIP_REL[kind] * float(np.abs(want).max())
     check(med <= BF16_CLOSER * med_exact and err <= lim, "%s: logits of %d positions vs torch "
-          "float64 rounding like a bf16 model: median abs error %.2e (the unrounded reference's "
-          "%.2e: at most %.2fx of it), max %.2e (limit %.2e)" % (label, len(ids), med, med_exact,
-                                                                BF16_CLOSER, err, lim))
+          "float64 rounding as a %s model does: median abs error %.2e (the unrounded reference's "
+          "%.2e: at most %.2fx of it), max %.2e (limit %.2e)" % (
+              label, len(ids), kind, med, med_exact, BF16_CLOSER, err, lim))
     return got
 
 
@@ -482,39 +495,40 @@ def sixteen_bit(weights, fp32_logits):
         m, P = R.load(path("model.json"), stored)
         with open(path("ds_%s.json" % ds_name), "w") as fh:
             json.dump({"dtype": ds_name}, fh)
-        # bf16 on a bf16 engine: the bf16 model's products (inputs rounded); ZT_GEMM=avx512
-        # widens the weights for exact fp32 products, as F16 always does
-        modes = [("", None, False)]
+        # bf16 on a bf16 engine: the bf16 model's products (inputs rounded) and cache;
+        # ZT_GEMM=avx512 widens the weights for exact fp32 products and an fp32 cache; F16 has
+        # exact products on the stored weights and an fp16 cache
+        modes = [("", None, "f16" if dtype == "F16" else None)]
         if dtype == "BF16" and native_bf16():
-            modes = [(" on the bf16 engine", {"ZT_GEMM": "auto"}, True),
-                     (" with ZT_GEMM=avx512", {"ZT_GEMM": "avx512"}, False)]
+            modes = [(" on the bf16 engine", {"ZT_GEMM": "auto"}, "bf16"),
+                     (" with ZT_GEMM=avx512", {"ZT_GEMM": "avx512"}, None)]
         for tag, env, rounded in modes:
-            R.set_bf16_products(rounded)
+            set_rounding(rounded)
             refs = [R.greedy(P, m, p, MAX_NEW, "cached") for p in prompts]
             for how, wargs in (("%s stored" % dtype, ["--weights", stored]),
                                ("F32 + --ds-config dtype %s" % ds_name,
                                 ["--weights", weights, "--ds-config",
                                  path("ds_%s.json" % ds_name)])):
                 label = "(f) %s%s" % (how, tag)
-                out = path("logits_%s_%s%d.safetensors" % (dtype, "ds" if "ds" in how else "file",
-                                                           rounded))
+                out = path("logits_%s_%s%s.safetensors" % (dtype, "ds" if "ds" in how else "file",
+                                                           rounded or "exact"))
                 recs = gen_json(label, ["--model", path("model.json"), "--prompts", f,
                                         "--temperature", "0", "--max-new-tokens", str(MAX_NEW),
                                         "--logits", out] + wargs, env)
                 if recs is None or not check(len(recs) == len(prompts), "%s: %d records, "
                                              "expected %d" % (label, len(recs), len(prompts))):
                     continue
-                got = compare_logits(label, out, P, m, prompts[0], cached=rounded)
+                got = compare_logits(label, out, P, m, prompts[0], kind=rounded)
                 if got is not None and fp32_logits is not None:
                     moved = float(np.abs(got - fp32_logits).max())
                     check(moved > 10 * LOGITS_TOL, "%s: logits differ from the F32 weights' by "
                           "%.2e (the rounded weights were used)" % (label, moved))
                 for k, (rec, ref) in enumerate(zip(recs, refs)):
-                    # a bf16 model: a near-tie is within a rounding flip's reach of the logits
-                    gap = GAP_MIN if not rounded else BF16_FLIP_REL * max(
-                        float(row.abs().max()) for row in ref["logits"])
+                    # a 16-bit model: a near-tie is within a rounding flip's reach of the logits
+                    gap = GAP_MIN if not rounded else max(GAP_MIN, FLIP_REL[rounded] * max(
+                        float(row.abs().max()) for row in ref["logits"]))
                     compare_greedy("%s prompt %d" % (label, k), rec, ref, gap)
-        R.set_bf16_products(False)
+        set_rounding(None)
 
 
 # ---------------------------------------------------------------------------------------------

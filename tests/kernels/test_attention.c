@@ -11,8 +11,8 @@
  * kernels on the same values: att within 4e-3 (one bf16 rounding, 2^-9 relative, of values <= 1),
  * out within 1e-2 and dqkv within 2e-2 * max(1,|ref|) (the rounded probabilities and softmax
  * gradients enter K <= T products, and the results are rounded once more); and one sequence at a
- * time gives the bits of the batch. The inference cache in bf16 (zt_kern_kv_store16) attends
- * with the bits of an fp32 cache holding the same rounded values.
+ * time gives the bits of the batch. The inference cache in bf16 or fp16 (zt_kern_kv_store16)
+ * attends with the bits of an fp32 cache holding the same rounded values.
  * Finite differences: step 1e-2; softmax curvature gives truncation ~1e-5, float rounding of
  * L = sum dout*out (~1e-6 for T=5, ~1e-5 for T=130) over 2e-2 gives <= 5e-4: tol 2e-3.
  */
@@ -137,11 +137,11 @@ static void run_case_bf16(const char *cs) {
                  "%s bf16: one sequence at a time changes the bits", cs);
 }
 
-/* the bf16 KV cache: zt_kern_kv_store16 rounds K and V, and zt_kern_attention_cached16 has the
- * bits of zt_kern_attention_cached on an fp32 cache holding the rounded values, for new rows at
- * several positions (one decode row, a few rows read as stored, a chunk, the whole sequence)
- * and head ranges */
-static void cached16(void) {
+/* the 16-bit KV caches (bf16, fp16): zt_kern_kv_store16 rounds K and V, and
+ * zt_kern_attention_cached16 has the bits of zt_kern_attention_cached on an fp32 cache holding
+ * the rounded values, for new rows at several positions (one decode row, a few rows read as
+ * stored, a chunk, the whole sequence) and head ranges */
+static void cached16(int is_f16) {
     enum { C = 64, NH = 4, CTX = 80, HS = C / NH };
     static float k[CTX][C], v[CTX][C], kr[CTX][C], vr[CTX][C], q[CTX][3 * C];
     static float kv32[2 * C * CTX], out32[CTX * C], out16[CTX * C];
@@ -155,10 +155,15 @@ static void cached16(void) {
         }
     uint16_t tmp[C];
     for (int p = 0; p < CTX; p++) {
-        zt_kern_f32_to_bf16(tmp, k[p], C), zt_kern_bf16_to_f32(kr[p], tmp, C);
-        zt_kern_f32_to_bf16(tmp, v[p], C), zt_kern_bf16_to_f32(vr[p], tmp, C);
+        if (is_f16) {
+            zt_kern_f32_to_f16(tmp, k[p], C), zt_kern_f16_to_f32(kr[p], tmp, C);
+            zt_kern_f32_to_f16(tmp, v[p], C), zt_kern_f16_to_f32(vr[p], tmp, C);
+        } else {
+            zt_kern_f32_to_bf16(tmp, k[p], C), zt_kern_bf16_to_f32(kr[p], tmp, C);
+            zt_kern_f32_to_bf16(tmp, v[p], C), zt_kern_bf16_to_f32(vr[p], tmp, C);
+        }
         zt_kern_kv_store(kv32, CTX, p, kr[p], vr[p], C, NH);
-        zt_kern_kv_store16(kv16, CTX, p, k[p], v[p], C, NH);
+        zt_kern_kv_store16(kv16, is_f16, CTX, p, k[p], v[p], C, NH);
     }
     ZT_TEST_TRUE(zt_kern_attention_cached16_scratch_floats(CTX, HS) <=
                      sizeof scratch / sizeof *scratch, "cached16 scratch");
@@ -169,17 +174,19 @@ static void cached16(void) {
         int ldo = (h1 - h0) * HS;
         zt_kern_attention_cached(out32, ldo, scratch, q[p0], 3 * C, kv32, CTX, p0, m, C, NH, h0,
                                  h1);
-        zt_kern_attention_cached16(out16, ldo, scratch, q[p0], 3 * C, kv16, CTX, p0, m, C, NH,
-                                   h0, h1);
+        zt_kern_attention_cached16(out16, ldo, scratch, q[p0], 3 * C, kv16, is_f16, CTX, p0, m,
+                                   C, NH, h0, h1);
         ZT_TEST_TRUE(memcmp(out32, out16, (size_t)m * ldo * sizeof(float)) == 0,
-                     "bf16 cache, rows %d..%d, heads %d..%d: not the bits of the fp32 cache "
-                     "holding the rounded values", p0, p0 + m - 1, h0, h1 - 1);
+                     "%s cache, rows %d..%d, heads %d..%d: not the bits of the fp32 cache "
+                     "holding the rounded values", is_f16 ? "f16" : "bf16", p0, p0 + m - 1, h0,
+                     h1 - 1);
     }
 }
 
 int main(void) {
     zt_kern_blas_init();
-    cached16();
+    cached16(0);
+    cached16(1);
     kref_init();
     run_case("attention", 1);
     run_case("attention_t130", 7);

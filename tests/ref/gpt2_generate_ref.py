@@ -46,12 +46,20 @@ CACHE_TOL = 1e-5  # cached vs recomputed logits (max abs), float64 and float32 a
 # bf16 products (zt-generate with bf16 weights on a CPU with a bf16 engine): the input of every
 # product (the four of each layer and the head) rounded to bf16, to nearest even, as autocast
 # and llama.cpp round a bf16 model's activations, and the KV cache holding K and V rounded to
-# bf16; set_bf16_products turns it on for the cached forward
+# bf16; set_bf16_products turns it on for the cached forward. An fp16 model's KV cache holds K
+# and V rounded to fp16 (its products exact on the stored weights): set_kv_round(torch.float16)
 _BF16_PRODUCTS = [False]
+_KV_ROUND = [None]
 
 
 def set_bf16_products(on):
     _BF16_PRODUCTS[0] = bool(on)
+    _KV_ROUND[0] = torch.bfloat16 if on else None
+
+
+def set_kv_round(dtype):
+    """the type the cached forward rounds K and V to (None: kept as computed)"""
+    _KV_ROUND[0] = dtype
 
 
 def mm(h, w):
@@ -123,8 +131,8 @@ def attend_cached(P, p, h, cache, layer, NH, hs):
     n, C = h.shape
     qkv = mm(h, P[p + "attn.c_attn.weight"]) + P[p + "attn.c_attn.bias"]
     q, k, v = (t.reshape(n, NH, hs).transpose(0, 1) for t in qkv.split(C, dim=1))
-    if _BF16_PRODUCTS[0]:  # a bf16 model's cache holds K and V rounded to bf16
-        k, v = (t.to(torch.bfloat16).to(t.dtype) for t in (k, v))
+    if _KV_ROUND[0] is not None:  # a 16-bit model's cache holds K and V rounded to its type
+        k, v = (t.to(_KV_ROUND[0]).to(t.dtype) for t in (k, v))
     K, V = cache.extend(layer, k, v)                                   # [NH, past + n, hs]
     scores = (q @ K.transpose(1, 2)) / math.sqrt(hs)                    # [NH, n, past + n]
     past = K.shape[1] - n
