@@ -23,8 +23,9 @@ struct gen_weights {
     struct zt_model_shape s;
     enum zt_dtype dtype;
     int tiles;                   /* bf16 matrices packed for the bf16 engine (zt_bf16_tiles_*) */
-    int workers;                 /* the decode step's column parts: the layers' matrices are
-                                  * kept in column panels of their widths (unpacked, > 1) */
+    int workers;                 /* the workers a decode step's parts split among
+                                  * (gen_split_workers): the layers' matrices are kept in
+                                  * column panels of the parts' widths (unpacked, > 1) */
     zt_tensor_t wte, wpe, lnfw, lnfb; /* wte transposed: [C, V] (load_wte_t) */
     void *resident;              /* the buffer of every resident tensor */
     int64_t resident_bytes;

@@ -8,8 +8,8 @@
  * read them as they lie. Other matrices of the layers (fp32, f16, bf16 without an engine) are
  * kept in column panels of the decode step's part widths (zt_tensor_set_col_panels) when
  * several workers share a step: each part then reads one contiguous run of the weight, where
- * its columns of the row-major weight were a short run every row (measured 30-45% faster per
- * core, bench/README.md). Resident: every tensor lives in one host buffer. Streamed
+ * its columns of the row-major weight are a short run every row (bench/README.md measures the
+ * two). Resident: every tensor lives in one host buffer. Streamed
  * (ZeRO-Inference): the embeddings and ln_f stay resident; the layers are written once to a
  * swap file under nvme_path (each parameter padded to 4096 bytes, for O_DIRECT; packed, when
  * packed), and a pass over the layers reads each into a window of prefetch + 1 layer buffers by
@@ -137,10 +137,9 @@ static int packed(const struct gen_weights *w, int i, int ndim) {
  * when a decode step splits their columns among several workers, in panels of its parts'
  * widths (generate_split.c), so that each part reads one contiguous run of the weight */
 static int64_t panel_width(const struct gen_weights *w, int i, int ndim, const int64_t *sh) {
-    const int workers = gen_split_workers(w->workers); /* as the step's parts count them */
-    if (w->tiles || ndim != 2 || i < 2 || workers < 2) return 0;
+    if (w->tiles || ndim != 2 || i < 2 || w->workers < 2) return 0;
     int64_t o0;
-    return gen_split_cols(workers, sh[1], 0, &o0);
+    return gen_split_cols(w->workers, sh[1], 0, &o0);
 }
 
 /* parameter i's tensor over ptr, one block, in w's type (marked when packed or in panels) */
@@ -354,7 +353,7 @@ enum zt_status gen_weights_load(struct gen_weights *w, const struct zt_model_sha
                                 int64_t acts) {
     memset(w, 0, sizeof *w);
     w->s = *s;
-    w->workers = workers;
+    w->workers = gen_split_workers(workers); /* as the step's parts count them */
     w->file.fd = -1;
     w->dir.lock_fd = -1;
     w->streamed = cfg->stream_weights;

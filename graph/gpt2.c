@@ -125,13 +125,11 @@ static enum zt_status declare_params(zt_gpt2_t m) {
 
 /* this rank's stage of the pipeline, its layer specs and neighbours */
 static enum zt_status plan_stage(zt_gpt2_t m, const struct zt_config *cfg) {
-    const int L = m->s.n_layer;
     int stages = 1;
     const int st = zt_engine_pipe_stage(m->e, &stages);
     m->prev = m->next = -1;
-    m->spec0 = 0, m->spec1 = L + 3;
-    if (stages == 1) return ZT_OK;
     ZT_CHECK(zt_pipe_stage_specs(&m->s, &cfg->pipeline, cfg->path, st, &m->spec0, &m->spec1));
+    if (stages == 1) return ZT_OK;
     if (st > 0) m->prev = zt_engine_pipe_rank(m->e, st - 1);
     if (st < stages - 1) m->next = zt_engine_pipe_rank(m->e, st + 1);
     return ZT_OK;

@@ -75,20 +75,19 @@ static void forward_w16(void *buffers[], const struct zt_matmul_args *a, int tie
     else zt_kern_matmul_forward(out, inp, wide, bias, N, a->C, a->OC);
 }
 
-/* the product of panel [C, w] (stored as dt, ld w) into out's columns (ld OC), onto what out
- * holds when beta is 1: as stored through the few-rows path, else widened into scratch */
-static void panel_product(float *out, int OC, const float *inp, int N, int C, const char *panel,
-                          enum zt_dtype dt, int w, float beta) {
+void zt_part_product(float *out, int ldo, const float *inp, int N, int C, const void *w,
+                     enum zt_dtype dt, int ldw, int cols, float beta) {
     if (!zt_dtype_is16(dt)) {
-        zt_kern_sgemm(0, 0, N, w, C, 1.0f, inp, C, (const float *)panel, w, beta, out, OC);
+        zt_kern_sgemm(0, 0, N, cols, C, 1.0f, inp, C, w, ldw, beta, out, ldo);
         return;
     }
-    if (zt_kern_sgemm_w16(0, N, w, C, inp, C, (const uint16_t *)panel, dt == ZT_DTYPE_F16, w,
-                          beta, out, OC) == 0)
+    if (zt_kern_sgemm_w16(0, N, cols, C, inp, C, w, dt == ZT_DTYPE_F16, ldw, beta, out, ldo) == 0)
         return;
-    float *wide = zt_worker_scratch(ZT_SCRATCH_WIDENING, (size_t)C * (size_t)w);
-    zt_dtype_to_f32(dt, wide, panel, (size_t)C * (size_t)w);
-    zt_kern_sgemm(0, 0, N, w, C, 1.0f, inp, C, wide, w, beta, out, OC);
+    float *wide = zt_worker_scratch(ZT_SCRATCH_WIDENING, (size_t)C * (size_t)cols);
+    for (int k = 0; k < C; k++)
+        zt_dtype_to_f32(dt, wide + (size_t)k * cols, (const uint16_t *)w + (size_t)k * ldw,
+                        (size_t)cols);
+    zt_kern_sgemm(0, 0, N, cols, C, 1.0f, inp, C, wide, cols, beta, out, ldo);
 }
 
 /* forward over a weight in column panels (zt_tensor_col_panels): the rows seeded with the bias,
@@ -106,8 +105,8 @@ static void forward_panels(void *buffers[], const struct zt_matmul_args *a) {
         memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof *bias);
     for (int64_t o0 = 0; o0 < OC; o0 += a->panel) {
         const int pw = (int)(OC - o0 < a->panel ? OC - o0 : a->panel);
-        panel_product(out + o0, OC, inp, N, C, w + (size_t)(C * o0) * zt_dtype_size(dt), dt,
-                      pw, bias ? 1.0f : 0.0f);
+        zt_part_product(out + o0, OC, inp, N, C, w + (size_t)(C * o0) * zt_dtype_size(dt), dt,
+                        pw, pw, bias ? 1.0f : 0.0f);
     }
 }
 

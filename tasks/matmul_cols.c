@@ -57,19 +57,6 @@ static const char *weight_part(void *buffers[], const struct zt_cols_args *a, in
     return w + (a->panel ? (size_t)a->C * (size_t)a->o0 : (size_t)a->o0) * es;
 }
 
-/* the slab's oc columns of the weight as fp32 (*ld floats between rows): as stored, or those
- * columns widened into scratch */
-static const float *weight_f32(void *buffers[], const struct zt_cols_args *a, int oc, int *ld) {
-    enum zt_dtype dt = (enum zt_dtype)a->hdr.dtype[2];
-    const char *w = weight_part(buffers, a, oc, ld);
-    if (!zt_dtype_is16(dt)) return (const float *)w;
-    float *wide = zt_worker_scratch(ZT_SCRATCH_WIDENING, (size_t)a->C * (size_t)oc);
-    for (int64_t k = 0; k < a->C; k++)
-        zt_dtype_to_f32(dt, wide + (size_t)k * oc, w + (size_t)k * (size_t)*ld * 2, (size_t)oc);
-    *ld = oc;
-    return wide;
-}
-
 /* rows (n x C) layer-normed into out by the slots' weights (4, 5); the statistics and the
  * widened weights after out's n x C floats */
 static void layer_norm_rows(float *out, const float *rows, void *buffers[],
@@ -116,14 +103,9 @@ void matmul_cols_cpu(void *buffers[], void *cl_arg) {
                         (const char *)bias + (size_t)a->o0 * zt_dtype_size(db), (size_t)oc);
         beta = 1.0f;
     }
-    if (a->bf16w) {
+    if (a->bf16w)
         zt_bf16_products_run(slab, oc, inp, w, a->tiles, a->OC, a->o0, beta != 0.0f, N, a->C, oc);
-    } else if (!zt_dtype_is16(dt) ||
-               zt_kern_sgemm_w16(0, N, oc, a->C, inp, a->C, part, dt == ZT_DTYPE_F16, ldw,
-                                 beta, slab, oc) != 0) {
-        const float *wf = weight_f32(buffers, a, oc, &ldw);
-        zt_kern_sgemm(0, 0, N, oc, a->C, 1.0f, inp, a->C, wf, ldw, beta, slab, oc);
-    }
+    else zt_part_product(slab, oc, inp, N, a->C, part, dt, ldw, oc, beta);
     if (a->gelu) zt_kern_gelu_forward(slab, slab, (size_t)N * oc);
 }
 

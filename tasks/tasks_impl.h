@@ -117,6 +117,11 @@ void zt_bf16_products_run(float *out, int ldo, const float *inp, const uint16_t 
                           int OC, int64_t o0, int add, int N, int C, int oc);
 /* the body of a native matmul task of kind h->kind (slots as matmul.c builds them) */
 void zt_matmul_bf16_body(void *buffers[], const struct zt_task_hdr *h, const struct zt_mm16 *m);
+/* matmul.c: out (N rows, ldo floats apart) = inp [N, C] @ the weight part w ([C, cols] stored as
+ * dt, rows ldw elements apart), onto what out holds when beta is 1: fp32 as stored, 16-bit
+ * through the few-rows path as stored, else widened into scratch (the fp32 product's bits) */
+void zt_part_product(float *out, int ldo, const float *inp, int N, int C, const void *w,
+                     enum zt_dtype dt, int ldw, int cols, float beta);
 
 // ----------------------------------------------------------------------------
 // registry.c
