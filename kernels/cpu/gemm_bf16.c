@@ -294,6 +294,27 @@ static T16 void c_store(const struct cdst *cd, int i0, int j0, const float *t, i
 // ----------------------------------------------------------------------------
 // AVX512-BF16: a 16 x 16 tile of C in 16 zmm, a k pair per VDPBF16PS
 
+/* the products of kq tiles into the first R rows of the register tile acc (R a constant where
+ * it is inlined, so that acc stays in registers): a row's sums do not depend on the others, so
+ * leaving the rows past the valid ones out changes no bit and saves their work (a decode step's
+ * product has one row) */
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512bf16"))) void
+dp_rows(int R, int kq, const uint16_t *a, const uint16_t *b, __m512 acc[16]) {
+    for (int q = 0; q < kq; q++) {
+        const uint16_t *aq = a + (size_t)q * GEMM16_TILE;
+        const uint16_t *bq = b + (size_t)q * GEMM16_TILE;
+        for (int p = 0; p < 16; p++) {
+            __m512bh bp = (__m512bh)_mm512_loadu_si512((const void *)(bq + p * 32));
+#pragma GCC unroll 16
+            for (int i = 0; i < R; i++) {
+                int32_t w; /* the pair (a[i][2p], a[i][2p+1]) */
+                memcpy(&w, aq + i * 32 + 2 * p, sizeof w);
+                acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(w), bp);
+            }
+        }
+    }
+}
+
 static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void dp_tile(
     int kq, const uint16_t *a, const uint16_t *b, const struct cdst *cd, int i0, int j0, int mr,
     int nr) {
@@ -301,19 +322,11 @@ static __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void dp_t
     c_load(t, cd, i0, j0, mr, nr);
     __m512 acc[16];
     for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(t + i * 16);
-    for (int q = 0; q < kq; q++) {
-        const uint16_t *aq = a + (size_t)q * GEMM16_TILE;
-        const uint16_t *bq = b + (size_t)q * GEMM16_TILE;
-        for (int p = 0; p < 16; p++) {
-            __m512bh bp = (__m512bh)_mm512_loadu_si512((const void *)(bq + p * 32));
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) {
-                int32_t w; /* the pair (a[i][2p], a[i][2p+1]) */
-                memcpy(&w, aq + i * 32 + 2 * p, sizeof w);
-                acc[i] = _mm512_dpbf16_ps(acc[i], (__m512bh)_mm512_set1_epi32(w), bp);
-            }
-        }
-    }
+    if (mr <= 1) dp_rows(1, kq, a, b, acc);
+    else if (mr <= 2) dp_rows(2, kq, a, b, acc);
+    else if (mr <= 4) dp_rows(4, kq, a, b, acc);
+    else if (mr <= 8) dp_rows(8, kq, a, b, acc);
+    else dp_rows(16, kq, a, b, acc);
     for (int i = 0; i < 16; i++) _mm512_store_ps(t + i * 16, acc[i]);
     c_store(cd, i0, j0, t, mr, nr);
 }
