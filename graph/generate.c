@@ -159,6 +159,10 @@ enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_sh
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->work, NULL);
     pthread_cond_init(&g->idled, NULL);
+    /* a decode step is a nearly serial chain of short tasks: prio's one central queue hands the
+     * next task to an idle worker sooner than lws' per-worker queues (bench/README.md,
+     * generate_vs_peers); it honours the same priorities. Only where this starts StarPU. */
+    zt_runtime_prefer_sched("prio");
     ZT_CHECK(zt_tasks_init());
     g->tasks_up = 1;
     g->nworkers = zt_runtime_nworkers() > 0 ? zt_runtime_nworkers() : 1;

@@ -40,8 +40,13 @@ static int g_io_nice = 0; /* ZT_IO_NICE, once the runtime has read it */
 #define ZT_DEFAULT_SCHED_CUDA "dmdas"
 
 static const char *g_sched_name = ZT_DEFAULT_SCHED;
+static const char *g_preferred_sched = NULL; /* zt_runtime_prefer_sched, for the next start */
 
 const char *zt_runtime_default_sched(void) { return ZT_DEFAULT_SCHED; }
+
+void zt_runtime_prefer_sched(const char *name) {
+    if (g_refs == 0) g_preferred_sched = name;
+}
 
 /* will StarPU start CUDA workers? (GPU build: a device, and STARPU_NCUDA not 0; asked before
  * starpu_init, since the policy is chosen there) */
@@ -113,9 +118,11 @@ enum zt_status zt_runtime_init(void) {
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     if (!getenv("STARPU_SCHED")) {
-        g_sched_name = cuda_workers_expected() ? ZT_DEFAULT_SCHED_CUDA : ZT_DEFAULT_SCHED;
+        const char *cpu = g_preferred_sched ? g_preferred_sched : ZT_DEFAULT_SCHED;
+        g_sched_name = cuda_workers_expected() ? ZT_DEFAULT_SCHED_CUDA : cpu;
         conf.sched_policy_name = g_sched_name;
     }
+    g_preferred_sched = NULL; /* one start's: a later start takes the default again */
     /* our codelets are CPU (and CUDA when built); OpenCL workers would only idle */
     conf.nopencl = 0;
     share_cores(&conf);

@@ -32,7 +32,8 @@ Cases (each asserts the exit code and exactly one "zerotask: error:" line naming
     it, not 2: the command line itself is well formed), the one line naming --trace, FILE and
     what was expected (so no stack trace), and no .json or .ztr file written;
   - --trace run.json (a path relative to the working folder) on a tiny run: exit 0, run.json
-    (JSON) and run.ztr written, and zt-trace summary run.ztr exits 0.
+    (JSON) and run.ztr written, zt-trace summary run.ztr exits 0, and the trace names the
+    policy: prio (the inference engine's default) unless STARPU_SCHED chose one.
 
 Usage: test_generate.py APPS_DIR MPIEXEC WORKDIR
 """
@@ -379,6 +380,15 @@ def trace_run():
         F.check("--trace run.json: run.json is JSON", False, str(e))
     F.check("zt-trace summary run.ztr", s is not None and s.returncode == 0,
             "exit %s %s" % (s.returncode if s else "(hang)", F.error_lines(s)[:1] if s else ""))
+    # the inference engine starts StarPU with prio unless the user chose a policy
+    want = os.environ.get("STARPU_SCHED") or "prio"
+    try:
+        with open(F.path("run.ztr")) as f:
+            meta = [l for l in f.read(4096).splitlines() if l.startswith("# meta ")]
+    except OSError:
+        meta = []
+    F.check("--trace run.json: the policy is %s" % want,
+            meta != [] and ("sched=%s" % want) in meta[0].split(), meta[:1])
 
 
 if not os.access(GEN, os.X_OK):
