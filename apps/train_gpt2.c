@@ -314,10 +314,11 @@ static int plan_pipeline(const struct train_run *r) {
 
 /* the host bytes this rank needs at most (zt_gpt2_mem_estimate; a pipeline rank: its stage's
  * parameters and activation sets, so that stages on machines of their own are not refused for
- * the whole model's size) */
-static int64_t rank_mem_estimate(const struct train_run *r) {
+ * the whole model's size, and its stage named into stage[n]) */
+static int64_t rank_mem_estimate(const struct train_run *r, char *stage, size_t n) {
     if (r->cfg.pipeline.stages <= 1) return zt_gpt2_mem_estimate(&r->shape, &r->cfg);
     const int st = zt_pipe_rank(&r->cfg.pipeline, r->world, r->rank).stage;
+    snprintf(stage, n, ", pipeline stage %d of %d", st, r->cfg.pipeline.stages);
     int spec0, spec1;
     if (zt_pipe_stage_specs(&r->shape, &r->cfg.pipeline, r->cfg.path, st, &spec0, &spec1) != ZT_OK)
         return -1;
@@ -344,17 +345,15 @@ static int load_inputs(struct train_run *r) {
     if (train_data_open(&r->data, &d, &r->cfg, &r->shape) != ZT_OK)
         return fail(zt_error_last_code() == ZT_ERR_USAGE || zt_error_last_code() == ZT_ERR_CONFIG
                         ? 2 : 1);
-    int64_t need = rank_mem_estimate(r), have = cli_mem_available();
+    char stage[64] = "", largest[256];
+    int64_t need = rank_mem_estimate(r, stage, sizeof stage), have = cli_mem_available();
     if (need < 0) return fail(1);
-    if (need > have) {
-        char largest[256];
-        zt_model_shape_largest(&r->shape, r->cfg.micro_batch, largest, sizeof largest);
-        zt_error_set(ZT_ERR_NOMEM, "model %s: needs about %.2f GiB of host memory, %.2f GiB "
-                     "available (the largest part: %s)", o->model, need / 1073741824.0,
-                     have / 1073741824.0, largest);
-        return fail(1);
-    }
-    return 0;
+    if (need <= have) return 0;
+    zt_model_shape_largest(&r->shape, r->cfg.micro_batch, largest, sizeof largest);
+    zt_error_set(ZT_ERR_NOMEM, "model %s%s: needs about %.2f GiB of host memory, %.2f GiB "
+                 "available (the model's largest array: %s)", o->model, stage,
+                 need / 1073741824.0, have / 1073741824.0, largest);
+    return fail(1);
 }
 
 /* where and how often to save: the options, else the config's checkpoint section */

@@ -9,6 +9,8 @@
   - a config error under mpirun is reported once (by rank 0), not once per rank, exit 2; so is
     a pipeline of 2 stages on 4 ranks whose partition cuts between ln_f and the head (each
     rank's place planned and printed, then refused);
+  - a pipeline whose stages do not fit the host memory: each rank's one line names its stage
+    (the estimate is the stage's), exit 1;
   - no rank leaves a partial export behind in any of these.
 
 Usage: test_mpi_failures.py ZT_TRAIN MPIEXEC WORKDIR
@@ -139,6 +141,22 @@ if p.returncode != 2 or len(msg) != 1 or "cuts between ln_f and the head" not in
                                                                                plan))
 else:
     print("pipeline, 4 ranks: exit 2, one message: %s" % msg[0])
+
+# 5. a pipeline whose stages do not fit the host memory: each rank names its own stage (the
+# estimate is the stage's, not the whole model's), exit 1, no hang
+wide = write("model_wide.json", {"vocab_size": 1000000000, "seq_len": 8, "n_embd": 1000000,
+                                 "n_layer": 2, "n_head": 2})
+dspipe2 = write("ds_pipe2.json", {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 4,
+                                  "gradient_accumulation_steps": 2,
+                                  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}},
+                                  "pipeline": {"stages": 2}})
+p, _ = run(["--ds-config", dspipe2, "--model", wide, "--data", data, "--steps", "1"])
+msg = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
+if p.returncode != 1 or not msg or \
+        not all("GiB of host memory" in m and "pipeline stage " in m for m in msg):
+    bad.append("pipeline stages beyond the memory: exit %d, messages %s" % (p.returncode, msg))
+else:
+    print("pipeline beyond the memory: exit 1: %s" % msg[0])
 
 for b in bad:
     print("FAIL", b)
