@@ -163,7 +163,9 @@ enum zt_status zt_generator_create(zt_generator_t *out, const struct zt_model_sh
      * next task to an idle worker sooner than lws' per-worker queues (bench/README.md,
      * generate_vs_peers); it honours the same priorities. Only where this starts StarPU. */
     zt_runtime_prefer_sched("prio");
-    ZT_CHECK(zt_tasks_init());
+    enum zt_status up = zt_tasks_init();
+    zt_runtime_prefer_sched(NULL); /* not left for a later start when this one failed early */
+    ZT_CHECK(up);
     g->tasks_up = 1;
     g->nworkers = zt_runtime_nworkers() > 0 ? zt_runtime_nworkers() : 1;
     int64_t ahead;

@@ -106,8 +106,9 @@ static const struct {
     const char *name, *doc;
 } g_starpu_vars[] = {
     {"STARPU_SCHED", "scheduling policy (eager, lws, ws, prio, dmda, dmdas, random, ...); "
-                     "zerotask uses lws when unset (dmdas when StarPU will start CUDA workers: "
-                     "docs/cuda.md) and rejects unknown names"},
+                     "zerotask uses lws when unset, prio for the inference engine (zt-generate, "
+                     "zt-serve: docs/inference.md), dmdas when StarPU will start CUDA workers "
+                     "(docs/cuda.md); unknown names are rejected"},
     {"STARPU_NCPU", "number of CPU workers (Debian's StarPU allows at most 4)"},
     {"STARPU_HOME", "where StarPU keeps calibration; zerotask defaults it to "
                     "~/.cache/zerotask when neither it, STARPU_PERF_MODEL_DIR nor "

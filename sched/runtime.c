@@ -100,6 +100,8 @@ static void share_cores(struct starpu_conf *conf) {
 
 enum zt_status zt_runtime_init(void) {
     if (g_refs++ > 0) return ZT_OK;
+    const char *preferred = g_preferred_sched; /* one start's, whether it succeeds or not */
+    g_preferred_sched = NULL;
     enum zt_status rc = zt_comm_init();
     int64_t nice = 0;
     if (rc == ZT_OK) {
@@ -118,11 +120,10 @@ enum zt_status zt_runtime_init(void) {
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     if (!getenv("STARPU_SCHED")) {
-        const char *cpu = g_preferred_sched ? g_preferred_sched : ZT_DEFAULT_SCHED;
+        const char *cpu = preferred ? preferred : ZT_DEFAULT_SCHED;
         g_sched_name = cuda_workers_expected() ? ZT_DEFAULT_SCHED_CUDA : cpu;
         conf.sched_policy_name = g_sched_name;
     }
-    g_preferred_sched = NULL; /* one start's: a later start takes the default again */
     /* our codelets are CPU (and CUDA when built); OpenCL workers would only idle */
     conf.nopencl = 0;
     share_cores(&conf);

@@ -47,9 +47,9 @@ int zt_runtime_nworkers(void);
 const char *zt_runtime_sched_name(void);
 /* the policy zerotask starts StarPU with when STARPU_SCHED is unset */
 const char *zt_runtime_default_sched(void);
-/* a caller's own default for the next start of StarPU only (a static name; ignored while StarPU
- * runs): used in place of zt_runtime_default_sched when STARPU_SCHED is unset and no CUDA
- * workers will start */
+/* a caller's own default for the next start of StarPU only (a static name, or NULL for none;
+ * ignored while StarPU runs): used in place of zt_runtime_default_sched when STARPU_SCHED is
+ * unset and no CUDA workers will start */
 void zt_runtime_prefer_sched(const char *name);
 /* 1 when StarPU runs CUDA workers (once started), or will start them (before zt_runtime_init:
  * a GPU build, a device, STARPU_NCUDA not 0); else 0 */

@@ -152,8 +152,10 @@ dspipe2 = write("ds_pipe2.json", {"train_batch_size": 8, "train_micro_batch_size
                                   "pipeline": {"stages": 2}})
 p, _ = run(["--ds-config", dspipe2, "--model", wide, "--data", data, "--steps", "1"])
 msg = [l for l in (p.stdout + p.stderr).splitlines() if "error:" in l]
-if p.returncode != 1 or not msg or \
-        not all("GiB of host memory" in m and "pipeline stage " in m for m in msg):
+if p.returncode != 1 or len(msg) != 2 or \
+        not all("GiB of host memory" in m for m in msg) or \
+        not any("pipeline stage 0 of 2" in m for m in msg) or \
+        not any("pipeline stage 1 of 2" in m for m in msg):
     bad.append("pipeline stages beyond the memory: exit %d, messages %s" % (p.returncode, msg))
 else:
     print("pipeline beyond the memory: exit 1: %s" % msg[0])
