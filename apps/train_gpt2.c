@@ -3,8 +3,9 @@
  * DeepSpeed-style JSON, every step a StarPU task graph.
  *
  * Layer: apps/. Includes <zerotask.h> and the shared command-line pieces (apps/cli.h). A run is
- * parse -> validate -> start (engine, banner, memory plan) -> train loop (steps, checkpoints in
- * the background, progress, log) -> finish (last checkpoint, peak memory, export, trace).
+ * parse -> validate (train_validate.c) -> start (engine, banner, memory plan) -> train loop
+ * (steps, checkpoints in the background, progress, log) -> finish (last checkpoint, peak
+ * memory, export, trace); train_errors.c reports a failure.
  * Errors: exactly one line "zerotask: error: <message>" on stderr; exit 2 for a bad command line
  * or config, 1 otherwise.
  */
@@ -15,10 +16,7 @@
 #include <unistd.h>     /* sysconf */
 #include "cli.h"        /* option values, one-line usage errors */
 #include "zt_clock.h"   /* zt_clock_ms */
-#include "train_data.h"   /* the data side */
-#include "train_digest.h" /* the inputs' fingerprints */
-#include "zt_tracefile.h" /* zt_tracefile_replay_path */
-#include "zerotask.h"   /* everything public */
+#include "train_run.h"  /* the run's state, its checks and error reports */
 
 static const char *usage_text =
     "usage: zt-train --ds-config F --model F --data F [options]\n"
@@ -123,107 +121,7 @@ static const char *usage_text =
     "output naming an input, stops the run at once.\n"
     "Exit status: 0 ok, 2 bad command line or config, 1 any other error.\n";
 
-// ----------------------------------------------------------------------------
-// the run's state
-
-/* what the command line asked for */
-struct train_options {
-    const char *ds_config, *model, *data; /* required */
-    const char *data_order, *eval_data, *dump_data;
-    int64_t eval_interval, eval_steps; /* -1: not given */
-    const char *init_from, *export_path, *log_path, *trace_path, *grads_path;
-    const char *save_dir, *resume;
-    int64_t steps;         /* the last step to train */
-    int64_t seed;          /* -1: the config's */
-    int64_t save_interval; /* -1: the config's */
-    int eval_only, quiet, init_from_relaxed;
-};
-
-/* a checkpoint being written in the background (zt_checkpoint_save_begin) */
-struct pending_save {
-    int64_t step;
-    double begin_ms; /* how long beginning it held the loop */
-    const char *dir;
-};
-
-/* everything a run holds, filled in the order of its phases */
-struct train_run {
-    struct cli_program cli;
-    struct train_options opt;
-    int rank, world;
-    int talk;                      /* this rank prints progress: rank 0 without --quiet */
-    /* validated inputs */
-    struct zt_config cfg;
-    struct zt_model_shape shape;
-    struct train_data data;
-    const char *save_dir;          /* --save-dir, else the config's checkpoint.dir, else NULL */
-    int64_t save_interval;         /* --save-interval, else the config's */
-    char resume_tag[1024];         /* the tag directory --resume names */
-    struct zt_ckpt_info resume_info;
-    /* built */
-    zt_engine_t engine;
-    zt_gpt2_t model;
-    struct zt_engine_mem mem;      /* the memory plan; the gradient slots grow during step 1 */
-    double load_ms;                /* time to load the --resume checkpoint */
-    /* the training loop */
-    FILE *log;                     /* --log, on rank 0 */
-    int64_t first_step;            /* 1, or the step after the resumed checkpoint's */
-    int64_t tokens_per_step;
-    double flops_per_step;
-    int print_every;               /* steps between progress lines (steps_per_print) */
-    struct zt_ckpt_save *saving;   /* the checkpoint being written, or NULL */
-    struct pending_save pending;
-};
-
 static double mib(int64_t bytes) { return bytes / 1048576.0; }
-
-// ----------------------------------------------------------------------------
-// errors and agreement between ranks
-
-/* A bad command line or config is the same on every rank: rank 0 alone reports it. Anything
- * else may be one rank's own trouble (a file missing on its machine): that rank reports it,
- * prefixed with its rank when there are several. Returns exit_code. */
-static int fail(int exit_code) {
-    int cfg = zt_error_last_code() == ZT_ERR_CONFIG || zt_error_last_code() == ZT_ERR_USAGE;
-    if (zt_comm_size() == 1)
-        fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
-    else if (!cfg)
-        fprintf(stderr, "zerotask: error: rank %d: %s\n", zt_comm_rank(), zt_error_last());
-    else if (zt_comm_rank() == 0)
-        fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
-    return exit_code;
-}
-
-/* Every rank passes its start-up outcome (0 or an exit code); all learn whether any failed, so
- * no rank goes on into a collective that the failed one will never reach. */
-static int agree(int code) {
-    int nfailed = 0;
-    if (zt_comm_count_failed(code != 0, &nfailed) != ZT_OK) return code ? code : 1;
-    if (nfailed > 0 && code == 0) {
-        if (zt_comm_rank() == 0)
-            fprintf(stderr, "zerotask: error: stopping: %d rank(s) failed at start-up (see "
-                            "their messages)\n", nfailed);
-        return 1;
-    }
-    return code;
-}
-
-/* A failure after start-up. A bad environment knob (STARPU_SCHED, ZT_*) is a configuration
- * error: exit 2, and it stops every rank alike. Any other failure is this rank's alone and the
- * others may be waiting in a collective for it: end the whole job. */
-static int report_run_failure(const struct train_run *r) {
-    /* a NaN or Inf where none may be (a training step, an export, fp16 at its minimum scale)
-     * comes from numbers every rank shares: all stop at the same point and rank 0 alone
-     * reports it; no rank needs to end the others */
-    if (zt_error_last_code() == ZT_ERR_NUMERIC) {
-        if (r->rank == 0) fprintf(stderr, "zerotask: error: %s\n", zt_error_last());
-        return 1;
-    }
-    int config_error = zt_error_last_code() == ZT_ERR_CONFIG;
-    int exit_code = fail(config_error ? 2 : 1);
-    if (!config_error && r->world > 1) zt_comm_abort(exit_code);
-    return exit_code;
-}
 
 // ----------------------------------------------------------------------------
 // parse: the command line
@@ -290,189 +188,6 @@ static int parse_options(struct train_run *r, int argc, char **argv) {
         return cli_usage_error(&r->cli, "%s: --resume and --eval-only exclude each other",
                                o->resume);
     return 0;
-}
-
-// ----------------------------------------------------------------------------
-// validate: every input, before the runtime starts or any output file is touched
-
-/* A pipeline: the plan (rank 0 prints each rank's place and layers), then what it cannot
- * combine with yet (refused). Returns 0 or the exit code, the error reported. */
-static int plan_pipeline(const struct train_run *r) {
-    struct zt_pipe_plan pl;
-    if (zt_pipe_plan_gpt2(&r->shape, &r->cfg.pipeline, &pl) != ZT_OK) return fail(2);
-    for (int k = 0; r->rank == 0 && k < r->world; k++) {
-        const struct zt_pipe_rank x = zt_pipe_rank(&r->cfg.pipeline, r->world, k);
-        char what[192];
-        zt_pipe_plan_describe(&pl, &r->shape, x.stage, what, sizeof what);
-        printf("pipeline: rank %d: data-parallel rank %d of %d, %s\n", k, x.dp_rank, x.dp, what);
-    }
-    if (zt_pipe_plan_check_gpt2(&pl, &r->shape, r->cfg.path) != ZT_OK ||
-        zt_pipeline_check_runnable(&r->cfg) != ZT_OK)
-        return fail(2);
-    return 0;
-}
-
-/* the host bytes this rank needs at most (zt_gpt2_mem_estimate; a pipeline rank: its stage's
- * parameters and activation sets, so that stages on machines of their own are not refused for
- * the whole model's size, and its stage named into stage[n]) */
-static int64_t rank_mem_estimate(const struct train_run *r, char *stage, size_t n) {
-    if (r->cfg.pipeline.stages <= 1) return zt_gpt2_mem_estimate(&r->shape, &r->cfg);
-    const int st = zt_pipe_rank(&r->cfg.pipeline, r->world, r->rank).stage;
-    snprintf(stage, n, ", pipeline stage %d of %d", st, r->cfg.pipeline.stages);
-    int spec0, spec1;
-    if (zt_pipe_stage_specs(&r->shape, &r->cfg.pipeline, r->cfg.path, st, &spec0, &spec1) != ZT_OK)
-        return -1;
-    return zt_gpt2_stage_mem_estimate(&r->shape, &r->cfg, spec0, spec1);
-}
-
-/* config (the --seed override applied), model shape, token file, and whether the model fits in
- * the host memory available. Returns 0 or the exit code, the error reported. */
-static int load_inputs(struct train_run *r) {
-    const struct train_options *o = &r->opt;
-    if (zt_config_load(&r->cfg, o->ds_config, r->world) != ZT_OK) return fail(2);
-    if (o->seed >= 0) r->cfg.seed = (uint64_t)o->seed;
-    if (r->cfg.autotune.enabled && r->rank == 0)
-        ZT_LOG_I("config %s: autotuning.enabled: zt-tune reads that section; zt-train trains "
-                 "with the config as given", o->ds_config);
-    if (zt_model_shape_load(&r->shape, o->model) != ZT_OK ||
-        zt_model_shape_check_sizes(&r->shape, r->cfg.micro_batch, o->model) != ZT_OK ||
-        zt_actckpt_check_layers(&r->cfg.actckpt, r->shape.n_layer) != ZT_OK)
-        return fail(2);
-    const int prc = r->cfg.pipeline.stages > 1 ? plan_pipeline(r) : 0;
-    if (prc != 0) return prc;
-    const struct train_data_options d = {o->data, o->eval_data, o->data_order, o->eval_interval,
-                                         o->eval_steps, o->dump_data, r->rank};
-    if (train_data_open(&r->data, &d, &r->cfg, &r->shape) != ZT_OK)
-        return fail(zt_error_last_code() == ZT_ERR_USAGE || zt_error_last_code() == ZT_ERR_CONFIG
-                        ? 2 : 1);
-    char stage[64] = "", largest[256];
-    int64_t need = rank_mem_estimate(r, stage, sizeof stage), have = cli_mem_available();
-    if (need < 0) return fail(1);
-    if (need <= have) return 0;
-    zt_model_shape_largest(&r->shape, r->cfg.micro_batch, largest, sizeof largest);
-    zt_error_set(ZT_ERR_NOMEM, "model %s%s: needs about %.2f GiB of host memory, %.2f GiB "
-                 "available (the model's largest array: %s)", o->model, stage,
-                 need / 1073741824.0, have / 1073741824.0, largest);
-    return fail(1);
-}
-
-/* where and how often to save: the options, else the config's checkpoint section */
-static int resolve_checkpointing(struct train_run *r) {
-    r->save_dir = r->opt.save_dir;
-    if (!r->save_dir && r->cfg.ckpt_dir[0]) r->save_dir = r->cfg.ckpt_dir;
-    r->save_interval = r->opt.save_interval;
-    if (r->save_interval < 0) r->save_interval = r->cfg.ckpt_save_interval;
-    if (r->save_interval > 0 && !r->save_dir) {
-        zt_error_set(ZT_ERR_USAGE, "--save-interval %lld: no checkpoint directory (--save-dir or "
-                     "the config's checkpoint.dir)", (long long)r->save_interval);
-        return fail(2);
-    }
-    return 0;
-}
-
-/* the checkpoint's metadata (--resume) and the weights file's header (--init-from), read
- * before anything is built: a bad one fails here */
-static int check_start_files(struct train_run *r) {
-    const struct train_options *o = &r->opt;
-    if (o->resume &&
-        (zt_checkpoint_resolve(o->resume, r->resume_tag, sizeof r->resume_tag) != ZT_OK ||
-         zt_checkpoint_info(r->resume_tag, &r->resume_info) != ZT_OK))
-        return fail(1);
-    if (r->save_dir &&
-        zt_checkpoint_lock(r->save_dir, o->save_dir ? "--save-dir" : "checkpoint.dir") != ZT_OK)
-        return fail(1);
-    if (o->init_from) {
-        struct zt_safetensors st;
-        if (zt_st_open(&st, o->init_from) != ZT_OK) return fail(1);
-        enum zt_status rc = zt_gpt2_check_weights(&r->shape, &st, o->init_from_relaxed);
-        zt_st_close(&st);
-        if (rc != ZT_OK) return fail(1);
-    }
-    return 0;
-}
-
-/* Rank 0, which writes them (the checkpoint shards of every rank go to one shared directory):
- * every output can be written (else exit 1, as for a missing input), and none is an input or
- * another output (exit 2, a bad command line); checked before any work, so that a bad path
- * fails now instead of after the last step. */
-static int check_outputs(const struct train_run *r) {
-    const struct train_options *o = &r->opt;
-    char replay[4096] = "";
-    if (o->trace_path) zt_tracefile_replay_path(replay, sizeof replay, o->trace_path);
-    const struct { const char *flag, *path; int in_place; } out[] = {
-        {"--export", o->export_path, 0},
-        {"--log", o->log_path, 1},
-        {"--trace", o->trace_path, 0},
-        {"--trace (its replay file)", replay[0] ? replay : NULL, 0},
-        {"--dump-grads", o->grads_path, 0},
-        {"--dump-data", r->data.dump_path[0] ? r->data.dump_path : NULL, 0}};
-    const struct { const char *flag, *path; } in[] = {
-        {"--ds-config", o->ds_config}, {"--model", o->model}, {"--data", o->data},
-        {"--init-from", o->init_from}};
-    enum { NOUT = sizeof out / sizeof out[0], NIN = sizeof in / sizeof in[0] };
-    for (int i = 0; i < NOUT; i++) {
-        if (!out[i].path) continue;
-        if (cli_check_output_file(out[i].flag, out[i].path, out[i].in_place) != ZT_OK)
-            return fail(1);
-        for (int k = 0; k < NIN + i; k++) {
-            const char *flag = k < NIN ? in[k].flag : out[k - NIN].flag;
-            const char *other = k < NIN ? in[k].path : out[k - NIN].path;
-            if (other && cli_same_file(out[i].path, other)) {
-                zt_error_set(ZT_ERR_USAGE, "%s %s: is also the %s file (%s)", out[i].flag,
-                             out[i].path, flag, k < NIN ? "an output must not overwrite an "
-                                                          "input" : "each output needs its own");
-                return fail(2);
-            }
-        }
-    }
-    for (int i = 0; i < NOUT; i++) /* the token files a list, blend or spec names */
-        for (int f = 0; out[i].path && f < r->data.ds.nfiles; f++)
-            if (cli_same_file(out[i].path, r->data.ds.files[f].path)) {
-                zt_error_set(ZT_ERR_USAGE, "%s %s: is also a data file (an output must not "
-                             "overwrite an input)", out[i].flag, out[i].path);
-                return fail(2);
-            }
-    if (r->save_dir && cli_check_output_dir(o->save_dir ? "--save-dir" : "checkpoint.dir",
-                                            r->save_dir) != ZT_OK)
-        return fail(1);
-    return 0;
-}
-
-/* every rank must run the same job: same config, model, steps, seed and mode, and the same
- * --data and --init-from contents (collective) */
-static int check_same_job(const struct train_run *r) {
-    const struct train_options *o = &r->opt;
-    uint64_t h = train_file_hash(train_file_hash(0, o->ds_config), o->model);
-    /* knobs that shape the graph, and so the order of its collectives */
-    int64_t chunks = 0, window = 0;
-    (void)zt_engine_graph_chunks(&chunks); /* the knob, or 1 with CUDA workers */
-    (void)zt_knob_int("ZT_RECOMPUTE_WINDOW", &window);
-    int64_t options[11] = {o->steps, o->seed, o->eval_only, (int64_t)(o->init_from != NULL),
-                           (int64_t)(o->resume != NULL), r->save_interval, r->data.ds.order,
-                           r->data.eval_interval, r->data.eval_steps, chunks, window};
-    h = zt_hash_bytes(h, options, sizeof options);
-    if (zt_comm_check_same(h, "config, model file, --steps, --seed, --eval-only, --resume, "
-                              "--save-interval, --data-order, --eval-*, ZT_GRAPH_CHUNKS or "
-                              "ZT_RECOMPUTE_WINDOW") != ZT_OK ||
-        zt_comm_check_same(train_data_digest(&r->data.ds),
-                           "--data file set (size+digest of each)") != ZT_OK ||
-        (o->init_from && /* the same on every rank: the check above compared its presence */
-         zt_comm_check_same(train_sampled_digest(o->init_from), "--init-from file (size+digest)") !=
-             ZT_OK))
-        return fail(2);
-    return 0;
-}
-
-/* Returns 0 when every rank's inputs are good, else the exit code (errors reported). */
-static int validate_inputs(struct train_run *r) {
-    int code = load_inputs(r);
-    if (!code) code = resolve_checkpointing(r);
-    /* the outputs first: the save-dir lock of check_start_files creates the directory */
-    if (!code && r->rank == 0) code = check_outputs(r);
-    if (!code) code = check_start_files(r);
-    code = agree(code);
-    if (!code && r->world > 1) code = check_same_job(r);
-    return code;
 }
 
 // ----------------------------------------------------------------------------
@@ -859,8 +574,8 @@ static void free_run(struct train_run *r) {
 /* parse -> validate -> start -> loop -> finish; returns the exit code */
 static int train_main(struct train_run *r, int argc, char **argv) {
     int code = parse_options(r, argc, argv);
-    if (!code) code = validate_inputs(r);
-    if (!code && run_training(r) != ZT_OK) code = report_run_failure(r);
+    if (!code) code = train_validate_inputs(r);
+    if (!code && run_training(r) != ZT_OK) code = train_report_failure(r);
     free_run(r);
     return code;
 }
@@ -880,7 +595,7 @@ int main(int argc, char **argv) {
      * ZT_* knob before anything reads one (a bad one: exit 2, as a bad config) */
     if (zt_comm_init() != ZT_OK) {
         /* every rank found a bad knob: rank 0 says it, before the barrier in zt_comm_free */
-        int code = fail(zt_error_last_code() == ZT_ERR_CONFIG ? 2 : 1);
+        int code = train_fail(zt_error_last_code() == ZT_ERR_CONFIG ? 2 : 1);
         zt_comm_free();
         return code;
     }

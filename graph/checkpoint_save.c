@@ -23,7 +23,7 @@ enum zt_status zt_checkpoint_agree(enum zt_status rc, const char *what, const ch
     if (rc != ZT_OK) return rc;
     if (crc != ZT_OK) return crc;
     if (nfailed > 0)
-        return zt_error_set(ZT_ERR_IO, "checkpoint %s: %s failed on another rank (see its "
+        return zt_error_set(ZT_ERR_PEER, "checkpoint %s: %s failed on another rank (see its "
                             "message)", path, what);
     return ZT_OK;
 }

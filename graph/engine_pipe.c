@@ -224,14 +224,14 @@ enum zt_status zt_engine_pipe_save(zt_engine_t e, const char *path, int grads,
     int nfailed = 0;
     ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed)); /* every rank on, or none */
     if (rc == ZT_OK && nfailed > 0)
-        rc = zt_error_set(ZT_ERR_IO, "export %s: another stage could not read its weights", path);
+        rc = zt_error_set(ZT_ERR_PEER, "export %s: another stage could not read its weights", path);
     if (rc == ZT_OK) rc = zt_comm_gatherv_bytes(mine, bytes, (void **)&all, &total);
     if (rc == ZT_OK && zt_comm_rank() == 0) rc = write_records(path, all, total);
     free(mine);
     free(all);
     ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed));
     if (nfailed > 0 && rc == ZT_OK)
-        rc = zt_error_set(ZT_ERR_IO, "safetensors %s: rank 0 could not write it", path);
+        rc = zt_error_set(ZT_ERR_PEER, "safetensors %s: rank 0 could not write it", path);
     return rc;
 }
 
@@ -249,7 +249,7 @@ enum zt_status zt_engine_pipe_tensors(zt_engine_t e, struct zt_engine_tensor **o
     int nfailed = 0;
     ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed)); /* every rank on, or none */
     if (rc == ZT_OK && nfailed > 0)
-        rc = zt_error_set(ZT_ERR_NOMEM, "checkpoint: another stage could not list its tensors");
+        rc = zt_error_set(ZT_ERR_PEER, "checkpoint: another stage could not list its tensors");
     if (rc == ZT_OK) rc = zt_comm_gatherv_bytes(mine, bytes, (void **)&all, &total);
     free(mine);
     const size_t each = record_bytes(0);

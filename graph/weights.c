@@ -151,7 +151,7 @@ static enum zt_status consolidate(zt_engine_t e, enum tensors which, zt_tensor_t
         const enum zt_status crc = zt_comm_count_failed(rc != ZT_OK, &nfailed);
         if (rc == ZT_OK && crc != ZT_OK) rc = crc;
         if (rc == ZT_OK && nfailed > 0)
-            rc = zt_error_set(ZT_ERR_IO, "consolidating the weights: another rank could not "
+            rc = zt_error_set(ZT_ERR_PEER, "consolidating the weights: another rank could not "
                               "read its part (see its message)");
     }
     if (rc == ZT_OK && e->size > 1) { /* the temporary's blocks are the engine's blocks */
@@ -257,7 +257,7 @@ static enum zt_status save_tensors(zt_engine_t e, const char *path, enum tensors
         int nfailed = 0;
         ZT_CHECK(zt_comm_count_failed(rc != ZT_OK, &nfailed));
         if (nfailed > 0 && rc == ZT_OK)
-            rc = zt_error_set(ZT_ERR_IO, "safetensors %s: rank 0 could not write it", path);
+            rc = zt_error_set(ZT_ERR_PEER, "safetensors %s: rank 0 could not write it", path);
     }
     return rc;
 }

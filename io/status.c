@@ -34,6 +34,7 @@ const char *zt_status_str(int code) {
     case ZT_ERR_RUNTIME: return "ZT_ERR_RUNTIME";
     case ZT_ERR_NUMERIC: return "ZT_ERR_NUMERIC";
     case ZT_ERR_USAGE: return "ZT_ERR_USAGE";
+    case ZT_ERR_PEER: return "ZT_ERR_PEER";
     default: break;
     }
     /* codes are kept below -100 so that -1..-100 can only be a -errno (Chameleon's convention) */

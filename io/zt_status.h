@@ -25,6 +25,7 @@ enum zt_status {
     ZT_ERR_RUNTIME      = -108, /* StarPU/MPI returned an error */
     ZT_ERR_NUMERIC      = -109, /* a NaN/Inf where none may be */
     ZT_ERR_USAGE        = -110, /* bad command line */
+    ZT_ERR_PEER         = -111, /* another rank failed and says why; every rank has learnt it */
 };
 
 /* Short constant name of a status ("ZT_ERR_CONFIG"), or strerror text for a -errno value. */

@@ -422,6 +422,6 @@ enum zt_status zt_trace_write(const char *path, const char *const *names, int nn
     /* every rank learns whether rank 0 managed to write it */
     int nfailed = 0;
     if (zt_comm_count_failed(rc != ZT_OK, &nfailed) == ZT_OK && nfailed > 0 && rc == ZT_OK)
-        rc = zt_error_set(ZT_ERR_IO, "trace %s: rank 0 could not write it", path);
+        rc = zt_error_set(ZT_ERR_PEER, "trace %s: rank 0 could not write it", path);
     return rc;
 }

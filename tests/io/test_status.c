@@ -95,6 +95,7 @@ int main(int argc, char **argv) {
     ZT_TEST_TRUE(strcmp(zt_status_str(ZT_ERR_CONFIG), "ZT_ERR_CONFIG") == 0, "config name");
     ZT_TEST_TRUE(strcmp(zt_status_str(ZT_ERR_CKPT_CORRUPT), "ZT_ERR_CKPT_CORRUPT") == 0, "ckpt");
     ZT_TEST_TRUE(strcmp(zt_status_str(ZT_ERR_USAGE), "ZT_ERR_USAGE") == 0, "usage name");
+    ZT_TEST_TRUE(strcmp(zt_status_str(ZT_ERR_PEER), "ZT_ERR_PEER") == 0, "peer name");
     ZT_TEST_TRUE(strcmp(zt_status_str(-ENOENT), strerror(ENOENT)) == 0, "-errno text");
     ZT_TEST_TRUE(strcmp(zt_status_str(-999), "ZT_ERR_UNKNOWN") == 0, "unknown code");
 
