@@ -44,6 +44,7 @@ struct zt_generator {
     int cur, inflight, ahead_on;   /* fl[cur] is submitted and not consumed when inflight */
     zt_tensor_t *kv;               /* [L] */
     struct gen_request **slot;     /* [max_batch] */
+    unsigned char *given;          /* [max_batch] the slots the step being built fed a chunk */
     struct gen_request *wait_head, *wait_tail;
     pthread_mutex_t mu;            /* the waiting queue and next_id */
     int64_t next_id;
@@ -112,7 +113,9 @@ static enum zt_status make_state(zt_generator_t g) {
     g->kv = calloc((size_t)L, sizeof *g->kv);
     g->slot = calloc((size_t)S, sizeof *g->slot);
     g->sp = calloc((size_t)R, sizeof *g->sp);
-    if (!g->kv || !g->slot || !g->sp) return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
+    g->given = calloc((size_t)S, sizeof *g->given);
+    if (!g->kv || !g->slot || !g->sp || !g->given)
+        return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
     for (int l = 0; l < L; l++)
         ZT_CHECK(zt_tensor_init_dtype(&g->kv[l], "kv_cache", NULL, (int64_t)S * g->s.seq_len,
                                       2 * (int64_t)g->s.n_embd, kv_dtype(g), S, NULL));
@@ -207,6 +210,7 @@ void zt_generator_free(zt_generator_t g) {
     free(g->kv);
     free(g->slot);
     free(g->sp);
+    free(g->given);
     if (g->tasks_up) zt_tasks_free();
     pthread_cond_destroy(&g->work);
     pthread_cond_destroy(&g->idled);
@@ -295,6 +299,7 @@ static void admit(zt_generator_t g) {
         g->wait_head = r->next;
         if (!g->wait_head) g->wait_tail = NULL;
         r->next = NULL;
+        r->admitted_step = g->stats.steps;
         g->slot[s] = r;
     }
     pthread_mutex_unlock(&g->mu);
@@ -323,18 +328,36 @@ static void add_rows(zt_generator_t g, struct gen_flight *f, int s, int m) {
     r->fed += m;
 }
 
-/* decode rows first (one each), then prompt chunks within the row budget */
+/* The prompt to feed next: the one with the least left to feed, less a chunk for every step
+ * since its admission (0 when none is left). Shortest first keeps a short prompt from waiting
+ * behind a long one (a request's time to first token then stays within about twice its own
+ * alone, when two arrive together); the credit for waiting bounds how long a long prompt can
+ * be passed over by shorter ones arriving after it. Ties: the lower slot; -1: none. */
+static int next_prompt(const zt_generator_t g) {
+    int best = -1;
+    int64_t best_key = 0;
+    for (int s = 0; s < g->cfg.max_batch; s++) {
+        const struct gen_request *r = g->slot[s];
+        if (!r || g->given[s] || r->n - r->fed < 1) continue;
+        int64_t key = (r->n - r->fed) - (int64_t)g->cfg.prefill_chunk *
+                                            (g->stats.steps - r->admitted_step);
+        if (best < 0 || key < best_key) best = s, best_key = key;
+    }
+    return best;
+}
+
+/* decode rows first (one each), then prompt chunks within the row budget, shortest first */
 static void build_batch(zt_generator_t g, struct gen_flight *f) {
     f->b.n = f->b.nlogits = f->want_logits = 0;
     f->b.fed = NULL;
     for (int s = 0; s < g->cfg.max_batch; s++)
         if (g->slot[s] && g->slot[s]->n - g->slot[s]->fed == 1) add_rows(g, f, s, 1);
-    for (int s = 0; s < g->cfg.max_batch; s++) {
-        struct gen_request *r = g->slot[s];
-        int left = g->max_rows - f->b.n, todo = r ? r->n - r->fed : 0;
-        if (todo < 1 || left < 1) continue;
+    memset(g->given, 0, (size_t)g->cfg.max_batch);
+    for (int s; f->b.n < g->max_rows && (s = next_prompt(g)) >= 0;) {
+        int left = g->max_rows - f->b.n, todo = g->slot[s]->n - g->slot[s]->fed;
         int m = todo < g->cfg.prefill_chunk ? todo : g->cfg.prefill_chunk;
         add_rows(g, f, s, m < left ? m : left);
+        g->given[s] = 1;
     }
 }
 

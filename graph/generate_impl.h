@@ -84,6 +84,7 @@ struct gen_request {
     int nprompt, n;      /* prompt length; ids so far */
     int fed;             /* ids whose K/V are in the cache */
     int generated;
+    int64_t admitted_step;  /* the generator's step count when it took a slot */
     struct zt_gen_params p;
     zt_gen_token_fn fn;
     void *user;

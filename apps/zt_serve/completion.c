@@ -213,13 +213,17 @@ static int submit(struct completion *c, const struct api_completion *req,
     return 0;
 }
 
+void completion_at_capacity(struct api_error *err) {
+    api_fail(err, 429, "rate_limit_error", NULL, "the server is at capacity (--max-batch "
+             "running and --max-queue waiting); retry later");
+}
+
 struct completion *completion_start(struct serve *s, struct api_completion *req,
                                     struct api_error *err) {
     int status;
     if (!serve_admit(s, req->nprompts, &status)) {
         if (status == 429)
-            api_fail(err, 429, "rate_limit_error", NULL, "the server is at capacity "
-                     "(--max-batch running and --max-queue waiting); retry later");
+            completion_at_capacity(err);
         else if (zt_generator_status(s->gen) != ZT_OK)
             api_fail(err, 503, "service_unavailable", NULL, "the generation engine failed: %s",
                      zt_error_last());

@@ -23,7 +23,7 @@
 struct body {
     char *data;
     size_t len;
-    int refused; /* 413: 1 answered from the headers, 2 to answer once the body has ended */
+    int refused; /* 1 answered from the headers (413, 429), 2: 413 once the body has ended */
 };
 
 static const char *const EP_COMPLETIONS = "/v1/completions", *const EP_TOKENIZE = "/v1/tokenize",
@@ -170,18 +170,32 @@ static enum MHD_Result dispatch(struct serve *s, struct MHD_Connection *conn, co
 // ----------------------------------------------------------------------------
 // the daemon
 
-/* the 413 answer; the body read so far is dropped */
-static enum MHD_Result too_large(struct serve *s, struct MHD_Connection *conn, const char *url,
-                                 struct body *b) {
+/* an answer before the body has been read (or with what was read dropped) */
+static enum MHD_Result refuse(struct serve *s, struct MHD_Connection *conn, const char *url,
+                              struct body *b, const struct api_error *err) {
     const char *allowed;
-    struct api_error err;
-    api_fail(&err, 413, "invalid_request_error", NULL, "the request body is larger than %zu "
-             "bytes (--max-body)", s->o->max_body);
     b->refused = 1;
     free(b->data);
     b->data = NULL;
     b->len = 0;
-    return reply_error(s, conn, route(url, &allowed), &err);
+    return reply_error(s, conn, route(url, &allowed), err);
+}
+
+/* the 413 answer; the body read so far is dropped */
+static enum MHD_Result too_large(struct serve *s, struct MHD_Connection *conn, const char *url,
+                                 struct body *b) {
+    struct api_error err;
+    api_fail(&err, 413, "invalid_request_error", NULL, "the request body is larger than %zu "
+             "bytes (--max-body)", s->o->max_body);
+    return refuse(s, conn, url, b, &err);
+}
+
+/* A completion while the server is full: 429 from the headers, its body never read nor its
+ * prompt tokenized, so that a storm of refused requests takes as little as possible from the
+ * running ones. */
+static int full_for(struct serve *s, const char *url, const char *method) {
+    const char *allowed;
+    return route(url, &allowed) == EP_COMPLETIONS && !strcmp(method, allowed) && serve_full(s);
 }
 
 /* libmicrohttpd's access handler: called with the headers, for each piece of the body, then
@@ -198,6 +212,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->o->max_body) return too_large(s, conn, url, b);
+        if (full_for(s, url, method)) {
+            struct api_error err;
+            completion_at_capacity(&err);
+            return refuse(s, conn, url, b, &err);
+        }
         return MHD_YES;
     }
     if (b->refused == 1) { /* answered from its Content-Length: the rest is dropped */

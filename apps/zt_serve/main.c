@@ -76,6 +76,13 @@ void serve_release(struct serve *s, int n) {
     pthread_mutex_unlock(&s->mu);
 }
 
+int serve_full(struct serve *s) {
+    pthread_mutex_lock(&s->mu);
+    int full = s->inflight >= s->o->max_batch + s->o->max_queue;
+    pthread_mutex_unlock(&s->mu);
+    return full;
+}
+
 int serve_inflight(struct serve *s) {
     pthread_mutex_lock(&s->mu);
     int n = s->inflight;

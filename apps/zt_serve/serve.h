@@ -36,13 +36,16 @@ struct serve {
     struct serve_metrics metrics;
 };
 
-/* ---- admission (completion.c) ---- */
+/* ---- admission (main.c) ---- */
 /* room for n more prompts (running + queued <= max_batch + max_queue) and not draining: taken
  * (1), else 0 and *why says what stopped it (429 or 503) */
 int serve_admit(struct serve *s, int n, int *status);
 /* prompts that were admitted and will not run, or have finished */
 void serve_release(struct serve *s, int n);
 int serve_inflight(struct serve *s);
+/* whether the server is at capacity (every slot and queue place taken; a new completion would
+ * get 429 whatever it asks) */
+int serve_full(struct serve *s);
 
 /* ---- HTTP (http.c) ---- */
 struct MHD_Daemon;

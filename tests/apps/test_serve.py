@@ -16,7 +16,8 @@ tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
     the context, token ids outside the vocabulary, a body over --max-body (413), unknown
     paths (404) and methods (405); unknown fields are ignored;
   - a client that sends part of its headers and stalls is cut off after --timeout;
-  - beyond --max-batch + --max-queue a request gets 429 with Retry-After, never a wait;
+  - beyond --max-batch + --max-queue a request gets 429 with Retry-After, never a wait (from
+    its headers when the server is full: its body is not read);
   - many streaming clients that drop mid-stream leave no running or waiting prompt in
     /metrics, the resident memory near where it was, and the server answering as before;
     clients that leave while their prompts are queued take them out of the queue unfed;
@@ -430,6 +431,31 @@ def overload():
             "8 prompts at once, --max-batch 1 + --max-queue 1: %d got 429 with Retry-After "
             "(in at most %.2f s), %d their text" % (len(busy), max([o[1] for o in busy] or [0]),
                                                     len(done)))
+    # full (the one slot and the one queue place taken by long streams): a completion is
+    # refused from its headers, before its body is read or tokenized, so that even a body that
+    # is not JSON (400 on a server with room) gets 429
+    # (sent again and again while 4 clients keep streaming: full most of that time)
+    stop = threading.Event()
+
+    def keep_busy():
+        while not stop.is_set():
+            s.stream(greedy(PROMPTS[2], 40))
+
+    held = [threading.Thread(target=keep_busy) for _ in range(4)]
+    for t in held:
+        t.start()
+    seen, deadline = {}, time.time() + 30
+    while time.time() < deadline and 429 not in seen:
+        st, hdr, body = s.request("POST", "/v1/completions", b"{not json")
+        seen[st] = (hdr.get("retry-after"), json.loads(body)["error"]["type"])
+    stop.set()
+    for t in held:
+        t.join(120)
+    R.check(seen.get(429) == ("1", "rate_limit_error") and set(seen) <= {400, 429},
+            "full server: a body that is not JSON got %s (expected 429 from the headers, its "
+            "body unread, while full; 400 otherwise)" % sorted(seen))
+    st, _ = s.post_json("/v1/completions", b"{not json")
+    R.check(st == 400, "the same body with room: %d (expected 400)" % st)
     R.check(s.stop() == 0, "SIGTERM after the overload: exit 0")
 
 

@@ -4,7 +4,8 @@
  * synchronous zt_generator_run gives them; drain waits for them; stop and free end the thread.
  * Decode steps submitted ahead (ZT_DECODE_AHEAD) give the ids of one step at a time, also when
  * requests stop (their token callback says so) while the step ahead already has their row.
- * A request withdrawn while it waits (zt_generator_cancel) ends at once, unfed.
+ * A request withdrawn while it waits (zt_generator_cancel) ends at once, unfed. Of two prompts
+ * taken together, the shorter is fed first.
  *
  * The demo shape with the engine's seeded initial weights (exported here). Usage:
  * test_generate_async DS_CONFIG MODEL WORKDIR
@@ -139,6 +140,47 @@ static void check_ahead(const struct zt_model_shape *s, const struct zt_gen_weig
                  "stops", (long long)st_ahead.decode_rows, (long long)st_one.decode_rows);
 }
 
+/* the order in which requests got their first token: first[r] = 1 + how many got theirs
+ * before request r */
+struct first_order {
+    int first[2], seen;
+    int64_t first_id;
+};
+
+static int on_first_token(void *user, int64_t id, int32_t token, enum zt_finish finish) {
+    struct first_order *o = user;
+    int r = (int)(id - o->first_id);
+    (void)token;
+    if (finish == ZT_FINISH_NONE && !o->first[r]) o->first[r] = ++o->seen;
+    return 0;
+}
+
+/* A long prompt submitted first and a shorter one after it, both taken at the same step: the
+ * shorter one is fed first and gets its first token first (in slot order the long one, in
+ * slot 0, would take each step's chunk and finish its prompt first). */
+static void check_shortest_first(const struct zt_model_shape *s, const struct zt_gen_weights *w) {
+    zt_generator_t g;
+    struct zt_gen_config cfg = {.max_batch = 2, .prefill_chunk = 8};
+    struct first_order o = {.first_id = -1};
+    ZT_TEST_TRUE(zt_generator_create(&g, s, w, &cfg) == ZT_OK, "create: %s", zt_error_last());
+    const int len[2] = {28, 12};
+    for (int r = 0; r < 2; r++) {
+        int32_t ids[28];
+        for (int i = 0; i < len[r]; i++) ids[i] = (i * 5 + r) % 256;
+        struct zt_gen_params p = params(0);
+        p.max_new_tokens = 2;
+        int64_t id = -1;
+        ZT_TEST_TRUE(zt_generator_submit(g, ids, len[r], &p, on_first_token, &o, NULL, &id) ==
+                     ZT_OK, "submit: %s", zt_error_last());
+        if (r == 0) o.first_id = id;
+    }
+    ZT_TEST_TRUE(zt_generator_run(g) == ZT_OK, "run: %s", zt_error_last());
+    ZT_TEST_TRUE(o.first[1] == 1 && o.first[0] == 2, "first tokens: the 12-token prompt's came "
+                 "%d, the 28-token prompt's %d (expected the shorter first)", o.first[1],
+                 o.first[0]);
+    zt_generator_free(g);
+}
+
 /* two threads submit while the stepping thread runs: half, drain, then the rest at once */
 static enum zt_status run_async(const struct zt_model_shape *s, const struct zt_gen_weights *w,
                                 struct outcome *o) {
@@ -187,6 +229,7 @@ int main(int argc, char **argv) {
                      r);
     check_ahead(&s, &w);
     check_cancel(&s, &w, &sync);
+    check_shortest_first(&s, &w);
     zt_tasks_free();
     return zt_test_finish("test_generate_async");
 }
