@@ -14,7 +14,6 @@
 #include "train_data.h" /* struct train_data */
 #include "zerotask.h"   /* everything public */
 
-
 /* what the command line asked for */
 struct train_options {
     const char *ds_config, *model, *data; /* required */

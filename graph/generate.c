@@ -333,7 +333,7 @@ static void add_rows(zt_generator_t g, struct gen_flight *f, int s, int m) {
  * behind a long one (a request's time to first token then stays within about twice its own
  * alone, when two arrive together); the credit for waiting bounds how long a long prompt can
  * be passed over by shorter ones arriving after it. Ties: the lower slot; -1: none. */
-static int next_prompt(const zt_generator_t g) {
+static int next_prompt(const struct zt_generator *g) {
     int best = -1;
     int64_t best_key = 0;
     for (int s = 0; s < g->cfg.max_batch; s++) {

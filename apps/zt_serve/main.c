@@ -78,7 +78,7 @@ void serve_release(struct serve *s, int n) {
 
 int serve_full(struct serve *s) {
     pthread_mutex_lock(&s->mu);
-    int full = s->inflight >= s->o->max_batch + s->o->max_queue;
+    int full = !s->draining && s->inflight >= s->o->max_batch + s->o->max_queue;
     pthread_mutex_unlock(&s->mu);
     return full;
 }

@@ -43,8 +43,8 @@ int serve_admit(struct serve *s, int n, int *status);
 /* prompts that were admitted and will not run, or have finished */
 void serve_release(struct serve *s, int n);
 int serve_inflight(struct serve *s);
-/* whether the server is at capacity (every slot and queue place taken; a new completion would
- * get 429 whatever it asks) */
+/* whether the server is at capacity (every slot and queue place taken, not draining: a new
+ * completion would get 429 whatever it asks; a draining server's answer is serve_admit's 503) */
 int serve_full(struct serve *s);
 
 /* ---- HTTP (http.c) ---- */

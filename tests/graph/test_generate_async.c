@@ -156,8 +156,9 @@ static int on_first_token(void *user, int64_t id, int32_t token, enum zt_finish 
 }
 
 /* A long prompt submitted first and a shorter one after it, both taken at the same step: the
- * shorter one is fed first and gets its first token first (in slot order the long one, in
- * slot 0, would take each step's chunk and finish its prompt first). */
+ * shorter one is fed first and gets its first token first, at step 2 (in slot order the long
+ * one, in slot 0, takes each step's chunk; both prompts end at step 4, the long one's logits
+ * row first, so its token comes first). */
 static void check_shortest_first(const struct zt_model_shape *s, const struct zt_gen_weights *w) {
     zt_generator_t g;
     struct zt_gen_config cfg = {.max_batch = 2, .prefill_chunk = 8};
