@@ -23,7 +23,7 @@
 #include <signal.h>        /* raise (a test's stopped rank) */
 #include <stdarg.h>        /* va_list */
 #include <stdio.h>         /* snprintf, vsnprintf */
-#include <stdlib.h>        /* malloc, free */
+#include <stdlib.h>        /* malloc, free, setenv */
 #include <string.h>        /* memcpy, strcmp */
 #include <time.h>          /* nanosleep */
 #include "zt_clock.h"      /* zt_clock_ms */
@@ -89,11 +89,20 @@ static enum zt_status read_knobs(void) {
     return ZT_OK;
 }
 
+/* Open MPI's progress loop spins while a wait finds nothing to do; a rank's waits run on its
+ * communication threads beside its StarPU workers, which the spin would keep from their cores.
+ * mpi_yield_when_idle makes each fruitless turn yield the core. Set before MPI starts, unless
+ * the user set it (an MCA parameter in the environment, as mpirun -x or --mca passes it). */
+static void prefer_yield_when_idle(void) {
+    setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+}
+
 enum zt_status zt_comm_init(void) {
     if (g_refs++ > 0) return ZT_OK;
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited) {
+        prefer_yield_when_idle();
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
             g_refs = 0;
             return zt_error_set(ZT_ERR_RUNTIME, "MPI: MPI_Init_thread failed");

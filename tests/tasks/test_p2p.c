@@ -17,7 +17,10 @@
  *  - the trace records every send and recv once, on the communication lane, as kinds send/recv;
  *  - zt_comm_gatherv_bytes / _rounds (the host gather that the trace and a pipeline's export
  *    use): rank r's 10 r + 3 bytes (none from rank 1) reach rank 0 in rank order, whole and in
- *    rounds of 1, 4 and 7 bytes per rank (how a gather past 2 GiB goes).
+ *    rounds of 1, 4 and 7 bytes per rank (how a gather past 2 GiB goes);
+ *  - MPI runs with Open MPI's mpi_yield_when_idle at 1 (zt_comm_init's default: its waits
+ *    yield the core to the workers), or at the value the environment gave it (read back through
+ *    MPI_T, so the library really took it).
  * Modes for tests/tasks/test_p2p.py, which checks the one error line and the exit status:
  *  mismatch: rank 1 receives 128 bytes where rank 0 sends 64;
  *  silent:   rank 1 receives from rank 0, which never sends (the job must end after
@@ -26,6 +29,7 @@
  * Usage: test_p2p [main OUTDIR | mismatch | silent]
  */
 #include <errno.h>        /* EEXIST */
+#include <mpi.h>          /* MPI_T_cvar_* */
 #include <stdint.h>       /* uint16_t */
 #include <stdio.h>        /* fopen */
 #include <stdlib.h>       /* calloc */
@@ -328,6 +332,35 @@ static void window_and_large(void) {
 static unsigned char gathered_byte(int r, size_t j) { return (unsigned char)(r * 31 + j * 7); }
 
 /* every rank's bytes to rank 0, in rounds of `round` bytes per rank (0: whole) */
+/* Open MPI's mpi_yield_when_idle as MPI holds it (MPI_T; a C bool or an int), or -1 when it
+ * has no such variable */
+static int yield_when_idle(void) {
+    int provided, idx, count, verbosity, bind, scope, value = -1;
+    MPI_Datatype type;
+    MPI_T_enum enumtype;
+    MPI_T_cvar_handle h;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return -1;
+    if (MPI_T_cvar_get_index("mpi_yield_when_idle", &idx) == MPI_SUCCESS &&
+        MPI_T_cvar_get_info(idx, NULL, NULL, &verbosity, &type, &enumtype, NULL, NULL, &bind,
+                            &scope) == MPI_SUCCESS &&
+        MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+        union { _Bool b; int i; char pad[16]; } v = {0};
+        if (MPI_T_cvar_read(h, &v) == MPI_SUCCESS)
+            value = type == MPI_C_BOOL ? (int)v.b : type == MPI_INT ? v.i : -1;
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return value;
+}
+
+static void check_yield(void) {
+    const char *env = getenv("OMPI_MCA_mpi_yield_when_idle");
+    int want = env ? atoi(env) : -2, got = yield_when_idle();
+    ZT_TEST_TRUE(env && got == want && (want == 1 || getenv("ZT_TEST_YIELD_SET")),
+                 "mpi_yield_when_idle: MPI holds %d, the environment says %s (expected 1 "
+                 "unless the test set another)", got, env ? env : "nothing");
+}
+
 static void gather_rounds(size_t round) {
     const size_t n = g_rank == 1 ? 0 : (size_t)(10 * g_rank + 3);
     unsigned char *mine = malloc(n ? n : 1);
@@ -366,6 +399,7 @@ int main(int argc, char **argv) {
         zt_tasks_free();
         return 0; /* "slow" ends here; the failures end the job before, on rank 1 */
     }
+    check_yield();
     zt_trace_enable(1);
     bad_args();
     ring();
