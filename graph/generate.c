@@ -24,6 +24,12 @@
 #include "zt_sched.h"       /* zt_runtime_nworkers, zt_knob_int */
 #include "generate_impl.h"  /* gen_* */
 
+/* a prompt a step may feed, and its place in the order (prompt_order) */
+struct gen_pick {
+    int64_t key;
+    int slot;
+};
+
 /* a step submitted and not yet consumed: its rows, where its logits rows go, its results */
 struct gen_flight {
     struct gen_batch b;           /* arrays of the flight's rows */
@@ -44,7 +50,7 @@ struct zt_generator {
     int cur, inflight, ahead_on;   /* fl[cur] is submitted and not consumed when inflight */
     zt_tensor_t *kv;               /* [L] */
     struct gen_request **slot;     /* [max_batch] */
-    unsigned char *given;          /* [max_batch] the slots the step being built fed a chunk */
+    struct gen_pick *picks;        /* [max_batch] the prompts a step feeds, in order */
     struct gen_request *wait_head, *wait_tail;
     pthread_mutex_t mu;            /* the waiting queue and next_id */
     int64_t next_id;
@@ -113,8 +119,8 @@ static enum zt_status make_state(zt_generator_t g) {
     g->kv = calloc((size_t)L, sizeof *g->kv);
     g->slot = calloc((size_t)S, sizeof *g->slot);
     g->sp = calloc((size_t)R, sizeof *g->sp);
-    g->given = calloc((size_t)S, sizeof *g->given);
-    if (!g->kv || !g->slot || !g->sp || !g->given)
+    g->picks = calloc((size_t)S, sizeof *g->picks);
+    if (!g->kv || !g->slot || !g->sp || !g->picks)
         return zt_error_set(ZT_ERR_NOMEM, "generate: out of memory");
     for (int l = 0; l < L; l++)
         ZT_CHECK(zt_tensor_init_dtype(&g->kv[l], "kv_cache", NULL, (int64_t)S * g->s.seq_len,
@@ -210,7 +216,7 @@ void zt_generator_free(zt_generator_t g) {
     free(g->kv);
     free(g->slot);
     free(g->sp);
-    free(g->given);
+    free(g->picks);
     if (g->tasks_up) zt_tasks_free();
     pthread_cond_destroy(&g->work);
     pthread_cond_destroy(&g->idled);
@@ -328,22 +334,29 @@ static void add_rows(zt_generator_t g, struct gen_flight *f, int s, int m) {
     r->fed += m;
 }
 
-/* The prompt to feed next: the one with the least left to feed, less a chunk for every step
- * since its admission (0 when none is left). Shortest first keeps a short prompt from waiting
- * behind a long one (a request's time to first token then stays within about twice its own
- * alone, when two arrive together); the credit for waiting bounds how long a long prompt can
- * be passed over by shorter ones arriving after it. Ties: the lower slot; -1: none. */
-static int next_prompt(const struct zt_generator *g) {
-    int best = -1;
-    int64_t best_key = 0;
+static int pick_cmp(const void *a, const void *b) {
+    const struct gen_pick *x = a, *y = b;
+    return x->key != y->key ? (x->key < y->key ? -1 : 1) : x->slot - y->slot;
+}
+
+/* The prompts still to feed, in the order a step feeds them (into g->picks; their number):
+ * the fewest rows left first, less one chunk for every step since the request took its slot.
+ * Shortest first keeps a short prompt from waiting behind a long one (of two that arrive
+ * together neither waits much more than the other's time); the credit for waiting bounds how
+ * long a long prompt can be passed over by shorter ones arriving after it. Ties: the lower
+ * slot. */
+static int prompt_order(zt_generator_t g) {
+    int n = 0;
     for (int s = 0; s < g->cfg.max_batch; s++) {
         const struct gen_request *r = g->slot[s];
-        if (!r || g->given[s] || r->n - r->fed < 1) continue;
-        int64_t key = (r->n - r->fed) - (int64_t)g->cfg.prefill_chunk *
-                                            (g->stats.steps - r->admitted_step);
-        if (best < 0 || key < best_key) best = s, best_key = key;
+        if (!r || r->n - r->fed < 1) continue;
+        g->picks[n++] = (struct gen_pick){
+            .key = (r->n - r->fed) -
+                   (int64_t)g->cfg.prefill_chunk * (g->stats.steps - r->admitted_step),
+            .slot = s};
     }
-    return best;
+    qsort(g->picks, (size_t)n, sizeof *g->picks, pick_cmp);
+    return n;
 }
 
 /* decode rows first (one each), then prompt chunks within the row budget, shortest first */
@@ -352,12 +365,12 @@ static void build_batch(zt_generator_t g, struct gen_flight *f) {
     f->b.fed = NULL;
     for (int s = 0; s < g->cfg.max_batch; s++)
         if (g->slot[s] && g->slot[s]->n - g->slot[s]->fed == 1) add_rows(g, f, s, 1);
-    memset(g->given, 0, (size_t)g->cfg.max_batch);
-    for (int s; f->b.n < g->max_rows && (s = next_prompt(g)) >= 0;) {
+    const int n = prompt_order(g);
+    for (int i = 0; i < n && f->b.n < g->max_rows; i++) {
+        const int s = g->picks[i].slot;
         int left = g->max_rows - f->b.n, todo = g->slot[s]->n - g->slot[s]->fed;
         int m = todo < g->cfg.prefill_chunk ? todo : g->cfg.prefill_chunk;
         add_rows(g, f, s, m < left ? m : left);
-        g->given[s] = 1;
     }
 }
 
