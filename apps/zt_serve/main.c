@@ -60,11 +60,15 @@ static const char *usage_text =
 // ----------------------------------------------------------------------------
 // admission
 
+/* prompts that may still be admitted (running + queued below max_batch + max_queue); s->mu held */
+static int room_locked(const struct serve *s) {
+    return s->o->max_batch + s->o->max_queue - s->inflight;
+}
+
 int serve_admit(struct serve *s, int n, int *status) {
     if (zt_generator_status(s->gen) != ZT_OK) return *status = 503, 0;
     pthread_mutex_lock(&s->mu);
-    int room = s->o->max_batch + s->o->max_queue - s->inflight;
-    *status = s->draining ? 503 : n > room ? 429 : 200;
+    *status = s->draining ? 503 : n > room_locked(s) ? 429 : 200;
     if (*status == 200) s->inflight += n;
     pthread_mutex_unlock(&s->mu);
     return *status == 200;
@@ -78,7 +82,7 @@ void serve_release(struct serve *s, int n) {
 
 int serve_full(struct serve *s) {
     pthread_mutex_lock(&s->mu);
-    int full = !s->draining && s->inflight >= s->o->max_batch + s->o->max_queue;
+    int full = !s->draining && room_locked(s) < 1;
     pthread_mutex_unlock(&s->mu);
     return full;
 }
