@@ -109,13 +109,15 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
     pthread_mutex_lock(&c->mu);
     if (finish != ZT_FINISH_NONE) {
         ended(p, finish, t);
+        int unstarted = p->nout == 0;
         pthread_cond_broadcast(&c->cv);
         pthread_mutex_unlock(&c->mu);
-        serve_release(c->s, 1);
+        serve_release(c->s, 1, unstarted);
         drop(c);
         return 0;
     }
-    if (p->nout == 0) serve_metrics_ttft(m, t - c->t0);
+    int first = p->nout == 0;
+    if (first) serve_metrics_ttft(m, t - c->t0);
     else serve_metrics_itl(m, t - p->t_last);
     p->t_last = t;
     p->out[p->nout++] = token;
@@ -130,6 +132,7 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
     }
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
+    if (first) serve_started(c->s);
     return stop;
 }
 
@@ -206,7 +209,7 @@ static int submit(struct completion *c, const struct api_completion *req,
         c->cancelled = 1;
         for (int j = i; j < c->n; j++) c->pr[j].finish = ZT_FINISH_STOP;
         pthread_mutex_unlock(&c->mu);
-        serve_release(c->s, c->n - i);
+        serve_release(c->s, c->n - i, c->n - i);
         return api_fail(err, invalid ? 400 : 500, invalid ? "invalid_request_error"
                         : "server_error", NULL, "%s", zt_error_last());
     }
@@ -215,7 +218,8 @@ static int submit(struct completion *c, const struct api_completion *req,
 
 void completion_at_capacity(struct api_error *err) {
     api_fail(err, 429, "rate_limit_error", NULL, "the server is at capacity (--max-batch "
-             "running and --max-queue waiting); retry later");
+             "running and --max-queue waiting, or --max-prefill without their first token); "
+             "retry later");
 }
 
 struct completion *completion_start(struct serve *s, struct api_completion *req,
@@ -233,7 +237,7 @@ struct completion *completion_start(struct serve *s, struct api_completion *req,
     }
     struct completion *c = create(s, req);
     if (!c) {
-        serve_release(s, req->nprompts);
+        serve_release(s, req->nprompts, req->nprompts);
         api_fail(err, 500, "server_error", NULL, "out of memory");
         return NULL;
     }

@@ -110,7 +110,8 @@ static enum MHD_Result metrics(struct serve *s, struct MHD_Connection *conn) {
     int inflight = serve_inflight(s), slots = s->o->max_batch;
     struct serve_gauges g = {.running = inflight < slots ? inflight : slots,
                              .waiting = inflight > slots ? inflight - slots : 0,
-                             .max_batch = slots, .max_queue = s->o->max_queue,
+                             .unstarted = serve_unstarted(s), .max_batch = slots,
+                             .max_queue = s->o->max_queue, .max_prefill = s->o->max_prefill,
                              .decode_steps = st.steps, .decode_rows = st.decode_rows,
                              .prefill_rows = st.prefill_rows};
     return reply(s, conn, EP_METRICS, 200, serve_metrics_text(&s->metrics, &g),

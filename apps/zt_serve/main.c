@@ -41,6 +41,9 @@ static const char *usage_text =
     "  --max-batch N         prompts decoded together: KV-cache slots (default 8)\n"
     "  --max-queue Q         prompts waiting for a slot beyond them; more get 429 with\n"
     "                        Retry-After (default 64)\n"
+    "  --max-prefill P       prompts admitted without their first token yet (queued or being\n"
+    "                        fed); more get 429: a burst is refused instead of sharing the\n"
+    "                        prompt steps (default 0: no limit but the two above)\n"
     "  --prefill-chunk N     prompt tokens a prompt feeds per step (default 256)\n"
     "  --timeout S           close a connection idle for S seconds (default 30)\n"
     "  --max-body BYTES      largest request body (default 1048576); larger: 413\n"
@@ -60,23 +63,33 @@ static const char *usage_text =
 // ----------------------------------------------------------------------------
 // admission
 
-/* prompts that may still be admitted (running + queued below max_batch + max_queue); s->mu held */
+/* prompts that may still be admitted: running + queued below max_batch + max_queue, and those
+ * without their first token below max_prefill (0: no such limit); s->mu held */
 static int room_locked(const struct serve *s) {
-    return s->o->max_batch + s->o->max_queue - s->inflight;
+    int room = s->o->max_batch + s->o->max_queue - s->inflight;
+    int fresh = s->o->max_prefill - s->unstarted;
+    return s->o->max_prefill > 0 && fresh < room ? fresh : room;
 }
 
 int serve_admit(struct serve *s, int n, int *status) {
     if (zt_generator_status(s->gen) != ZT_OK) return *status = 503, 0;
     pthread_mutex_lock(&s->mu);
     *status = s->draining ? 503 : n > room_locked(s) ? 429 : 200;
-    if (*status == 200) s->inflight += n;
+    if (*status == 200) s->inflight += n, s->unstarted += n;
     pthread_mutex_unlock(&s->mu);
     return *status == 200;
 }
 
-void serve_release(struct serve *s, int n) {
+void serve_started(struct serve *s) {
+    pthread_mutex_lock(&s->mu);
+    s->unstarted--;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void serve_release(struct serve *s, int n, int unstarted) {
     pthread_mutex_lock(&s->mu);
     s->inflight -= n;
+    s->unstarted -= unstarted;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -90,6 +103,13 @@ int serve_full(struct serve *s) {
 int serve_inflight(struct serve *s) {
     pthread_mutex_lock(&s->mu);
     int n = s->inflight;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int serve_unstarted(struct serve *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->unstarted;
     pthread_mutex_unlock(&s->mu);
     return n;
 }
@@ -125,6 +145,7 @@ static int parse_one(struct serve_options *o, int argc, char **argv, int *i) {
     int rc = !strcmp(a, "--port")            ? int_option(argc, argv, i, 0, 65535, &v)
              : !strcmp(a, "--max-batch")     ? int_option(argc, argv, i, 1, 4096, &v)
              : !strcmp(a, "--max-queue")     ? int_option(argc, argv, i, 0, 1 << 20, &v)
+             : !strcmp(a, "--max-prefill")   ? int_option(argc, argv, i, 0, 1 << 20, &v)
              : !strcmp(a, "--prefill-chunk") ? int_option(argc, argv, i, 1, 1 << 20, &v)
              : !strcmp(a, "--timeout")       ? int_option(argc, argv, i, 1, 86400, &v)
              : !strcmp(a, "--max-body")      ? int_option(argc, argv, i, 1024, 1 << 30, &v)
@@ -133,6 +154,7 @@ static int parse_one(struct serve_options *o, int argc, char **argv, int *i) {
     if (!strcmp(a, "--port")) o->port = (int)v;
     else if (!strcmp(a, "--max-batch")) o->max_batch = (int)v;
     else if (!strcmp(a, "--max-queue")) o->max_queue = (int)v;
+    else if (!strcmp(a, "--max-prefill")) o->max_prefill = (int)v;
     else if (!strcmp(a, "--prefill-chunk")) o->prefill_chunk = (int)v;
     else if (!strcmp(a, "--timeout")) o->timeout_s = (int)v;
     else o->max_body = (size_t)v;

@@ -130,6 +130,9 @@ static void gauges(struct out *o, const struct serve_gauges *g) {
     put(o, "zt_serve_requests_running %d\n", g->running);
     head(o, "zt_serve_requests_waiting", "gauge", "prompts queued for a slot (queue depth)");
     put(o, "zt_serve_requests_waiting %d\n", g->waiting);
+    head(o, "zt_serve_requests_unstarted", "gauge", "admitted prompts without their first token "
+         "(queued or being fed)");
+    put(o, "zt_serve_requests_unstarted %d\n", g->unstarted);
     head(o, "zt_serve_batch_occupancy", "gauge", "running prompts over the KV-cache slots");
     put(o, "zt_serve_batch_occupancy %.4f\n", g->max_batch ? (double)g->running / g->max_batch
                                                            : 0.0);
@@ -137,6 +140,9 @@ static void gauges(struct out *o, const struct serve_gauges *g) {
     put(o, "zt_serve_max_batch %d\n", g->max_batch);
     head(o, "zt_serve_max_queue", "gauge", "queued prompts allowed (--max-queue)");
     put(o, "zt_serve_max_queue %d\n", g->max_queue);
+    head(o, "zt_serve_max_prefill", "gauge", "unstarted prompts allowed (--max-prefill; 0: no "
+         "limit of its own)");
+    put(o, "zt_serve_max_prefill %d\n", g->max_prefill);
     head(o, "zt_serve_steps_total", "counter", "generation steps run");
     put(o, "zt_serve_steps_total %lld\n", (long long)g->decode_steps);
     head(o, "zt_serve_rows_total", "counter", "rows computed by the steps, by kind");

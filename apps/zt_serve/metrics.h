@@ -34,7 +34,7 @@ struct serve_metrics {
 
 /* what the server knows at scrape time (gauges) */
 struct serve_gauges {
-    int running, waiting, max_batch, max_queue;
+    int running, waiting, unstarted, max_batch, max_queue, max_prefill;
     int64_t decode_steps, decode_rows, prefill_rows;
 };
 

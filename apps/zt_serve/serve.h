@@ -17,7 +17,7 @@
 
 struct serve_options {
     const char *model, *weights, *checkpoint, *tokenizer, *ds_config, *host, *name;
-    int port, max_batch, max_queue, prefill_chunk, timeout_s;
+    int port, max_batch, max_queue, max_prefill, prefill_chunk, timeout_s;
     size_t max_body;
 };
 
@@ -31,20 +31,27 @@ struct serve {
     int64_t started;          /* unix time, for "created" */
     pthread_mutex_t mu;       /* the counts below */
     int inflight;             /* prompts submitted to the generator and not finished */
+    int unstarted;            /* of those, the ones without their first token yet */
     int draining;             /* SIGTERM: no new work */
     int64_t next_cmpl;        /* completion ids */
     struct serve_metrics metrics;
 };
 
 /* ---- admission (main.c) ---- */
-/* room for n more prompts (running + queued <= max_batch + max_queue) and not draining: taken
- * (1), else 0 and *why says what stopped it (429 or 503) */
+/* room for n more prompts (running + queued <= max_batch + max_queue, and those without their
+ * first token <= max_prefill) and not draining: taken (1), else 0 and *why says what stopped
+ * it (429 or 503) */
 int serve_admit(struct serve *s, int n, int *status);
-/* prompts that were admitted and will not run, or have finished */
-void serve_release(struct serve *s, int n);
+/* an admitted prompt has its first token */
+void serve_started(struct serve *s);
+/* n prompts that were admitted and will not run, or have finished; `unstarted` of them had no
+ * first token */
+void serve_release(struct serve *s, int n, int unstarted);
 int serve_inflight(struct serve *s);
-/* whether the server is at capacity (every slot and queue place taken, not draining: a new
- * completion would get 429 whatever it asks; a draining server's answer is serve_admit's 503) */
+int serve_unstarted(struct serve *s);
+/* whether the server is at capacity (every slot and queue place taken, or --max-prefill
+ * prompts without their first token; not draining: a new completion would get 429 whatever it
+ * asks; a draining server's answer is serve_admit's 503) */
 int serve_full(struct serve *s);
 
 /* ---- HTTP (http.c) ---- */

@@ -17,7 +17,8 @@ tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
     paths (404) and methods (405); unknown fields are ignored;
   - a client that sends part of its headers and stalls is cut off after --timeout;
   - beyond --max-batch + --max-queue a request gets 429 with Retry-After, never a wait (from
-    its headers when the server is full: its body is not read);
+    its headers when the server is full: its body is not read); so beyond --max-prefill
+    prompts without their first token, though the queue has room;
   - many streaming clients that drop mid-stream leave no running or waiting prompt in
     /metrics, the resident memory near where it was, and the server answering as before;
     clients that leave while their prompts are queued take them out of the queue unfed;
@@ -376,9 +377,10 @@ def storm(s):
             break
         time.sleep(0.1)
     R.check(m.get("zt_serve_requests_running") == 0 and m.get("zt_serve_requests_waiting") == 0
+            and m.get("zt_serve_requests_unstarted") == 0
             and m.get("zt_serve_cancelled_total", 0) >= 1,
-            "24 clients gone mid-stream: no prompt running or waiting (%s), %d cancelled" % (
-                {k: v for k, v in m.items() if "running" in k or "waiting" in k},
+            "24 clients gone mid-stream: no prompt running, waiting or unstarted (%s), %d "
+            "cancelled" % ({k: v for k, v in m.items() if re.search("running|waiting|unstarted", k)},
                 m.get("zt_serve_cancelled_total", -1)))
     after = s.rss_kib()
     R.check(after - before < 16 * 1024, "resident memory after the storm: %d KiB, before: %d "
@@ -393,7 +395,8 @@ def metrics_text(s):
     text = body.decode()
     names = ["zt_serve_requests_total", "zt_serve_prompt_tokens_total",
              "zt_serve_generation_tokens_total", "zt_serve_requests_running",
-             "zt_serve_requests_waiting", "zt_serve_batch_occupancy",
+             "zt_serve_requests_waiting", "zt_serve_requests_unstarted",
+             "zt_serve_max_prefill", "zt_serve_batch_occupancy",
              "zt_serve_time_to_first_token_seconds_bucket",
              "zt_serve_inter_token_latency_seconds_count"]
     m = s.metrics()
@@ -461,6 +464,39 @@ def overload():
         time.sleep(0.02)
     R.check(st == 400, "the same body with room: %d (expected 400)" % st)
     R.check(s.stop() == 0, "SIGTERM after the overload: exit 0")
+
+
+def prefill_limit():
+    """--max-prefill 1 (one slot, queue room for 4, prompts fed a token a step): while a long
+    prompt is being fed, another gets 429 naming the limit although the queue has room; once
+    the first has its first token the same prompt is taken. (The long prompt may have its first
+    token before the other arrives: tried up to 10 times.)"""
+    s = Server(SERVE, base + ["--max-batch", "1", "--max-queue", "4", "--max-prefill", "1",
+                              "--prefill-chunk", "1"])
+    long_prompt = greedy([7 + i % 50 for i in range(CTX - 8)], 4)
+    seen = []
+    for _ in range(10):
+        first = threading.Thread(target=s.post_json, args=("/v1/completions", long_prompt))
+        first.start()
+        while s.metrics().get("zt_serve_requests_unstarted") == 0 and first.is_alive():
+            time.sleep(0.001)
+        st, body = s.post_json("/v1/completions", greedy(PROMPTS[3], 4))
+        seen.append(st)
+        first.join(120)
+        if st == 429:
+            break
+    msg = body and body.get("error", {}).get("message", "")
+    R.check(st == 429 and "--max-prefill" in msg,
+            "--max-prefill 1, a prompt being fed: another got %s (expected 429 naming "
+            "--max-prefill: %r; tries %s)" % (st, msg, seen))
+    st, body = s.post_json("/v1/completions", greedy(PROMPTS[3], 4))
+    m = s.metrics()
+    R.check(st == 200 and m.get("zt_serve_requests_unstarted") == 0 and
+            m.get("zt_serve_max_prefill") == 1,
+            "--max-prefill 1 with the server idle again: %d (expected 200), unstarted %s, "
+            "zt_serve_max_prefill %s" % (st, m.get("zt_serve_requests_unstarted"),
+                                         m.get("zt_serve_max_prefill")))
+    R.check(s.stop() == 0, "SIGTERM: exit 0")
 
 
 def queued_cancel():
@@ -587,6 +623,7 @@ finally:
     if R.bad:
         print(s.stderr()[-3000:])
 overload()
+prefill_limit()
 queued_cancel()
 engine_failure()
 sys.exit(R.finish("test_serve"))
