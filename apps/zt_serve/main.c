@@ -41,9 +41,9 @@ static const char *usage_text =
     "  --max-batch N         prompts decoded together: KV-cache slots (default 8)\n"
     "  --max-queue Q         prompts waiting for a slot beyond them; more get 429 with\n"
     "                        Retry-After (default 64)\n"
-    "  --max-prefill P       prompts admitted without their first token yet (queued or being\n"
-    "                        fed); more get 429: a burst is refused instead of sharing the\n"
-    "                        prompt steps (default 0: no limit but the two above)\n"
+    "  --max-prefill P       while P admitted prompts have no first token yet (queued or\n"
+    "                        being fed), completions get 429: a burst is refused instead of\n"
+    "                        sharing the prompt steps (default 0: no limit but the two above)\n"
     "  --prefill-chunk N     prompt tokens a prompt feeds per step (default 256)\n"
     "  --timeout S           close a connection idle for S seconds (default 30)\n"
     "  --max-body BYTES      largest request body (default 1048576); larger: 413\n"
@@ -63,12 +63,13 @@ static const char *usage_text =
 // ----------------------------------------------------------------------------
 // admission
 
-/* prompts that may still be admitted: running + queued below max_batch + max_queue, and those
- * without their first token below max_prefill (0: no such limit); s->mu held */
+/* prompts that may still be admitted: running + queued below max_batch + max_queue; none while
+ * max_prefill (0: no such limit) admitted prompts have no first token yet. (A completion of
+ * several prompts is taken whole when fewer than max_prefill wait: never refused for its size
+ * alone.) s->mu held */
 static int room_locked(const struct serve *s) {
-    int room = s->o->max_batch + s->o->max_queue - s->inflight;
-    int fresh = s->o->max_prefill - s->unstarted;
-    return s->o->max_prefill > 0 && fresh < room ? fresh : room;
+    if (s->o->max_prefill > 0 && s->unstarted >= s->o->max_prefill) return 0;
+    return s->o->max_batch + s->o->max_queue - s->inflight;
 }
 
 int serve_admit(struct serve *s, int n, int *status) {

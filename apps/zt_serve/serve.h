@@ -38,8 +38,8 @@ struct serve {
 };
 
 /* ---- admission (main.c) ---- */
-/* room for n more prompts (running + queued <= max_batch + max_queue, and those without their
- * first token <= max_prefill) and not draining: taken (1), else 0 and *why says what stopped
+/* room for n more prompts (running + queued <= max_batch + max_queue; fewer than max_prefill
+ * without their first token) and not draining: taken (1), else 0 and *why says what stopped
  * it (429 or 503) */
 int serve_admit(struct serve *s, int n, int *status);
 /* an admitted prompt has its first token */

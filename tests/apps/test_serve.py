@@ -469,7 +469,8 @@ def overload():
 def prefill_limit():
     """--max-prefill 1 (one slot, queue room for 4, prompts fed a token a step): while a long
     prompt is being fed, another gets 429 naming the limit although the queue has room; once
-    the first has its first token the same prompt is taken. (The long prompt may have its first
+    the first has its first token the same prompt is taken, and so is a completion of more
+    prompts than the limit. (The long prompt may have its first
     token before the other arrives: tried up to 10 times.)"""
     s = Server(SERVE, base + ["--max-batch", "1", "--max-queue", "4", "--max-prefill", "1",
                               "--prefill-chunk", "1"])
@@ -489,6 +490,10 @@ def prefill_limit():
     R.check(st == 429 and "--max-prefill" in msg,
             "--max-prefill 1, a prompt being fed: another got %s (expected 429 naming "
             "--max-prefill: %r; tries %s)" % (st, msg, seen))
+    st, body = s.post_json("/v1/completions", greedy(PROMPTS[:3], 4))
+    R.check(st == 200 and len(body.get("choices", [])) == 3,
+            "--max-prefill 1, idle: a completion of 3 prompts is taken whole: %d, %d choices "
+            "(expected 200, 3)" % (st, len((body or {}).get("choices", []))))
     st, body = s.post_json("/v1/completions", greedy(PROMPTS[3], 4))
     m = s.metrics()
     R.check(st == 200 and m.get("zt_serve_requests_unstarted") == 0 and
