@@ -130,9 +130,9 @@ static int on_token(void *user, int64_t id, int32_t token, enum zt_finish finish
         p->cancel_seen = 1;
         serve_metrics_cancelled(m);
     }
+    if (first) serve_started(c->s); /* before the client can see the token (s->mu is a leaf) */
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    if (first) serve_started(c->s);
     return stop;
 }
 
@@ -216,10 +216,15 @@ static int submit(struct completion *c, const struct api_completion *req,
     return 0;
 }
 
-void completion_at_capacity(struct api_error *err) {
-    api_fail(err, 429, "rate_limit_error", NULL, "the server is at capacity (--max-batch "
-             "running and --max-queue waiting, or --max-prefill without their first token); "
-             "retry later");
+void completion_at_capacity(struct serve *s, struct api_error *err) {
+    int p = s->o->max_prefill;
+    if (p > 0 && serve_unstarted(s) >= p)
+        api_fail(err, 429, "rate_limit_error", NULL, "the server is at capacity (--max-prefill "
+                 "%d: that many admitted prompts still wait for their first token); retry later",
+                 p);
+    else
+        api_fail(err, 429, "rate_limit_error", NULL, "the server is at capacity (--max-batch "
+                 "running and --max-queue waiting); retry later");
 }
 
 struct completion *completion_start(struct serve *s, struct api_completion *req,
@@ -227,7 +232,7 @@ struct completion *completion_start(struct serve *s, struct api_completion *req,
     int status;
     if (!serve_admit(s, req->nprompts, &status)) {
         if (status == 429)
-            completion_at_capacity(err);
+            completion_at_capacity(s, err);
         else if (zt_generator_status(s->gen) != ZT_OK)
             api_fail(err, 503, "service_unavailable", NULL, "the generation engine failed: %s",
                      zt_error_last());

@@ -17,8 +17,8 @@
 
 struct completion;
 
-/* the 429 error of a server at capacity */
-void completion_at_capacity(struct api_error *err);
+/* the 429 error of a server at capacity, naming the limit that refuses */
+void completion_at_capacity(struct serve *s, struct api_error *err);
 /* the parsed request's prompts admitted and submitted (req is taken over: its arrays move into
  * the completion): a completion holding a reference for the caller, or NULL with *err */
 struct completion *completion_start(struct serve *s, struct api_completion *req,

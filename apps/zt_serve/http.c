@@ -215,7 +215,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (cl && strtoull(cl, NULL, 10) > s->o->max_body) return too_large(s, conn, url, b);
         if (full_for(s, url, method)) {
             struct api_error err;
-            completion_at_capacity(&err);
+            completion_at_capacity(s, &err);
             return refuse(s, conn, url, b, &err);
         }
         return MHD_YES;

@@ -252,8 +252,10 @@ static int serve(struct serve *s) {
     char plan[512]; /* after the bind: a refused start is one line */
     zt_generator_plan(s->gen, plan, sizeof plan);
     fprintf(stderr, "%s\n", plan);
-    fprintf(stderr, "zt-serve: listening on http://%s:%d (model %s, %d slots, queue %d)\n",
-            s->o->host, port, s->model_name, s->o->max_batch, s->o->max_queue);
+    char prefill[48] = "";
+    if (s->o->max_prefill > 0) snprintf(prefill, sizeof prefill, ", prefill %d", s->o->max_prefill);
+    fprintf(stderr, "zt-serve: listening on http://%s:%d (model %s, %d slots, queue %d%s)\n",
+            s->o->host, port, s->model_name, s->o->max_batch, s->o->max_queue, prefill);
     sigset_t set;
     stop_signals(&set);
     int sig = 0;

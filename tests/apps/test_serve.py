@@ -98,6 +98,7 @@ def command_line(s):
     expect("--port 70000", base + ["--port", "70000"], 2, ["--port", "70000"])
     expect("--max-batch 0", base + ["--max-batch", "0"], 2, ["--max-batch"])
     expect("--max-body 10", base + ["--max-body", "10"], 2, ["--max-body"])
+    expect("--max-prefill -1", base + ["--max-prefill", "-1"], 2, ["--max-prefill"])
     expect("--host bogus", base + ["--host", "bogus"], 2, ["--host", "bogus"])
     expect("unknown option", base + ["--frobnicate"], 2, ["--frobnicate"])
     expect("missing model file", ["--model", R.path("nope.json"), "--weights", w,
@@ -530,10 +531,11 @@ def queued_cancel():
     m = s.metrics()
     rows = m['zt_serve_rows_total{kind="prefill"}'] - rows0
     want = sum(lens[2 + i % 4] for i in range(8))
-    R.check(m["zt_serve_cancelled_total"] == 3 and rows == want,
+    R.check(m["zt_serve_cancelled_total"] == 3 and rows == want and
+            m["zt_serve_requests_unstarted"] == 0,
             "3 clients gone while queued (2 streamed, 1 plain): 3 cancelled (%d), prefill rows "
-            "%d = the 8 others' prompts %d (theirs never fed)" % (
-                m["zt_serve_cancelled_total"], rows, want))
+            "%d = the 8 others' prompts %d (theirs never fed), unstarted %d (expected 0)" % (
+                m["zt_serve_cancelled_total"], rows, want, m["zt_serve_requests_unstarted"]))
     R.check(s.stop() == 0, "SIGTERM: exit 0")
 
 
