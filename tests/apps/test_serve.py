@@ -24,7 +24,8 @@ tests/data/tokenizer (2000 tokens with <|endoftext|>). Checks:
     clients that leave while their prompts are queued take them out of the queue unfed;
   - /metrics is Prometheus text with the counters and histograms;
   - an idle server (before and after all that) uses almost no CPU: its workers are parked;
-  - SIGTERM drains: a running stream ends normally, new requests get 503, exit status 0;
+  - SIGTERM drains: a running stream ends normally, new requests get 503 (so on a full
+    server, whose 429 would otherwise come from the headers), exit status 0;
   - the engine failing under the server (its NVMe weights cut short): 500 for the request in
     flight, 503 afterwards, /health "failed", and SIGTERM still exits 0.
 
@@ -503,6 +504,34 @@ def prefill_limit():
             "zt_serve_max_prefill %s" % (st, m.get("zt_serve_requests_unstarted"),
                                          m.get("zt_serve_max_prefill")))
     R.check(s.stop() == 0, "SIGTERM: exit 0")
+    # full (the one prompt that may wait for its first token is being fed) and draining: the
+    # drain's 503, not a full server's 429 (which is refused from the headers only while not
+    # draining); the feeding may end first: tried up to 3 times
+    for _ in range(3):
+        s = Server(SERVE, base + ["--max-batch", "1", "--max-queue", "4", "--max-prefill", "1",
+                                  "--prefill-chunk", "1"])
+        held = threading.Thread(target=s.post_json, args=("/v1/completions", long_prompt))
+        held.start()
+        while s.metrics().get("zt_serve_requests_unstarted") == 0 and held.is_alive():
+            time.sleep(0.001)
+        s.p.send_signal(signal.SIGTERM)
+        health = None
+        while health != 503 and held.is_alive():
+            health = s.request("GET", "/health")[0]
+        try:
+            st = s.request("POST", "/v1/completions", greedy(PROMPTS[3], 4))[0]
+        except OSError:
+            st = "refused"
+        held.join(120)
+        try:
+            rc = s.p.wait(120)  # on its own: a second SIGTERM would stop it at once
+        except subprocess.TimeoutExpired:
+            rc = s.stop(signal.SIGKILL)
+        if health == 503:
+            break
+    R.check(health == 503 and st == 503 and rc == 0,
+            "full and draining: a completion got %s (expected 503; /health %s), exit %d" % (
+                st, health, rc))
 
 
 def queued_cancel():
